@@ -1,0 +1,71 @@
+"""spark_dpsynth: differentially private marginals and synthetic data for data-lake tables, on Apache Spark.
+
+The pipeline, one direction (DESIGN.md section 1)::
+
+    table --prepare--> records of attributes --aggregate--> DP release --synthesize--> synthetic table
+    sensitive table + release + synthetic table --evaluate--> metrics (not private)
+
+Modules, in pipeline order:
+
+* :mod:`spark_dpsynth.params`: frozen, validated parameter objects (DataConfig, AggregationParams, SynthesisParams).
+* :mod:`spark_dpsynth.prepare`: columns, empty values, public bins (Spark built-ins).
+* :mod:`spark_dpsynth.budget`: the privacy accounting (epsilon -> rho, epsilon_Q, sigma_k; thresholds).
+* :mod:`spark_dpsynth.marginals`: DP k-way marginals with SDS's method, distributed (``dp_aggregate``).
+* :mod:`spark_dpsynth.release`: the release on disk and in memory (``Release``).
+* :mod:`spark_dpsynth.synthesis`: aggregate-seeded synthesis, partitioned (``synthesize``).
+* :mod:`spark_dpsynth.evaluation`: utility metrics against the sensitive data (``evaluate``).
+* :mod:`spark_dpsynth.config` and :mod:`spark_dpsynth.cli`: TOML configuration and the ``spark-dpsynth`` command.
+
+Example::
+
+    from spark_dpsynth import AggregationParams, DataConfig, dp_aggregate, synthesize, SynthesisParams
+    release = dp_aggregate(df, AggregationParams(epsilon=1.0), DataConfig(empty_values=("?",)))
+    release.save("out/release", spark)
+    synthetic = synthesize(release, SynthesisParams(), spark)
+"""
+
+from spark_dpsynth.errors import (
+    BudgetError,
+    ConfigError,
+    DPSynthError,
+    InvalidParameterError,
+    ReleaseError,
+    SchemaError,
+)
+from spark_dpsynth.evaluation import evaluate, write_metrics
+from spark_dpsynth.marginals import dp_aggregate
+from spark_dpsynth.params import (
+    AccuracyMode,
+    AggregationParams,
+    BinSpec,
+    DataConfig,
+    FabricationMode,
+    SynthesisParams,
+)
+from spark_dpsynth.prepare import prepare
+from spark_dpsynth.release import Marginal, Release
+from spark_dpsynth.synthesis import synthesize
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AccuracyMode",
+    "AggregationParams",
+    "BinSpec",
+    "BudgetError",
+    "ConfigError",
+    "DataConfig",
+    "DPSynthError",
+    "FabricationMode",
+    "InvalidParameterError",
+    "Marginal",
+    "Release",
+    "ReleaseError",
+    "SchemaError",
+    "SynthesisParams",
+    "dp_aggregate",
+    "evaluate",
+    "prepare",
+    "synthesize",
+    "write_metrics",
+]

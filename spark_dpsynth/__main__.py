@@ -1,0 +1,7 @@
+"""``python -m spark_dpsynth``: the same command line as ``spark-dpsynth``."""
+
+import sys
+
+from spark_dpsynth.cli import main
+
+sys.exit(main())

@@ -1,0 +1,200 @@
+"""Privacy accounting of a release: how epsilon (and delta) become rho, epsilon_Q and sigma_k.
+
+All formulas are from seed 001, section 3.2.2 (the variant *with* the square, which is the correct one) and
+DESIGN.md section 2:
+
+* epsilon = epsilon_N + epsilon_M, epsilon_N = N_p * epsilon.
+* rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2, the zCDP budget whose classic conversion
+  (Bun & Steinke 2016, Prop. 1.3: rho-zCDP => (rho + 2 sqrt(rho ln(1/delta')), delta')-DP) gives
+  (epsilon_M, delta/2)-DP; the other delta/2 pays for the threshold rho_1 of the 1-tuples.
+* epsilon_Q = sqrt(2 rho Q_p / R): each of the R DP percentiles is epsilon_Q-DP, i.e. epsilon_Q^2/2-zCDP, so
+  together they spend R epsilon_Q^2 / 2 = rho Q_p.
+* sigma = sqrt(sum_k p_k^-2 / (2 rho (1 - Q_p))), sigma_k = p_k sigma: the Gaussian counts of length k with
+  sensitivity Delta_k and noise std sigma_k sqrt(Delta_k) spend 1/(2 sigma_k^2), summing to rho (1 - Q_p).
+
+Thresholds (seed 001, 3.3): rho_1 = 1 + sigma_1 sqrt(Delta_1) Phi^-1((1 - delta/2)^(1/Delta_1)); adaptive
+rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k/2) for k >= 2 (DESIGN.md uses Delta_k where the seed's text
+says Delta_1), or fixed t_k.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from scipy.stats import norm
+
+from spark_dpsynth import _validate as v
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.params import AggregationParams, FabricationMode
+
+__all__ = [
+    "MAX_DERIVED_DELTA",
+    "BudgetSplit",
+    "rho_from_epsilon_delta",
+    "epsilon_from_rho_delta",
+    "split_budget",
+    "delta_from_protected_n",
+    "rho_1_threshold",
+    "adaptive_threshold",
+    "fabrication_etas",
+    "thresholds_for",
+]
+
+MAX_DERIVED_DELTA = 1e-3
+"""A delta derived from the protected number of records is never larger than this."""
+
+
+@dataclass(frozen=True)
+class BudgetSplit:
+    """The privacy parameters of one release (seed 001, 3.2.2). Units: epsilon/delta of (epsilon, delta)-DP,
+    rho of zCDP; sigmas are multipliers of sqrt(Delta_k) (noise std of a length-k count is sigma_k sqrt(Delta_k))."""
+
+    epsilon: float
+    """Total epsilon, > 0."""
+    delta: float
+    """Total delta, in (0, 1)."""
+    epsilon_n: float
+    """Epsilon of the protected number of records (discrete Laplace, scale 1/epsilon_n)."""
+    epsilon_m: float
+    """Epsilon of the marginals, epsilon - epsilon_n."""
+    rho: float
+    """zCDP budget of the marginals and percentiles."""
+    percentile_epsilon_proportion: float
+    """Q_p, the share of rho spent on percentiles."""
+    epsilon_q: float
+    """Pure-DP epsilon of *each* of the R percentile selections."""
+    sigma: float
+    """Base noise multiplier; sigma_k = p_k sigma."""
+    sigma_proportions: tuple[float, ...]
+    """p_1..p_R."""
+    sigmas: tuple[float, ...]
+    """sigma_1..sigma_R."""
+
+    @property
+    def reporting_length(self) -> int:
+        return len(self.sigmas)
+
+    def zcdp_spent(self) -> float:
+        """R epsilon_Q^2 / 2 + sum_k 1/(2 sigma_k^2): equals ``rho`` (up to rounding)."""
+        r = self.reporting_length
+        return r * self.epsilon_q**2 / 2 + sum(1 / (2 * s * s) for s in self.sigmas)
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["sigma_proportions"] = list(self.sigma_proportions)
+        d["sigmas"] = list(self.sigmas)
+        return d
+
+
+def rho_from_epsilon_delta(epsilon_m: float, delta: float) -> float:
+    """rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2 (seed 001, EQ1).
+
+    It is the largest rho with rho + 2 sqrt(rho ln(2/delta)) <= epsilon_M, i.e. rho-zCDP implies
+    (epsilon_M, delta/2)-DP by the classic conversion (Bun & Steinke 2016, Prop. 1.3).
+    """
+    v.positive("epsilon_m", epsilon_m)
+    v.open_unit("delta", delta)
+    ln = math.log(2.0 / delta)
+    return (math.sqrt(epsilon_m + ln) - math.sqrt(ln)) ** 2
+
+
+def epsilon_from_rho_delta(rho: float, delta: float) -> float:
+    """The classic conversion epsilon = rho + 2 sqrt(rho ln(2/delta)), the inverse of :func:`rho_from_epsilon_delta`."""
+    return rho + 2.0 * math.sqrt(rho * math.log(2.0 / delta))
+
+
+def split_budget(params: AggregationParams, delta: float) -> BudgetSplit:
+    """Split (epsilon, delta) into the parameters of every mechanism of a release (seed 001, 3.2.2).
+
+    Args:
+        params: validated aggregation parameters (epsilon, R, Q_p, N_p, sigma proportions).
+        delta: the delta in force: ``params.delta`` or one derived from the protected number of records.
+
+    Raises:
+        InvalidParameterError: delta is not in (0, 1).
+    """
+    v.open_unit("delta", delta)
+    eps = float(params.epsilon)
+    eps_n = params.number_of_records_epsilon_proportion * eps
+    eps_m = eps - eps_n
+    rho = rho_from_epsilon_delta(eps_m, delta)
+    r = params.reporting_length
+    qp = params.percentile_epsilon_proportion
+    eps_q = math.sqrt(2.0 * rho * qp / r)
+    props = params.sigma_proportions_for()
+    sigma = math.sqrt(sum(1.0 / (p * p) for p in props) / (2.0 * rho * (1.0 - qp)))
+    return BudgetSplit(
+        epsilon=eps,
+        delta=float(delta),
+        epsilon_n=eps_n,
+        epsilon_m=eps_m,
+        rho=rho,
+        percentile_epsilon_proportion=qp,
+        epsilon_q=eps_q,
+        sigma=sigma,
+        sigma_proportions=tuple(props),
+        sigmas=tuple(p * sigma for p in props),
+    )
+
+
+def delta_from_protected_n(protected_n: int) -> float:
+    """delta = 1 / (n' ln n') from the *protected* number of records n' (never the true n), at most 1e-3.
+
+    n' is clamped up so that the result never exceeds :data:`MAX_DERIVED_DELTA` (this also covers n' <= 2,
+    where 1/(n' ln n') is undefined or larger than 1).
+    """
+    n = max(int(protected_n), 1)
+    if n < 3:
+        return MAX_DERIVED_DELTA
+    return min(MAX_DERIVED_DELTA, 1.0 / (n * math.log(n)))
+
+
+def rho_1_threshold(sigma_1: float, sensitivity_1: int, delta: float) -> float:
+    """rho_1 = 1 + sigma_1 sqrt(Delta_1) Phi^-1((1 - delta/2)^(1/Delta_1)) (seed 001, 3.3).
+
+    A 1-tuple held by at most Delta_1 attributes of one record passes it with probability <= delta/2, which is
+    the delta/2 the threshold pays for (Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals").
+    """
+    d1 = max(int(sensitivity_1), 1)
+    # Phi^-1(q) with q = (1 - delta/2)^(1/Delta_1), through the upper tail 1 - q, computed without cancellation.
+    tail = -math.expm1(math.log1p(-delta / 2.0) / d1)
+    return 1.0 + sigma_1 * math.sqrt(d1) * float(norm.isf(tail))
+
+
+def adaptive_threshold(sigma_k: float, sensitivity_k: int, eta: float) -> float:
+    """rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k / 2), 0 < eta_k <= 1 (seed 001, 3.3.2; DESIGN.md step 6)."""
+    if not 0 < eta <= 1:
+        raise InvalidParameterError(f"eta must be in (0, 1], got {eta!r}")
+    return sigma_k * math.sqrt(max(int(sensitivity_k), 1)) * float(norm.isf(eta / 2.0))
+
+
+def fabrication_etas(mode: FabricationMode, reporting_length: int) -> dict[int, float]:
+    """eta_k for k = 2..R of an adaptive fabrication preset (DESIGN.md section 2, step 6)."""
+    r = reporting_length
+    ks = range(2, r + 1)
+    if mode is FabricationMode.UNCONTROLLED:
+        return {k: 1.0 for k in ks}
+    if mode is FabricationMode.PROGRESSIVE:
+        return {k: (0.1 + 0.9 * (k - 2) / (r - 2)) if r > 2 else 0.1 for k in ks}
+    if mode is FabricationMode.BALANCED:
+        return {k: 0.55 if k == 2 else 1.0 for k in ks}
+    if mode is FabricationMode.MINIMIZE:
+        return {k: 0.01 for k in ks}
+    raise InvalidParameterError(f"fabrication_mode {mode.value!r} is not an adaptive preset")
+
+
+def thresholds_for(params: AggregationParams, split: BudgetSplit, k: int, sensitivity_k: int) -> float:
+    """The threshold rho_k applied to noisy counts of length k (a count must be > rho_k and > 0 to be kept)."""
+    if k == 1:
+        return rho_1_threshold(split.sigmas[0], sensitivity_k, split.delta)
+    mode = params.fabrication_mode
+    if mode is FabricationMode.CUSTOM_FIXED:
+        assert params.thresholds is not None
+        return float(params.thresholds[k - 2])
+    if mode is FabricationMode.CUSTOM_ADAPTIVE:
+        assert params.thresholds is not None
+        eta = float(params.thresholds[k - 2])
+    else:
+        eta = fabrication_etas(mode, params.reporting_length)[k]
+    return adaptive_threshold(split.sigmas[k - 1], sensitivity_k, eta)

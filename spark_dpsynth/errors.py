@@ -1,0 +1,41 @@
+"""The exceptions raised by spark_dpsynth.
+
+Every error a user can cause is one of these, raised before any data is read when the cause is visible in the
+parameters alone. Messages name the field, the value given and the allowed range; they never contain a value
+read from the sensitive data (no true count, no true number of records, no attribute value that was not released).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DPSynthError",
+    "InvalidParameterError",
+    "SchemaError",
+    "ConfigError",
+    "BudgetError",
+    "ReleaseError",
+]
+
+
+class DPSynthError(Exception):
+    """Base class of every error raised on purpose by spark_dpsynth."""
+
+
+class InvalidParameterError(DPSynthError, ValueError):
+    """A parameter is outside its allowed range (e.g. ``epsilon must be > 0, got -1``)."""
+
+
+class SchemaError(DPSynthError, ValueError):
+    """The input table does not have the columns or types the parameters name."""
+
+
+class ConfigError(DPSynthError, ValueError):
+    """A configuration file cannot be read, or a key in it is unknown or has a wrong value."""
+
+
+class BudgetError(DPSynthError, ValueError):
+    """The privacy budget cannot be split as asked (e.g. proportions that sum to 1 or more)."""
+
+
+class ReleaseError(DPSynthError):
+    """A release on disk is missing, incomplete or inconsistent with its manifest."""

@@ -1,0 +1,319 @@
+"""Parameter objects: frozen, validated in ``__post_init__``, one docstring line per field.
+
+* :class:`DataConfig` says how a table becomes records of attributes (prepare stage).
+* :class:`AggregationParams` are the privacy parameters of a DP release (seed 001, section 3; DESIGN.md section 2).
+* :class:`SynthesisParams` steer aggregate-seeded synthesis (seed 001, section 4; DESIGN.md section 3).
+
+Every check here runs before any data is read. Messages name the field, the value and the allowed range.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from spark_dpsynth import _validate as v
+from spark_dpsynth.errors import InvalidParameterError
+
+__all__ = [
+    "AccuracyMode",
+    "FabricationMode",
+    "BinSpec",
+    "DataConfig",
+    "AggregationParams",
+    "SynthesisParams",
+]
+
+
+class AccuracyMode(enum.StrEnum):
+    """How the marginal budget is split over lengths k = 1..R through sigma proportions p_k (seed 001, 3.2.2)."""
+
+    PRIORITIZE_LONG = "prioritize_long"
+    """p_k = 1/k: smaller noise on longer combinations (the default)."""
+    PRIORITIZE_SHORT = "prioritize_short"
+    """p_k = 1/(R-k+1): smaller noise on shorter combinations."""
+    BALANCED = "balanced"
+    """p_k = 1: the same sigma for every length."""
+    CUSTOM = "custom"
+    """p_k given in ``AggregationParams.sigma_proportions``."""
+
+
+class FabricationMode(enum.StrEnum):
+    """How the thresholds rho_k of lengths k >= 2 are set (seed 001, 3.3; DESIGN.md section 2, step 6)."""
+
+    UNCONTROLLED = "uncontrolled"
+    """Adaptive, eta_k = 1 for every k (threshold 0: the most fabrication)."""
+    PROGRESSIVE = "progressive"
+    """Adaptive, eta_k = 0.1 + 0.9 (k-2)/(R-2): strict on pairs, lax on the longest combinations."""
+    BALANCED = "balanced"
+    """Adaptive, eta_2 = 0.55 and eta_k = 1 for k > 2 (the default)."""
+    MINIMIZE = "minimize"
+    """Adaptive, eta_k = 0.01 for every k (the least fabrication, the most suppression)."""
+    CUSTOM_FIXED = "custom_fixed"
+    """Fixed thresholds t_2..t_R from ``AggregationParams.thresholds``."""
+    CUSTOM_ADAPTIVE = "custom_adaptive"
+    """Adaptive, eta_2..eta_R from ``AggregationParams.thresholds``, each in (0, 1]."""
+
+
+@dataclass(frozen=True)
+class BinSpec:
+    """Public bin edges for one numeric column (edges are written in the config, never computed from data).
+
+    A value x becomes the label of the interval that holds it: ``"<e0"`` for x < e_0, ``"[e_i, e_i+1)"`` for
+    e_i <= x < e_i+1, and ``">=e_m"`` for x >= e_m. A value that is not a number is empty.
+    """
+
+    edges: tuple[float, ...]
+    """Strictly increasing finite bin edges; at least one."""
+    labels: tuple[str, ...] | None = None
+    """Optional labels, one per interval (len(edges) + 1 of them); default labels as above."""
+
+    def __post_init__(self) -> None:
+        edges = tuple(v.finite("bins.edges", e) for e in self.edges)
+        if not edges:
+            raise InvalidParameterError("bins.edges must hold at least one edge, got []")
+        if any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+            raise InvalidParameterError(f"bins.edges must be strictly increasing, got {list(self.edges)}")
+        object.__setattr__(self, "edges", edges)
+        if self.labels is not None:
+            labels = tuple(str(x) for x in self.labels)
+            if len(labels) != len(edges) + 1:
+                raise InvalidParameterError(
+                    f"bins.labels must have len(edges) + 1 = {len(edges) + 1} entries, got {len(labels)}"
+                )
+            if len(set(labels)) != len(labels):
+                raise InvalidParameterError(f"bins.labels must be distinct, got {list(labels)}")
+            object.__setattr__(self, "labels", labels)
+
+    def interval_labels(self) -> tuple[str, ...]:
+        """The len(edges) + 1 labels, in the order of the intervals."""
+        if self.labels is not None:
+            return self.labels
+
+        def fmt(x: float) -> str:
+            return str(int(x)) if x.is_integer() else repr(x)
+
+        e = self.edges
+        inner = [f"[{fmt(a)}, {fmt(b)})" for a, b in zip(e, e[1:], strict=False)]
+        return (f"<{fmt(e[0])}", *inner, f">={fmt(e[-1])}")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """How the rows of a table become records of attributes (the prepare stage, DESIGN.md section 2).
+
+    An attribute is a (column, value) pair. Empty values are not attributes: null, the empty string, a string
+    of only white space, any of ``empty_values``, and ``"0"`` when ``zeros_are_empty`` and the column is not in
+    ``sensitive_zeros``. Column names are matched exactly (no case folding).
+    """
+
+    columns: tuple[str, ...] | None = None
+    """The attribute columns, in order; None means every column of the input."""
+    empty_values: tuple[str, ...] = ()
+    """Strings that mean "no value" (e.g. ``"?"``, ``"N"``), compared after trimming white space."""
+    zeros_are_empty: bool = False
+    """Treat the value ``"0"`` as empty (SDS's default); off by default: we never drop 0 unless asked."""
+    sensitive_zeros: tuple[str, ...] = ()
+    """Columns in which ``"0"`` stays a value even when ``zeros_are_empty`` is on."""
+    bins: Mapping[str, BinSpec] = field(default_factory=dict)
+    """Public bin edges for numeric columns: column name -> :class:`BinSpec`."""
+
+    def __post_init__(self) -> None:
+        if self.columns is not None:
+            cols = tuple(self.columns)
+            if not cols:
+                raise InvalidParameterError("columns must name at least one column, got []")
+            dup = sorted({c for c in cols if cols.count(c) > 1})
+            if dup:
+                raise InvalidParameterError(f"columns must be distinct, got duplicates {dup}")
+            object.__setattr__(self, "columns", cols)
+        object.__setattr__(self, "empty_values", tuple(str(x).strip() for x in self.empty_values))
+        object.__setattr__(self, "sensitive_zeros", tuple(self.sensitive_zeros))
+        bins = dict(self.bins)
+        for name, spec in bins.items():
+            if not isinstance(spec, BinSpec):
+                raise InvalidParameterError(f"bins[{name!r}] must be a BinSpec, got {type(spec).__name__}")
+        object.__setattr__(self, "bins", bins)
+        if self.columns is not None:
+            for what, names in (("sensitive_zeros", self.sensitive_zeros), ("bins", tuple(bins))):
+                unknown = [c for c in names if c not in self.columns]
+                if unknown:
+                    raise InvalidParameterError(f"{what} names columns not in columns: {unknown}")
+
+    def with_columns(self, columns: tuple[str, ...]) -> DataConfig:
+        """This config with ``columns`` set (used when the config left them to the input's schema)."""
+        return DataConfig(
+            columns=columns,
+            empty_values=self.empty_values,
+            zeros_are_empty=self.zeros_are_empty,
+            sensitive_zeros=self.sensitive_zeros,
+            bins=self.bins,
+        )
+
+
+@dataclass(frozen=True)
+class AggregationParams:
+    """Privacy parameters of a DP release of k-way marginals (seed 001 section 3; DESIGN.md section 2).
+
+    Budget: epsilon = epsilon_N + epsilon_M with epsilon_N = ``number_of_records_epsilon_proportion`` * epsilon;
+    rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2; a share ``percentile_epsilon_proportion`` of rho
+    pays for the R DP percentiles, the rest for the Gaussian noise on the counts. See :mod:`spark_dpsynth.budget`.
+    """
+
+    epsilon: float = 4.0
+    """Total privacy budget epsilon of the release, > 0 (finite)."""
+    delta: float | None = None
+    """delta in (0, 1); None derives it from the protected number of records n' as 1/(n' ln n'), <= 1e-3."""
+    reporting_length: int = 3
+    """R, the longest combination released, 1 <= R <= number of attribute columns."""
+    percentile: float = 99.0
+    """Q, the percentile of per-record k-tuple counts used as sensitivity Delta_k, in (0, 100]."""
+    percentile_epsilon_proportion: float = 0.01
+    """Q_p, the share of rho spent on the R DP percentiles, in (0, 1)."""
+    number_of_records_epsilon_proportion: float = 0.005
+    """N_p, the share of epsilon spent on the protected number of records, in (0, 1)."""
+    accuracy_mode: AccuracyMode = AccuracyMode.PRIORITIZE_LONG
+    """Preset of sigma proportions p_k (see :class:`AccuracyMode`)."""
+    sigma_proportions: tuple[float, ...] | None = None
+    """p_1..p_R, each > 0, required with AccuracyMode.CUSTOM and forbidden otherwise."""
+    fabrication_mode: FabricationMode = FabricationMode.BALANCED
+    """Preset of thresholds for k >= 2 (see :class:`FabricationMode`)."""
+    thresholds: tuple[float, ...] | None = None
+    """t_2..t_R (fixed, >= 0) or eta_2..eta_R (adaptive, in (0, 1]); R-1 values, custom modes only."""
+    seed: int | None = None
+    """Test mode: a seed makes every draw reproducible with a NON-cryptographic generator; the release is then
+    not private and its manifest says ``"test_mode": true``. None (the default) draws privacy noise from the
+    operating system's cryptographic source."""
+
+    def __post_init__(self) -> None:
+        v.positive("epsilon", self.epsilon)
+        if self.delta is not None:
+            v.open_unit("delta", self.delta)
+        v.integer("reporting_length", self.reporting_length, low=1)
+        q = v.finite("percentile", self.percentile)
+        if not 0 < q <= 100:
+            raise InvalidParameterError(f"percentile must be in (0, 100], got {self.percentile!r}")
+        qp = v.open_unit("percentile_epsilon_proportion", self.percentile_epsilon_proportion)
+        npp = v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
+        if qp + npp >= 1:
+            raise InvalidParameterError(
+                "percentile_epsilon_proportion + number_of_records_epsilon_proportion must be < 1, "
+                f"got {qp} + {npp} = {qp + npp}"
+            )
+        object.__setattr__(self, "accuracy_mode", _enum(AccuracyMode, "accuracy_mode", self.accuracy_mode))
+        object.__setattr__(
+            self, "fabrication_mode", _enum(FabricationMode, "fabrication_mode", self.fabrication_mode)
+        )
+        r = self.reporting_length
+        if self.accuracy_mode is AccuracyMode.CUSTOM:
+            if self.sigma_proportions is None:
+                raise InvalidParameterError("sigma_proportions are required with accuracy_mode 'custom'")
+            props = tuple(v.positive("sigma_proportions", p) for p in self.sigma_proportions)
+            if len(props) != r:
+                raise InvalidParameterError(
+                    f"sigma_proportions must have reporting_length = {r} values, got {len(props)}"
+                )
+            object.__setattr__(self, "sigma_proportions", props)
+        elif self.sigma_proportions is not None:
+            raise InvalidParameterError(
+                f"sigma_proportions are only allowed with accuracy_mode 'custom', got '{self.accuracy_mode.value}'"
+            )
+        custom = (FabricationMode.CUSTOM_FIXED, FabricationMode.CUSTOM_ADAPTIVE)
+        if self.fabrication_mode in custom:
+            if self.thresholds is None:
+                raise InvalidParameterError(
+                    f"thresholds are required with fabrication_mode '{self.fabrication_mode.value}'"
+                )
+            ts = tuple(v.finite("thresholds", t) for t in self.thresholds)
+            if len(ts) != r - 1:
+                raise InvalidParameterError(
+                    f"thresholds must have reporting_length - 1 = {r - 1} values (k = 2..R), got {len(ts)}"
+                )
+            if self.fabrication_mode is FabricationMode.CUSTOM_FIXED and any(t < 0 for t in ts):
+                raise InvalidParameterError(f"fixed thresholds must be >= 0, got {list(ts)}")
+            if self.fabrication_mode is FabricationMode.CUSTOM_ADAPTIVE and any(not 0 < t <= 1 for t in ts):
+                raise InvalidParameterError(f"adaptive thresholds (eta) must be in (0, 1], got {list(ts)}")
+            object.__setattr__(self, "thresholds", ts)
+        elif self.thresholds is not None:
+            raise InvalidParameterError(
+                "thresholds are only allowed with fabrication_mode 'custom_fixed' or 'custom_adaptive', "
+                f"got '{self.fabrication_mode.value}'"
+            )
+        if self.seed is not None:
+            v.integer("seed", self.seed, low=0)
+
+    @property
+    def test_mode(self) -> bool:
+        """True when a seed makes the release reproducible (and therefore not private)."""
+        return self.seed is not None
+
+    def sigma_proportions_for(self) -> tuple[float, ...]:
+        """p_1..p_R of the accuracy mode (seed 001, 3.2.2)."""
+        r = self.reporting_length
+        if self.accuracy_mode is AccuracyMode.CUSTOM:
+            assert self.sigma_proportions is not None
+            return self.sigma_proportions
+        if self.accuracy_mode is AccuracyMode.PRIORITIZE_LONG:
+            return tuple(1.0 / k for k in range(1, r + 1))
+        if self.accuracy_mode is AccuracyMode.PRIORITIZE_SHORT:
+            return tuple(1.0 / (r - k + 1) for k in range(1, r + 1))
+        return tuple(1.0 for _ in range(r))
+
+    def check_columns(self, n_columns: int) -> None:
+        """Raise if the reporting length exceeds the number of attribute columns (a schema fact, not data)."""
+        if self.reporting_length > n_columns:
+            raise InvalidParameterError(
+                f"reporting_length must be <= the number of attribute columns ({n_columns}), "
+                f"got {self.reporting_length}"
+            )
+
+
+@dataclass(frozen=True)
+class SynthesisParams:
+    """Parameters of aggregate-seeded synthesis from a release (seed 001 section 4; DESIGN.md section 3).
+
+    Synthesis reads only the release, so it is post-processing: it costs no privacy budget.
+    """
+
+    mode: str = "sds"
+    """Synthesizer: ``"sds"``, SDS's aggregate-seeded sampler, partitioned."""
+    target_number_of_records: int | None = None
+    """Records to emit; None emits what the attribute budgets allow (SDS). Must be >= 1."""
+    aggregate_counts_scale_factor: float | None = None
+    """Multiply the released counts (attribute budgets and weights) by this factor > 0 before sampling."""
+    use_synthetic_counts: bool = False
+    """Subtract already synthesized counts from the released ones when weighting (seed 001, 4.3)."""
+    weight_selection_percentile: float = 95.0
+    """Percentile in [0, 100] of sub-combination counts used as weight beyond the reporting length (4.2.2)."""
+    partitions: int | None = None
+    """Number of partitions that synthesize in parallel; None uses the session's default parallelism."""
+    seed: int | None = None
+    """Seed of the utility randomness of synthesis; None draws one at random (recorded nowhere)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("sds",):
+            raise InvalidParameterError(f"mode must be one of ['sds'], got {self.mode!r}")
+        if self.target_number_of_records is not None:
+            v.integer("target_number_of_records", self.target_number_of_records, low=1)
+        if self.aggregate_counts_scale_factor is not None:
+            v.positive("aggregate_counts_scale_factor", self.aggregate_counts_scale_factor)
+        w = v.finite("weight_selection_percentile", self.weight_selection_percentile)
+        if not 0 <= w <= 100:
+            raise InvalidParameterError(
+                f"weight_selection_percentile must be in [0, 100], got {self.weight_selection_percentile!r}"
+            )
+        if self.partitions is not None:
+            v.integer("partitions", self.partitions, low=1)
+        if self.seed is not None:
+            v.integer("seed", self.seed, low=0)
+
+
+def _enum(cls: type[enum.Enum], name: str, value: object) -> enum.Enum:
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = [m.value for m in cls]
+        raise InvalidParameterError(f"{name} must be one of {allowed}, got {value!r}") from None

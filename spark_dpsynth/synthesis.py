@@ -1,0 +1,341 @@
+"""Aggregate-seeded synthesis on Spark: synthetic records drawn from a DP release only (DESIGN.md section 3).
+
+``synthesize(release, params, spark)`` returns a DataFrame of synthetic records. The Spark plan:
+
+1. on the driver (release-sized): encode the release (:func:`spark_dpsynth._sds_sampler.encode_release`) and
+   check it; nothing else is computed there;
+2. ``spark.range(P, numPartitions=P).mapInArrow(...)``: task p takes its exact share of the attribute budgets
+   (and of the target number of records), runs SDS's sequential sampler (seed 001 section 4) with a generator
+   seeded from (seed, p), and decodes value codes to strings; the encoded release travels in the closure;
+3. a deterministic shuffle: each row gets a random 63-bit key from a generator seeded from (seed, p) in the
+   task; ``repartition(P, key)`` then a sort within partitions by (key, p, row index).
+
+Privacy: synthesis reads the release and nothing else, so the synthetic data are DP by post-processing
+(DESIGN.md section 3): they cost no privacy budget beyond the release's. The seed drives utility randomness
+only; it is never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spark_dpsynth._sds_sampler import EncodedRelease, encode_release, sample_records
+from spark_dpsynth.errors import InvalidParameterError, ReleaseError
+from spark_dpsynth.params import SynthesisParams
+from spark_dpsynth.release import Release
+
+__all__ = ["synthesize", "exact_split"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+_BUDGET_STREAM = 1
+"""Spawn key of the generator that spreads budget remainders (the partitions use SeedSequence([seed, p]))."""
+_TARGET_STREAM = 2
+"""Spawn key of the generator that spreads the remainder of the target number of records."""
+_SHUFFLE_STREAM = 3
+"""Spawn key of the per-partition generator of the random sort keys that shuffle the output."""
+_BATCH_ROWS = 65536
+_PART, _ROW, _KEY = "__dpsynth_partition", "__dpsynth_row", "__dpsynth_key"
+
+
+def exact_split(
+    totals: np.ndarray, parts: int, rng: np.random.Generator, part: int | None = None
+) -> np.ndarray:
+    """Split integer totals over ``parts`` partitions exactly, with no partition systematically favoured.
+
+    Each total c gives c // parts to every partition; its c % parts remaining units go to the first c % parts
+    partitions of a uniformly random permutation drawn for that total (DESIGN.md section 3: exact integer split,
+    remainders spread at random). The draws do not depend on ``part``, so every task computes the same split.
+
+    Args:
+        totals: int64 array (n,) of non-negative totals (attribute budgets, or a target number of records).
+        parts: number of partitions P >= 1.
+        rng: generator of the permutations (seeded: the split is reproducible).
+        part: return only this partition's row (0 <= part < P); None returns the whole split.
+
+    Returns:
+        int64 array (P, n) whose columns sum to ``totals``, or its row ``part`` (n,); every entry is c // P or
+        c // P + 1.
+    """
+    totals = np.asarray(totals, dtype=np.int64)
+    if totals.ndim != 1 or np.any(totals < 0):
+        raise ValueError("totals must be a 1-D array of non-negative integers")
+    if parts < 1 or (part is not None and not 0 <= part < parts):
+        raise ValueError(f"need parts >= 1 and 0 <= part < parts, got parts={parts}, part={part}")
+    base, rem = np.divmod(totals, parts)
+    out = np.repeat(base[None, :], parts, axis=0) if part is None else base.copy()
+    todo = np.flatnonzero(rem)
+    step = max(1, (1 << 20) // parts)
+    for lo in range(0, todo.size, step):
+        cols = todo[lo : lo + step]
+        # rank[i, q]: position of partition q in a uniformly random permutation of the partitions
+        rank = np.argsort(np.argsort(rng.random((cols.size, parts)), axis=1, kind="stable"), axis=1)
+        extra = rank < rem[cols][:, None]
+        if part is None:
+            rows, which = np.nonzero(extra.T)
+            out[rows, cols[which]] += 1
+        else:
+            out[cols] += extra[:, part]
+    return out
+
+
+def synthesize(
+    release: Release,
+    params: SynthesisParams,
+    spark: SparkSession,
+    progress: Progress | None = None,
+) -> DataFrame:
+    """Synthesize records from a DP release with SDS's aggregate-seeded method, partitioned over Spark.
+
+    The rules are seed 001 section 4 (DESIGN.md section 3), implemented in :mod:`spark_dpsynth._sds_sampler`:
+    attribute budgets are the 1-tuple counts (4.1); a record grows one attribute at a time from columns not yet
+    in it, and a candidate is eligible only if every combination of length <= R it forms with the record is
+    released (4.2); its weight is count(record + candidate) up to length R (4.2.1), beyond R the
+    ``weight_selection_percentile`` of the counts of its sub-combinations (4.2.2); ``use_synthetic_counts``
+    subtracts what was already synthesized (4.3). Distribution (DESIGN.md section 3): each of P partitions
+    runs that sequential sampler on its exact share of the budgets, with its own seeded generator.
+
+    Args:
+        release: the DP release; d = ``len(release.columns)`` attribute columns, reporting length R.
+        params: the synthesis parameters:
+
+            * ``target_number_of_records`` (records, or None): split exactly over the partitions like the
+              budgets; each partition emits exactly its share, starting its budgets (and synthetic counts)
+              over whenever they run out (SDS); None emits until every budget unit is spent;
+            * ``aggregate_counts_scale_factor`` (> 0, or None): every released count becomes
+              ceil(count x factor) before sampling, budgets and weights alike (SDS); the output has about
+              factor x as many attribute values;
+            * ``use_synthetic_counts``: with P partitions, partition p weighs a combination by
+              count - P x (its own synthesized count), i.e. it compares count / P with what it made; a
+              combination whose remainder is <= 0 has weight 0 (SDS excludes it);
+            * ``weight_selection_percentile`` in [0, 100]; ``partitions`` P, or None for the session's default
+              parallelism (then the output depends on the cluster: set it for reproducible output);
+            * ``seed``: same (release, params) -> same rows in the same order; None draws a seed with
+              ``secrets.randbits(63)`` and records it nowhere.
+        spark: the session; only the DataFrame API is used, so Spark Connect works.
+        progress: optional callback receiving short progress messages.
+
+    Returns:
+        A DataFrame with exactly the columns ``release.columns``, in order, each a nullable string: the released
+        value, or null where the record has no value in that column. Rows come in a deterministic shuffled
+        order. With no target, the number of rows is data dependent (each row spends at least one budget unit,
+        so at most the total budget); with a target, exactly ``target_number_of_records``. The rows are drawn
+        on the executors when the DataFrame is evaluated; nothing is collected to the driver.
+
+    Raises:
+        InvalidParameterError: ``release``, ``params``, ``spark`` or ``progress`` has the wrong type, or the
+            number of partitions cannot be inferred from the session.
+        ReleaseError: the release is unusable: duplicate column names, no reporting length, tuples longer
+            than R, inconsistent codes or counts, not downward closed, or no released 1-tuple at all.
+
+    Privacy:
+        Post-processing of the (epsilon, delta)-DP release (Gopi, Mahabadi, Yekhanin, "Differentially Private
+        Marginals"): the function reads nothing but the release, so the output has the release's guarantee.
+    """
+    _check_arguments(release, params, spark, progress)
+    _check_release_shape(release)
+
+    def notify(message: str) -> None:
+        log.info(message)
+        if progress is not None:
+            progress(message)
+
+    seed = params.seed if params.seed is not None else secrets.randbits(63)
+    parts = params.partitions if params.partitions is not None else _default_partitions(spark)
+    notify(
+        f"synthesis: start, {len(release.columns)} columns, reporting length {release.reporting_length}, "
+        f"{parts} partitions"
+    )
+    enc = encode_release(release, params.aggregate_counts_scale_factor)
+    total_budget = int(enc.budgets.sum())
+    if total_budget == 0:
+        raise ReleaseError("the release has no released 1-tuple: there is no attribute to synthesize from")
+    target = params.target_number_of_records
+    notify(
+        f"synthesis: {enc.n_ids - 1} released tuples, {total_budget} attribute budget units, "
+        + (f"target {target} records" if target is not None else f"at most {total_budget} records")
+    )
+
+    task = _partition_task(
+        enc,
+        domains=release.domains,
+        seed=seed,
+        parts=parts,
+        target=target,
+        use_synthetic_counts=params.use_synthetic_counts,
+        weight_selection_percentile=params.weight_selection_percentile,
+    )
+    columns = [f"c{j}" for j in range(len(release.columns))]
+    schema = T.StructType(
+        [
+            T.StructField(_PART, T.IntegerType(), False),
+            T.StructField(_ROW, T.LongType(), False),
+            T.StructField(_KEY, T.LongType(), False),
+        ]
+        + [T.StructField(c, T.StringType(), True) for c in columns]
+    )
+    records = spark.range(parts, numPartitions=parts).mapInArrow(task, schema)
+    # the seed stays out of the plan: the sort keys are drawn in the tasks from seeded generators
+    out = (
+        records.repartition(parts, F.col(_KEY))
+        .sortWithinPartitions(_KEY, _PART, _ROW)
+        .select(*[F.col(c).alias(name) for c, name in zip(columns, release.columns, strict=True)])
+    )
+    notify("synthesis: end, plan ready (records are drawn on the executors when the DataFrame is evaluated)")
+    return out
+
+
+def _partition_task(
+    enc: EncodedRelease,
+    *,
+    domains: tuple[tuple[str, ...], ...],
+    seed: int,
+    parts: int,
+    target: int | None,
+    use_synthetic_counts: bool,
+    weight_selection_percentile: float,
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function: for each partition id in its input, synthesize and emit that share.
+
+    Everything it needs (release-sized) is in its closure; it depends on nothing but its arguments and the
+    partition id, so a retried task emits the same rows.
+    """
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        dictionaries = [pa.array(list(dom), type=pa.string()) for dom in domains]
+        names = [_PART, _ROW, _KEY] + [f"c{j}" for j in range(len(domains))]
+        for batch in batches:
+            for part in batch.column(0).to_numpy().tolist():
+                codes = _synthesize_partition(
+                    enc,
+                    seed=seed,
+                    parts=parts,
+                    part=int(part),
+                    target=target,
+                    use_synthetic_counts=use_synthetic_counts,
+                    weight_selection_percentile=weight_selection_percentile,
+                )
+                log.info("synthesis: partition %d of %d emitted %d records", part, parts, codes.shape[0])
+                shuffle = np.random.default_rng(
+                    np.random.SeedSequence([seed, part], spawn_key=(_SHUFFLE_STREAM,))
+                )
+                n_rows = int(codes.shape[0])
+                keys = np.asarray(shuffle.integers(0, np.iinfo(np.int64).max, size=n_rows, dtype=np.int64))
+                for lo in range(0, codes.shape[0], _BATCH_ROWS):
+                    sub = codes[lo : lo + _BATCH_ROWS]
+                    n = sub.shape[0]
+                    arrays = [
+                        pa.array(np.full(n, part, dtype=np.int32)),
+                        pa.array(np.arange(lo, lo + n, dtype=np.int64)),
+                        pa.array(keys[lo : lo + n]),
+                    ]
+                    for j, dictionary in enumerate(dictionaries):
+                        col = sub[:, j]
+                        if len(dictionary) == 0:
+                            arrays.append(pa.nulls(n, type=pa.string()))
+                        else:
+                            arrays.append(dictionary.take(pa.array(col, mask=col < 0)))
+                    yield pa.RecordBatch.from_arrays(arrays, names=names)
+
+    return run
+
+
+def _synthesize_partition(
+    enc: EncodedRelease,
+    *,
+    seed: int,
+    parts: int,
+    part: int,
+    target: int | None,
+    use_synthetic_counts: bool,
+    weight_selection_percentile: float,
+) -> np.ndarray:
+    """One partition's records: int32 codes (n, d), -1 = empty (see :func:`synthesize` for the rules)."""
+    budgets = exact_split(
+        enc.budgets,
+        parts,
+        np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_BUDGET_STREAM,))),
+        part,
+    )
+    multiplier = parts
+    part_target = None
+    if target is not None:
+        part_target = int(
+            exact_split(
+                np.array([target], dtype=np.int64),
+                parts,
+                np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TARGET_STREAM,))),
+                part,
+            )[0]
+        )
+        if part_target > 0 and not budgets.any():
+            # a tiny release split over many partitions can leave this share without any budget unit; to
+            # still emit its share of the target, it cycles through the whole release's budgets (as SDS)
+            budgets, multiplier = enc.budgets, 1
+    rng = np.random.default_rng(np.random.SeedSequence([seed, part]))
+    return sample_records(
+        enc,
+        budgets,
+        rng,
+        use_synthetic_counts=use_synthetic_counts,
+        weight_selection_percentile=weight_selection_percentile,
+        target_number_of_records=part_target,
+        synthetic_count_multiplier=multiplier,
+    )
+
+
+def _check_arguments(release: object, params: object, spark: object, progress: object) -> None:
+    if not isinstance(release, Release):
+        raise InvalidParameterError(f"release must be a Release, got {type(release).__name__}")
+    if not isinstance(params, SynthesisParams):
+        raise InvalidParameterError(f"params must be a SynthesisParams, got {type(params).__name__}")
+    if params.mode != "sds":
+        raise InvalidParameterError(f"mode must be one of ['sds'], got {params.mode!r}")
+    if spark is None or not callable(getattr(spark, "range", None)):
+        raise InvalidParameterError(f"spark must be a SparkSession, got {type(spark).__name__}")
+    if progress is not None and not callable(progress):
+        raise InvalidParameterError(f"progress must be callable or None, got {type(progress).__name__}")
+
+
+def _check_release_shape(release: Release) -> None:
+    """The checks :func:`encode_release` does not make (names and lengths), before any encoding."""
+    columns = list(release.columns)
+    duplicates = sorted({c for c in columns if columns.count(c) > 1})
+    if duplicates:
+        raise ReleaseError(f"release has duplicate column names {duplicates}")
+    try:
+        r = release.reporting_length
+    except (KeyError, TypeError, ValueError) as err:
+        raise ReleaseError("release manifest has no valid reporting_length") from err
+    longer = sorted(k for k, m in release.marginals.items() if (k < 1 or k > r) and len(m))
+    if longer:
+        raise ReleaseError(f"release holds tuples of lengths {longer}, outside 1..reporting_length = {r}")
+
+
+def _default_partitions(spark: SparkSession) -> int:
+    """The session's default parallelism; on Spark Connect (no SparkContext), spark.sql.shuffle.partitions."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except (AttributeError, NotImplementedError):
+        pass
+    value = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        parts = int(value) if value is not None else 0
+    except ValueError:
+        parts = 0
+    if parts < 1:
+        raise InvalidParameterError(
+            f"partitions cannot be inferred from spark.sql.shuffle.partitions = {value!r}; set "
+            "SynthesisParams.partitions"
+        )
+    return parts
