@@ -32,7 +32,7 @@ from spark_dpsynth.errors import (
     ReleaseError,
     SchemaError,
 )
-from spark_dpsynth.evaluation import evaluate, write_metrics
+from spark_dpsynth.evaluation import evaluate, true_aggregates, write_metrics
 from spark_dpsynth.marginals import dp_aggregate
 from spark_dpsynth.params import (
     AccuracyMode,
@@ -67,5 +67,6 @@ __all__ = [
     "evaluate",
     "prepare",
     "synthesize",
+    "true_aggregates",
     "write_metrics",
 ]

@@ -183,10 +183,6 @@ def _write_synthetic(df, out_dir: str) -> tuple[str, str]:  # noqa: ANN001 - Dat
     return parquet_path, csv_path
 
 
-def _progress(message: str) -> None:
-    log.info(message)
-
-
 def _session(args: argparse.Namespace):  # noqa: ANN202 - SparkSession
     from spark_dpsynth._session import get_session
 
@@ -205,7 +201,7 @@ def _run_aggregate(spark, config: JobConfig, out_dir: str):  # noqa: ANN001, ANN
     df = read_table(spark, config)
     data = resolve_columns(df.columns, config.data)  # schema check, no data read
     config.aggregate.check_columns(len(data.columns or ()))
-    release = dp_aggregate(df, config.aggregate, data, progress=_progress)
+    release = dp_aggregate(df, config.aggregate, data)
     path = os.path.join(out_dir, "release")
     release.save(path, spark)
     log.info("release written to %s", path)
@@ -218,7 +214,7 @@ def _run_synthesize(spark, config: JobConfig, out_dir: str, release=None):  # no
 
     if release is None:
         release = Release.load(os.path.join(out_dir, "release"), spark)
-    synthetic = synthesize(release, config.synthesize, spark, progress=_progress)
+    synthetic = synthesize(release, config.synthesize, spark)
     paths = _write_synthetic(synthetic, out_dir)
     log.info("synthetic data written to %s and %s", *paths)
     return paths
@@ -243,7 +239,10 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None):  # noqa
     sensitive = prepare(df, data)
     synthetic = spark.read.parquet(syn_path)
     metrics = evaluate(
-        sensitive, synthetic, release, max_marginal_length=config.max_marginal_length, progress=_progress
+        sensitive,
+        synthetic,
+        release,
+        max_marginal_length=config.max_marginal_length,
     )
     path = write_metrics(metrics, os.path.join(out_dir, "evaluation"))
     log.info("metrics written to %s", path)

@@ -26,7 +26,7 @@ __all__ = ["JobConfig", "load_config", "parse_config"]
 
 _INPUT_KEYS = {"path", "format", "delimiter"}
 _DATA_KEYS = {"columns", "empty_values", "zeros_are_empty", "sensitive_zeros", "row_filter", "bins"}
-_BIN_KEYS = {"edges", "labels"}
+_BIN_KEYS = {"edges", "labels", "passthrough"}
 _EVALUATE_KEYS = {"max_marginal_length"}
 _FORMATS = ("csv", "parquet")
 

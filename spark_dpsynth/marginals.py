@@ -31,7 +31,7 @@ import math
 import platform
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -86,11 +86,11 @@ class LocalBackend:
             if len(t) != d:
                 raise InvalidParameterError(f"every row must have {d} values, got {len(t)}")
             patterns[t] = patterns.get(t, 0) + 1
-        values = [tuple(sorted({p[j] for p in patterns if p[j] is not None})) for j in range(d)]
+        values = [tuple(sorted({v for p in patterns if (v := p[j]) is not None})) for j in range(d)]
         index = [{val: i for i, val in enumerate(vs)} for vs in values]
         keys = list(patterns)
         codes = np.array(
-            [[index[j][p[j]] if p[j] is not None else -1 for j in range(d)] for p in keys], dtype=np.int32
+            [[-1 if (x := p[j]) is None else index[j][x] for j in range(d)] for p in keys], dtype=np.int32
         ).reshape(len(keys), d)
         mult = np.array([patterns[p] for p in keys], dtype=np.int64)
         rh = np.array(
@@ -147,7 +147,7 @@ def aggregate_encoded(
     params: AggregationParams,
     noise: NoiseSource | None = None,
     progress: Progress | None = None,
-    extra_manifest: dict[str, object] | None = None,
+    extra_manifest: Mapping[str, object] | None = None,
 ) -> Release:
     """The DP-marginals algorithm on encoded records (DESIGN.md section 2, steps 1-6, then normalization).
 
@@ -607,7 +607,11 @@ def dp_aggregate(
             "zeros_are_empty": config.zeros_are_empty,
             "sensitive_zeros": list(config.sensitive_zeros),
             "bins": {
-                c: {"edges": list(b.edges), "labels": list(b.interval_labels())}
+                c: {
+                    "edges": list(b.edges),
+                    "labels": list(b.interval_labels()),
+                    "passthrough": list(b.passthrough),
+                }
                 for c, b in config.bins.items()
             },
         }

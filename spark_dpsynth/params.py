@@ -61,13 +61,16 @@ class BinSpec:
     """Public bin edges for one numeric column (edges are written in the config, never computed from data).
 
     A value x becomes the label of the interval that holds it: ``"<e0"`` for x < e_0, ``"[e_i, e_i+1)"`` for
-    e_i <= x < e_i+1, and ``">=e_m"`` for x >= e_m. A value that is not a number is empty.
+    e_i <= x < e_i+1, and ``">=e_m"`` for x >= e_m. A value in ``passthrough`` stays as it is; any other value
+    that is not a number is empty.
     """
 
     edges: tuple[float, ...]
     """Strictly increasing finite bin edges; at least one."""
     labels: tuple[str, ...] | None = None
     """Optional labels, one per interval (len(edges) + 1 of them); default labels as above."""
+    passthrough: tuple[str, ...] = ()
+    """Non-numeric codes kept as categories of their own (e.g. NIST's ``"N"``, not applicable)."""
 
     def __post_init__(self) -> None:
         edges = tuple(v.finite("bins.edges", e) for e in self.edges)
@@ -76,6 +79,7 @@ class BinSpec:
         if any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
             raise InvalidParameterError(f"bins.edges must be strictly increasing, got {list(self.edges)}")
         object.__setattr__(self, "edges", edges)
+        object.__setattr__(self, "passthrough", tuple(str(x).strip() for x in self.passthrough))
         if self.labels is not None:
             labels = tuple(str(x) for x in self.labels)
             if len(labels) != len(edges) + 1:

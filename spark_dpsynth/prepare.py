@@ -53,7 +53,10 @@ def bin_column(value: Column, spec: BinSpec) -> Column:
     for i in range(1, len(spec.edges)):
         expr = expr.when(x < F.lit(spec.edges[i]), F.lit(labels[i]))
     expr = expr.when(x >= F.lit(spec.edges[-1]), F.lit(labels[-1]))
-    return F.when(x.isNull() | F.isnan(x), F.lit(None).cast("string")).otherwise(expr)
+    binned = F.when(x.isNull() | F.isnan(x), F.lit(None).cast("string")).otherwise(expr)
+    if spec.passthrough:
+        binned = F.when(value.isin(*spec.passthrough), value).otherwise(binned)
+    return binned
 
 
 def prepare(df: DataFrame, config: DataConfig) -> DataFrame:

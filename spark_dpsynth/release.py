@@ -221,7 +221,7 @@ class Release:
         if not os.path.isdir(agg_path):
             raise ReleaseError(f"release at {path!r} has no aggregates directory")
         # Release-sized: the aggregates are the DP release itself, bounded by the candidate sets.
-        pdf = spark.read.schema(AGGREGATES_SCHEMA).parquet(agg_path).toPandas()
+        pdf: pd.DataFrame = spark.read.schema(AGGREGATES_SCHEMA).parquet(agg_path).toPandas()  # type: ignore[assignment]
         pdf["columns"] = pdf["columns"].map(list)
         pdf["values"] = pdf["values"].map(list)
         return cls.from_pandas(pdf, manifest)

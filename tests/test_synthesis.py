@@ -12,7 +12,6 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
@@ -513,8 +512,7 @@ def test_synthesize_depends_only_on_release_and_params(spark):
             weight_selection_percentile=95.0,
         )
         expected += decoded_rows(rel, codes)
-    expected_df = spark.createDataFrame(expected, string_schema(rel))
-    assert_df_equality(first, expected_df, ignore_row_order=True)
+    assertDataFrameEqual(spark.createDataFrame(expected, string_schema(rel)), first_rows)
     other = synthesize(rel, SynthesisParams(seed=100, partitions=3, use_synthetic_counts=True), spark)
     assert other.collect() != first_rows
 
