@@ -146,7 +146,8 @@ class CandidateIndex:
         mapped = np.empty(codes.shape, dtype=np.int64)
         for j, lut in enumerate(self.lut):
             col = codes[:, j]
-            mapped[:, j] = np.where(col >= 0, lut[np.maximum(col, 0)], -1)
+            # A column without any value (all empty) has an empty lookup table: no attribute there.
+            mapped[:, j] = np.where(col >= 0, lut[np.maximum(col, 0)], -1) if lut.size else -1
         sub = mapped[:, self.subsets]  # (P, S, k)
         ok = (sub >= 0).all(axis=2)
         key = self.base[None, :] + (np.maximum(sub, 0) * self.strides[None, :, :]).sum(axis=2)
@@ -225,7 +226,7 @@ def bounded_counts(
         vh = np.empty(block.shape, dtype=np.uint64)
         for j, h in enumerate(value_hash):
             col = block[:, j]
-            vh[:, j] = np.where(col >= 0, h[np.maximum(col, 0)], np.uint64(0))
+            vh[:, j] = np.where(col >= 0, h[np.maximum(col, 0)], np.uint64(0)) if h.size else np.uint64(0)
         vh = vh[big]
         th = np.zeros((big.size, len(index.subsets)), dtype=np.uint64)
         for i in range(index.k):

@@ -118,3 +118,32 @@ def test_production_noise_is_not_test_mode(spark, seed_table) -> None:
     release = dp_aggregate(seed_table, AggregationParams(epsilon=1.0, reporting_length=2), DataConfig())
     assert release.manifest["test_mode"] is False
     assert release.manifest["noise_sampler"] == "opendp-exact-csprng"
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [],
+        [("a", None)],
+        [("a", None), ("b", None)],
+        [(None, None)] * 5,
+        [("a", "x")] * 3 + [(None, "y")],
+    ],
+    ids=["no-record", "one-record", "two-records", "all-empty", "one-empty-column-value"],
+)
+def test_degenerate_data_gives_a_valid_release(rows: list) -> None:
+    from spark_dpsynth.marginals import LocalBackend
+
+    params = AggregationParams(epsilon=1.0, reporting_length=2, seed=3)
+    release = aggregate_encoded(LocalBackend.from_rows(rows, 2), ("x", "y"), params)
+    assert release.protected_number_of_records >= 1
+    assert set(release.marginals) == {1, 2}
+    # Far below the thresholds: nothing this small is released.
+    assert release.sizes() == {1: 0, 2: 0}
+
+
+def test_all_empty_column_on_spark(spark) -> None:
+    df = spark.createDataFrame([("a", None)] * 300 + [("b", None)] * 300, "x string, y string")
+    release = dp_aggregate(df, AggregationParams(epsilon=2.0, reporting_length=2, seed=1))
+    assert release.domains[1] == () and set(release.domains[0]) == {"a", "b"}
+    assert release.sizes()[2] == 0
