@@ -11,17 +11,9 @@ from spark_dpsynth import _counting
 from spark_dpsynth._counting import CandidateIndex
 from spark_dpsynth._noise import NoNoise
 from spark_dpsynth.marginals import LocalBackend, _candidates, _Level
+from tests.seed_examples import SEED_001_COUNTS, SEED_001_ROWS
 
-# Seed 001, section 2.1 (None = empty).
-SEED_21 = [("a1", "b1", "c1"), ("a1", "b2", "c1"), ("a2", None, "c2"), ("a2", "b2", "c1"), ("a1", "b2", None)]
-SEED_21_COUNTS = {
-    (("A", "a1"),): 3, (("A", "a2"),): 2, (("B", "b1"),): 1, (("B", "b2"),): 3, (("C", "c1"),): 3, (("C", "c2"),): 1,
-    (("A", "a1"), ("B", "b1")): 1, (("A", "a1"), ("B", "b2")): 2, (("A", "a1"), ("C", "c1")): 2,
-    (("A", "a2"), ("B", "b2")): 1, (("A", "a2"), ("C", "c1")): 1, (("A", "a2"), ("C", "c2")): 1,
-    (("B", "b1"), ("C", "c1")): 1, (("B", "b2"), ("C", "c1")): 2,
-    (("A", "a1"), ("B", "b1"), ("C", "c1")): 1, (("A", "a1"), ("B", "b2"), ("C", "c1")): 1,
-    (("A", "a2"), ("B", "b2"), ("C", "c1")): 1,
-}  # fmt: skip
+SEED_21, SEED_21_COUNTS = SEED_001_ROWS, SEED_001_COUNTS
 COLUMNS = ("A", "B", "C")
 
 

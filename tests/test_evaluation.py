@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sys
 from functools import reduce
 from pathlib import Path
 
@@ -21,37 +19,11 @@ from spark_dpsynth.release import AGGREGATES_SCHEMA, Release
 
 # The cell counter runs numpy/pyarrow in Python workers: they must use this interpreter (the venv), not the
 # first python3 on PATH. conftest.py does not set it, so do it before the session fixture starts Spark.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+from tests.seed_examples import SEED_001_AGGREGATES, SEED_001_ROWS
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Seed 001, section 2.1: the example table (None = empty) and its true aggregates for R = 3 (17 counts).
-SEED_ROWS = [
-    ("a1", "b1", "c1"),
-    ("a1", "b2", "c1"),
-    ("a2", None, "c2"),
-    ("a2", "b2", "c1"),
-    ("a1", "b2", None),
-]
-SEED_AGGREGATES = [
-    (1, ["A"], ["a1"], 3),
-    (1, ["A"], ["a2"], 2),
-    (1, ["B"], ["b1"], 1),
-    (1, ["B"], ["b2"], 3),
-    (1, ["C"], ["c1"], 3),
-    (1, ["C"], ["c2"], 1),
-    (2, ["A", "B"], ["a1", "b1"], 1),
-    (2, ["A", "B"], ["a1", "b2"], 2),
-    (2, ["A", "C"], ["a1", "c1"], 2),
-    (2, ["A", "B"], ["a2", "b2"], 1),
-    (2, ["A", "C"], ["a2", "c1"], 1),
-    (2, ["A", "C"], ["a2", "c2"], 1),
-    (2, ["B", "C"], ["b1", "c1"], 1),
-    (2, ["B", "C"], ["b2", "c1"], 2),
-    (3, ["A", "B", "C"], ["a1", "b1", "c1"], 1),
-    (3, ["A", "B", "C"], ["a1", "b2", "c1"], 1),
-    (3, ["A", "B", "C"], ["a2", "b2", "c1"], 1),
-]
+SEED_ROWS, SEED_AGGREGATES = SEED_001_ROWS, SEED_001_AGGREGATES
 
 
 def table(spark, rows, columns=("A", "B", "C")) -> DataFrame:

@@ -12,7 +12,8 @@ from spark_dpsynth.marginals import _SparkBackend, aggregate_encoded, dp_aggrega
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
 from spark_dpsynth.prepare import prepare
 from spark_dpsynth.release import Release
-from tests.test_counting import SEED_21, SEED_21_COUNTS
+from tests.seed_examples import SEED_001_COUNTS as SEED_21_COUNTS
+from tests.seed_examples import SEED_001_ROWS as SEED_21
 
 EXACT = AggregationParams(
     epsilon=1e6,

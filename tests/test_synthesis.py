@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import sys
 from collections import Counter
 
 import numpy as np
@@ -27,39 +26,11 @@ from spark_dpsynth.errors import InvalidParameterError, ReleaseError
 from spark_dpsynth.params import SynthesisParams
 from spark_dpsynth.release import Marginal, Release
 from spark_dpsynth.synthesis import _default_partitions, _synthesize_partition, exact_split, synthesize
+from tests.seed_examples import SEED_001_COUNTS, SEED_001_ROWS
 
-# The Python workers must run this interpreter (the one with numpy/pandas/pyarrow), not the first python3 on PATH.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")  # silences pyspark.pandas, imported by pyspark.testing
 
-# Seed 001, section 2.1: five records over columns A, B, C (None = empty); R = 3.
-ABC_RECORDS = [
-    ("a1", "b1", "c1"),
-    ("a1", "b2", "c1"),
-    ("a2", None, "c2"),
-    ("a2", "b2", "c1"),
-    ("a1", "b2", None),
-]
-# The aggregate counts the seed lists for them (sections 2.1 and 4).
-ABC_COUNTS = {
-    (("A", "a1"),): 3,
-    (("A", "a2"),): 2,
-    (("B", "b1"),): 1,
-    (("B", "b2"),): 3,
-    (("C", "c1"),): 3,
-    (("C", "c2"),): 1,
-    (("A", "a1"), ("B", "b1")): 1,
-    (("A", "a1"), ("B", "b2")): 2,
-    (("A", "a1"), ("C", "c1")): 2,
-    (("A", "a2"), ("B", "b2")): 1,
-    (("A", "a2"), ("C", "c1")): 1,
-    (("A", "a2"), ("C", "c2")): 1,
-    (("B", "b1"), ("C", "c1")): 1,
-    (("B", "b2"), ("C", "c1")): 2,
-    (("A", "a1"), ("B", "b1"), ("C", "c1")): 1,
-    (("A", "a1"), ("B", "b2"), ("C", "c1")): 1,
-    (("A", "a2"), ("B", "b2"), ("C", "c1")): 1,
-}
+ABC_RECORDS, ABC_COUNTS = SEED_001_ROWS, SEED_001_COUNTS
 
 
 def release_from_records(
