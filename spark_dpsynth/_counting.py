@@ -176,9 +176,7 @@ def tuple_count_histogram(index: CandidateIndex, codes: np.ndarray, multiplicity
     for start in range(0, codes.shape[0], step):
         _, valid = index._membership(codes[start : start + step])
         w = valid.sum(axis=1)
-        hist += np.bincount(w, weights=multiplicity[start : start + step], minlength=hist.shape[0]).astype(
-            np.int64
-        )
+        np.add.at(hist, w, multiplicity[start : start + step])  # int64 throughout: exact for any count
     return hist
 
 
@@ -218,7 +216,7 @@ def bounded_counts(
         if small.any():
             reps = np.broadcast_to(mult[:, None], valid.shape)
             sel = valid & small[:, None]
-            out += np.bincount(pos[sel], weights=reps[sel], minlength=out.shape[0]).astype(np.int64)
+            np.add.at(out, pos[sel], reps[sel])  # int64 throughout: exact for any count
         big = np.flatnonzero(~small)
         if big.size == 0:
             continue

@@ -4,8 +4,9 @@
   its noisy-max (exponential mechanism) over the operating system's cryptographic random source
   (Canonne, Kamath, Steinke 2020, "The Discrete Gaussian for Differential Privacy"; no floating-point noise:
   Mironov 2012, Jin et al. 2022).
-* :class:`SeededNoise` (test mode only): the same distributions from a seeded NumPy generator, so that a
-  release can be reproduced in tests. A release made with it is NOT private and its manifest says so.
+* :class:`spark_dpsynth._seeded.SeededNoise` (test mode only): the same distributions from a seeded NumPy
+  generator, so that a release can be reproduced in tests. A release made with it is NOT private and its manifest
+  says so. Every non-cryptographic generator lives in that one module, outside the privacy code path.
 * :class:`NoNoise` (internal, tests of exact worked examples): zero noise and exact percentiles.
 
 The DP percentile (seed 001, 3.2.1) is the exponential mechanism over the public candidates 0..C(d,k) with the
@@ -16,7 +17,6 @@ record. It is computed here from a histogram of per-record values, so records ne
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Protocol
 
@@ -25,7 +25,6 @@ import numpy as np
 __all__ = [
     "NoiseSource",
     "CryptographicNoise",
-    "SeededNoise",
     "NoNoise",
     "quantile_scores",
     "noise_source_for",
@@ -42,8 +41,8 @@ class NoiseSource(Protocol):
         """int64 array of ``size`` independent discrete Gaussian draws N_Z(0, scale^2)."""
         ...
 
-    def discrete_laplace(self, scale: float) -> int:
-        """One discrete Laplace draw, P(x) proportional to exp(-|x| / scale)."""
+    def discrete_laplace(self, scale: float, size: int) -> np.ndarray:
+        """int64 array of ``size`` independent discrete Laplace draws, P(x) proportional to exp(-|x| / scale)."""
         ...
 
     def quantile(self, histogram: np.ndarray, alpha: float, epsilon: float) -> int:
@@ -91,10 +90,12 @@ class CryptographicNoise:
         )
         return np.asarray(m([0] * size), dtype=np.int64)
 
-    def discrete_laplace(self, scale: float) -> int:
+    def discrete_laplace(self, scale: float, size: int) -> np.ndarray:
         dp = self._dp
-        m = dp.m.make_laplace(dp.atom_domain(T=dp.i64), dp.absolute_distance(T=dp.i64), scale=float(scale))
-        return int(m(0))
+        m = dp.m.make_laplace(
+            dp.vector_domain(dp.atom_domain(T=dp.i64)), dp.l1_distance(T=dp.i64), scale=float(scale)
+        )
+        return np.asarray(m([0] * size), dtype=np.int64)
 
     def quantile(self, histogram: np.ndarray, alpha: float, epsilon: float) -> int:
         dp = self._dp
@@ -108,47 +109,6 @@ class CryptographicNoise:
         return int(make(scale)([int(s) for s in scores]))
 
 
-class SeededNoise:
-    """The same distributions from a seeded NumPy generator (test mode: reproducible, NOT private)."""
-
-    name = "numpy-seeded (test mode, not private)"
-    test_mode = True
-
-    def __init__(self, seed: int) -> None:
-        self._rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x6E6F697365]))
-
-    def _discrete_laplace(self, t: float, size: int) -> np.ndarray:
-        p = -math.expm1(-1.0 / t)
-        return (self._rng.geometric(p, size) - self._rng.geometric(p, size)).astype(np.int64)
-
-    def discrete_gaussian(self, scale: float, size: int) -> np.ndarray:
-        # Canonne, Kamath, Steinke 2020, Algorithm 3: discrete Laplace proposals with t = floor(sigma) + 1,
-        # accepted with probability exp(-(|y| - sigma^2/t)^2 / (2 sigma^2)).
-        sigma = float(scale)
-        t = math.floor(sigma) + 1
-        out = np.empty(size, dtype=np.int64)
-        filled = 0
-        while filled < size:
-            want = size - filled
-            y = self._discrete_laplace(t, max(16, int(want * 1.5)))
-            accept = self._rng.random(y.shape[0]) < np.exp(
-                -((np.abs(y) - sigma * sigma / t) ** 2) / (2 * sigma**2)
-            )
-            got = y[accept][:want]
-            out[filled : filled + got.shape[0]] = got
-            filled += got.shape[0]
-        return out
-
-    def discrete_laplace(self, scale: float) -> int:
-        return int(self._discrete_laplace(float(scale), 1)[0])
-
-    def quantile(self, histogram: np.ndarray, alpha: float, epsilon: float) -> int:
-        scores, sensitivity = quantile_scores(histogram, alpha)
-        # Exponential mechanism as Gumbel-max: P(c) proportional to exp(-epsilon score(c) / (2 sensitivity)).
-        utility = -scores.astype(np.float64) * float(epsilon) / (2.0 * sensitivity)
-        return int(np.argmax(utility + self._rng.gumbel(size=utility.shape[0])))
-
-
 class NoNoise:
     """No noise and exact percentiles: for tests that reproduce worked examples exactly. Never private."""
 
@@ -158,8 +118,8 @@ class NoNoise:
     def discrete_gaussian(self, scale: float, size: int) -> np.ndarray:
         return np.zeros(size, dtype=np.int64)
 
-    def discrete_laplace(self, scale: float) -> int:
-        return 0
+    def discrete_laplace(self, scale: float, size: int) -> np.ndarray:
+        return np.zeros(size, dtype=np.int64)
 
     def quantile(self, histogram: np.ndarray, alpha: float, epsilon: float) -> int:
         scores, _ = quantile_scores(histogram, alpha)
@@ -168,4 +128,8 @@ class NoNoise:
 
 def noise_source_for(seed: int | None) -> NoiseSource:
     """The production source when ``seed`` is None, else the seeded test-mode source."""
-    return CryptographicNoise() if seed is None else SeededNoise(seed)
+    if seed is None:
+        return CryptographicNoise()
+    from spark_dpsynth._seeded import SeededNoise
+
+    return SeededNoise(seed)

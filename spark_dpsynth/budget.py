@@ -12,7 +12,8 @@ DESIGN.md section 2:
 * sigma = sqrt(sum_k p_k^-2 / (2 rho (1 - Q_p))), sigma_k = p_k sigma: the Gaussian counts of length k with
   sensitivity Delta_k and noise std sigma_k sqrt(Delta_k) spend 1/(2 sigma_k^2), summing to rho (1 - Q_p).
 
-Thresholds (seed 001, 3.3): rho_1 = 1 + sigma_1 sqrt(Delta_1) Phi^-1((1 - delta/2)^(1/Delta_1)); adaptive
+Thresholds (seed 001, 3.3): rho_1 = 1 + sigma_1 sqrt(Delta_1) Phi^-1((1 - delta/2)^(1/Delta_1)) for continuous
+noise; with the discrete Gaussian we use its exact integer analogue (:func:`rho_1_threshold_discrete`); adaptive
 rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k/2) for k >= 2 (DESIGN.md uses Delta_k where the seed's text
 says Delta_1), or fixed t_k.
 """
@@ -22,20 +23,25 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
 from scipy.stats import norm
 
 from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.params import AggregationParams, FabricationMode
+from spark_dpsynth.params import Accounting, AggregationParams, FabricationMode
 
 __all__ = [
     "MAX_DERIVED_DELTA",
     "BudgetSplit",
     "rho_from_epsilon_delta",
+    "rho_tight_from_epsilon_delta",
+    "opendp_epsilon_of_rho",
     "epsilon_from_rho_delta",
     "split_budget",
     "delta_from_protected_n",
     "rho_1_threshold",
+    "rho_1_threshold_discrete",
+    "discrete_gaussian_tail",
     "adaptive_threshold",
     "fabrication_etas",
     "thresholds_for",
@@ -99,6 +105,37 @@ def rho_from_epsilon_delta(epsilon_m: float, delta: float) -> float:
     return (math.sqrt(epsilon_m + ln) - math.sqrt(ln)) ** 2
 
 
+def opendp_epsilon_of_rho(rho: float, delta: float) -> float:
+    """epsilon of rho-zCDP at ``delta`` by OpenDP's exact conversion (Canonne, Kamath, Steinke 2020, Prop. 12).
+
+    Computed on a Gaussian measurement of sensitivity 1 and scale 1/sqrt(2 rho), which is exactly rho-zCDP.
+    """
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    gaussian = dp.m.make_gaussian(
+        dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0 / math.sqrt(2.0 * rho)
+    )
+    return float(dp.c.make_zCDP_to_approxDP(gaussian).map(1.0).epsilon(delta))
+
+
+def rho_tight_from_epsilon_delta(epsilon_m: float, delta: float) -> float:
+    """The largest rho whose exact conversion gives (epsilon_M, delta/2)-DP (the ``tight_zcdp`` accounting).
+
+    Solves opendp_epsilon_of_rho(rho, delta/2) = epsilon_M by Brent's method; the root lies between the classic
+    rho (whose exact epsilon is smaller) and epsilon_M (epsilon >= rho for any delta < 1).
+    """
+    from scipy.optimize import brentq
+
+    low = rho_from_epsilon_delta(epsilon_m, delta)
+    high = float(epsilon_m)
+    if opendp_epsilon_of_rho(high, delta / 2.0) <= epsilon_m:
+        return high
+    return float(
+        brentq(lambda r: opendp_epsilon_of_rho(r, delta / 2.0) - epsilon_m, low, high, xtol=1e-15, rtol=1e-13)
+    )
+
+
 def epsilon_from_rho_delta(rho: float, delta: float) -> float:
     """The classic conversion epsilon = rho + 2 sqrt(rho ln(2/delta)), the inverse of :func:`rho_from_epsilon_delta`."""
     return rho + 2.0 * math.sqrt(rho * math.log(2.0 / delta))
@@ -118,7 +155,10 @@ def split_budget(params: AggregationParams, delta: float) -> BudgetSplit:
     eps = float(params.epsilon)
     eps_n = params.number_of_records_epsilon_proportion * eps
     eps_m = eps - eps_n
-    rho = rho_from_epsilon_delta(eps_m, delta)
+    if params.accounting is Accounting.TIGHT_ZCDP:
+        rho = rho_tight_from_epsilon_delta(eps_m, delta)
+    else:
+        rho = rho_from_epsilon_delta(eps_m, delta)
     r = params.reporting_length
     qp = params.percentile_epsilon_proportion
     eps_q = math.sqrt(2.0 * rho * qp / r)
@@ -162,6 +202,40 @@ def rho_1_threshold(sigma_1: float, sensitivity_1: int, delta: float) -> float:
     return 1.0 + sigma_1 * math.sqrt(d1) * float(norm.isf(tail))
 
 
+def discrete_gaussian_tail(scale: float, m: int) -> float:
+    """P(Z >= m) for Z ~ N_Z(0, scale^2), the discrete Gaussian (Canonne, Kamath, Steinke 2020), summed exactly
+    over the integers within 40 standard deviations (the mass beyond is below 1e-300)."""
+    half = int(math.ceil(40.0 * scale)) + 2
+    z = np.arange(-half, half + 1, dtype=np.float64)
+    weights = np.exp(-(z * z) / (2.0 * scale * scale))
+    return float(weights[z >= m].sum() / weights.sum())
+
+
+def rho_1_threshold_discrete(sigma_1: float, sensitivity_1: int, delta: float) -> float:
+    """rho_1 for *discrete* Gaussian noise: the smallest integer m such that a record's at most Delta_1 new
+    1-tuples (count 1 each) pass ``noisy > m`` with probability <= delta/2.
+
+    A new 1-tuple's noisy count is 1 + Z, Z ~ N_Z(0, (sigma_1 sqrt(Delta_1))^2); it passes iff Z >= m, so m is
+    the smallest integer with 1 - (1 - P(Z >= m))^Delta_1 <= delta/2. The seed's formula
+    (:func:`rho_1_threshold`) assumes continuous noise: with the discrete Gaussian its leak can exceed delta/2
+    (e.g. 0.00564 instead of 0.005 at epsilon 1, delta 1e-2, Delta_1 = 4), which the exact tail avoids.
+    Released counts are integers, so an integer threshold loses nothing.
+    """
+    d1 = max(int(sensitivity_1), 1)
+    scale = sigma_1 * math.sqrt(d1)
+    target = delta / 2.0 * (1.0 - 1e-9)  # margin for the float summation
+
+    def leak(m: int) -> float:
+        return -math.expm1(d1 * math.log1p(-discrete_gaussian_tail(scale, m)))
+
+    m = max(1, int(math.floor(rho_1_threshold(sigma_1, d1, delta))) - 2)
+    while leak(m) > target:
+        m += 1
+    while m > 1 and leak(m - 1) <= target:
+        m -= 1
+    return float(m)
+
+
 def adaptive_threshold(sigma_k: float, sensitivity_k: int, eta: float) -> float:
     """rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k / 2), 0 < eta_k <= 1 (seed 001, 3.3.2; DESIGN.md step 6)."""
     if not 0 < eta <= 1:
@@ -187,7 +261,7 @@ def fabrication_etas(mode: FabricationMode, reporting_length: int) -> dict[int, 
 def thresholds_for(params: AggregationParams, split: BudgetSplit, k: int, sensitivity_k: int) -> float:
     """The threshold rho_k applied to noisy counts of length k (a count must be > rho_k and > 0 to be kept)."""
     if k == 1:
-        return rho_1_threshold(split.sigmas[0], sensitivity_k, split.delta)
+        return rho_1_threshold_discrete(split.sigmas[0], sensitivity_k, split.delta)
     mode = params.fabrication_mode
     if mode is FabricationMode.CUSTOM_FIXED:
         assert params.thresholds is not None

@@ -2,33 +2,50 @@
 
 Layout (every table and key is optional; unknown keys are errors that name the key)::
 
-    [input]            path, format ("csv" | "parquet"), delimiter
+    [input]            path | table, format ("csv" | "parquet" | "delta"), delimiter
+    [output]           path, table, format, overwrite, single_csv
+    [spark]            master | remote
+    [run]              quiet, debug
     [data]             columns, empty_values, zeros_are_empty, sensitive_zeros, row_filter
-    [data.bins.COL]    edges, labels
+    [data.bins.COL]    edges, labels, passthrough
     [aggregate]        the fields of AggregationParams
     [synthesize]       the fields of SynthesisParams
-    [evaluate]         max_marginal_length
+    [evaluate]         max_marginal_length, ...
 
-See ``conf/adult.toml`` for a commented example.
+The schema is :func:`schema`: one :class:`ConfigKey` per key, with its type, allowed values and help. Every key
+has a command-line option (``--key-name``, see :mod:`spark_dpsynth.cli`) and every option a key; values given on
+the command line override the file's. A wrong type or value is a :class:`~spark_dpsynth.errors.ConfigError`
+naming the key and the allowed values. See ``conf/*.toml`` for commented examples.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import enum
+import functools
+import inspect
+import re
+import textwrap
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_dpsynth import params as _params
 from spark_dpsynth.errors import ConfigError, DPSynthError
+from spark_dpsynth.io import FORMATS, check_table_name
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, SynthesisParams
 
-__all__ = ["JobConfig", "load_config", "parse_config"]
+__all__ = ["ConfigKey", "JobConfig", "load_config", "load_document", "merge", "parse_config", "schema"]
 
-_INPUT_KEYS = {"path", "format", "delimiter"}
+_INPUT_KEYS = {"path", "table", "format", "delimiter"}
+_OUTPUT_KEYS = {"path", "table", "format", "overwrite", "single_csv"}
+_SPARK_KEYS = {"master", "remote"}
+_RUN_KEYS = {"quiet", "debug"}
 _DATA_KEYS = {"columns", "empty_values", "zeros_are_empty", "sensitive_zeros", "row_filter", "bins"}
 _BIN_KEYS = {"edges", "labels", "passthrough"}
 _EVALUATE_KEYS = {"max_marginal_length"}
-_FORMATS = ("csv", "parquet")
+_FORMATS = FORMATS
 
 
 @dataclass(frozen=True)
@@ -44,6 +61,26 @@ class JobConfig:
     """"csv" or "parquet"; None guesses from the path (".parquet" or a directory of Parquet files)."""
     delimiter: str = ","
     """CSV field delimiter."""
+    input_table: str | None = None
+    """Catalog table ``db.t`` read instead of ``input_path``."""
+    output_path: str | None = None
+    """Output directory (release, synthetic data, evaluation) when the command line gives none."""
+    output_table: str | None = None
+    """Catalog table ``db.t`` that receives the synthetic data instead of ``DIR/synthetic``."""
+    output_format: str | None = None
+    """Format of the synthetic data: "csv", "parquet" or "delta"; None: Parquet (a table: the session default)."""
+    overwrite: bool = False
+    """Replace existing outputs; False makes an existing output an error before anything runs."""
+    single_csv: bool = True
+    """Also write ``DIR/synthetic.csv``, the synthetic data as one CSV file (through one task)."""
+    master: str | None = None
+    """Spark master URL; None: spark-submit's, else ``local[*]``."""
+    remote: str | None = None
+    """Spark Connect URL (``sc://host:15002``; ``local[2]`` starts a local Connect server)."""
+    quiet: bool = False
+    """Log warnings only."""
+    debug: bool = False
+    """Show full tracebacks on failure (they may show data values)."""
     row_filter: str | None = None
     """Spark SQL predicate applied to the input before anything else (e.g. ``"split = 'train'"``); public."""
     max_marginal_length: int = 3
@@ -77,8 +114,9 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
     Raises:
         ConfigError: an unknown section or key, or a value outside its range (the message names the key).
     """
-    allowed = {"input", "data", "aggregate", "synthesize", "evaluate"}
+    allowed = {"input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate"}
     _check_keys("top level", doc, allowed)
+    _check_types(doc)
     inp = _check_keys("input", doc.get("input", {}), _INPUT_KEYS)
     fmt = inp.get("format")
     if fmt is not None and fmt not in _FORMATS:
@@ -86,6 +124,19 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
     delimiter = inp.get("delimiter", ",")
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise ConfigError(f"[input] delimiter must be one character, got {delimiter!r}")
+    if inp.get("path") is not None and inp.get("table") is not None:
+        raise ConfigError("[input] give either path or table, not both")
+    out = _check_keys("output", doc.get("output", {}), _OUTPUT_KEYS)
+    for section, table in (("input", inp), ("output", out)):
+        if table.get("table") is not None:
+            try:
+                check_table_name(table["table"], "table")
+            except DPSynthError as err:
+                raise ConfigError(f"[{section}] {err}") from err
+    spark_section = _check_keys("spark", doc.get("spark", {}), _SPARK_KEYS)
+    if spark_section.get("master") is not None and spark_section.get("remote") is not None:
+        raise ConfigError("[spark] give either master or remote, not both")
+    run = _check_keys("run", doc.get("run", {}), _RUN_KEYS)
     data = dict(_check_keys("data", doc.get("data", {}), _DATA_KEYS))
     row_filter = data.pop("row_filter", None)
     if row_filter is not None and not isinstance(row_filter, str):
@@ -111,6 +162,16 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         input_path=inp.get("path"),
         input_format=fmt,
         delimiter=delimiter,
+        input_table=inp.get("table"),
+        output_path=out.get("path"),
+        output_table=out.get("table"),
+        output_format=out.get("format"),
+        overwrite=out.get("overwrite", False),
+        single_csv=out.get("single_csv", True),
+        master=spark_section.get("master"),
+        remote=spark_section.get("remote"),
+        quiet=run.get("quiet", False),
+        debug=run.get("debug", False),
         row_filter=row_filter,
         max_marginal_length=mml,
     )
@@ -122,11 +183,217 @@ def load_config(path: str) -> JobConfig:
     Raises:
         ConfigError: the file cannot be read or parsed, or :func:`parse_config` rejects it.
     """
+    return parse_config(load_document(path))
+
+
+# --------------------------------------------------------------------------------------------- the schema
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One key of the configuration file, which is also one command-line option."""
+
+    section: str
+    """The TOML table, e.g. ``"aggregate"``."""
+    key: str
+    """The key in that table, e.g. ``"epsilon"``."""
+    kind: str
+    """Value type: ``str``, ``int``, ``float``, ``bool``, ``str_list``, ``float_list`` or ``json`` (a table)."""
+    help: str
+    """One line: meaning, unit, range and default."""
+    choices: tuple[str, ...] | None = None
+    """The allowed values of a ``str`` key with a fixed set of values."""
+
+    @property
+    def name(self) -> str:
+        """``section.key``."""
+        return f"{self.section}.{self.key}"
+
+
+_STATIC_KEYS = (
+    ConfigKey("input", "path", "str", "the sensitive table: a CSV file (header row, gzip allowed), a Parquet or "
+              "Delta directory; local or a URI (s3://, abfss://, dbfs:/)"),
+    ConfigKey("input", "table", "str", "the sensitive table as a catalog table db.table (instead of a path)"),
+    ConfigKey("input", "format", "str", "input format (default: from the path; a directory with _delta_log is "
+              "delta, another directory parquet, a file csv)", FORMATS),
+    ConfigKey("input", "delimiter", "str", "CSV field delimiter, one character (default ',')"),
+    ConfigKey("output", "path", "str", "output directory: release/, synthetic/, synthetic.csv, evaluation/"),
+    ConfigKey("output", "table", "str", "write the synthetic data to this catalog table db.table instead of "
+              "DIR/synthetic"),
+    ConfigKey("output", "format", "str", "format of the synthetic data (default parquet; for a table, the "
+              "session's default source)", FORMATS),
+    ConfigKey("output", "overwrite", "bool", "replace existing outputs (default false: an existing output is an "
+              "error)"),
+    ConfigKey("output", "single_csv", "bool", "also write DIR/synthetic.csv, one CSV file (default true)"),
+    ConfigKey("spark", "master", "str", "Spark master URL (default: spark-submit's, else local[*])"),
+    ConfigKey("spark", "remote", "str", "Spark Connect URL, e.g. sc://host:15002 (local[2] starts a local "
+              "Connect server)"),
+    ConfigKey("run", "quiet", "bool", "log warnings only (default false)"),
+    ConfigKey("run", "debug", "bool", "show full tracebacks on failure, which may show data values (default "
+              "false)"),
+    ConfigKey("data", "row_filter", "str", "Spark SQL predicate on public columns applied to the input first, "
+              "e.g. \"split = 'train'\" (default none)"),
+)  # fmt: skip
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings of a dataclass (the line under each field), joined to one line."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:], strict=False):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _plain(text: str) -> str:
+    """A docstring line without reStructuredText markup (for --help)."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
+
+
+def _kind(annotation: Any) -> tuple[str, tuple[str, ...] | None]:
+    """(kind, choices) of a dataclass field from its annotation (a string under postponed evaluation)."""
+    text = str(annotation).replace(" | None", "").replace("None | ", "").strip()
+    if text in ("float", "int", "bool", "str"):
+        return text, None
+    if text.startswith("tuple[float") or text.startswith("tuple[int"):
+        return "float_list", None
+    if text.startswith("tuple[str"):
+        return "str_list", None
+    if text.startswith(("Mapping", "dict")):
+        return "json", None
+    cls = getattr(_params, text, None)
+    if isinstance(cls, type) and issubclass(cls, enum.Enum):
+        return "str", tuple(str(m.value) for m in cls)
+    raise TypeError(f"no configuration kind for a field of type {text}")
+
+
+def _dataclass_keys(section: str, cls: type, names: set[str] | None = None) -> list[ConfigKey]:
+    docs = _field_docs(cls)
+    keys = []
+    for f in dataclasses.fields(cls):
+        if names is not None and f.name not in names:
+            continue
+        kind, choices = _kind(f.type)
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if isinstance(default, enum.Enum):
+            shown = str(default.value)
+        elif isinstance(default, bool):
+            shown = "true" if default else "false"
+        elif default is None or default == ():
+            shown = "none"
+        else:
+            shown = str(default)
+        text = _plain(docs.get(f.name, f.name.replace("_", " ")))
+        keys.append(ConfigKey(section, f.name, kind, f"{text} (default {shown})", choices))
+    return keys
+
+
+@functools.cache
+def schema() -> tuple[ConfigKey, ...]:
+    """Every configuration key, in file order: the static ones, then those of the parameter objects.
+
+    The [data], [aggregate] and [synthesize] keys are the fields of :class:`DataConfig`,
+    :class:`AggregationParams` and :class:`SynthesisParams` (their docstrings are the help texts); the
+    [evaluate] keys are the :class:`JobConfig` fields of that section.
+    """
+    keys = list(_STATIC_KEYS[:-1])
+    keys += _dataclass_keys("data", DataConfig)
+    keys.append(_STATIC_KEYS[-1])
+    keys += _dataclass_keys("aggregate", AggregationParams)
+    keys += _dataclass_keys("synthesize", SynthesisParams)
+    keys += _dataclass_keys("evaluate", JobConfig, set(_EVALUATE_KEYS))
+    return tuple(keys)
+
+
+_TYPE_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "str_list": "a list of strings",
+    "float_list": "a list of numbers",
+    "json": "a table",
+}
+
+
+def _type_ok(kind: str, value: Any) -> bool:
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "str_list":
+        return isinstance(value, list | tuple) and all(isinstance(x, str) for x in value)
+    if kind == "float_list":
+        return isinstance(value, list | tuple) and all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in value
+        )
+    return isinstance(value, dict)
+
+
+def _check_types(doc: dict[str, Any]) -> None:
+    """Check the type and allowed values of every known key (unknown keys are reported by _check_keys)."""
+    for key in schema():
+        if key.section == "evaluate":  # that section checks its own values in parse_config
+            continue
+        table = doc.get(key.section)
+        if not isinstance(table, dict) or key.key not in table:
+            continue
+        value = table[key.key]
+        if not _type_ok(key.kind, value):
+            raise ConfigError(f"[{key.section}] {key.key} must be {_TYPE_WORDS[key.kind]}, got {value!r}")
+        if key.choices is not None and value not in key.choices:
+            raise ConfigError(f"[{key.section}] {key.key} must be one of {list(key.choices)}, got {value!r}")
+
+
+def merge(doc: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the parsed TOML ``doc`` with ``overrides`` (``"section.key" -> value``) applied.
+
+    Overriding ``input.path`` drops the file's ``input.table`` and the other way round. Overriding
+    ``data.columns`` drops the file's ``sensitive_zeros`` and ``bins`` entries of other columns.
+    """
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in doc.items()}
+    for name, value in overrides.items():
+        section, key = name.split(".", 1)
+        table = out.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"[{section}] must be a table, got {type(table).__name__}")
+        table[key] = value
+        if section == "input" and key in ("path", "table"):
+            table.pop("table" if key == "path" else "path", None)
+        if name == "data.columns" and isinstance(value, list | tuple):
+            if isinstance(table.get("sensitive_zeros"), list):
+                table["sensitive_zeros"] = [c for c in table["sensitive_zeros"] if c in value]
+            if isinstance(table.get("bins"), dict):
+                table["bins"] = {c: b for c, b in table["bins"].items() if c in value}
+    return out
+
+
+def load_document(path: str) -> dict[str, Any]:
+    """Read a TOML file as a dict (no validation; see :func:`parse_config`).
+
+    Raises:
+        ConfigError: the file cannot be read or parsed.
+    """
     try:
         with open(path, "rb") as f:
-            doc = tomllib.load(f)
+            return tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except (OSError, tomllib.TOMLDecodeError) as err:
         raise ConfigError(f"cannot read config {path}: {err}") from err
-    return parse_config(doc)

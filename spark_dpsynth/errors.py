@@ -14,6 +14,8 @@ __all__ = [
     "ConfigError",
     "BudgetError",
     "ReleaseError",
+    "OutputExistsError",
+    "SparkSetupError",
 ]
 
 
@@ -39,3 +41,11 @@ class BudgetError(DPSynthError, ValueError):
 
 class ReleaseError(DPSynthError):
     """A release on disk is missing, incomplete or inconsistent with its manifest."""
+
+
+class OutputExistsError(DPSynthError):
+    """An output (directory, file or catalog table) exists and overwriting was not asked for."""
+
+
+class SparkSetupError(DPSynthError):
+    """Spark cannot be set up as asked (e.g. Delta Lake requested but its jars cannot be loaded)."""

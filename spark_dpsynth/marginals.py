@@ -45,7 +45,7 @@ from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.params import AggregationParams, DataConfig
 from spark_dpsynth.release import Marginal, Release
 
-__all__ = ["dp_aggregate", "aggregate_encoded", "LocalBackend"]
+__all__ = ["dp_aggregate", "aggregate_encoded", "noisy_threshold", "LocalBackend"]
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,9 @@ def _release_key(seed: int | None) -> int:
     """
     if seed is None:
         return secrets.randbits(64)
-    return int(np.random.SeedSequence([int(seed), 0x6B6579]).generate_state(1, dtype=np.uint64)[0])
+    from spark_dpsynth._seeded import derive_key
+
+    return derive_key(seed)
 
 
 @dataclass
@@ -188,10 +190,8 @@ def aggregate_encoded(
     hist = backend.histogram(index)
     true_n = int(hist.sum())
 
-    protected_n = max(
-        1,
-        true_n + noise.discrete_laplace(1.0 / (params.number_of_records_epsilon_proportion * params.epsilon)),
-    )
+    scale_n = 1.0 / (params.number_of_records_epsilon_proportion * params.epsilon)
+    protected_n = max(1, true_n + int(noise.discrete_laplace(scale_n, 1)[0]))
     del true_n
     delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
     split = split_budget(params, delta)
@@ -229,12 +229,11 @@ def aggregate_encoded(
         else:
             counts = np.zeros(0, dtype=np.int64)
         scale = split.sigmas[k - 1] * math.sqrt(sensitivity)
-        noisy = counts + noise.discrete_gaussian(scale, counts.shape[0])
-        del counts
         # Step 6: thresholds.
         threshold = thresholds_for(params, split, k, sensitivity)
         thresholds[k] = threshold
-        kept = (noisy > threshold) & (noisy > 0)
+        noisy, kept = noisy_threshold(counts, scale, threshold, noise)
+        del counts
         subset_idx, codes = index.decode(index.keys[kept])
         level = _Level(tuples={})
         kept_counts = noisy[kept]
@@ -270,6 +269,24 @@ def aggregate_encoded(
     if extra_manifest:
         manifest.update(extra_manifest)
     return Release(columns=tuple(columns), domains=tuple(domains), marginals=marginals, manifest=manifest)
+
+
+def noisy_threshold(
+    counts: np.ndarray, scale: float, threshold: float, noise: NoiseSource
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 5-6 for one length: noise on every candidate count, then keep what passes the threshold.
+
+    Args:
+        counts: int64 (M,) bounded counts of every candidate (zero counts included).
+        scale: noise std sigma_k sqrt(Delta_k) of the discrete Gaussian.
+        threshold: rho_k; a noisy count is kept when it is > rho_k and > 0.
+        noise: the noise source (one fresh draw per candidate).
+
+    Returns:
+        (noisy int64 (M,), kept bool (M,)). Integer arithmetic throughout: exact for any count.
+    """
+    noisy = np.asarray(counts, dtype=np.int64) + noise.discrete_gaussian(scale, counts.shape[0])
+    return noisy, (noisy > threshold) & (noisy > 0)
 
 
 def _local_keys(codes: np.ndarray, radix: np.ndarray, cols: tuple[int, ...]) -> np.ndarray:
@@ -382,6 +399,7 @@ def _manifest(
         if params.delta is not None
         else "derived from the protected number of records",
         "rho": split.rho,
+        "accounting": params.accounting.value,
         "epsilon_n": split.epsilon_n,
         "epsilon_m": split.epsilon_m,
         "epsilon_q": split.epsilon_q,
@@ -405,6 +423,7 @@ def _manifest(
             "percentile": params.percentile,
             "percentile_epsilon_proportion": params.percentile_epsilon_proportion,
             "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
+            "accounting": params.accounting.value,
             "accuracy_mode": params.accuracy_mode.value,
             "sigma_proportions": list(params.sigma_proportions) if params.sigma_proportions else None,
             "fabrication_mode": params.fabrication_mode.value,

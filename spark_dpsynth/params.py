@@ -17,6 +17,7 @@ from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import InvalidParameterError
 
 __all__ = [
+    "Accounting",
     "AccuracyMode",
     "FabricationMode",
     "BinSpec",
@@ -54,6 +55,17 @@ class FabricationMode(enum.StrEnum):
     """Fixed thresholds t_2..t_R from ``AggregationParams.thresholds``."""
     CUSTOM_ADAPTIVE = "custom_adaptive"
     """Adaptive, eta_2..eta_R from ``AggregationParams.thresholds``, each in (0, 1]."""
+
+
+class Accounting(enum.StrEnum):
+    """How rho is derived from (epsilon_M, delta/2) (DESIGN.md section 2; issue 3)."""
+
+    CLASSIC = "classic"
+    """rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2: the classic conversion (Bun & Steinke 2016),
+    as SDS (seed 001, 3.2.2). The default."""
+    TIGHT_ZCDP = "tight_zcdp"
+    """The largest rho whose exact zCDP -> (epsilon, delta) conversion (Canonne, Kamath, Steinke 2020, computed
+    by OpenDP) gives epsilon_M at delta/2: same guarantee, larger rho, smaller sigma."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +197,8 @@ class AggregationParams:
     """Preset of thresholds for k >= 2 (see :class:`FabricationMode`)."""
     thresholds: tuple[float, ...] | None = None
     """t_2..t_R (fixed, >= 0) or eta_2..eta_R (adaptive, in (0, 1]); R-1 values, custom modes only."""
+    accounting: Accounting = Accounting.CLASSIC
+    """How rho follows from (epsilon_M, delta/2): ``classic`` (SDS) or ``tight_zcdp`` (see :class:`Accounting`)."""
     seed: int | None = None
     """Test mode: a seed makes every draw reproducible with a NON-cryptographic generator; the release is then
     not private and its manifest says ``"test_mode": true``. None (the default) draws privacy noise from the
@@ -205,6 +219,7 @@ class AggregationParams:
                 "percentile_epsilon_proportion + number_of_records_epsilon_proportion must be < 1, "
                 f"got {qp} + {npp} = {qp + npp}"
             )
+        object.__setattr__(self, "accounting", _enum(Accounting, "accounting", self.accounting))
         object.__setattr__(self, "accuracy_mode", _enum(AccuracyMode, "accuracy_mode", self.accuracy_mode))
         object.__setattr__(
             self, "fabrication_mode", _enum(FabricationMode, "fabrication_mode", self.fabrication_mode)
