@@ -178,3 +178,52 @@ def test_cli_warns_in_test_mode(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )  # fmt: skip
     assert "test mode" in result.stderr and "NOT private" in result.stderr
+
+
+def test_unique_value_absent_from_releases_and_synthetic_data_through_the_job(spark) -> None:
+    """Item 6 through the full job (the 200 repetitions run on the core in test_privacy_statistical): a value
+    held by one record is in neither the release nor the synthetic data, at epsilon 1 with production noise."""
+    from spark_dpsynth.params import SynthesisParams
+    from spark_dpsynth.synthesis import synthesize
+
+    rows = [(f"a{i % 4}", f"b{(i * 5) % 3}", f"c{i % 2}") for i in range(2000)]
+    rows[11] = ("UNIQUE", rows[11][1], rows[11][2])
+    df = spark.createDataFrame(rows, "a string, b string, c string")
+    for _ in range(3):
+        release = dp_aggregate(df, AggregationParams(epsilon=1.0, delta=1e-6, reporting_length=2))
+        assert "UNIQUE" not in release.domains[0] and release.domains[0]
+        synthetic = synthesize(release, SynthesisParams(seed=1), spark)
+        assert synthetic.where("a = 'UNIQUE'").count() == 0
+        assert synthetic.count() > 0
+
+
+def test_release_key_is_never_written_or_logged(spark, tmp_path: Path, monkeypatch, caplog) -> None:
+    """The bounding key comes from secrets and lives only in memory: not in the manifest, the aggregates,
+    the logs or the Spark configuration."""
+    import logging
+    import secrets
+
+    key = 0x5EC12E7_0DDBA11
+    monkeypatch.setattr(secrets, "randbits", lambda bits: key)
+    rows = [(f"a{i % 4}", f"b{i % 3}") for i in range(600)]
+    df = spark.createDataFrame(rows, "a string, b string")
+    with caplog.at_level(logging.DEBUG, logger="spark_dpsynth"):
+        release = dp_aggregate(df, AggregationParams(epsilon=2.0, reporting_length=2))
+    release.save(str(tmp_path / "release"), spark)
+    needles = {
+        str(key),
+        hex(key),
+        hex(key)[2:],
+        key.to_bytes(8, "little").hex(),
+        key.to_bytes(8, "big").hex(),
+    }
+    blobs = [p.read_bytes() for p in (tmp_path / "release").rglob("*") if p.is_file()]
+    texts = [
+        caplog.text,
+        json.dumps(release.manifest),
+        json.dumps(dict(spark.sparkContext.getConf().getAll())),
+    ]
+    for needle in needles:
+        assert all(needle not in t for t in texts)
+        assert all(needle.encode() not in b for b in blobs)
+    assert all(key.to_bytes(8, "little") not in b and key.to_bytes(8, "big") not in b for b in blobs)
