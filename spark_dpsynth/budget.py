@@ -86,6 +86,20 @@ class BudgetSplit:
         r = self.reporting_length
         return r * self.epsilon_q**2 / 2 + sum(1 / (2 * s * s) for s in self.sigmas)
 
+    def describe(self) -> str:
+        """A plain-text report of the split and the zCDP identity it satisfies (for the CLI and notebooks)."""
+        r = self.reporting_length
+        lines = [
+            f"epsilon = {self.epsilon:g} = epsilon_N {self.epsilon_n:.6g} + epsilon_M {self.epsilon_m:.6g}",
+            f"delta = {self.delta:.3g} (delta/2 for the marginals' zCDP conversion, delta/2 for the threshold rho_1)",
+            f"rho = {self.rho:.6g} (zCDP)",
+            f"epsilon_Q = {self.epsilon_q:.6g} per percentile (pure DP), {r} percentiles",
+            f"sigma = {self.sigma:.6g}; "
+            + ", ".join(f"sigma_{k} = {s:.6g}" for k, s in enumerate(self.sigmas, start=1)),
+            f"identity: R epsilon_Q^2 / 2 + sum_k 1 / (2 sigma_k^2) = {self.zcdp_spent():.6g} = rho",
+        ]
+        return "\n".join(lines)
+
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["sigma_proportions"] = list(self.sigma_proportions)

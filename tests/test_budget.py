@@ -104,3 +104,10 @@ def test_rho_from_epsilon_delta_inverts_classic_conversion() -> None:
             assert epsilon_from_rho_delta(rho_from_epsilon_delta(eps, delta), delta) == pytest.approx(
                 eps, rel=1e-10
             )
+
+
+def test_budget_report_states_the_identity() -> None:
+    split = split_budget(AggregationParams(epsilon=4.0, reporting_length=3), 1e-6)
+    text = split.describe()
+    assert "rho = 0.240905" in text and "sigma_3 = " in text
+    assert f"= {split.zcdp_spent():.6g} = rho" in text
