@@ -1,0 +1,123 @@
+"""The class-conditional synthesizer (seed 002), fixed: independent noise per bin, full public domain."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from spark_dpsynth._noise import CryptographicNoise, NoNoise
+from spark_dpsynth.class_conditional import (
+    EMPTY,
+    ClassConditionalParams,
+    fit_class_conditional,
+    noisy_histogram,
+    sample_class_conditional,
+)
+from spark_dpsynth.errors import InvalidParameterError, SchemaError
+from spark_dpsynth.params import BinSpec, DataConfig
+
+# Seed 002, section 1: the toy table.
+TOY = [
+    ("blue", "low", "<=50K"),
+    ("blue", "low", "<=50K"),
+    ("white", "high", ">50K"),
+    ("white", "high", ">50K"),
+    ("blue", "high", "<=50K"),
+    ("white", "low", ">50K"),
+]
+TOY_DOMAINS = {"job": ("blue", "white"), "education": ("high", "low"), "income": ("<=50K", ">50K")}
+
+
+@pytest.fixture(scope="module")
+def toy(spark):
+    return spark.createDataFrame(TOY, "job string, education string, income string")
+
+
+def test_noise_is_independent_per_bin_across_1000_releases() -> None:
+    """The seed's notebook adds one scalar draw to every bin; here no two bins share a draw (1,000 releases)."""
+    counts = np.full((6, 2), 10_000, dtype=np.int64)  # far from 0: no clipping, noise = output - count
+    noise = CryptographicNoise()
+    draws = np.stack([noisy_histogram(counts, 4.0, noise).ravel() - 10_000 for _ in range(1000)])
+    for i in range(draws.shape[1]):
+        for j in range(i + 1, draws.shape[1]):
+            assert not np.array_equal(draws[:, i], draws[:, j])
+            # Independent: |correlation| below 0.2 (std 1/sqrt(1000) = 0.032; false-positive rate ~1e-9).
+            assert abs(np.corrcoef(draws[:, i], draws[:, j])[0, 1]) < 0.2
+    assert 0.8 * np.sqrt(2) * 4.0 < draws.std() < 1.2 * np.sqrt(2) * 4.0  # discrete Laplace std ~ sqrt(2) b
+
+
+def test_zero_count_domain_bins_are_released_with_noise() -> None:
+    counts = np.zeros((3, 2), dtype=np.int64)
+    outs = np.stack([noisy_histogram(counts, 2.0, CryptographicNoise()) for _ in range(300)])
+    assert (
+        outs > 0
+    ).mean() > 0.2  # a zero bin is positive ~ 1/(2 (1 + ...)) of the time, never silently absent
+    assert (outs >= 0).all()
+
+
+def test_seed_toy_table_post_processing_exact_with_noise_off(spark, toy) -> None:
+    params = ClassConditionalParams(epsilon=1.0, label="income", domains=TOY_DOMAINS, seed=0)
+    model, release = fit_class_conditional(toy, params, DataConfig(), noise=NoNoise())
+    e = model.domains["job"].index(EMPTY)
+    assert model.histograms["job"][:e, :2].tolist() == [[3, 0], [0, 3]]
+    assert model.histograms["education"][:2, :2].tolist() == [[1, 2], [2, 1]]  # high, low x <=50K, >50K
+    assert model.protected_number_of_records == 6
+    assert model.class_totals()[:2].tolist() == [6, 6]
+    n_c, targets = model.target_counts(6)
+    assert n_c[:2].tolist() == [3, 3]
+    assert targets["education"][:2, :2].tolist() == [[1, 2], [2, 1]]
+    for partitions in (1, 3):
+        rows = [
+            tuple(r) for r in sample_class_conditional(model, spark, partitions=partitions, seed=4).collect()
+        ]
+        assert len(rows) == 6
+        assert Counter((r[0], r[2]) for r in rows) == {("blue", "<=50K"): 3, ("white", ">50K"): 3}
+        assert Counter((r[1], r[2]) for r in rows) == {
+            ("low", "<=50K"): 2, ("high", "<=50K"): 1, ("high", ">50K"): 2, ("low", ">50K"): 1,
+        }  # fmt: skip
+    # The release has the main path's format: (attribute, label) pairs and 1-tuples, normalized.
+    counts = release.counts_by_tuple()
+    assert counts[((0, 0), (2, 0))] == 3 and release.reporting_length == 2
+
+
+def test_budget_split_sums_to_epsilon(spark, toy) -> None:
+    data = DataConfig(columns=("job", "education", "income"))
+    model, _ = fit_class_conditional(toy, ClassConditionalParams(epsilon=2.0, seed=1), data)
+    m = model.manifest
+    assert m["epsilon_n"] + m["epsilon_m"] + m["epsilon_domain"] == pytest.approx(2.0, rel=1e-12)
+    assert m["epsilon_per_histogram"] * 2 == pytest.approx(m["epsilon_m"])  # two attribute histograms
+    assert m["label"] == "income" and m["test_mode"] is True
+    public = ClassConditionalParams(epsilon=2.0, domains=TOY_DOMAINS, seed=1)
+    model, _ = fit_class_conditional(toy, public, data)
+    assert model.manifest["epsilon_domain"] == 0 and model.manifest["delta"] == 0
+    assert model.manifest["epsilon_n"] + model.manifest["epsilon_m"] == pytest.approx(2.0, rel=1e-12)
+
+
+def test_binned_columns_use_their_public_bins(spark) -> None:
+    rows = [(str(20 + i % 50), "yes" if i % 3 else "no") for i in range(500)]
+    df = spark.createDataFrame(rows, "age string, y string")
+    data = DataConfig(bins={"age": BinSpec((30, 40, 50))})
+    model, _ = fit_class_conditional(df, ClassConditionalParams(domains={"y": ("no", "yes")}, seed=2), data)
+    assert model.domains["age"] == ("<30", "[30, 40)", "[40, 50)", ">=50", EMPTY)
+    assert model.manifest["domains_from_release"] == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"epsilon": 0}, InvalidParameterError, "epsilon must be > 0"),
+        ({"number_of_tuples": 0}, InvalidParameterError, "number_of_tuples must be >= 1"),
+        ({"domain_epsilon_proportion": 1}, InvalidParameterError, "domain_epsilon_proportion"),
+        ({"domains": {"job": ()}}, InvalidParameterError, "at least one value"),
+    ],
+)
+def test_parameters_are_validated(kwargs: dict, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        ClassConditionalParams(**kwargs)
+
+
+def test_unknown_label_is_a_schema_error(toy) -> None:
+    with pytest.raises(SchemaError, match="label column 'salary'"):
+        fit_class_conditional(toy, ClassConditionalParams(label="salary"), DataConfig())
