@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 OUTPUT ?= output
 EPSILON ?= 4
 
-.PHONY: run test test-slow lint check-java clean
+.PHONY: run test test-slow test-connect test-cluster test-delta dist lint check-java clean
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17+ is required (java not found on PATH); install OpenJDK 17, e.g. apt-get install openjdk-17-jre-headless"; exit 1; }
@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # DP release, synthetic data and evaluation of the embedded UCI Adult data (train split), epsilon 4.
+# --overwrite: a second `make run` replaces output/ (without it an existing output is an error).
 run: check-java $(STAMP)
-	$(BIN)/spark-dpsynth pipeline --config conf/adult.toml --input data/adult.csv.gz --output $(OUTPUT) --epsilon $(EPSILON)
+	$(BIN)/spark-dpsynth pipeline --config conf/adult.toml --input data/adult.csv.gz --output $(OUTPUT) --epsilon $(EPSILON) --overwrite
 
 # The default suite (fast tests, under a few minutes); slow statistical/end-to-end tests: `make test-slow`.
 test: check-java $(STAMP)
@@ -28,9 +29,31 @@ test: check-java $(STAMP)
 test-slow: check-java $(STAMP)
 	$(BIN)/python -m pytest -m slow -q
 
+# Subsets of `make test`: Spark Connect end to end (local Connect server), spark-submit on a standalone
+# master + two workers on 127.0.0.1, Delta Lake round trips (skipped where the Delta jars cannot be loaded).
+test-connect: check-java $(STAMP)
+	$(BIN)/python -m pytest -m connect -q
+
+test-cluster: check-java $(STAMP)
+	$(BIN)/python -m pytest -m cluster -q
+
+test-delta: check-java $(STAMP)
+	$(BIN)/python -m pytest -m delta -q -rs
+
+# dist/: the wheel (pip install on a cluster, a Databricks library) and spark_dpsynth.zip (spark-submit --py-files).
+dist: $(STAMP)
+	rm -rf dist && $(BIN)/python -m pip wheel --quiet --no-deps -w dist .
+	$(BIN)/python -c "import zipfile, pathlib; z = zipfile.ZipFile('dist/spark_dpsynth.zip', 'w'); [z.write(p) for p in sorted(pathlib.Path('spark_dpsynth').glob('*.py'))]; z.write('spark_dpsynth/py.typed'); z.close()"
+
 lint: $(STAMP)
-	$(BIN)/ruff check spark_dpsynth tests jobs
-	$(BIN)/ruff format --check spark_dpsynth tests jobs
+	$(BIN)/ruff check spark_dpsynth tests jobs examples
+	$(BIN)/ruff format --check spark_dpsynth tests jobs examples
 
 clean:
 	rm -rf $(OUTPUT) .pytest_cache
+
+# Synthetic-data quality of both synthesis modes on Adult and NIST TX 2019 at epsilon 1 and 4 (issue 4):
+# prints a table and writes $(OUTPUT)/bench-quality/quality.json. Takes about 10 minutes on 2 cores.
+.PHONY: bench-quality
+bench-quality: check-java $(STAMP)
+	$(BIN)/python benchmarks/quality.py --output $(OUTPUT)/bench-quality

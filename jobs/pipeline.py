@@ -1,6 +1,7 @@
-"""spark-submit entry point: `spark-submit jobs/pipeline.py --input ... --output DIR [options]`.
+"""spark-submit entry point: `spark-submit [--py-files dist/spark_dpsynth.zip] jobs/pipeline.py --input PATH|--input-table DB.T --output DIR ...`.
 
-Thin wrapper around `spark-dpsynth pipeline` (see `spark-dpsynth pipeline --help`). spark-submit sets the master.
+Thin wrapper around `spark-dpsynth pipeline` (see `spark-dpsynth pipeline --help`: every option is also a config key).
+spark-submit sets the master; `--remote sc://host:15002` runs it through Spark Connect instead.
 """
 
 import sys

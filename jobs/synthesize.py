@@ -1,6 +1,7 @@
-"""spark-submit entry point: `spark-submit jobs/synthesize.py --input ... --output DIR [options]`.
+"""spark-submit entry point: `spark-submit [--py-files dist/spark_dpsynth.zip] jobs/synthesize.py --output DIR ...`.
 
-Thin wrapper around `spark-dpsynth synthesize` (see `spark-dpsynth synthesize --help`). spark-submit sets the master.
+Thin wrapper around `spark-dpsynth synthesize` (see `spark-dpsynth synthesize --help`: every option is also a config key).
+spark-submit sets the master; `--remote sc://host:15002` runs it through Spark Connect instead.
 """
 
 import sys

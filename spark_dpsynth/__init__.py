@@ -13,7 +13,11 @@ Modules, in pipeline order:
 * :mod:`spark_dpsynth.marginals`: DP k-way marginals with SDS's method, distributed (``dp_aggregate``).
 * :mod:`spark_dpsynth.release`: the release on disk and in memory (``Release``).
 * :mod:`spark_dpsynth.synthesis`: aggregate-seeded synthesis, partitioned (``synthesize``).
-* :mod:`spark_dpsynth.evaluation`: utility metrics against the sensitive data (``evaluate``).
+* :mod:`spark_dpsynth.evaluation` and :mod:`spark_dpsynth.report`: utility metrics and an HTML report against the
+  sensitive data (``evaluate``, ``write_report``; not private).
+* :mod:`spark_dpsynth.class_conditional`: seed 002's class-conditional synthesizer, fixed.
+* :mod:`spark_dpsynth.io`: reading CSV, Parquet, Delta and catalog tables; atomic outputs (``read_input``,
+  ``OutputStage``).
 * :mod:`spark_dpsynth.config` and :mod:`spark_dpsynth.cli`: TOML configuration and the ``spark-dpsynth`` command.
 
 Example::
@@ -24,15 +28,23 @@ Example::
     synthetic = synthesize(release, SynthesisParams(), spark)
 """
 
+from spark_dpsynth.class_conditional import (
+    ClassConditionalParams,
+    fit_class_conditional,
+    sample_class_conditional,
+)
 from spark_dpsynth.errors import (
     BudgetError,
     ConfigError,
     DPSynthError,
     InvalidParameterError,
+    OutputExistsError,
     ReleaseError,
     SchemaError,
+    SparkSetupError,
 )
-from spark_dpsynth.evaluation import evaluate, true_aggregates, write_metrics
+from spark_dpsynth.evaluation import evaluate, train_synthetic_test_real, true_aggregates, write_metrics
+from spark_dpsynth.io import OutputStage, read_input
 from spark_dpsynth.marginals import dp_aggregate
 from spark_dpsynth.params import (
     AccuracyMode,
@@ -44,11 +56,17 @@ from spark_dpsynth.params import (
 )
 from spark_dpsynth.prepare import prepare
 from spark_dpsynth.release import Marginal, Release
+from spark_dpsynth.report import write_report
 from spark_dpsynth.synthesis import synthesize
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClassConditionalParams",
+    "fit_class_conditional",
+    "sample_class_conditional",
+    "train_synthetic_test_real",
+    "write_report",
     "AccuracyMode",
     "AggregationParams",
     "BinSpec",
@@ -59,13 +77,17 @@ __all__ = [
     "FabricationMode",
     "InvalidParameterError",
     "Marginal",
+    "OutputExistsError",
+    "OutputStage",
     "Release",
     "ReleaseError",
     "SchemaError",
+    "SparkSetupError",
     "SynthesisParams",
     "dp_aggregate",
     "evaluate",
     "prepare",
+    "read_input",
     "synthesize",
     "true_aggregates",
     "write_metrics",

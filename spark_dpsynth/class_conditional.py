@@ -47,7 +47,12 @@ __all__ = [
     "ClassConditionalModel",
     "fit_class_conditional",
     "sample_class_conditional",
+    "save_model",
+    "load_model",
 ]
+
+MODEL_FILE = "class_conditional_histograms.json"
+"""File beside the release's manifest holding the noisy histograms (DP output) for ``synthesize``."""
 
 log = logging.getLogger(__name__)
 
@@ -498,6 +503,49 @@ def _split_values(counts: np.ndarray, class_split: np.ndarray, rng: np.random.Ge
             pool -= take
         out[parts - 1, :, c] = pool
     return out
+
+
+def save_model(model: ClassConditionalModel, release_dir: str) -> str:
+    """Write the noisy, clipped histograms (DP output, no true count) next to a saved release."""
+    import json
+    import os
+
+    path = os.path.join(release_dir.removeprefix("file:"), MODEL_FILE)
+    doc = {
+        "columns": list(model.columns),
+        "label": model.label,
+        "domains": {c: [None if x == EMPTY else x for x in d] for c, d in model.domains.items()},
+        "histograms": {a: h.tolist() for a, h in model.histograms.items()},
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+    return path
+
+
+def load_model(release: Release, release_dir: str) -> ClassConditionalModel:
+    """The model saved by :func:`save_model` beside ``release``.
+
+    Raises:
+        ReleaseError: the release is not a class-conditional one or its histograms are missing.
+    """
+    import json
+    import os
+
+    from spark_dpsynth.errors import ReleaseError
+
+    path = os.path.join(release_dir.removeprefix("file:"), MODEL_FILE)
+    if release.manifest.get("synthesizer") != "class_conditional" or not os.path.isfile(path):
+        raise ReleaseError(f"no class-conditional histograms at {path}")
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    return ClassConditionalModel(
+        columns=tuple(doc["columns"]),
+        label=doc["label"],
+        domains={c: tuple(EMPTY if x is None else x for x in d) for c, d in doc["domains"].items()},
+        histograms={a: np.asarray(h, dtype=np.float64) for a, h in doc["histograms"].items()},
+        protected_number_of_records=release.protected_number_of_records,
+        manifest=dict(release.manifest),
+    )
 
 
 def _stage(progress: Callable[[str], None] | None, message: str) -> None:

@@ -3,9 +3,15 @@
 Outputs under ``--output DIR``::
 
     DIR/release/            the DP release (aggregates Parquet + manifest.json), see spark_dpsynth.release
-    DIR/synthetic/          synthetic records (Parquet), one nullable string column per attribute column
-    DIR/synthetic.csv       the same as one CSV file with a header (empty = empty field)
+    DIR/synthetic/          synthetic records (Parquet, or --output-format csv|delta), one nullable string
+                            column per attribute column; or the catalog table --output-table db.t instead
+    DIR/synthetic.csv       the same as one CSV file with a header (empty = empty field; --no-single-csv skips it)
     DIR/evaluation/metrics.json   utility metrics against the sensitive data (NOT private)
+
+Every option is also a configuration key (``--reporting-length`` is ``[aggregate] reporting_length``, see
+:func:`spark_dpsynth.config.schema`); options given on the command line override the config file. The outputs of
+a run are staged and published together (:class:`spark_dpsynth.io.OutputStage`): a failed run changes no output,
+and an existing output is replaced only with ``--overwrite``.
 
 Every parameter is validated before Spark starts or any data is read; a user error prints one line
 (``spark-dpsynth: error: ...``) and exits with status 2. An unexpected failure prints its exception class only
@@ -16,220 +22,327 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
 import time
 from typing import Any
 
-from spark_dpsynth.config import JobConfig, load_config
-from spark_dpsynth.errors import DPSynthError, InvalidParameterError, ReleaseError
-from spark_dpsynth.params import DataConfig
+from spark_dpsynth.config import ConfigKey, JobConfig, load_document, merge, parse_config, schema
+from spark_dpsynth.errors import (
+    ConfigError,
+    DPSynthError,
+    InvalidParameterError,
+    OutputExistsError,
+    ReleaseError,
+)
+from spark_dpsynth.io import (
+    OutputStage,
+    check_outputs_free,
+    is_delta_path,
+    is_local,
+    local_path,
+    read_input,
+    read_output,
+    table_exists,
+    write_frame,
+    write_single_csv,
+)
 
 log = logging.getLogger("spark_dpsynth.cli")
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "option_for", "COMMANDS"]
+
+COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "pipeline": (
+        "aggregate, synthesize and evaluate",
+        ("input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate"),
+    ),
+    "aggregate": (
+        "input -> DIR/release (DP marginals)",
+        ("input", "output", "spark", "run", "data", "aggregate"),
+    ),
+    "synthesize": (
+        "DIR/release -> DIR/synthetic (post-processing, no privacy cost)",
+        ("output", "spark", "run", "synthesize"),
+    ),
+    "evaluate": (
+        "input + DIR/release + synthetic data -> DIR/evaluation (not private)",
+        ("input", "output", "spark", "run", "data", "evaluate"),
+    ),
+}
+"""Subcommand -> (help, the configuration sections whose keys are its options)."""
+
+_FLAGS = {
+    "input.path": "--input",
+    "input.table": "--input-table",
+    "input.format": "--format",
+    "output.path": "--output",
+    "output.table": "--output-table",
+    "output.format": "--output-format",
+    "aggregate.seed": "--seed",
+    "synthesize.seed": "--seed",
+}
+_METAVARS = {"int": "N", "float": "X", "str_list": "A,B,...", "float_list": "X,Y,...", "json": "JSON"}
+_SEED_HELP = (
+    "TEST MODE: reproducible output from a non-cryptographic generator; the result is NOT private "
+    "([aggregate] seed and [synthesize] seed; default none)"
+)
+
+
+def option_for(key: ConfigKey) -> str:
+    """The command-line option of a configuration key (``--key-name`` unless renamed)."""
+    return _FLAGS.get(key.name, "--" + key.key.replace("_", "-"))
+
+
+def _str_list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _float_list(text: str) -> list[float]:
+    try:
+        return [float(x) for x in _str_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _json_table(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"expected a JSON object: {err}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+_TYPES = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "str_list": _str_list,
+    "float_list": _float_list,
+    "json": _json_table,
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, like every other error of the command."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"spark-dpsynth: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """The parser: one subcommand per pipeline stage, one option per configuration key of its sections."""
+    parser = _Parser(
         prog="spark-dpsynth",
-        description="Differentially private marginals (SDS method) and synthetic data on Apache Spark.",
+        description="Differentially private marginals (SDS method) and synthetic data on Apache Spark. "
+        "Every option is also a key of the TOML config file (--config); the command line wins.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def common(p: argparse.ArgumentParser, *, needs_input: bool) -> None:
-        if needs_input:
-            p.add_argument("--input", help="sensitive table: CSV (header row, gzip allowed) or Parquet")
-            p.add_argument(
-                "--format", choices=("csv", "parquet"), help="input format (default: from the path)"
-            )
-        p.add_argument("--output", required=True, help="output directory")
-        p.add_argument("--config", help="TOML configuration file (see conf/adult.toml)")
-        p.add_argument(
-            "--master", help="Spark master URL (default: Spark's own configuration, else local[*])"
-        )
-        p.add_argument("--debug", action="store_true", help="show full tracebacks (may show data values)")
-        p.add_argument("--quiet", action="store_true", help="log warnings only")
-
-    def privacy(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--epsilon", type=float, help="total privacy budget epsilon > 0 (default 4)")
-        p.add_argument(
-            "--delta", type=float, help="delta in (0,1) (default: 1/(n' ln n') from the protected n')"
-        )
-        p.add_argument("--reporting-length", type=int, help="longest released combination R (default 3)")
-        p.add_argument("--columns", help="comma-separated attribute columns (default: config, else all)")
-
-    def synthesis(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--target-number-of-records", type=int, help="records to synthesize")
-        p.add_argument("--partitions", type=int, help="partitions synthesizing in parallel")
-
-    def seed(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--seed",
-            type=int,
-            help="TEST MODE: reproducible output from a non-cryptographic generator; the result is NOT private",
-        )
-
-    p = sub.add_parser("pipeline", help="aggregate, synthesize and evaluate")
-    common(p, needs_input=True)
-    privacy(p)
-    synthesis(p)
-    seed(p)
-    p = sub.add_parser("aggregate", help="input -> DIR/release (DP marginals)")
-    common(p, needs_input=True)
-    privacy(p)
-    seed(p)
-    p = sub.add_parser("synthesize", help="DIR/release -> DIR/synthetic (post-processing, no privacy cost)")
-    common(p, needs_input=False)
-    synthesis(p)
-    seed(p)
-    p = sub.add_parser("evaluate", help="input + DIR/release + DIR/synthetic -> DIR/evaluation (not private)")
-    common(p, needs_input=True)
-    p.add_argument("--columns", help="comma-separated attribute columns (default: config, else all)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    for command, (text, sections) in COMMANDS.items():
+        p = sub.add_parser(command, help=text, description=text, conflict_handler="resolve")
+        p.add_argument("--config", metavar="FILE.toml", help="TOML configuration file (see conf/adult.toml)")
+        _add_options(p, [k for k in schema() if k.section in sections])
     return parser
 
 
-def _apply_overrides(config: JobConfig, args: argparse.Namespace) -> JobConfig:
-    """The config with command-line options applied (each re-validated by its parameter object)."""
-    agg: dict[str, Any] = {}
-    for name, key in (("epsilon", "epsilon"), ("delta", "delta"), ("reporting_length", "reporting_length")):
-        value = getattr(args, name, None)
-        if value is not None:
-            agg[key] = value
-    if getattr(args, "seed", None) is not None:
-        agg["seed"] = args.seed
-    syn: dict[str, Any] = {}
-    for name in ("target_number_of_records", "partitions"):
-        if getattr(args, name, None) is not None:
-            syn[name] = getattr(args, name)
-    if getattr(args, "seed", None) is not None:
-        syn["seed"] = args.seed
-    data = config.data
-    columns = getattr(args, "columns", None)
-    if columns:
-        cols = tuple(c.strip() for c in columns.split(",") if c.strip())
-        data = DataConfig(
-            columns=cols,
-            empty_values=data.empty_values,
-            zeros_are_empty=data.zeros_are_empty,
-            sensitive_zeros=tuple(c for c in data.sensitive_zeros if c in cols),
-            bins={c: b for c, b in data.bins.items() if c in cols},
-        )
-    changes: dict[str, Any] = {"data": data}
-    if agg:
-        changes["aggregate"] = dataclasses.replace(config.aggregate, **agg)
-    if syn:
-        changes["synthesize"] = dataclasses.replace(config.synthesize, **syn)
-    if getattr(args, "input", None):
-        changes["input_path"] = args.input
-    if getattr(args, "format", None):
-        changes["input_format"] = args.format
-    return dataclasses.replace(config, **changes)
+def _add_options(p: argparse.ArgumentParser, keys: list[ConfigKey]) -> None:
+    by_flag: dict[str, list[ConfigKey]] = {}
+    for key in keys:
+        by_flag.setdefault(option_for(key), []).append(key)
+    groups: dict[str, Any] = {}
+    for flag, group in by_flag.items():
+        key = group[0]
+        section = groups.get(key.section)
+        if section is None:
+            section = groups[key.section] = p.add_argument_group(f"[{key.section}]")
+        kwargs: dict[str, Any] = {
+            "dest": flag[2:].replace("-", "_"),
+            "default": argparse.SUPPRESS,
+            "help": _SEED_HELP if flag == "--seed" else f"{key.help} [{key.name}]",
+        }
+        if key.kind == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = _TYPES[key.kind]
+            if key.choices:
+                kwargs["choices"] = key.choices
+            else:
+                kwargs["metavar"] = _METAVARS.get(key.kind, key.key.upper())
+        section.add_argument(flag, **kwargs)
 
 
-def _is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file://")
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``section.key -> value`` for every option given on the command line."""
+    sections = COMMANDS[args.command][1]
+    given = vars(args)
+    out: dict[str, Any] = {}
+    for key in schema():
+        if key.section not in sections:
+            continue
+        dest = option_for(key)[2:].replace("-", "_")
+        if dest in given:
+            out[key.name] = given[dest]
+    return out
 
 
-def _check_input(config: JobConfig) -> str:
-    path = config.input_path
-    if not path:
-        raise InvalidParameterError("no input: give --input PATH or [input] path in the config")
-    if _is_local(path) and not os.path.exists(path.removeprefix("file://")):
-        raise InvalidParameterError(f"input not found: {path}")
-    return path
+def load_job_config(args: argparse.Namespace) -> JobConfig:
+    """The config file (if any) with the command-line options applied, validated.
+
+    Raises:
+        ConfigError: a key or an option has a wrong type or value (the message names the key or the option).
+    """
+    doc = load_document(args.config) if getattr(args, "config", None) else {}
+    overrides = _overrides(args)
+    try:
+        return parse_config(merge(doc, overrides))
+    except ConfigError as err:
+        message = str(err)
+        for name in overrides:
+            section, key = name.split(".", 1)
+            prefix = f"[{section}] {key} "
+            if message.startswith(prefix):
+                flag = option_for(next(k for k in schema() if k.name == name))
+                raise ConfigError(f"argument {flag}: {message[len(f'[{section}] ') :]}") from err
+        raise
 
 
 def read_table(spark, config: JobConfig):  # noqa: ANN001, ANN201 - SparkSession -> DataFrame
-    """Read the input (CSV with a header, every column a string; or Parquet) and apply the row filter."""
-    path = _check_input(config)
-    fmt = config.input_format
-    if fmt is None:
-        lower = path.rstrip("/").lower()
-        fmt = (
-            "parquet"
-            if lower.endswith(".parquet") or (os.path.isdir(path) and not lower.endswith(".csv"))
-            else "csv"
-        )
-    if fmt == "csv":
-        df = spark.read.csv(path, header=True, inferSchema=False, sep=config.delimiter, multiLine=False)
-    else:
-        df = spark.read.parquet(path)
+    """Read the input (a path in CSV, Parquet or Delta, or a catalog table) and apply the row filter."""
+    df = read_input(
+        spark,
+        path=None if config.input_table else config.input_path,
+        table=config.input_table,
+        fmt=config.input_format,
+        delimiter=config.delimiter,
+    )
     if config.row_filter:
         df = df.where(config.row_filter)
     return df
 
 
-def _write_synthetic(df, out_dir: str) -> tuple[str, str]:  # noqa: ANN001 - DataFrame
-    """Write DIR/synthetic (Parquet) and DIR/synthetic.csv (one file with a header), each replaced atomically."""
-    parquet_path = os.path.join(out_dir, "synthetic")
-    csv_path = os.path.join(out_dir, "synthetic.csv")
-    os.makedirs(out_dir, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".synthetic-", dir=out_dir)
-    try:
-        df.write.mode("overwrite").parquet(os.path.join(tmp, "parquet"))
-        written = df.sparkSession.read.parquet(os.path.join(tmp, "parquet"))
-        written.coalesce(1).write.mode("overwrite").csv(os.path.join(tmp, "csv"), header=True, emptyValue="")
-        part = next(f for f in sorted(os.listdir(os.path.join(tmp, "csv"))) if f.startswith("part-"))
-        if os.path.exists(parquet_path):
-            shutil.rmtree(parquet_path)
-        os.replace(os.path.join(tmp, "parquet"), parquet_path)
-        os.replace(os.path.join(tmp, "csv", part), csv_path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return parquet_path, csv_path
+def _check_input(config: JobConfig) -> None:
+    if config.input_table:
+        return
+    path = config.input_path
+    if not path:
+        raise InvalidParameterError(
+            "no input: give --input PATH, --input-table TABLE or [input] path in the config"
+        )
+    if is_local(path) and not os.path.exists(local_path(path)):
+        raise InvalidParameterError(f"input not found: {path}")
 
 
-def _session(args: argparse.Namespace):  # noqa: ANN202 - SparkSession
-    from spark_dpsynth._session import get_session
+def _needs_delta(config: JobConfig, command: str) -> bool:
+    path = config.input_path if command != "synthesize" and not config.input_table else None
+    if path and (config.input_format == "delta" or (config.input_format is None and is_delta_path(path))):
+        return True
+    return command != "aggregate" and config.output_format == "delta"
 
-    spark = get_session(master=args.master)
-    try:
-        spark.sparkContext.setLogLevel("ERROR")
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-        pass
+
+def _outputs(command: str, config: JobConfig) -> list[str]:
+    """The entries of DIR a command writes."""
+    names = []
+    if command in ("pipeline", "aggregate"):
+        names.append("release")
+    if command in ("pipeline", "synthesize"):
+        if not config.output_table:
+            names.append("synthetic")
+        if config.single_csv:
+            names.append("synthetic.csv")
+    if command in ("pipeline", "evaluate"):
+        names.append("evaluation")
+    return names
+
+
+def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
+    from spark_dpsynth._session import get_session, is_connect
+
+    spark = get_session(master=config.master, remote=config.remote, delta=delta)
+    if not is_connect(spark):
+        try:
+            spark.sparkContext.setLogLevel("ERROR")
+        except Exception:  # noqa: BLE001 - a session without a SparkContext
+            pass
     return spark
 
 
-def _run_aggregate(spark, config: JobConfig, out_dir: str):  # noqa: ANN001, ANN202
+def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN001, ANN202
     from spark_dpsynth.marginals import dp_aggregate
     from spark_dpsynth.prepare import resolve_columns
 
     df = read_table(spark, config)
     data = resolve_columns(df.columns, config.data)  # schema check, no data read
+    if config.synthesizer == "class_conditional":
+        from spark_dpsynth.class_conditional import ClassConditionalParams, fit_class_conditional, save_model
+
+        params = ClassConditionalParams(
+            epsilon=config.aggregate.epsilon,
+            label=config.label,
+            delta=config.aggregate.delta,
+            number_of_records_epsilon_proportion=config.aggregate.number_of_records_epsilon_proportion,
+            seed=config.aggregate.seed,
+        )
+        model, release = fit_class_conditional(df, params, data)
+        path = stage.path("release")
+        release.save(path, spark)
+        save_model(model, path)
+        return release
     config.aggregate.check_columns(len(data.columns or ()))
     release = dp_aggregate(df, config.aggregate, data)
-    path = os.path.join(out_dir, "release")
-    release.save(path, spark)
-    log.info("release written to %s", path)
-    return release, path
+    release.save(stage.path("release"), spark)
+    return release
 
 
-def _run_synthesize(spark, config: JobConfig, out_dir: str, release=None):  # noqa: ANN001, ANN202
-    from spark_dpsynth.release import Release
+def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, release_dir: str):  # noqa: ANN001, ANN202
+    """Synthesize, write the synthetic data (staged) and return it as read back from where it was written."""
     from spark_dpsynth.synthesis import synthesize
 
-    if release is None:
-        release = Release.load(os.path.join(out_dir, "release"), spark)
-    synthetic = synthesize(release, config.synthesize, spark)
-    paths = _write_synthetic(synthetic, out_dir)
-    log.info("synthetic data written to %s and %s", *paths)
-    return paths
+    if release.manifest.get("synthesizer") == "class_conditional":
+        from spark_dpsynth.class_conditional import load_model, sample_class_conditional
+
+        synthetic = sample_class_conditional(
+            load_model(release, release_dir),
+            spark,
+            number_of_tuples=config.synthesize.target_number_of_records,
+            partitions=config.synthesize.partitions,
+            seed=config.synthesize.seed,
+        )
+    else:
+        synthetic = synthesize(release, config.synthesize, spark)
+    fmt = config.output_format or "parquet"
+    if config.output_table:
+        staged = stage.table(config.output_table, config.output_format)
+        writer = synthetic.write.mode("error")
+        if config.output_format:
+            writer = writer.format(config.output_format)
+        writer.saveAsTable(staged)
+        written = spark.read.table(staged)
+    else:
+        path = stage.path("synthetic")
+        write_frame(synthetic, path, fmt)
+        written = read_output(spark, path=path, fmt=fmt)
+    if config.single_csv:
+        write_single_csv(written, stage.path("synthetic.csv"))
+    return written
 
 
-def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None):  # noqa: ANN001, ANN202
+def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, synthetic=None):  # noqa: ANN001, ANN202
     from spark_dpsynth.evaluation import evaluate, write_metrics
     from spark_dpsynth.prepare import prepare, resolve_columns
     from spark_dpsynth.release import Release
+    from spark_dpsynth.report import write_report
 
     if release is None:
         release = Release.load(os.path.join(out_dir, "release"), spark)
-    syn_path = os.path.join(out_dir, "synthetic")
-    if not os.path.isdir(syn_path):
-        raise ReleaseError(f"no synthetic data at {syn_path}; run `spark-dpsynth synthesize` first")
+    if synthetic is None:
+        syn_path = os.path.join(out_dir, "synthetic")
+        if not os.path.isdir(syn_path):
+            raise ReleaseError(f"no synthetic data at {syn_path}; run `spark-dpsynth synthesize` first")
+        synthetic = spark.read.parquet(syn_path)
     df = read_table(spark, config)
     data = resolve_columns(df.columns, config.data)
     if tuple(data.columns or ()) != tuple(release.columns):
@@ -237,15 +350,26 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None):  # noqa
             f"the columns {list(data.columns or ())} differ from the release's {list(release.columns)}"
         )
     sensitive = prepare(df, data)
-    synthetic = spark.read.parquet(syn_path)
+    holdout = None
+    if config.label and config.holdout_filter:
+        # The held-out real rows: the same input without row_filter, selected by holdout_filter, prepared alike.
+        unfiltered = read_table(spark, dataclasses.replace(config, row_filter=None))
+        holdout = prepare(unfiltered.where(config.holdout_filter), data)
     metrics = evaluate(
         sensitive,
         synthetic,
         release,
         max_marginal_length=config.max_marginal_length,
+        resolution=config.resolution,
+        holdout=holdout,
+        label=config.label,
+        label_values=config.label_values,
+        tstr_max_rows=config.tstr_max_rows,
     )
     path = write_metrics(metrics, os.path.join(out_dir, "evaluation"))
     log.info("metrics written to %s", path)
+    report = write_report(metrics, os.path.join(out_dir, "evaluation"))
+    log.info("report written to %s", report)
     return metrics, path
 
 
@@ -254,7 +378,8 @@ def _summary(release, metrics: dict | None, out_dir: str) -> str:  # noqa: ANN00
     lines = [
         "",
         "spark_dpsynth summary" + ("  [TEST MODE: NOT PRIVATE]" if m.get("test_mode") else ""),
-        f"  privacy spent          epsilon={m['epsilon']:g} delta={m['delta']:.3g} (rho={m['rho']:.4g})",
+        f"  privacy spent          epsilon={m['epsilon']:g} delta={m['delta']:.3g}"
+        + (f" (rho={m['rho']:.4g})" if "rho" in m else f" ({m.get('synthesizer', 'release')})"),
         f"  protected n            {m['protected_number_of_records']}",
         "  released tuples        " + ", ".join(f"k={k}: {n}" for k, n in release.sizes().items()),
         "  sensitivities          " + ", ".join(f"k={k}: {v}" for k, v in m["sensitivities"].items()),
@@ -270,6 +395,25 @@ def _summary(release, metrics: dict | None, out_dir: str) -> str:  # noqa: ANN00
             f"  blank-cell share       synthetic {metrics['blank_cell_share']['synthetic']:.4f}"
             f" / sensitive {metrics['blank_cell_share']['sensitive']:.4f}"
         )
+        if metrics.get("nist_k_marginal_score") is not None:
+            lines.append(f"  NIST k-marginal score  {metrics['nist_k_marginal_score']:.1f} / 1000 (k = 3)")
+        sds = (metrics.get("sds") or {}).get("synthetic", {}).get("summary")
+        if sds:
+            lines.append(
+                f"  synthetic vs true      preservation {sds['preservation'] or 0:.4f}, leakage count "
+                f"{sds['leakage_count']} (resolution {metrics.get('resolution')})"
+            )
+        tstr = metrics.get("tstr")
+        if tstr and not tstr.get("skipped"):
+            lines.append(
+                f"  TSTR ({tstr['label']})".ljust(25)
+                + f"accuracy {tstr['tstr_accuracy']:.4f} (train on real {tstr['trtr_accuracy']:.4f}), "
+                f"F1 {tstr['tstr_f1']:.4f} (train on real {tstr['trtr_f1']:.4f})"
+            )
+        elif tstr:
+            lines.append(f"  TSTR ({tstr['label']})".ljust(25) + f"skipped: {tstr['skipped']}")
+        report = os.path.join(os.path.abspath(out_dir), "evaluation", "report.html")
+        lines.append(f"  report (NOT private)   {report}")
     lines.append(
         f"  outputs                {os.path.abspath(out_dir)}/{{release,synthetic,synthetic.csv,evaluation}}"
     )
@@ -280,46 +424,70 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 user error, 1 unexpected failure)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    debug = bool(getattr(args, "debug", False))
     try:
-        config = load_config(args.config) if args.config else JobConfig()
-        config = _apply_overrides(config, args)
-        if args.command != "synthesize":
+        config = load_job_config(args)
+        debug = config.debug
+        logging.basicConfig(
+            level=logging.WARNING if config.quiet else logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+        command = args.command
+        out_dir = config.output_path
+        if not out_dir:
+            raise InvalidParameterError("no output: give --output DIR or [output] path in the config")
+        if command != "synthesize":
             _check_input(config)
-        if args.command == "synthesize" and not os.path.isfile(
-            os.path.join(args.output, "release", "manifest.json")
+        release_dir = os.path.join(out_dir, "release")
+        if command in ("synthesize", "evaluate") and not os.path.isfile(
+            os.path.join(local_path(release_dir), "manifest.json")
         ):
-            raise ReleaseError(f"no release at {os.path.join(args.output, 'release')}; run `aggregate` first")
-        if getattr(args, "seed", None) is not None:
+            raise ReleaseError(f"no release at {release_dir}; run `aggregate` first")
+        syn_dir = os.path.join(out_dir, "synthetic")
+        if command == "evaluate" and not config.output_table and not os.path.isdir(local_path(syn_dir)):
+            raise ReleaseError(f"no synthetic data at {syn_dir}; run `spark-dpsynth synthesize` first")
+        check_outputs_free(out_dir, _outputs(command, config), overwrite=config.overwrite)
+        if config.aggregate.seed is not None or config.synthesize.seed is not None:
             print(
                 "spark-dpsynth: WARNING: --seed set: test mode, the output is reproducible and NOT private",
                 file=sys.stderr,
             )
         started = time.perf_counter()
-        spark = _session(args)
-        release = metrics = None
-        if args.command in ("pipeline", "aggregate"):
-            release, _ = _run_aggregate(spark, config, args.output)
-        if args.command in ("pipeline", "synthesize"):
-            _run_synthesize(spark, config, args.output, release)
-        if args.command in ("pipeline", "evaluate"):
-            metrics, _ = _run_evaluate(spark, config, args.output, release)
-        if release is None:
-            from spark_dpsynth.release import Release
+        spark = _session(config, delta=_needs_delta(config, command))
+        table = config.output_table if command in ("pipeline", "synthesize") else None
+        if table and not config.overwrite and table_exists(spark, table):
+            raise OutputExistsError(f"output table exists: {table}; pass --overwrite to replace it")
+        release = metrics = synthetic = None
+        with OutputStage(spark, out_dir, overwrite=config.overwrite) as stage:
+            if command in ("pipeline", "aggregate"):
+                release = _run_aggregate(spark, config, stage)
+            else:
+                from spark_dpsynth.release import Release
 
-            release = Release.load(os.path.join(args.output, "release"), spark)
-        print(_summary(release, metrics, args.output))
+                release = Release.load(release_dir, spark)
+            if command in ("pipeline", "synthesize"):
+                # The release just staged (pipeline) or the one on disk (synthesize).
+                source = os.path.join(stage.staging_dir, "release") if command == "pipeline" else release_dir
+                synthetic = _run_synthesize(spark, config, stage, release, source)
+            if command in ("pipeline", "evaluate"):
+                if synthetic is None:
+                    synthetic = read_output(
+                        spark,
+                        path=None if config.output_table else syn_dir,
+                        table=config.output_table,
+                        fmt=config.output_format or "parquet",
+                    )
+                stage.path("evaluation")
+                metrics, _ = _run_evaluate(spark, config, stage.staging_dir, release, synthetic=synthetic)
+        print(_summary(release, metrics, out_dir))
         print(f"  wall time              {time.perf_counter() - started:.1f} s")
         return 0
     except DPSynthError as err:
         print(f"spark-dpsynth: error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 - one line, no data values, unless --debug
-        if args.debug:
+        if debug:
             raise
         name = type(err).__name__
         if name in ("AnalysisException", "ParseException", "IllegalArgumentException"):

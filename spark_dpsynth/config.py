@@ -41,10 +41,18 @@ __all__ = ["ConfigKey", "JobConfig", "load_config", "load_document", "merge", "p
 _INPUT_KEYS = {"path", "table", "format", "delimiter"}
 _OUTPUT_KEYS = {"path", "table", "format", "overwrite", "single_csv"}
 _SPARK_KEYS = {"master", "remote"}
-_RUN_KEYS = {"quiet", "debug"}
+_RUN_KEYS = {"quiet", "debug", "synthesizer"}
+SYNTHESIZERS = ("aggregate_seeded", "class_conditional")
 _DATA_KEYS = {"columns", "empty_values", "zeros_are_empty", "sensitive_zeros", "row_filter", "bins"}
 _BIN_KEYS = {"edges", "labels", "passthrough"}
-_EVALUATE_KEYS = {"max_marginal_length"}
+_EVALUATE_KEYS = {
+    "max_marginal_length",
+    "resolution",
+    "label",
+    "holdout_filter",
+    "label_values",
+    "tstr_max_rows",
+}
 _FORMATS = FORMATS
 
 
@@ -81,10 +89,26 @@ class JobConfig:
     """Log warnings only."""
     debug: bool = False
     """Show full tracebacks on failure (they may show data values)."""
+    synthesizer: str = "aggregate_seeded"
+    """"aggregate_seeded" (DP marginals, then ``[synthesize] mode``) or "class_conditional" (seed 002, with the
+    class column ``[evaluate] label``, default the last column)."""
     row_filter: str | None = None
     """Spark SQL predicate applied to the input before anything else (e.g. ``"split = 'train'"``); public."""
     max_marginal_length: int = 3
     """Longest column combination the evaluation compares (1..3 typical)."""
+    resolution: int = 10
+    """SDS's reporting resolution r of the evaluation, an integer >= 1: true tuples counted fewer than r times
+    are rare (leakage count)."""
+    label: str | None = None
+    """Column to predict for train-on-synthetic / test-on-real; none skips it."""
+    holdout_filter: str | None = None
+    """Spark SQL predicate selecting the held-out real rows, applied to the input instead of row_filter, e.g.
+    "split = 'test'"; public. None: train-on-synthetic / test-on-real is skipped (the reason is logged)."""
+    label_values: dict[str, str] = field(default_factory=dict)
+    """Label spelling -> canonical spelling, applied before classification, e.g. {">50K." = ">50K"} (UCI Adult's
+    test file ends its labels with a period)."""
+    tstr_max_rows: int = 100_000
+    """Rows of each table (synthetic, sensitive, held-out) at most handed to the classifiers on the driver."""
 
 
 def _check_keys(section: str, table: Any, allowed: set[str]) -> dict[str, Any]:
@@ -106,6 +130,26 @@ def _build(cls: type, section: str, table: dict[str, Any]) -> Any:
         raise ConfigError(f"[{section}] {err}") from err
     except TypeError as err:
         raise ConfigError(f"[{section}] {err}") from err
+
+
+def _evaluate_settings(table: dict[str, Any]) -> dict[str, Any]:
+    """The ``[evaluate]`` keys other than max_marginal_length, validated (messages name the key)."""
+    out: dict[str, Any] = {}
+    for key in ("label", "holdout_filter"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"[evaluate] {key} must be a non-empty string, got {value!r}")
+        out[key] = value
+    for key, default in (("resolution", 10), ("tstr_max_rows", 100_000)):
+        value = table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"[evaluate] {key} must be an integer >= 1, got {value!r}")
+        out[key] = value
+    values = table.get("label_values", {})
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+        raise ConfigError(f"[evaluate] label_values must be a table of strings, got {values!r}")
+    out["label_values"] = dict(values)
+    return out
 
 
 def parse_config(doc: dict[str, Any]) -> JobConfig:
@@ -170,11 +214,19 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         single_csv=out.get("single_csv", True),
         master=spark_section.get("master"),
         remote=spark_section.get("remote"),
+        synthesizer=_synthesizer(run.get("synthesizer", "aggregate_seeded")),
         quiet=run.get("quiet", False),
         debug=run.get("debug", False),
         row_filter=row_filter,
         max_marginal_length=mml,
+        **_evaluate_settings(evaluate),
     )
+
+
+def _synthesizer(value: Any) -> str:
+    if value not in SYNTHESIZERS:
+        raise ConfigError(f"[run] synthesizer must be one of {list(SYNTHESIZERS)}, got {value!r}")
+    return str(value)
 
 
 def load_config(path: str) -> JobConfig:
@@ -229,6 +281,8 @@ _STATIC_KEYS = (
     ConfigKey("spark", "remote", "str", "Spark Connect URL, e.g. sc://host:15002 (local[2] starts a local "
               "Connect server)"),
     ConfigKey("run", "quiet", "bool", "log warnings only (default false)"),
+    ConfigKey("run", "synthesizer", "str", "aggregate_seeded: DP marginals then [synthesize] mode (default); "
+              "class_conditional: seed 002's per-class histograms, class column [evaluate] label", SYNTHESIZERS),
     ConfigKey("run", "debug", "bool", "show full tracebacks on failure, which may show data values (default "
               "false)"),
     ConfigKey("data", "row_filter", "str", "Spark SQL predicate on public columns applied to the input first, "
@@ -367,6 +421,8 @@ def merge(doc: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     Overriding ``input.path`` drops the file's ``input.table`` and the other way round. Overriding
     ``data.columns`` drops the file's ``sensitive_zeros`` and ``bins`` entries of other columns.
     """
+    if "input.path" in overrides and "input.table" in overrides:
+        raise ConfigError("[input] give either path or table, not both")
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in doc.items()}
     for name, value in overrides.items():
         section, key = name.split(".", 1)

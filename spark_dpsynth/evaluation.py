@@ -1,28 +1,38 @@
 """Evaluate stage: compare a synthetic table (and a DP release) with the sensitive table.
 
 ``evaluate(sensitive, synthetic, release)`` returns plain, JSON-serialisable metrics (DESIGN.md section 4), and
-``write_metrics`` writes them to ``metrics.json``. The metrics are:
+``write_metrics`` writes them to ``metrics.json`` (``spark_dpsynth.report`` turns them into ``report.html``).
+The metrics are:
 
 * ``rows``, ``record_expansion`` (n_syn / n - 1) and ``blank_cell_share`` of both tables;
 * ``tvd`` and ``tvd_by_subset``: the total variation distance between the sensitive and the synthetic L-way
   column marginals, for every column subset of length L = 1..``max_marginal_length``, the empty value counted
-  as a category of its own (DESIGN.md section 4, "Plus");
-* ``sds``: Microsoft SDS's evaluator (DESIGN.md section 4): suppressed %, fabricated % and mean absolute error
-  per length k = 1..R of the release's aggregates and of the synthetic table's aggregates, both measured against
-  the true aggregates of the sensitive table (:func:`true_aggregates`).
+  as a category of its own, and ``nist_k_marginal_score`` = 1000 (1 - mean 3-way TVD) (DESIGN.md section 4,
+  "Plus"; NIST CRC's k-marginal metric); ``one_way_worst``: the value shares of the worst 1-way columns;
+* ``sds``: Microsoft SDS's evaluator (DESIGN.md section 4; SDS ``packages/core/src/processing/evaluator``) of
+  the release's aggregates and of the synthetic table's aggregates, both against the true aggregates of the
+  sensitive table (:func:`true_aggregates`), per length k = 1..R: suppressed %, fabricated %, mean absolute
+  error, preservation, mean proportional error, leakage count (true tuples rarer than the resolution that
+  appear); and per count bucket (10, 20, 40, ...) of the true count: preservation and errors;
+* ``tstr``: train-on-synthetic / test-on-real against train-on-real accuracy and F1 for a label column, tested
+  on held-out real rows (seed 002; :func:`train_synthetic_test_real`);
+* ``privacy``: the release manifest's privacy parameters, for the report.
 
 Privacy: the evaluation reads the sensitive data and adds no noise. Its outputs (true counts of tuples, true
-number of records, exact distances) are NOT differentially private and must not be published or shared as if
-they were part of the DP release; they are for the data owner who already holds the sensitive table. Logs and
-progress messages name stages and durations only, never a count.
+number of records, exact distances, classifier scores) are NOT differentially private and must not be published
+or shared as if they were part of the DP release; they are for the data owner who already holds the sensitive
+table. Logs and progress messages name stages and durations only, never a count.
 
 Computation: everything record-level runs in Spark, in one Spark job. Each table is read once: a vectorized
 ``mapInArrow`` pass (numpy over Arrow batches, no row-at-a-time UDF) emits, per batch, the partial count of every
 cell of every column subset. The sensitive, synthetic and release counts are stacked with ``unionByName`` (no
-join on nullable keys), shuffled once by column subset, summed per cell, and reduced to one row per column subset
-(per-subset totals come from a window over the subset, in the same partitions). The driver receives only those
-rows (sum of C(d, L) of them) and, when a release is given, holds the release, which it hands to Spark as one
-small Arrow table. DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
+join on nullable keys), shuffled once by column subset, summed per cell, and reduced to one row per (column
+subset, count bucket) (per-subset totals come from a window over the subset, in the same partitions), plus the
+12 most frequent values of each column (from the same shuffle, a reused exchange). The driver receives only
+those rows (about sum of C(d, L) times log2(n / 10) of them) and, when a release is given, holds the release,
+which it hands to Spark as one small Arrow table. The classifiers of ``tstr`` are the one exception: they run
+on the driver, on at most ``tstr_max_rows`` rows of each table (default 100,000), a top-N by a seeded hash of
+the row. DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
 """
 
 from __future__ import annotations
@@ -872,14 +882,19 @@ def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution:
         )
         .withColumn("kind", F.lit("subset"))
     )
+    # The top values of each 1-column subset. This branch must share the exchange (the one pass over every
+    # table) with the other: Spark reuses an exchange only for identical subplans. So it keeps n_r in its
+    # output although it does not need it (column pruning would drop n_r below the shuffle), and it filters on
+    # k only after a window over the whole subset (a filter on k alone would be pushed below the shuffle).
     rank = F.row_number().over(
         Window.partitionBy("subset").orderBy(F.desc(n_s + n_y), F.col("v0").asc_nulls_first())
     )
     top = (
-        cells.where((k == F.lit(1)) & ((n_s + n_y) > 0))
-        .withColumn("rank", rank)
-        .where(F.col("rank") <= F.lit(_ONE_WAY_VALUES))
-        .select(F.lit("value").alias("kind"), "k", "subset", "v0", n_s.alias("s"), n_y.alias("y"))
+        cells.withColumn("rank", rank)
+        .where((k == F.lit(1)) & ((n_s + n_y) > 0) & (F.col("rank") <= F.lit(_ONE_WAY_VALUES)))
+        .select(
+            F.lit("value").alias("kind"), "k", "subset", "v0", n_s.alias("s"), n_y.alias("y"), n_r.alias("r")
+        )
     )
     out = _Counts({}, {}, {})
     # Subset-sized: one row per (column subset, count bucket), about sum of C(d, L) * log2(n / 10) rows, plus
@@ -895,8 +910,8 @@ def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution:
         _add_into(out.per_subset.setdefault(subset, {}), values)
         if bucket is not None:
             _add_into(out.per_bucket.setdefault((int(values["k"]), int(bucket)), {}), values)
-    for values in out.top_values.values():
-        values.sort(key=lambda t: (-(t[1] + t[2]), t[0] is not None, t[0] or ""))
+    for values_of_column in out.top_values.values():
+        values_of_column.sort(key=lambda t: (-(t[1] + t[2]), t[0] is not None, t[0] or ""))
     return out
 
 
@@ -1098,7 +1113,7 @@ def _tstr(
             frame[label] = frame[label].replace(mapping)
     try:
         with _stage("train-on-synthetic / test-on-real: fit and score two classifiers", progress):
-            result = train_synthetic_test_real(*frames, label, random_state=seed)
+            result = train_synthetic_test_real(frames[0], frames[1], frames[2], label, random_state=seed)
     except InvalidParameterError as err:  # e.g. a held-out filter that selects no labelled row
         log.warning("train-on-synthetic / test-on-real skipped: %s", err)
         return {"label": label, "skipped": str(err)}

@@ -206,7 +206,7 @@ def read_output(
 # --------------------------------------------------------------------------------------------- writing
 
 
-def write_frame(df: DataFrame, path: str, fmt: str, *, mode: str = "errorifexists") -> None:
+def write_frame(df: DataFrame, path: str, fmt: str, *, mode: str = "error") -> None:
     """Write ``df`` as a directory in ``fmt`` (CSV with a header; an empty field is an empty value).
 
     Raises:
@@ -236,7 +236,7 @@ def write_single_csv(df: DataFrame, path: str) -> None:
     if os.path.exists(parts):
         shutil.rmtree(parts)
     try:
-        df.coalesce(1).write.mode("errorifexists").csv(parts, header=True, emptyValue="")
+        df.coalesce(1).write.mode("error").csv(parts, header=True, emptyValue="")
         files = sorted(f for f in os.listdir(parts) if f.startswith("part-"))
         if len(files) != 1:
             raise SparkSetupError(f"expected one CSV part file in {parts}, found {len(files)}")
@@ -377,9 +377,10 @@ class OutputStage:
         self._tables.append((staged, name, fmt))
         return staged
 
-    def staged_path(self, name: str) -> str:
-        """Where ``name`` is staged (for reading back an output of this run before it is published)."""
-        return os.path.join(self._staging, name)
+    @property
+    def staging_dir(self) -> str:
+        """The hidden directory in ``out_dir`` where this run's directory outputs are written first."""
+        return self._staging
 
     def __enter__(self) -> OutputStage:
         os.makedirs(self._out_dir, exist_ok=True)
@@ -407,9 +408,9 @@ class OutputStage:
             raise OutputExistsError(f"output table exists: {final}; pass --overwrite to replace it")
         if fmt == "delta":
             # one Delta transaction: atomic, and the table keeps its history, properties and grants
-            spark.read.table(staged).write.format("delta").mode(
-                "overwrite" if exists else "errorifexists"
-            ).option("overwriteSchema", "true").saveAsTable(final)
+            spark.read.table(staged).write.format("delta").mode("overwrite" if exists else "error").option(
+                "overwriteSchema", "true"
+            ).saveAsTable(final)
             spark.sql(f"DROP TABLE IF EXISTS {staged}")
         else:
             if exists:

@@ -288,31 +288,46 @@ class AggregationParams:
             )
 
 
+SYNTHESIS_MODES = ("model", "sds")
+"""The synthesizers of :class:`SynthesisParams`: ``"model"`` (the default) and ``"sds"``."""
+
+
 @dataclass(frozen=True)
 class SynthesisParams:
-    """Parameters of aggregate-seeded synthesis from a release (seed 001 section 4; DESIGN.md section 3).
+    """Parameters of synthesis from a release (DESIGN.md section 3; issue 4).
 
-    Synthesis reads only the release, so it is post-processing: it costs no privacy budget.
+    Synthesis reads only the release, so it is post-processing: it costs no privacy budget. Two synthesizers:
+    ``mode = "model"`` (the default) estimates the 1-, 2- and 3-way marginals from the noisy release, fits a
+    Bayesian network and rakes it to those marginals (:mod:`spark_dpsynth._release_model`); it emits the
+    protected number of records, each complete. ``mode = "sds"`` is SDS's aggregate-seeded sampler (seed 001
+    section 4; :mod:`spark_dpsynth._sds_sampler`), kept for comparison and compatibility.
     """
 
-    mode: str = "sds"
-    """Synthesizer: ``"sds"``, SDS's aggregate-seeded sampler, partitioned."""
+    mode: str = "model"
+    """Synthesizer: ``"model"`` (fitted model, the default) or ``"sds"`` (SDS's aggregate-seeded sampler)."""
     target_number_of_records: int | None = None
-    """Records to emit; None emits what the attribute budgets allow (SDS). Must be >= 1."""
+    """Records to emit, >= 1; None emits the protected number of records ("model") or what the attribute
+    budgets allow ("sds")."""
     aggregate_counts_scale_factor: float | None = None
-    """Multiply the released counts (attribute budgets and weights) by this factor > 0 before sampling."""
+    """Factor > 0: "sds" multiplies the released counts (budgets and weights) by it before sampling; "model"
+    emits that many times the protected number of records (when no target is given)."""
     use_synthetic_counts: bool = False
-    """Subtract already synthesized counts from the released ones when weighting (seed 001, 4.3)."""
+    """"sds" only: subtract already synthesized counts from the released ones when weighting (seed 001, 4.3)."""
     weight_selection_percentile: float = 95.0
-    """Percentile in [0, 100] of sub-combination counts used as weight beyond the reporting length (4.2.2)."""
+    """"sds" only: percentile in [0, 100] of sub-combination counts used as weight beyond R (seed 001, 4.2.2)."""
+    pool_size_factor: int = 4
+    """"model" only: records a partition draws from the network per record it emits (its raking pool), >= 1."""
+    min_pool_size: int = 50_000
+    """"model" only: the smallest raking pool of a partition, in records, >= 1 (small partitions rake a pool
+    this large so that their output does not depend on their size)."""
     partitions: int | None = None
     """Number of partitions that synthesize in parallel; None uses the session's default parallelism."""
     seed: int | None = None
     """Seed of the utility randomness of synthesis; None draws one at random (recorded nowhere)."""
 
     def __post_init__(self) -> None:
-        if self.mode not in ("sds",):
-            raise InvalidParameterError(f"mode must be one of ['sds'], got {self.mode!r}")
+        if self.mode not in SYNTHESIS_MODES:
+            raise InvalidParameterError(f"mode must be one of {list(SYNTHESIS_MODES)}, got {self.mode!r}")
         if self.target_number_of_records is not None:
             v.integer("target_number_of_records", self.target_number_of_records, low=1)
         if self.aggregate_counts_scale_factor is not None:
@@ -322,6 +337,8 @@ class SynthesisParams:
             raise InvalidParameterError(
                 f"weight_selection_percentile must be in [0, 100], got {self.weight_selection_percentile!r}"
             )
+        v.integer("pool_size_factor", self.pool_size_factor, low=1)
+        v.integer("min_pool_size", self.min_pool_size, low=1)
         if self.partitions is not None:
             v.integer("partitions", self.partitions, low=1)
         if self.seed is not None:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -173,33 +171,35 @@ class Release:
             marginals[k] = _sorted_marginal(col_arr, val_arr, part["count"].to_numpy(dtype=np.int64))
         return cls(columns=columns, domains=domains, marginals=marginals, manifest=dict(manifest))
 
-    def save(self, path: str, spark: SparkSession) -> None:
-        """Write ``path/aggregates`` (Parquet) and ``path/manifest.json``; replaces an existing release.
+    def save(self, path: str, spark: SparkSession, *, overwrite: bool = False) -> None:
+        """Write ``path/aggregates`` (Parquet) and ``path/manifest.json``.
 
-        The release is first written to a temporary directory next to ``path`` and then renamed, so a failure
-        never leaves a half-written release behind.
+        The release is first written to a temporary directory next to ``path`` and then renamed into place, so a
+        failure never leaves a half-written release behind. Works on a classic or a Spark Connect session;
+        ``path`` is a directory on the driver's file system (local, a shared mount, a Databricks volume).
+
+        Args:
+            path: the release directory.
+            spark: the session that writes the aggregates.
+            overwrite: replace an existing release at ``path`` (otherwise it is an error).
+
+        Raises:
+            OutputExistsError: ``path`` exists and ``overwrite`` is False.
         """
-        path = _local(path)
-        parent = os.path.dirname(os.path.abspath(path)) or "."
-        os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=".release-", dir=parent)
-        try:
+        from spark_dpsynth.io import atomic_path
+
+        with atomic_path(path, overwrite=overwrite) as tmp:
+            os.makedirs(tmp)
             pdf = self.to_pandas()
             df = (
                 spark.createDataFrame(pdf, schema=AGGREGATES_SCHEMA)
                 if len(pdf)
                 else spark.createDataFrame([], schema=AGGREGATES_SCHEMA)
             )
-            df.coalesce(1).write.mode("overwrite").parquet(os.path.join(tmp, "aggregates"))
+            df.coalesce(1).write.mode("error").parquet(os.path.join(tmp, "aggregates"))
             with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as f:
                 json.dump(self.manifest, f, indent=2, sort_keys=True)
                 f.write("\n")
-            if os.path.exists(path):
-                shutil.rmtree(path)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                shutil.rmtree(tmp, ignore_errors=True)
 
     @classmethod
     def load(cls, path: str, spark: SparkSession) -> Release:

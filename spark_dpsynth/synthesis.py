@@ -1,12 +1,21 @@
-"""Aggregate-seeded synthesis on Spark: synthetic records drawn from a DP release only (DESIGN.md section 3).
+"""Synthesis on Spark: synthetic records drawn from a DP release only (DESIGN.md section 3; issue 4).
 
-``synthesize(release, params, spark)`` returns a DataFrame of synthetic records. The Spark plan:
+``synthesize(release, params, spark)`` returns a DataFrame of synthetic records, with one of two synthesizers:
 
-1. on the driver (release-sized): encode the release (:func:`spark_dpsynth._sds_sampler.encode_release`) and
-   check it; nothing else is computed there;
-2. ``spark.range(P, numPartitions=P).mapInArrow(...)``: task p takes its exact share of the attribute budgets
-   (and of the target number of records), runs SDS's sequential sampler (seed 001 section 4) with a generator
-   seeded from (seed, p), and decodes value codes to strings; the encoded release travels in the closure;
+* ``mode = "model"`` (the default): the driver fits a model to the release (release-sized work,
+  :func:`spark_dpsynth._release_model.fit_release_model`: marginals estimated from the noisy, thresholded
+  counts, a Bayesian network, raking targets); each partition draws its exact share of the number of records
+  from that model (:func:`spark_dpsynth._release_model.sample_records`);
+* ``mode = "sds"``: SDS's aggregate-seeded sampler (seed 001 section 4), each partition on its exact share of
+  the attribute budgets (:mod:`spark_dpsynth._sds_sampler`).
+
+The Spark plan:
+
+1. on the driver (release-sized): check and encode the release (:func:`spark_dpsynth._sds_sampler.encode_release`),
+   and in "model" mode fit the model; no record is made there;
+2. ``spark.range(P, numPartitions=P).mapInArrow(...)``: task p takes its exact share of the records ("model",
+   or "sds" with a target) or of the attribute budgets ("sds"), synthesizes with a generator seeded from
+   (seed, p), and decodes value codes to strings; the encoded release or the model travels in the closure;
 3. a deterministic shuffle: each row gets a random 63-bit key from a generator seeded from (seed, p) in the
    task; ``repartition(P, key)`` then a sort within partitions by (key, p, row index).
 
@@ -17,6 +26,7 @@ only; it is never logged.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import Callable, Iterable, Iterator
@@ -27,9 +37,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark_dpsynth import _release_model
+from spark_dpsynth._release_model import ReleaseModel, fit_release_model
 from spark_dpsynth._sds_sampler import EncodedRelease, encode_release, sample_records
 from spark_dpsynth.errors import InvalidParameterError, ReleaseError
-from spark_dpsynth.params import SynthesisParams
+from spark_dpsynth.params import SYNTHESIS_MODES, SynthesisParams
 from spark_dpsynth.release import Release
 
 __all__ = ["synthesize", "exact_split"]
@@ -44,6 +56,8 @@ _TARGET_STREAM = 2
 """Spawn key of the generator that spreads the remainder of the target number of records."""
 _SHUFFLE_STREAM = 3
 """Spawn key of the per-partition generator of the random sort keys that shuffle the output."""
+_MODEL_STREAM = 4
+"""Spawn key of the per-partition generator of "model" mode's records."""
 _BATCH_ROWS = 65536
 _PART, _ROW, _KEY = "__dpsynth_partition", "__dpsynth_row", "__dpsynth_key"
 
@@ -95,31 +109,44 @@ def synthesize(
     spark: SparkSession,
     progress: Progress | None = None,
 ) -> DataFrame:
-    """Synthesize records from a DP release with SDS's aggregate-seeded method, partitioned over Spark.
+    """Synthesize records from a DP release, partitioned over Spark.
 
-    The rules are seed 001 section 4 (DESIGN.md section 3), implemented in :mod:`spark_dpsynth._sds_sampler`:
-    attribute budgets are the 1-tuple counts (4.1); a record grows one attribute at a time from columns not yet
-    in it, and a candidate is eligible only if every combination of length <= R it forms with the record is
-    released (4.2); its weight is count(record + candidate) up to length R (4.2.1), beyond R the
-    ``weight_selection_percentile`` of the counts of its sub-combinations (4.2.2); ``use_synthetic_counts``
-    subtracts what was already synthesized (4.3). Distribution (DESIGN.md section 3): each of P partitions
-    runs that sequential sampler on its exact share of the budgets, with its own seeded generator.
+    ``params.mode = "model"`` (the default; issue 4): the driver estimates the 1-, 2- and 3-way marginals of the
+    sensitive table from the release, treating released counts as Gaussian measurements with the manifest's
+    ``noise_std`` and unreleased candidates as censored below the manifest's ``thresholds``, fits a Bayesian
+    network of in-degree <= 2 to them, and each partition draws its share of the records from the network and
+    rakes them to the estimated marginals (:mod:`spark_dpsynth._release_model` gives the formulas and their
+    sources). The output has the protected number of records (or ``target_number_of_records``), each with one
+    value per column; a column is empty (null) only where the release shows a deficit of values in it.
+
+    ``params.mode = "sds"``: the rules of seed 001 section 4 (DESIGN.md section 3), implemented in
+    :mod:`spark_dpsynth._sds_sampler`: attribute budgets are the 1-tuple counts (4.1); a record grows one
+    attribute at a time from columns not yet in it, and a candidate is eligible only if every combination of
+    length <= R it forms with the record is released (4.2); its weight is count(record + candidate) up to length
+    R (4.2.1), beyond R the ``weight_selection_percentile`` of the counts of its sub-combinations (4.2.2);
+    ``use_synthetic_counts`` subtracts what was already synthesized (4.3). Distribution (DESIGN.md section 3):
+    each of P partitions runs that sequential sampler on its exact share of the budgets, with its own seeded
+    generator.
 
     Args:
         release: the DP release; d = ``len(release.columns)`` attribute columns, reporting length R.
         params: the synthesis parameters:
 
-            * ``target_number_of_records`` (records, or None): split exactly over the partitions like the
-              budgets; each partition emits exactly its share, starting its budgets (and synthetic counts)
-              over whenever they run out (SDS); None emits until every budget unit is spent;
-            * ``aggregate_counts_scale_factor`` (> 0, or None): every released count becomes
-              ceil(count x factor) before sampling, budgets and weights alike (SDS); the output has about
-              factor x as many attribute values;
-            * ``use_synthetic_counts``: with P partitions, partition p weighs a combination by
-              count - P x (its own synthesized count), i.e. it compares count / P with what it made; a
-              combination whose remainder is <= 0 has weight 0 (SDS excludes it);
-            * ``weight_selection_percentile`` in [0, 100]; ``partitions`` P, or None for the session's default
-              parallelism (then the output depends on the cluster: set it for reproducible output);
+            * ``mode``: ``"model"`` or ``"sds"`` (above);
+            * ``target_number_of_records`` (records, or None): split exactly over the partitions; "model" emits
+              exactly that many, None meaning the protected number of records (times
+              ``aggregate_counts_scale_factor`` when set, rounded); "sds" emits exactly that many, each
+              partition starting its budgets (and synthetic counts) over whenever they run out (SDS), None
+              emitting until every budget unit is spent;
+            * ``aggregate_counts_scale_factor`` (> 0, or None): see above for "model"; for "sds" every released
+              count becomes ceil(count x factor) before sampling, budgets and weights alike (SDS);
+            * "sds" only: ``use_synthetic_counts`` (partition p weighs a combination by count - P x its own
+              synthesized count; a remainder <= 0 gives weight 0) and ``weight_selection_percentile`` in
+              [0, 100];
+            * "model" only: ``pool_size_factor`` and ``min_pool_size`` (a partition emitting n_p records rakes a
+              pool of max(pool_size_factor x n_p, min_pool_size) network records);
+            * ``partitions`` P, or None for the session's default parallelism (then the output depends on the
+              cluster: set it for reproducible output);
             * ``seed``: same (release, params) -> same rows in the same order; None draws a seed with
               ``secrets.randbits(63)`` and records it nowhere.
         spark: the session; only the DataFrame API is used, so Spark Connect works.
@@ -128,9 +155,9 @@ def synthesize(
     Returns:
         A DataFrame with exactly the columns ``release.columns``, in order, each a nullable string: the released
         value, or null where the record has no value in that column. Rows come in a deterministic shuffled
-        order. With no target, the number of rows is data dependent (each row spends at least one budget unit,
-        so at most the total budget); with a target, exactly ``target_number_of_records``. The rows are drawn
-        on the executors when the DataFrame is evaluated; nothing is collected to the driver.
+        order. "model": exactly the number of records above. "sds" with no target: data dependent (each row
+        spends at least one budget unit, so at most the total budget); with a target, exactly that many. The
+        rows are drawn on the executors when the DataFrame is evaluated; nothing is collected to the driver.
 
     Raises:
         InvalidParameterError: ``release``, ``params``, ``spark`` or ``progress`` has the wrong type, or the
@@ -140,7 +167,8 @@ def synthesize(
 
     Privacy:
         Post-processing of the (epsilon, delta)-DP release (Gopi, Mahabadi, Yekhanin, "Differentially Private
-        Marginals"): the function reads nothing but the release, so the output has the release's guarantee.
+        Marginals"): the function reads nothing but the release (counts and manifest), so the output has the
+        release's guarantee.
     """
     _check_arguments(release, params, spark, progress)
     _check_release_shape(release)
@@ -153,28 +181,49 @@ def synthesize(
     seed = params.seed if params.seed is not None else secrets.randbits(63)
     parts = params.partitions if params.partitions is not None else _default_partitions(spark)
     notify(
-        f"synthesis: start, {len(release.columns)} columns, reporting length {release.reporting_length}, "
-        f"{parts} partitions"
+        f"synthesis: start, mode {params.mode}, {len(release.columns)} columns, reporting length "
+        f"{release.reporting_length}, {parts} partitions"
     )
-    enc = encode_release(release, params.aggregate_counts_scale_factor)
+    enc = encode_release(release, params.aggregate_counts_scale_factor if params.mode == "sds" else None)
     total_budget = int(enc.budgets.sum())
     if total_budget == 0:
         raise ReleaseError("the release has no released 1-tuple: there is no attribute to synthesize from")
     target = params.target_number_of_records
-    notify(
-        f"synthesis: {enc.n_ids - 1} released tuples, {total_budget} attribute budget units, "
-        + (f"target {target} records" if target is not None else f"at most {total_budget} records")
-    )
+    draw: Callable[[int], np.ndarray]
+    if params.mode == "model":
+        if target is None:
+            factor = params.aggregate_counts_scale_factor or 1.0
+            target = max(1, round(release.protected_number_of_records * factor))
+        model = fit_release_model(release)
+        notify(
+            f"synthesis: model fitted ({int(model.has_empty.sum())} columns with empty values, "
+            f"{len(model.targets)} raking targets), {target} records"
+        )
+        draw = functools.partial(
+            _model_partition,
+            model,
+            seed=seed,
+            parts=parts,
+            target=target,
+            pool_size_factor=params.pool_size_factor,
+            min_pool_size=params.min_pool_size,
+        )
+    else:
+        notify(
+            f"synthesis: {enc.n_ids - 1} released tuples, {total_budget} attribute budget units, "
+            + (f"target {target} records" if target is not None else f"at most {total_budget} records")
+        )
+        draw = functools.partial(
+            _synthesize_partition,
+            enc,
+            seed=seed,
+            parts=parts,
+            target=target,
+            use_synthetic_counts=params.use_synthetic_counts,
+            weight_selection_percentile=params.weight_selection_percentile,
+        )
 
-    task = _partition_task(
-        enc,
-        domains=release.domains,
-        seed=seed,
-        parts=parts,
-        target=target,
-        use_synthetic_counts=params.use_synthetic_counts,
-        weight_selection_percentile=params.weight_selection_percentile,
-    )
+    task = _partition_task(draw, domains=release.domains, seed=seed, parts=parts)
     columns = [f"c{j}" for j in range(len(release.columns))]
     schema = T.StructType(
         [
@@ -196,19 +245,17 @@ def synthesize(
 
 
 def _partition_task(
-    enc: EncodedRelease,
+    draw: Callable[[int], np.ndarray],
     *,
     domains: tuple[tuple[str, ...], ...],
     seed: int,
     parts: int,
-    target: int | None,
-    use_synthetic_counts: bool,
-    weight_selection_percentile: float,
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: for each partition id in its input, synthesize and emit that share.
 
-    Everything it needs (release-sized) is in its closure; it depends on nothing but its arguments and the
-    partition id, so a retried task emits the same rows.
+    ``draw(part)`` returns the partition's int32 codes (n, d), -1 = empty. Everything it needs (release-sized)
+    is in its closure; it depends on nothing but its arguments and the partition id, so a retried task emits
+    the same rows.
     """
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -216,15 +263,7 @@ def _partition_task(
         names = [_PART, _ROW, _KEY] + [f"c{j}" for j in range(len(domains))]
         for batch in batches:
             for part in batch.column(0).to_numpy().tolist():
-                codes = _synthesize_partition(
-                    enc,
-                    seed=seed,
-                    parts=parts,
-                    part=int(part),
-                    target=target,
-                    use_synthetic_counts=use_synthetic_counts,
-                    weight_selection_percentile=weight_selection_percentile,
-                )
+                codes = draw(int(part))
                 log.info("synthesis: partition %d of %d emitted %d records", part, parts, codes.shape[0])
                 shuffle = np.random.default_rng(
                     np.random.SeedSequence([seed, part], spawn_key=(_SHUFFLE_STREAM,))
@@ -250,12 +289,41 @@ def _partition_task(
     return run
 
 
-def _synthesize_partition(
-    enc: EncodedRelease,
+def _model_partition(
+    model: ReleaseModel,
+    part: int,
     *,
     seed: int,
     parts: int,
+    target: int,
+    pool_size_factor: int,
+    min_pool_size: int,
+) -> np.ndarray:
+    """One partition's records in "model" mode: int32 codes (n_p, d), -1 = empty.
+
+    n_p is the partition's row of the exact split of ``target`` (the same split as "sds" mode's target); the
+    records come from a generator seeded from (seed, part), so they do not depend on which task runs them.
+    """
+    n_part = int(
+        exact_split(
+            np.array([target], dtype=np.int64),
+            parts,
+            np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TARGET_STREAM,))),
+            part,
+        )[0]
+    )
+    rng = np.random.default_rng(np.random.SeedSequence([seed, part], spawn_key=(_MODEL_STREAM,)))
+    return _release_model.sample_records(
+        model, n_part, rng, pool_factor=pool_size_factor, min_pool=min_pool_size
+    )
+
+
+def _synthesize_partition(
+    enc: EncodedRelease,
     part: int,
+    *,
+    seed: int,
+    parts: int,
     target: int | None,
     use_synthetic_counts: bool,
     weight_selection_percentile: float,
@@ -299,8 +367,8 @@ def _check_arguments(release: object, params: object, spark: object, progress: o
         raise InvalidParameterError(f"release must be a Release, got {type(release).__name__}")
     if not isinstance(params, SynthesisParams):
         raise InvalidParameterError(f"params must be a SynthesisParams, got {type(params).__name__}")
-    if params.mode != "sds":
-        raise InvalidParameterError(f"mode must be one of ['sds'], got {params.mode!r}")
+    if params.mode not in SYNTHESIS_MODES:
+        raise InvalidParameterError(f"mode must be one of {list(SYNTHESIS_MODES)}, got {params.mode!r}")
     if spark is None or not callable(getattr(spark, "range", None)):
         raise InvalidParameterError(f"spark must be a SparkSession, got {type(spark).__name__}")
     if progress is not None and not callable(progress):

@@ -12,12 +12,14 @@ SHARED_DATA = Path(os.environ.get("SPARK_DPSYNTH_SHARED_DATA", ROOT.parent / "sh
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory: pytest.TempPathFactory):
     import sys
 
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # catalog tables written by tests (tests/test_io.py) go to a temporary warehouse, not the work tree
+    warehouse = tmp_path_factory.mktemp("warehouse")
 
     session = (
         SparkSession.builder.master("local[2]")
@@ -29,6 +31,7 @@ def spark():
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
+        .config("spark.sql.warehouse.dir", str(warehouse))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

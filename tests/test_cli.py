@@ -1,17 +1,21 @@
-"""The command line: one-line errors before any data is read, and the pipeline end to end on real data."""
+"""The command line: options = config keys, one-line errors before any data is read, the quick start end to end."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import gzip
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from spark_dpsynth.cli import main
+from spark_dpsynth.cli import COMMANDS, build_parser, load_job_config, main, option_for
+from spark_dpsynth.config import schema
 from tests.conftest import ROOT
 
 ADULT = str(ROOT / "data" / "adult.csv.gz")
@@ -26,11 +30,30 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--epsilon", "0"], "epsilon must be > 0, got 0.0"),
-        (["--epsilon", "-1"], "epsilon must be > 0, got -1.0"),
-        (["--delta", "1.5"], r"delta must be in (0, 1), got 1.5"),
-        (["--reporting-length", "0"], "reporting_length must be >= 1, got 0"),
+        (["--epsilon", "0"], "argument --epsilon: epsilon must be > 0, got 0.0"),
+        (["--epsilon", "-1"], "argument --epsilon: epsilon must be > 0, got -1.0"),
+        (["--delta", "1.5"], r"argument --delta: delta must be in (0, 1), got 1.5"),
+        (["--reporting-length", "0"], "argument --reporting-length: reporting_length must be >= 1, got 0"),
         (["--config", "conf/missing.toml"], "config file not found: conf/missing.toml"),
+        (
+            ["--epsilon", "x"],
+            "argument --epsilon: invalid float value: 'x' (see spark-dpsynth pipeline --help)",
+        ),
+        (
+            ["--format", "orc"],
+            "argument --format: invalid choice: 'orc' (choose from 'csv', 'parquet', 'delta') "
+            "(see spark-dpsynth pipeline --help)",
+        ),
+        (
+            ["--bins", "[1]"],
+            "argument --bins: expected a JSON object, got list (see spark-dpsynth pipeline --help)",
+        ),
+        (["--master", "local[1]", "--remote", "sc://h"], "[spark] give either master or remote, not both"),
+        (
+            ["--output-table", "a.b.c.d"],
+            "argument --output-table: table must be a table name like db.table or catalog.db.table, got 'a.b.c.d'",
+        ),
+        (["--input-table", "db.t"], "[input] give either path or table, not both"),
     ],
 )
 def test_parameter_errors_are_one_line_before_spark_starts(
@@ -70,6 +93,69 @@ def test_help_lists_every_subcommand() -> None:
         assert command in result.stdout
 
 
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_option_has_help_and_a_config_key_and_back() -> None:
+    by_flag = {}
+    for key in schema():
+        by_flag.setdefault(option_for(key), set()).add(key.name)
+    for command, p in _subparsers().items():
+        sections = COMMANDS[command][1]
+        flags = set()
+        for action in p._actions:
+            long = [o for o in action.option_strings if o.startswith("--") and not o.startswith("--no-")]
+            if not long or long[0] in ("--help", "--config"):
+                continue
+            assert action.help, f"{command} {long[0]} has no help"
+            flags.add(long[0])
+            assert long[0] in by_flag, f"{command} {long[0]} has no config key"
+        expected = {option_for(k) for k in schema() if k.section in sections}
+        assert flags == expected, command
+    assert by_flag["--seed"] == {"aggregate.seed", "synthesize.seed"}
+    assert by_flag["--input-table"] == {"input.table"} and by_flag["--remote"] == {"spark.remote"}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_help_of_every_subcommand(command: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--output", "--overwrite", "--remote", "--output-table", "--config"):
+        assert flag in out
+    if command != "synthesize":
+        assert "--input-table" in out and "--format {csv,parquet,delta}" in out
+
+
+def test_command_line_overrides_the_config_file(tmp_path: Path) -> None:
+    conf = tmp_path / "c.toml"
+    conf.write_text('[input]\ntable = "db.t"\n[aggregate]\nepsilon = 1.0\n[output]\npath = "o"\n')
+    args = build_parser().parse_args(
+        ["aggregate", "--config", str(conf), "--input", "x.csv", "--epsilon", "2", "--no-single-csv",
+         "--empty-values", "?,N", "--bins", '{"age": {"edges": [20, 30]}}', "--fabrication-mode", "custom_adaptive", "--thresholds", "0.5,0.2"]
+    )  # fmt: skip
+    config = load_job_config(args)
+    assert config.input_path == "x.csv" and config.input_table is None
+    assert config.aggregate.epsilon == 2.0 and config.output_path == "o" and config.single_csv is False
+    assert config.data.empty_values == ("?", "N") and config.data.bins["age"].edges == (20.0, 30.0)
+
+
+def test_existing_outputs_are_not_replaced_without_overwrite(tmp_path: Path) -> None:
+    (tmp_path / "release").mkdir()
+    (tmp_path / "synthetic.csv").write_text("a\n")
+    result = _run_cli("pipeline", "--input", ADULT, "--output", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"spark-dpsynth: error: output exists: {tmp_path / 'release'}, {tmp_path / 'synthetic.csv'}; "
+        "pass --overwrite to replace them"
+    )
+    assert (tmp_path / "synthetic.csv").read_text() == "a\n"
+
+
 def test_schema_errors_name_the_column(spark, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     code = main(
         ["aggregate", "--input", ADULT, "--output", str(tmp_path), "--columns", "age,salary", "--quiet"]
@@ -95,12 +181,22 @@ def test_schema_errors_name_the_column(spark, tmp_path: Path, capsys: pytest.Cap
     assert "reporting_length must be <= the number of attribute columns (2), got 3" in capsys.readouterr().err
 
 
-def test_pipeline_end_to_end_on_adult(spark, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def _quick_start_command(out: Path) -> list[str]:
+    """The README quick start's `make run`, from the Makefile, for the in-process CLI."""
+    recipe = re.search(r"^run:.*\n\t(.+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    words = shlex.split(recipe.replace("$(OUTPUT)", str(out)).replace("$(EPSILON)", "4"))
+    assert words[0] == "$(BIN)/spark-dpsynth"
+    return words[1:]
+
+
+def test_quick_start_pipeline_end_to_end_on_adult(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "make run" in readme[readme.index("## Quick start") : readme.index("## Command line")]
     out = tmp_path / "out"
-    code = main(
-        ["pipeline", "--config", "conf/adult.toml", "--input", ADULT, "--output", str(out), "--epsilon", "4",
-         "--seed", "7", "--quiet"]
-    )  # fmt: skip
+    monkeypatch.chdir(ROOT)
+    code = main([*_quick_start_command(out), "--seed", "7", "--quiet"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "TEST MODE" in captured.err + captured.out
@@ -119,6 +215,28 @@ def test_pipeline_end_to_end_on_adult(spark, tmp_path: Path, capsys: pytest.Capt
     for length in ("1", "2", "3"):
         assert 0 <= metrics["tvd"][length]["mean"] <= 1
     assert "protected n" in captured.out and "mean TVD" in captured.out
+    assert sorted(p.name for p in out.iterdir()) == ["evaluation", "release", "synthetic", "synthetic.csv"]
+
+    # A rerun with --overwrite that fails (injected, in the evaluation) changes no output at all.
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    manifest_text = (out / "release" / "manifest.json").read_text()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr("spark_dpsynth.evaluation.evaluate", broken)
+    code = main(["pipeline", "--input", ADULT, "--output", str(out), "--columns", "age,sex",
+                 "--reporting-length", "1", "--seed", "1", "--overwrite", "--quiet"])  # fmt: skip
+    assert code == 1
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "spark-dpsynth: failed with RuntimeError; rerun with --debug for details (may show data values)"
+        )
+    )
+    assert (out / "release" / "manifest.json").read_text() == manifest_text
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before, "no output was touched"
 
 
 def test_jobs_call_the_cli() -> None:
@@ -131,3 +249,29 @@ def test_embedded_adult_data_is_intact() -> None:
     with gzip.open(ADULT, "rt") as f:
         header = f.readline().strip().split(",")
     assert header[0] == "age" and header[-1] == "split"
+
+
+def test_catalog_tables_in_and_out(spark, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """aggregate from --input-table, synthesize to --output-table, evaluate reading that table back."""
+    spark.sql("CREATE DATABASE IF NOT EXISTS cli_test")
+    for name in ("cli_test.adult", "cli_test.synthetic"):
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.read.csv(ADULT, header=True).where("split = 'train'").write.saveAsTable("cli_test.adult")
+    out = str(tmp_path / "out")
+    common = ["--output", out, "--seed", "3", "--quiet"]
+    data = ["--input-table", "cli_test.adult", "--columns", "age,sex,income", "--empty-values", "?"]
+    assert main(["aggregate", *data, "--reporting-length", "2", *common]) == 0
+    tables = ["--output-table", "cli_test.synthetic", "--no-single-csv"]
+    assert main(["synthesize", *tables, "--partitions", "2", *common]) == 0
+    capsys.readouterr()
+    assert main(["synthesize", *tables, *common]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "spark-dpsynth: error: output table exists: cli_test.synthetic; pass --overwrite to replace it"
+    )
+    assert main(["evaluate", *data, *tables, "--max-marginal-length", "2", "--output", out, "--quiet"]) == 0
+    synthetic = spark.read.table("cli_test.synthetic")
+    assert synthetic.columns == ["age", "sex", "income"]
+    metrics = json.loads((tmp_path / "out" / "evaluation" / "metrics.json").read_text())
+    assert metrics["rows"]["synthetic"] == synthetic.count()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["evaluation", "release"]
+    assert [t.name for t in spark.catalog.listTables("cli_test") if "tmp" in t.name] == []

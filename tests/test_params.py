@@ -104,7 +104,7 @@ def test_bin_labels() -> None:
         ({"aggregate": {"epsilon": -1}}, r"\[aggregate\] epsilon must be > 0, got -1"),
         ({"aggregate": {"epsilonn": 1}}, r"unknown key\(s\) \['epsilonn'\] in \[aggregate\]"),
         ({"data": {"bins": {"age": {"edge": [1]}}}}, r"unknown key\(s\) \['edge'\] in \[data.bins.age\]"),
-        ({"input": {"format": "xlsx"}}, r"\[input\] format must be one of \['csv', 'parquet'\]"),
+        ({"input": {"format": "xlsx"}}, r"\[input\] format must be one of \['csv', 'parquet', 'delta'\]"),
         ({"evaluate": {"max_marginal_length": 0}}, "max_marginal_length must be an integer >= 1"),
         ({"synthesize": {"mode": "x"}}, r"\[synthesize\] mode must be one of"),
     ],

@@ -442,7 +442,7 @@ def totals_by_attribute(df, release: Release) -> Counter:
 
 
 def test_synthesize_schema_nulls_and_released_combinations(spark):
-    df = synthesize(ABC_RELEASE, SynthesisParams(seed=1, partitions=2), spark)
+    df = synthesize(ABC_RELEASE, SynthesisParams(mode="sds", seed=1, partitions=2), spark)
     assert df.schema == string_schema(ABC_RELEASE)
     rows = df.collect()  # tiny: at most 13 records
     assert any(v is None for row in rows for v in row)
@@ -460,7 +460,7 @@ def test_synthesize_schema_nulls_and_released_combinations(spark):
 
 def test_synthesize_depends_only_on_release_and_params(spark):
     rel = GAPPY[2]
-    params = SynthesisParams(seed=99, partitions=3, use_synthetic_counts=True)
+    params = SynthesisParams(mode="sds", seed=99, partitions=3, use_synthetic_counts=True)
     first = synthesize(rel, params, spark)
     first_rows = first.collect()  # release-sized test data
     previous = spark.conf.get("spark.sql.shuffle.partitions")
@@ -484,7 +484,9 @@ def test_synthesize_depends_only_on_release_and_params(spark):
         )
         expected += decoded_rows(rel, codes)
     assertDataFrameEqual(spark.createDataFrame(expected, string_schema(rel)), first_rows)
-    other = synthesize(rel, SynthesisParams(seed=100, partitions=3, use_synthetic_counts=True), spark)
+    other = synthesize(
+        rel, SynthesisParams(mode="sds", seed=100, partitions=3, use_synthetic_counts=True), spark
+    )
     assert other.collect() != first_rows
 
 
@@ -492,7 +494,9 @@ def test_synthesize_depends_only_on_release_and_params(spark):
 def test_synthesize_target_number_of_records(spark, target):
     # 25 > the 13 budget units of the release and 6 partitions > most budgets: shares without any budget
     # cycle through the whole release's budgets
-    params = SynthesisParams(seed=3, partitions=6, target_number_of_records=target, use_synthetic_counts=True)
+    params = SynthesisParams(
+        mode="sds", seed=3, partitions=6, target_number_of_records=target, use_synthetic_counts=True
+    )
     df = synthesize(ABC_RELEASE, params, spark)
     assert df.count() == target
 
@@ -531,7 +535,9 @@ def test_aggregate_counts_scale_factor_scales_the_output(spark):
     ones = {key[0]: n for key, n in rel.counts_by_tuple().items() if len(key) == 1}
     for factor in (0.5, 2.0):
         df = synthesize(
-            rel, SynthesisParams(seed=5, partitions=2, aggregate_counts_scale_factor=factor), spark
+            rel,
+            SynthesisParams(mode="sds", seed=5, partitions=2, aggregate_counts_scale_factor=factor),
+            spark,
         )
         want = Counter(
             {
@@ -552,7 +558,7 @@ def test_unseeded_synthesis_draws_a_seed(spark, monkeypatch):
 def test_progress_and_logging(spark, caplog):
     messages: list[str] = []
     with caplog.at_level(logging.INFO, logger="spark_dpsynth.synthesis"):
-        synthesize(ABC_RELEASE, SynthesisParams(seed=1), spark, progress=messages.append)
+        synthesize(ABC_RELEASE, SynthesisParams(mode="sds", seed=1), spark, progress=messages.append)
     assert messages[0].startswith("synthesis: start") and messages[-1].startswith("synthesis: end")
     assert any("13 attribute budget units" in m for m in messages)
     assert [r.getMessage() for r in caplog.records if r.name == "spark_dpsynth.synthesis"] == messages

@@ -1,0 +1,600 @@
+"""Report stage: one self-contained HTML page from the evaluation metrics (NOT private).
+
+``write_report(metrics, directory)`` writes ``directory/report.html`` from the dict :func:`spark_dpsynth.evaluation.
+evaluate` returns (the content of ``metrics.json``): a banner saying the page compares against the sensitive data
+and is not private, the privacy parameters of the release (copied from its manifest into ``metrics["privacy"]``),
+the headline numbers (:func:`headline_numbers`), SDS's evaluator tables, and plots drawn with matplotlib's Agg
+renderer (no display, no global pyplot state) and embedded as base64 PNG ``data:`` URIs, so the page has no
+external resource and can be mailed or archived as one file.
+
+Every number on the page is formatted from ``metrics`` by this module, so the page and ``metrics.json`` agree by
+construction; each headline cell also carries the exact value in ``data-value`` (JSON) and its metrics key in
+``data-key``. A small inline script writes, once the page has loaded, the ``naturalWidth`` of every image into
+the element ``#image-check`` (a check that every image decoded; used by the headless-browser test).
+
+Privacy: the page shows true counts' statistics, exact distances and values of the sensitive table (the most
+frequent values of the worst columns). It is for the data owner, like the sensitive data itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import logging
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from spark_dpsynth.errors import InvalidParameterError
+
+__all__ = ["write_report", "render_report", "headline_numbers", "REPORT_FILE"]
+
+log = logging.getLogger(__name__)
+
+REPORT_FILE = "report.html"
+"""File name :func:`write_report` writes in its directory."""
+
+_RELEASE_COLOR = "#1f77b4"
+_SYNTHETIC_COLOR = "#ff7f0e"
+_REAL_COLOR = "#2ca02c"
+_DPI = 96
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def write_report(
+    metrics: dict[str, Any],
+    directory: str,
+    *,
+    title: str = "spark_dpsynth evaluation report",
+    progress: Callable[[str], None] | None = None,
+) -> str:
+    """Write ``directory/report.html``, the evaluation report (atomically: a temporary file, then a rename).
+
+    Args:
+        metrics: the dict :func:`spark_dpsynth.evaluation.evaluate` returns (``metrics.json``).
+        directory: a local directory on the driver (a ``file:`` prefix is accepted); created if missing.
+        title: the page title.
+        progress: called with a short message when rendering starts and ends.
+
+    Returns:
+        The path of the written file.
+
+    Raises:
+        InvalidParameterError: ``metrics`` is not a dict or lacks a key every evaluation has (``rows``,
+            ``tvd``, ``columns``).
+        OSError: the directory cannot be created or written.
+
+    Privacy:
+        None: the report is computed from the non-private metrics (see the module docstring).
+    """
+    started = time.perf_counter()
+    log.info("report: started")
+    if progress is not None:
+        progress("report...")
+    text = render_report(metrics, title=title)
+    directory = directory[len("file:") :] if directory.startswith("file:") else directory
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, REPORT_FILE)
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    seconds = time.perf_counter() - started
+    log.info("report: done in %.2f s", seconds)
+    if progress is not None:
+        progress(f"report: done in {seconds:.1f} s")
+    return path
+
+
+def render_report(metrics: dict[str, Any], *, title: str = "spark_dpsynth evaluation report") -> str:
+    """The report as one HTML string (see the module docstring; :func:`write_report` writes it).
+
+    Raises:
+        InvalidParameterError: ``metrics`` is not a dict or lacks ``rows``, ``tvd`` or ``columns``.
+    """
+    _check_metrics(metrics)
+    sections = [
+        _banner(metrics),
+        _privacy_section(metrics.get("privacy")),
+        _headline_section(metrics),
+        _sds_section(metrics.get("sds")),
+        _tvd_section(metrics),
+        _tstr_section(metrics.get("tstr")),
+    ]
+    body = "\n".join(s for s in sections if s)
+    return _PAGE.format(title=html.escape(title), style=_STYLE, body=body, script=_SCRIPT)
+
+
+def headline_numbers(metrics: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
+    """The headline numbers of the report: (metrics key, label, exact value, text shown on the page).
+
+    The key is a dotted path into ``metrics`` (e.g. ``"tvd.2.mean"``, ``"sds.synthetic.summary.preservation"``);
+    the value is ``metrics`` at that path; the text is the value as the page prints it. Undefined values
+    (``None``) and absent parts (no release: no SDS numbers; no label: no TSTR) are left out.
+
+    Raises:
+        InvalidParameterError: ``metrics`` is not a dict or lacks ``rows``, ``tvd`` or ``columns``.
+    """
+    _check_metrics(metrics)
+    rows: list[tuple[str, str, Any, str]] = []
+
+    def add(key: str, label: str, kind: str) -> None:
+        value = _lookup(metrics, key)
+        if value is not None:
+            rows.append((key, label, value, _format(value, kind)))
+
+    add("rows.sensitive", "sensitive rows", "int")
+    add("rows.synthetic", "synthetic rows", "int")
+    add("record_expansion", "record expansion (n_syn / n - 1)", "pct")
+    add("blank_cell_share.sensitive", "blank-cell share, sensitive", "pct")
+    add("blank_cell_share.synthetic", "blank-cell share, synthetic", "pct")
+    for length in sorted(metrics["tvd"], key=int):
+        add(f"tvd.{length}.mean", f"mean {length}-way TVD", "dec")
+        add(f"tvd.{length}.max", f"worst {length}-way TVD ({metrics['tvd'][length].get('worst', '')})", "dec")
+    add("nist_k_marginal_score", "NIST k-marginal score (k = 3, of 1000)", "score")
+    if metrics.get("sds"):
+        for side in ("release", "synthetic"):
+            prefix = f"sds.{side}.summary"
+            add(f"{prefix}.preservation", f"{side}: preservation", "pct")
+            add(f"{prefix}.suppressed_pct", f"{side}: suppressed combinations", "pct100")
+            add(f"{prefix}.fabricated_pct", f"{side}: fabricated combinations", "pct100")
+            add(f"{prefix}.mean_absolute_error", f"{side}: mean absolute error (records)", "dec2")
+            add(f"{prefix}.mean_proportional_error", f"{side}: mean proportional error", "dec")
+            add(f"{prefix}.leakage_count", f"{side}: leakage count (rare combinations present)", "int")
+    tstr = metrics.get("tstr")
+    if tstr and not tstr.get("skipped"):
+        add("tstr.tstr_accuracy", f"TSTR accuracy ({tstr['label']})", "pct")
+        add("tstr.trtr_accuracy", f"TRTR accuracy ({tstr['label']})", "pct")
+        add("tstr.tstr_f1", f"TSTR F1 of {tstr['positive_class']}", "dec")
+        add("tstr.trtr_f1", f"TRTR F1 of {tstr['positive_class']}", "dec")
+        add("tstr.majority_accuracy", "majority-class accuracy (baseline)", "pct")
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Formatting
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _check_metrics(metrics: Any) -> None:
+    if not isinstance(metrics, dict):
+        raise InvalidParameterError(f"metrics must be a dict, got {type(metrics).__name__}")
+    missing = [k for k in ("rows", "tvd", "columns") if k not in metrics]
+    if missing:
+        raise InvalidParameterError(f"metrics lacks {missing}; pass the dict evaluate() returns")
+
+
+def _lookup(metrics: dict[str, Any], key: str) -> Any:
+    value: Any = metrics
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _format(value: Any, kind: str) -> str:
+    """A number as the page shows it (``kind``: int, pct (a share), pct100 (already %), dec, dec2, score)."""
+    if value is None:
+        return "n/a"
+    if kind == "int":
+        return f"{int(value):,}"
+    if kind == "pct":
+        return f"{100.0 * value:.2f}%"
+    if kind == "pct100":
+        return f"{value:.2f}%"
+    if kind == "dec2":
+        return f"{value:.2f}"
+    if kind == "score":
+        return f"{value:.1f}"
+    return f"{value:.4f}"
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "") -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _png(fig: Figure, alt: str, ident: str) -> str:
+    """The figure as an ``<img>`` with a base64 PNG data URI."""
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=_DPI, bbox_inches="tight")
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img id="{ident}" alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sections
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _banner(metrics: dict[str, Any]) -> str:
+    test_mode = (metrics.get("privacy") or {}).get("test_mode")
+    extra = (
+        "<p><strong>The release was made in TEST MODE (seeded noise): it is not private either.</strong></p>"
+        if test_mode
+        else ""
+    )
+    return (
+        '<div class="banner" id="not-private-banner"><strong>NOT PRIVATE.</strong> This report compares the '
+        "synthetic data and the DP release with the <strong>sensitive data</strong>. Its numbers, tables and "
+        "plots are computed from the sensitive data without noise: it is <strong>not differentially private"
+        "</strong>. Keep it with the sensitive data; share the release and the synthetic data, not this page."
+        f"{extra}</div>"
+    )
+
+
+def _privacy_section(privacy: dict[str, Any] | None) -> str:
+    if not privacy:
+        return '<section id="privacy"><h2>Privacy parameters</h2><p>No release was evaluated.</p></section>'
+
+    def num(value: Any, digits: int = 4) -> str:
+        if value is None:
+            return "n/a"
+        if isinstance(value, float):
+            return f"{value:.{digits}g}"
+        return _e(value)
+
+    summary = [
+        ("epsilon", num(privacy.get("epsilon"))),
+        ("delta", num(privacy.get("delta"))),
+        ("rho (zCDP)", num(privacy.get("rho"))),
+        ("protected number of records", num(privacy.get("protected_number_of_records"))),
+        ("reporting length R", num(privacy.get("reporting_length"))),
+        ("accounting", num(privacy.get("accounting"))),
+        ("accuracy mode", num(privacy.get("accuracy_mode"))),
+        ("fabrication mode", num(privacy.get("fabrication_mode"))),
+        ("noise sampler", num(privacy.get("noise_sampler"))),
+    ]
+    per_k = []
+    lengths = sorted(
+        {
+            k
+            for key in ("sigmas", "sensitivities", "noise_std", "thresholds")
+            for k in (privacy.get(key) or {})
+        },
+        key=int,
+    )
+    for k in lengths:
+        per_k.append(
+            [
+                _e(k),
+                num((privacy.get("sigmas") or {}).get(k)),
+                num((privacy.get("sensitivities") or {}).get(k)),
+                num((privacy.get("noise_std") or {}).get(k)),
+                num((privacy.get("thresholds") or {}).get(k)),
+            ]
+        )
+    out = ['<section id="privacy"><h2>Privacy parameters (from the release manifest)</h2>']
+    out.append(_table(["parameter", "value"], [[_e(a), b] for a, b in summary], "params"))
+    if per_k:
+        out.append(
+            _table(
+                [
+                    "k",
+                    "sigma_k",
+                    "Delta_k (sensitivity)",
+                    "noise std sigma_k sqrt(Delta_k)",
+                    "threshold rho_k",
+                ],
+                per_k,
+                "params",
+            )
+        )
+    out.append("</section>")
+    return "".join(out)
+
+
+def _headline_section(metrics: dict[str, Any]) -> str:
+    rows = []
+    for key, label, value, text in headline_numbers(metrics):
+        exact = _e(json.dumps(value))
+        rows.append(
+            f'<tr><td>{_e(label)}</td><td class="num" data-key="{_e(key)}" data-value="{exact}">{_e(text)}</td></tr>'
+        )
+    return (
+        '<section id="headline"><h2>Headline numbers</h2>'
+        '<table class="headline"><thead><tr><th>metric</th><th>value</th></tr></thead><tbody>'
+        + "".join(rows)
+        + "</tbody></table></section>"
+    )
+
+
+def _sds_section(sds: dict[str, Any] | None) -> str:
+    if not sds:
+        return ""
+    sides = [("release", sds["release"], _RELEASE_COLOR), ("synthetic", sds["synthetic"], _SYNTHETIC_COLOR)]
+    out = [
+        '<section id="sds"><h2>SDS evaluator: the release and the synthetic data against the true aggregates</h2>'
+    ]
+    out.append(
+        "<p>Preservation = mean of min(count / true count, 1) over the evaluated combinations (true count "
+        "&ge; resolution, or present); proportional error = |count - true count| / true count (1 for a "
+        "fabricated combination). Buckets are SDS's (0, 10], (10, 20], (20, 40], ... of the true count.</p>"
+    )
+    lengths = sorted(sds["release"]["by_length"], key=int)
+    fig = Figure(figsize=(6.4, 3.2))
+    ax = fig.add_subplot()
+    x = np.arange(len(lengths))
+    for i, (name, side, color) in enumerate(sides):
+        values = [_nan(side["by_length"][k]["preservation"]) for k in lengths]
+        ax.bar(x + (i - 0.5) * 0.38, values, width=0.38, label=name, color=color)
+    ax.set_xticks(x, [f"k={k}" for k in lengths])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("preservation")
+    ax.set_title("Preservation by combination length")
+    ax.legend()
+    out.append(_png(fig, "preservation by length", "plot-preservation-by-length"))
+
+    buckets = list(sds["release"]["by_count_bucket"])
+    fig = Figure(figsize=(6.4, 3.2))
+    ax = fig.add_subplot()
+    x = np.arange(len(buckets))
+    for name, side, color in sides:
+        values = [_nan(side["by_count_bucket"][b]["preservation"]) for b in buckets]
+        ax.plot(x, values, marker="o", label=name, color=color)
+    ax.set_xticks(x, buckets, rotation=45)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("true count bucket (upper bound)")
+    ax.set_ylabel("preservation")
+    ax.set_title("Preservation by true count")
+    ax.legend()
+    out.append(_png(fig, "preservation by count bucket", "plot-preservation-by-count"))
+
+    fig = Figure(figsize=(9.6, 3.2))
+    left, right = fig.subplots(1, 2)
+    for name, side, color in sides:
+        left.plot(
+            x, [_nan(side["by_count_bucket"][b]["mean_absolute_error"]) for b in buckets], "o-", color=color
+        )
+        right.plot(
+            x,
+            [_nan(side["by_count_bucket"][b]["mean_proportional_error"]) for b in buckets],
+            "o-",
+            color=color,
+            label=name,
+        )
+    for ax, label in ((left, "mean absolute error (records)"), (right, "mean proportional error")):
+        ax.set_xticks(x, buckets, rotation=45)
+        ax.set_xlabel("true count bucket (upper bound)")
+        ax.set_ylabel(label)
+    left.set_title("Error vs true count")
+    right.set_title("Proportional error vs true count")
+    right.legend()
+    out.append(_png(fig, "error vs real count", "plot-error-vs-count"))
+
+    for name, side, _ in sides:
+        rows = []
+        for k in lengths:
+            e = side["by_length"][k]
+            rows.append(
+                [
+                    _e(k),
+                    _format(e["true_tuples"], "int"),
+                    _format(e["tuples"], "int"),
+                    _format(e["suppressed_pct"], "pct100"),
+                    _format(e["fabricated_pct"], "pct100"),
+                    _format(e["mean_absolute_error"], "dec2"),
+                    _format(e["preservation"], "pct"),
+                    _format(e["mean_proportional_error"], "dec"),
+                    _format(e["leakage_count"], "int"),
+                ]
+            )
+        out.append(f"<h3>{_e(name)} by length</h3>")
+        out.append(
+            _table(
+                [
+                    "k",
+                    "true combinations",
+                    "combinations",
+                    "suppressed",
+                    "fabricated",
+                    "mean abs. error",
+                    "preservation",
+                    "mean prop. error",
+                    "leakage",
+                ],
+                rows,
+                "sds",
+            )
+        )
+    rows = []
+    for b in buckets:
+        r, y = sds["release"]["by_count_bucket"][b], sds["synthetic"]["by_count_bucket"][b]
+        rows.append(
+            [
+                f"({r['lower']}, {_e(b)}]",
+                _format(r["tuples"], "int"),
+                _format(r["preservation"], "pct"),
+                _format(r["mean_proportional_error"], "dec"),
+                _format(y["tuples"], "int"),
+                _format(y["preservation"], "pct"),
+                _format(y["mean_proportional_error"], "dec"),
+            ]
+        )
+    out.append("<h3>By true count bucket</h3>")
+    out.append(
+        _table(
+            [
+                "true count",
+                "release: combinations",
+                "preservation",
+                "mean prop. error",
+                "synthetic: combinations",
+                "preservation",
+                "mean prop. error",
+            ],
+            rows,
+            "sds",
+        )
+    )
+    out.append("</section>")
+    return "".join(out)
+
+
+def _tvd_section(metrics: dict[str, Any]) -> str:
+    columns = metrics["columns"]
+    by_subset = metrics.get("tvd_by_subset", {})
+    out = ['<section id="tvd"><h2>Column marginals: total variation distance</h2>']
+    if "2" in by_subset:
+        d = len(columns)
+        grid = np.full((d, d), np.nan)
+        pairs = [(a, b) for a in range(d) for b in range(a + 1, d)]
+        for (i, j), value in zip(pairs, by_subset["2"].values(), strict=True):
+            grid[i, j] = grid[j, i] = value
+        for i, value in enumerate(by_subset.get("1", {}).values()):
+            grid[i, i] = value
+        size = max(4.0, 0.45 * d + 2.0)
+        fig = Figure(figsize=(size + 1.2, size))
+        ax = fig.add_subplot()
+        image = ax.imshow(grid, cmap="Reds", vmin=0.0, vmax=max(float(np.nanmax(grid)), 1e-9))
+        ax.set_xticks(range(d), columns, rotation=90)
+        ax.set_yticks(range(d), columns)
+        if d <= 16:
+            for i in range(d):
+                for j in range(d):
+                    if not math.isnan(grid[i, j]):
+                        ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=6)
+        ax.set_title("2-way TVD per column pair (diagonal: 1-way TVD)")
+        fig.colorbar(image, ax=ax, shrink=0.8)
+        out.append(_png(fig, "heatmap of 2-way TVD", "plot-tvd-heatmap"))
+    worst = metrics.get("one_way_worst") or []
+    if worst:
+        fig = Figure(figsize=(9.6, 2.8 * math.ceil(len(worst) / 2)))
+        axes = fig.subplots(math.ceil(len(worst) / 2), 2, squeeze=False).ravel()
+        for ax, entry in zip(axes, worst, strict=False):
+            labels = ["(empty)" if v is None else str(v) for v in entry["values"]] + ["(other)"]
+            labels = [label if len(label) <= 18 else label[:17] + "\u2026" for label in labels]
+            real = [*entry["sensitive"], entry["other"]["sensitive"]]
+            synthetic = [*entry["synthetic"], entry["other"]["synthetic"]]
+            x = np.arange(len(labels))
+            ax.bar(x - 0.2, real, width=0.4, color=_REAL_COLOR, label="sensitive")
+            ax.bar(x + 0.2, synthetic, width=0.4, color=_SYNTHETIC_COLOR, label="synthetic")
+            ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
+            ax.set_ylabel("share of rows")
+            ax.set_title(f"{entry['column']} (1-way TVD {entry['tvd']:.3f})", fontsize=9)
+            ax.legend(fontsize=7)
+        for ax in axes[len(worst) :]:
+            ax.set_visible(False)
+        fig.suptitle("Sensitive vs synthetic 1-way distributions of the worst columns")
+        fig.tight_layout()
+        out.append(_png(fig, "1-way distributions of the worst columns", "plot-one-way-worst"))
+    rows = []
+    for length in sorted(metrics["tvd"], key=int):
+        t = metrics["tvd"][length]
+        rows.append(
+            [
+                _e(length),
+                _format(t["count"], "int"),
+                _format(t["mean"], "dec"),
+                _format(t["max"], "dec"),
+                _e(t.get("worst", "")),
+            ]
+        )
+    out.append(_table(["L", "column subsets", "mean TVD", "worst TVD", "worst subset"], rows, "sds"))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _tstr_section(tstr: dict[str, Any] | None) -> str:
+    if not tstr:
+        return ""
+    head = f'<section id="tstr"><h2>Train on synthetic, test on real: {_e(tstr["label"])}</h2>'
+    if tstr.get("skipped"):
+        return head + f"<p>Skipped: {_e(tstr['skipped'])}</p></section>"
+    fig = Figure(figsize=(6.4, 3.2))
+    ax = fig.add_subplot()
+    groups = ["accuracy", f"F1 ({tstr['positive_class']})"]
+    bars = [
+        ("train on real", [tstr["trtr_accuracy"], tstr["trtr_f1"]], _REAL_COLOR),
+        ("train on synthetic", [tstr["tstr_accuracy"], tstr["tstr_f1"]], _SYNTHETIC_COLOR),
+    ]
+    x = np.arange(len(groups))
+    for i, (name, values, color) in enumerate(bars):
+        values = [_nan(v) for v in values]
+        ax.bar(x + (i - 0.5) * 0.38, values, width=0.38, label=name, color=color)
+        for xi, v in zip(x, values, strict=True):
+            if not math.isnan(v):
+                ax.text(xi + (i - 0.5) * 0.38, v + 0.01, f"{v:.3f}", ha="center", fontsize=8)
+    ax.axhline(tstr["majority_accuracy"], color="grey", linestyle="--", label="majority-class accuracy")
+    ax.set_xticks(x, groups)
+    ax.set_ylim(0, 1.1)
+    ax.set_title("Tested on the held-out real data")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
+    rows = tstr.get("rows", {})
+    note = (
+        f"<p>{_e(tstr.get('model', ''))}. Rows: synthetic {_format(rows.get('synthetic'), 'int')}, real "
+        f"training {_format(rows.get('real_train'), 'int')}, held-out real {_format(rows.get('real_test'), 'int')}"
+        f" (each at most {_format(tstr.get('max_rows'), 'int')}). F1 is that of the positive class "
+        f"{_e(tstr['positive_class'])} (the least frequent label of the real training data).</p>"
+    )
+    return head + _png(fig, "train-on-synthetic vs train-on-real", "plot-tstr") + note + "</section>"
+
+
+def _nan(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+_STYLE = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 1.5em auto; max-width: 1100px;
+       color: #222; padding: 0 1em; }
+.banner { background: #b00020; color: #fff; padding: 0.8em 1.1em; border-radius: 4px; font-size: 1.05em; }
+.banner p { margin: 0.4em 0 0 0; }
+h1 { margin-bottom: 0.3em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; }
+th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.headline td:first-child { min-width: 24em; }
+img { display: block; max-width: 100%; margin: 0.8em 0; }
+#image-check { color: #888; font-size: 0.75em; }
+"""
+
+_SCRIPT = """
+window.addEventListener("load", function () {
+  var images = Array.prototype.slice.call(document.images);
+  var out = document.getElementById("image-check");
+  out.textContent = images.map(function (img) { return img.id + "=" + img.naturalWidth; }).join(" ");
+  out.setAttribute("data-all-loaded", String(images.every(function (img) {
+    return img.complete && img.naturalWidth > 0;
+  })));
+});
+"""
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>{style}</style>
+</head>
+<body>
+<h1>{title}</h1>
+{body}
+<p id="image-check" data-all-loaded="unknown"></p>
+<script>{script}</script>
+</body>
+</html>
+"""

@@ -1,0 +1,293 @@
+"""Tests of the default synthesizer, ``mode = "model"`` (issue 4): the estimation of marginals from a release
+(exact on noise-free releases, censoring, empty values), the network and raking kernel (properties), and the
+Spark entry point (rows, completeness, determinism, independence from the number of partitions)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from spark_dpsynth._release_model import (
+    _ancestral,
+    _rake,
+    _truncated_mean,
+    estimate_marginals,
+    fit_release_model,
+    sample_records,
+)
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.params import SynthesisParams
+from spark_dpsynth.release import Release
+from spark_dpsynth.synthesis import synthesize
+from tests.test_synthesis import correlated_records, release_from_records
+
+SMALL_POOL = {"pool_factor": 4, "min_pool": 2_000}
+
+
+def true_table(records: list[tuple], release: Release, subset: tuple[int, ...], has_empty: np.ndarray):
+    """Exact probability table of ``subset`` over (released codes, then "empty" where the column has one)."""
+    sizes = [len(release.domains[c]) + int(has_empty[c]) for c in subset]
+    codes = [{v: i for i, v in enumerate(release.domains[c])} for c in subset]
+    table = np.zeros(sizes)
+    for rec in records:
+        idx = tuple(len(codes[j]) if rec[c] is None else codes[j][rec[c]] for j, c in enumerate(subset))
+        table[idx] += 1
+    return table / len(records)
+
+
+def records_with_empties(n: int, seed: int) -> list[tuple]:
+    """Four dependent columns; "W" is empty in about 20% of the records (more often when X = x0), "Z" never."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = int(rng.integers(3))
+        w = None if rng.random() < (0.4 if x == 0 else 0.1) else f"w{(x + int(rng.random() < 0.2)) % 3}"
+        y = f"y{(x + int(rng.integers(2))) % 4}"
+        z = f"z{int(x == 2 or rng.random() < 0.3)}"
+        out.append((w, f"x{x}", y, z))
+    return out
+
+
+EMPTY_RECORDS = records_with_empties(400, seed=3)
+EMPTY_RELEASE = release_from_records(EMPTY_RECORDS, ["W", "X", "Y", "Z"], 3)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# estimation
+
+
+def test_noise_free_release_gives_back_the_exact_marginals():
+    est = estimate_marginals(EMPTY_RELEASE)
+    assert est.number_of_records == len(EMPTY_RECORDS)
+    np.testing.assert_array_equal(est.has_empty, [True, False, False, False])
+    for k in (1, 2, 3):
+        for subset in itertools.combinations(range(4), k):
+            want = true_table(EMPTY_RECORDS, EMPTY_RELEASE, subset, est.has_empty)
+            np.testing.assert_allclose(est.tables[subset], want, atol=1e-9, err_msg=str(subset))
+
+
+def test_noise_free_release_with_gaps_keeps_released_cells_and_zeros_the_rest():
+    # threshold 5: combinations seen fewer than 5 times are missing; the rest are exact counts
+    records = correlated_records(300, 5, 4, seed=7)
+    rel = release_from_records(records, list("PQRST"), 3, threshold=5)
+    est = estimate_marginals(rel)
+    released = rel.counts_by_tuple()
+    for subset in itertools.combinations(range(5), 2):
+        table = est.tables[subset] * est.number_of_records
+        for x, y in itertools.product(range(len(rel.domains[subset[0]])), range(len(rel.domains[subset[1]]))):
+            n = released.get(((subset[0], x), (subset[1], y)))
+            if n is not None:
+                assert table[x, y] == pytest.approx(n, abs=1e-6)
+
+
+def test_censored_mean_matches_numerical_integration():
+    # E[x | x + e <= t], x ~ N(q, tau2), e ~ N(0, s2): integrate x phi(x; q, tau) Phi((t - x) / s)
+    from scipy import integrate, stats
+
+    for q, tau2, s2, t in [(10.0, 25.0, 100.0, 0.0), (50.0, 400.0, 38.5**2, 16.6), (0.0, 4.0, 1.0, -3.0)]:
+        tau, s = math.sqrt(tau2), math.sqrt(s2)
+
+        def density(x, q=q, tau=tau, s=s, t=t):
+            return stats.norm.pdf(x, q, tau) * stats.norm.cdf((t - x) / s)
+
+        lo, hi = q - 12 * tau, q + 12 * tau
+        mass = integrate.quad(density, lo, hi, limit=200)[0]
+        mean = integrate.quad(lambda x, f=density: x * f(x), lo, hi, limit=200)[0] / mass
+        got = _truncated_mean(np.array([q]), np.array([tau2]), s2, t)[0]
+        assert got == pytest.approx(mean, rel=1e-6, abs=1e-6)
+        assert got < q  # censoring is evidence of a smaller count, never of a larger one
+
+
+def _noisy_manifest(release: Release, protected_n: int, noise: float, threshold_1: float) -> Release:
+    manifest = {
+        **release.manifest,
+        "protected_number_of_records": protected_n,
+        "noise_std": {"1": noise, "2": noise, "3": noise},
+        "thresholds": {"1": threshold_1, "2": 0.0, "3": 0.0},
+        "epsilon_n": 0.02,
+    }
+    return Release(release.columns, release.domains, release.marginals, manifest)
+
+
+def test_a_deficit_becomes_empty_only_beyond_a_suppressed_value():
+    # W's deficit (about 100 of 400) is far beyond threshold_1 + 3 standard errors; the others have none
+    rel = _noisy_manifest(EMPTY_RELEASE, len(EMPTY_RECORDS) + 30, noise=2.0, threshold_1=10.0)
+    est = estimate_marginals(rel)
+    np.testing.assert_array_equal(est.has_empty, [True, False, False, False])
+    # the complete columns pin n down better than the protected count (Laplace noise of scale 50)
+    assert abs(est.number_of_records - len(EMPTY_RECORDS)) < 5
+    # a deficit one suppressed value could hold is spread over the released values: no "empty" category
+    rel = _noisy_manifest(EMPTY_RELEASE, len(EMPTY_RECORDS), noise=2.0, threshold_1=200.0)
+    assert not estimate_marginals(rel).has_empty.any()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# kernel: network and raking
+
+
+def test_raking_meets_every_target_on_a_large_pool():
+    model = fit_release_model(EMPTY_RELEASE)
+    pool = _ancestral(model, 50_000, np.random.default_rng(0))
+    weights = _rake(model, pool, sweeps=30)
+    for subset, target in model.targets:
+        key = np.ravel_multi_index(pool[:, list(subset)].T, target.shape)
+        got = np.bincount(key, weights=weights, minlength=target.size).reshape(target.shape)
+        np.testing.assert_allclose(got, target, atol=2e-3, err_msg=str(subset))
+
+
+def test_records_are_complete_in_domain_and_exactly_n():
+    model = fit_release_model(EMPTY_RELEASE)
+    for n in (0, 1, 37, 5000):
+        codes = sample_records(model, n, np.random.default_rng(n), **SMALL_POOL)
+        assert codes.shape == (n, 4) and codes.dtype == np.int32
+        for c in range(4):
+            col = codes[:, c]
+            assert np.all((col >= -1) & (col < len(EMPTY_RELEASE.domains[c])))
+            if not model.has_empty[c]:
+                assert np.all(col >= 0)  # no blank cell where the release shows no empty value
+
+
+def test_never_emits_a_pair_the_noise_free_release_rules_out():
+    # e.g. Y is x or x + 1 (mod 4) and Z = z1 whenever X = x2: pair cells absent from the data stay absent
+    est = estimate_marginals(EMPTY_RELEASE)
+    model = fit_release_model(EMPTY_RELEASE)
+    codes = sample_records(model, 20_000, np.random.default_rng(5), **SMALL_POOL)
+    codes = np.where(codes < 0, model.sizes - 1, codes)
+    for subset in itertools.combinations(range(4), 2):
+        table = est.tables[subset]
+        seen = np.zeros(table.shape, dtype=bool)
+        seen[tuple(codes[:, c] for c in subset)] = True
+        assert not np.any(seen & (table == 0)), subset
+
+
+def test_same_generator_same_records():
+    model = fit_release_model(EMPTY_RELEASE)
+    a = sample_records(model, 300, np.random.default_rng(11), **SMALL_POOL)
+    b = sample_records(model, 300, np.random.default_rng(11), **SMALL_POOL)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_sampled_pairs_follow_the_release():
+    # sampling noise only: 20,000 records against the exact pair marginals of the noise-free release
+    est = estimate_marginals(EMPTY_RELEASE)
+    model = fit_release_model(EMPTY_RELEASE)
+    codes = sample_records(model, 20_000, np.random.default_rng(2), **SMALL_POOL)
+    codes = np.where(codes < 0, model.sizes - 1, codes)
+    for subset in itertools.combinations(range(4), 2):
+        table = est.tables[subset]
+        got = np.bincount(
+            np.ravel_multi_index(codes[:, list(subset)].T, table.shape), minlength=table.size
+        ).reshape(table.shape) / len(codes)
+        assert 0.5 * np.abs(got - table).sum() < 0.02, subset
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Spark entry point
+
+
+def test_default_mode_is_the_model():
+    assert SynthesisParams().mode == "model"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"mode": "mst"}, r"mode must be one of \['model', 'sds'\], got 'mst'"),
+        ({"pool_size_factor": 0}, "pool_size_factor must be >= 1, got 0"),
+        ({"pool_size_factor": 2.5}, "pool_size_factor must be an integer"),
+        ({"min_pool_size": 0}, "min_pool_size must be >= 1, got 0"),
+    ],
+)
+def test_params_validation(kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        SynthesisParams(**kwargs)
+
+
+def _pairs(df, columns: list[str]) -> dict[tuple[str, str], Counter]:
+    """Per column pair, counts of (value, value) with null as a value, from one Spark aggregation."""
+    # bounded by the product of the domains (96 cells here)
+    rows = df.groupBy(*columns).count().collect()
+    out = {}
+    for a, b in itertools.combinations(columns, 2):
+        counts: Counter = Counter()
+        for r in rows:
+            counts[(r[a], r[b])] += r["count"]
+        out[(a, b)] = counts
+    return out
+
+
+def test_synthesize_rows_schema_completeness_and_determinism(spark):
+    rel = EMPTY_RELEASE
+    params = SynthesisParams(seed=4, partitions=3, min_pool_size=2_000)
+    df = synthesize(rel, params, spark)
+    assert df.columns == list(rel.columns)
+    assert df.count() == rel.protected_number_of_records
+    summary = df.select(
+        [F.sum(F.col(c).isNull().cast("int")).alias(f"nulls_{c}") for c in rel.columns]
+        + [F.collect_set(c).alias(f"values_{c}") for c in rel.columns]
+    ).first()  # one row: null counts and the (release-sized) sets of values
+    assert summary["nulls_W"] > 0 and summary["nulls_X"] == summary["nulls_Y"] == summary["nulls_Z"] == 0
+    assert all(set(summary[f"values_{c}"]) <= set(rel.domains[i]) for i, c in enumerate(rel.columns))
+    assertDataFrameEqual(synthesize(rel, params, spark), df, checkRowOrder=True)
+    other = SynthesisParams(seed=4, partitions=3, min_pool_size=2_000, target_number_of_records=123)
+    assert synthesize(rel, other, spark).count() == 123
+    scaled = SynthesisParams(seed=4, partitions=2, min_pool_size=2_000, aggregate_counts_scale_factor=1.5)
+    assert synthesize(rel, scaled, spark).count() == round(1.5 * rel.protected_number_of_records)
+
+
+def test_output_does_not_depend_on_the_number_of_partitions(spark):
+    # 6,000 records from 1 and from 5 partitions: the pair marginals differ by sampling noise only
+    rel = EMPTY_RELEASE
+    target = 6_000
+    dfs = [
+        synthesize(
+            rel,
+            SynthesisParams(seed=9, partitions=p, target_number_of_records=target, min_pool_size=5_000),
+            spark,
+        )
+        for p in (1, 5)
+    ]
+    one, five = (_pairs(df, list(rel.columns)) for df in dfs)
+    for key in one:
+        cells = set(one[key]) | set(five[key])
+        tvd = 0.5 * sum(abs(one[key][c] - five[key][c]) for c in cells) / target
+        assert tvd < 0.04, key
+    # and the partitioned output follows the (exact) pair marginals of the data
+    for (a, b), counts in five.items():
+        i, j = rel.columns.index(a), rel.columns.index(b)
+        truth = Counter((rec[i], rec[j]) for rec in EMPTY_RECORDS)
+        cells = set(truth) | set(counts)
+        tvd = 0.5 * sum(abs(truth[c] / len(EMPTY_RECORDS) - counts[c] / target) for c in cells)
+        assert tvd < 0.04, (a, b)
+
+
+@pytest.mark.slow
+def test_adult_meets_the_issue_targets(spark):
+    """Issue 4 on Adult's train split, epsilon 4 (test-mode release): rows, blanks and TVD targets."""
+    from spark_dpsynth.config import load_config
+    from spark_dpsynth.evaluation import evaluate
+    from spark_dpsynth.marginals import dp_aggregate
+    from spark_dpsynth.prepare import prepare, resolve_columns
+    from tests.conftest import ROOT
+
+    config = load_config(str(ROOT / "conf" / "adult.toml"))
+    raw = spark.read.csv(str(ROOT / "data" / "adult.csv.gz"), header=True).where(config.row_filter)
+    data_config = resolve_columns(raw.columns, config.data)
+    release = dp_aggregate(raw, dataclasses.replace(config.aggregate, epsilon=4.0, seed=5), data_config)
+    synthetic = synthesize(release, SynthesisParams(seed=1, partitions=2), spark).cache()
+    metrics = evaluate(prepare(raw, data_config), synthetic, release, max_marginal_length=3)
+    n_prot = release.protected_number_of_records
+    assert abs(metrics["rows"]["synthetic"] - n_prot) <= 0.02 * n_prot
+    complete = [c for c in release.columns if c not in ("workclass", "occupation", "native_country")]
+    nulls = synthetic.select([F.sum(F.col(c).isNull().cast("int")).alias(c) for c in complete]).first()
+    assert all(nulls[c] == 0 for c in complete)
+    assert metrics["tvd"]["3"]["mean"] <= 0.075
+    assert metrics["tvd"]["2"]["mean"] <= 0.035
+    synthetic.unpersist()
