@@ -41,8 +41,6 @@ import decimal
 import itertools
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -357,18 +355,9 @@ def write_metrics(metrics: dict[str, Any], directory: str) -> str:
         text = json.dumps(metrics, indent=2, allow_nan=False)
     except (TypeError, ValueError) as err:
         raise InvalidParameterError(f"metrics cannot be written as JSON: {err}") from err
-    directory = directory[len("file:") :] if directory.startswith("file:") else directory
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, METRICS_FILE)
-    fd, tmp = tempfile.mkstemp(prefix=".metrics-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from spark_dpsynth.io import write_text_atomically
+
+    path = write_text_atomically(directory, METRICS_FILE, text + "\n")
     return path
 
 

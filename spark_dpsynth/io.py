@@ -320,6 +320,32 @@ def _tmp_table_name(name: str) -> str:
     return ".".join(parts)
 
 
+def write_text_atomically(directory: str, name: str, text: str) -> str:
+    """Write ``text`` (UTF-8) to ``directory/name`` through a temporary file in the same directory and a rename,
+    so a reader never sees a half-written file; creates the directory (a ``file:`` prefix is accepted).
+
+    Returns:
+        The path of the written file.
+
+    Raises:
+        OSError: the directory cannot be created or written.
+    """
+    import tempfile
+
+    directory = directory[len("file:") :] if directory.startswith("file:") else directory
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
 class OutputStage:
     """The outputs of one run, staged and then published together (see the module docstring).
 

@@ -24,8 +24,6 @@ import io
 import json
 import logging
 import math
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -85,17 +83,9 @@ def write_report(
     if progress is not None:
         progress("report...")
     text = render_report(metrics, title=title)
-    directory = directory[len("file:") :] if directory.startswith("file:") else directory
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, REPORT_FILE)
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from spark_dpsynth.io import write_text_atomically
+
+    path = write_text_atomically(directory, REPORT_FILE, text)
     seconds = time.perf_counter() - started
     log.info("report: done in %.2f s", seconds)
     if progress is not None:

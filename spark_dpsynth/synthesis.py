@@ -304,18 +304,17 @@ def _model_partition(
     n_p is the partition's row of the exact split of ``target`` (the same split as "sds" mode's target); the
     records come from a generator seeded from (seed, part), so they do not depend on which task runs them.
     """
-    n_part = int(
-        exact_split(
-            np.array([target], dtype=np.int64),
-            parts,
-            np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TARGET_STREAM,))),
-            part,
-        )[0]
-    )
+    n_part = _target_share(target, parts, seed, part)
     rng = np.random.default_rng(np.random.SeedSequence([seed, part], spawn_key=(_MODEL_STREAM,)))
     return _release_model.sample_records(
         model, n_part, rng, pool_factor=pool_size_factor, min_pool=min_pool_size
     )
+
+
+def _target_share(target: int, parts: int, seed: int, part: int) -> int:
+    """This partition's share of ``target`` records: its row of the exact split (the same in both modes)."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TARGET_STREAM,)))
+    return int(exact_split(np.array([target], dtype=np.int64), parts, rng, part)[0])
 
 
 def _synthesize_partition(
@@ -338,14 +337,7 @@ def _synthesize_partition(
     multiplier = parts
     part_target = None
     if target is not None:
-        part_target = int(
-            exact_split(
-                np.array([target], dtype=np.int64),
-                parts,
-                np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TARGET_STREAM,))),
-                part,
-            )[0]
-        )
+        part_target = _target_share(target, parts, seed, part)
         if part_target > 0 and not budgets.any():
             # a tiny release split over many partitions can leave this share without any budget unit; to
             # still emit its share of the target, it cycles through the whole release's budgets (as SDS)

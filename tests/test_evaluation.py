@@ -769,7 +769,7 @@ def test_adult_against_its_column_sorted_copy(spark):
 
     assert m["rows"] == {"sensitive": 48842, "synthetic": 48842}
     assert m["record_expansion"] == 0.0
-    assert m["tvd"]["1"] == {"mean": 0.0, "max": 0.0, "count": 6}
+    assert {k: m["tvd"]["1"][k] for k in ("mean", "max", "count")} == {"mean": 0.0, "max": 0.0, "count": 6}
     assert m["tvd"]["2"]["count"] == 15 and m["tvd"]["2"]["max"] > 0.1
     one = m["sds"]["synthetic"]["by_length"]["1"]
     assert (one["suppressed_pct"], one["fabricated_pct"], one["mean_absolute_error"]) == (0.0, 0.0, 0.0)
