@@ -27,7 +27,7 @@ def resolve_columns(df_columns: list[str] | tuple[str, ...], config: DataConfig)
     columns = config.columns if config.columns is not None else tuple(available)
     missing = [c for c in columns if c not in available]
     if missing:
-        raise SchemaError(f"unknown column(s) {missing}; the input has {available}")
+        raise SchemaError(f"unknown column(s) {missing}; the input has {_describe_columns(available)}")
     for what, names in (("sensitive_zeros", config.sensitive_zeros), ("bins", tuple(config.bins))):
         unknown = [c for c in names if c not in columns]
         if unknown:
@@ -35,6 +35,18 @@ def resolve_columns(df_columns: list[str] | tuple[str, ...], config: DataConfig)
     if not columns:
         raise SchemaError("the input has no columns")
     return config.with_columns(tuple(columns)) if config.columns is None else config
+
+
+def _describe_columns(names: list[str]) -> str:
+    """The input's column names for an error message, or only their number when they do not look like names.
+
+    A file read in the wrong format (Parquet bytes parsed as a CSV header, say) yields "column names" that are
+    data; an error must not show them.
+    """
+    printable = all(n.isprintable() and 0 < len(n) <= 64 for n in names)
+    if printable and len(names) <= 200:
+        return str(names)
+    return f"{len(names)} columns (names not shown: they do not look like column names; is the format right?)"
 
 
 def empty_to_null(col: Column, empty_values: tuple[str, ...], zero_is_empty: bool) -> Column:

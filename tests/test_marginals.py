@@ -148,3 +148,15 @@ def test_all_empty_column_on_spark(spark) -> None:
     release = dp_aggregate(df, AggregationParams(epsilon=2.0, reporting_length=2, seed=1))
     assert release.domains[1] == () and set(release.domains[0]) == {"a", "b"}
     assert release.sizes()[2] == 0
+
+
+def test_schema_error_never_shows_data_read_as_a_header() -> None:
+    from spark_dpsynth.errors import SchemaError
+    from spark_dpsynth.prepare import resolve_columns
+
+    with pytest.raises(SchemaError, match=r"the input has \['a', 'b'\]"):
+        resolve_columns(["a", "b"], DataConfig(columns=("c",)))
+    garbage = ["PAR1\x15\x04\x15secret-value\x06", "\x18\x02"]
+    with pytest.raises(SchemaError) as err:
+        resolve_columns(garbage, DataConfig(columns=("c",)))
+    assert "secret-value" not in str(err.value) and "2 columns (names not shown" in str(err.value)
