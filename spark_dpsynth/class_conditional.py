@@ -299,17 +299,26 @@ def fit_class_conditional(
     joined = cells.join(F.broadcast(domain_df), on=["j", "v", "c"], how="inner").select(
         "j", "vi", "ci", "count"
     )
+    # n in the same job: every record adds exactly one (value, class) pair to the first attribute's cells.
+    total = (
+        cells.where(F.col("j") == 0)
+        .agg(F.sum("count").alias("count"))
+        .select(F.lit(-1).alias("j"), F.lit(-1).alias("vi"), F.lit(-1).alias("ci"), "count")
+    )
     true_counts = {
         a: np.zeros((len(full_domains[a]), len(full_domains[label])), dtype=np.int64) for a in attributes
     }
-    for row in joined.collect():  # bounded by the public domain size
-        true_counts[attributes[row["j"]]][row["vi"], row["ci"]] = row["count"]
+    true_n = 0
+    for row in joined.unionByName(total).collect():  # bounded by the public domain size (+1 row)
+        if row["j"] < 0:
+            true_n = int(row["count"] or 0)
+        else:
+            true_counts[attributes[row["j"]]][row["vi"], row["ci"]] = row["count"]
 
     # Phase 1 fixed: independent discrete Laplace noise on every bin of the full domain, then clip at 0.
     scale = len(attributes) / eps_m
     histograms = {a: noisy_histogram(true_counts[a], scale, noise) for a in attributes}
-    # The protected number of records: its own query (a row count, never logged), discrete Laplace noise.
-    true_n = prepared.count()
+    # The protected number of records (n is never logged or written): discrete Laplace noise.
     protected_n = max(1, true_n + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
     del true_n, true_counts
 
