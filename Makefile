@@ -57,3 +57,24 @@ clean:
 .PHONY: bench-quality
 bench-quality: check-java $(STAMP)
 	$(BIN)/python benchmarks/quality.py --output $(OUTPUT)/bench-quality
+
+# Scale and speed against pac-synth (issue 6): NIST TX 2019 (9k and 27k rows), Adult replicated to 1M rows,
+# military (1.4M rows); local[1] vs local[2]; a spark-submit run on a standalone master + 2 workers. Prints a
+# markdown table, writes $(OUTPUT)/bench/scale.json. About 15 minutes on 2 cores. pac-synth runs from its own
+# environment (.venv-bench, `make bench-env`), never from the project's. BENCH_ARGS="--quick --skip-cluster"
+# (or --datasets, --skip-pacsynth, --skip-scaling) runs pieces.
+BENCH_VENV  := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+BENCH_ARGS ?=
+
+$(BENCH_STAMP):
+	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet 'pac-synth==0.0.8' pandas pyarrow
+	@touch $(BENCH_STAMP)
+
+.PHONY: bench bench-env
+bench-env: $(BENCH_STAMP)
+
+bench: check-java $(STAMP) $(BENCH_STAMP)
+	$(BIN)/python benchmarks/scale.py --output $(OUTPUT)/bench/scale.json --cache $(OUTPUT)/bench/cache $(BENCH_ARGS)

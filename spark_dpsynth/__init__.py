@@ -54,9 +54,10 @@ from spark_dpsynth.params import (
     FabricationMode,
     SynthesisParams,
 )
-from spark_dpsynth.prepare import prepare
+from spark_dpsynth.prepare import join_multi_value, prepare
 from spark_dpsynth.release import Marginal, Release
 from spark_dpsynth.report import write_report
+from spark_dpsynth.sds_format import read_sds, write_sds_files
 from spark_dpsynth.synthesis import synthesize
 
 __version__ = "0.1.0"
@@ -86,9 +87,12 @@ __all__ = [
     "SynthesisParams",
     "dp_aggregate",
     "evaluate",
+    "join_multi_value",
     "prepare",
+    "read_sds",
     "read_input",
     "synthesize",
     "true_aggregates",
     "write_metrics",
+    "write_sds_files",
 ]

@@ -33,6 +33,10 @@ __all__ = [
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 _CELLS_PER_CHUNK = 1 << 21
+_DENSE_SUBSET_CELLS = 1 << 22
+"""A subset whose local key range is at most this gets a dense lookup table (int32 cells)."""
+_DENSE_TOTAL_CELLS = 1 << 25
+"""At most this many dense table cells per index (128 MiB); the largest subsets beyond it search sorted keys."""
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
@@ -141,43 +145,204 @@ class CandidateIndex:
             rem = rem - codes[:, i] * stride
         return s, codes
 
+    def __getstate__(self) -> dict:
+        # The lookup tables are rebuilt where they are used (an executor): never shipped in a task closure.
+        state = dict(self.__dict__)
+        state.pop("_lookup", None)
+        return state
+
+    @property
+    def lookup(self) -> _Lookup:
+        """The membership lookup of this index (built on first use, then cached in this object)."""
+        found = self.__dict__.get("_lookup")
+        if found is None:
+            found = _Lookup.build(self)
+            object.__setattr__(self, "_lookup", found)
+        return found
+
+    def positions(self, codes: np.ndarray) -> np.ndarray:
+        """int32 (S, P): for a block of records' codes (P, d), the position in ``keys`` of each record's tuple
+        on each subset, or -1 where that tuple is not a candidate (or has an empty value)."""
+        return self.lookup.slots(codes) - np.int32(1)
+
     def _membership(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(candidate position (P, S) int64, valid (P, S) bool) for a block of records' codes (P, d)."""
-        mapped = np.empty(codes.shape, dtype=np.int64)
-        for j, lut in enumerate(self.lut):
-            col = codes[:, j]
-            # A column without any value (all empty) has an empty lookup table: no attribute there.
-            mapped[:, j] = np.where(col >= 0, lut[np.maximum(col, 0)], -1) if lut.size else -1
-        sub = mapped[:, self.subsets]  # (P, S, k)
-        ok = (sub >= 0).all(axis=2)
-        key = self.base[None, :] + (np.maximum(sub, 0) * self.strides[None, :, :]).sum(axis=2)
-        if len(self.keys) == 0:
-            return np.zeros(key.shape, dtype=np.int64), np.zeros(key.shape, dtype=bool)
-        pos = np.searchsorted(self.keys, key)
-        np.minimum(pos, len(self.keys) - 1, out=pos)
-        valid = ok & (self.keys[pos] == key)
-        return pos, valid
+        pos = self.positions(codes).T
+        valid = pos >= 0
+        return np.where(valid, pos, 0).astype(np.int64), valid
 
     @property
     def chunk_rows(self) -> int:
         return max(1, _CELLS_PER_CHUNK // max(1, len(self.subsets)))
 
 
-def tuple_count_histogram(index: CandidateIndex, codes: np.ndarray, multiplicity: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class _Lookup:
+    """Membership of V_k by table lookup, built from a :class:`CandidateIndex` where the records are.
+
+    Each column's candidate codes get one more code, ``radix[j]``, for "no candidate value" (an empty value, or a
+    value in no candidate); record code -1 (empty) lands on it through ``lut_ext[j][-1]``. On subset s the
+    record's tuple has the local key ``sum_i code[s_i] * ext_stride[s, i]`` in 0..prod(radix + 1) - 1; a dense
+    subset maps it through ``table[offset[s] + local]`` to the candidate's position in ``keys`` (-1: none), a
+    subset whose key range is too large for a table searches its sorted candidate keys instead. Keys of
+    subsets visited in lexicographic order share their prefix, so a k-tuple key costs one multiply-add and one
+    gather per record.
+    """
+
+    lut_ext: tuple[np.ndarray, ...]
+    """Per column, int64 map of record codes to candidate codes, with the sentinel radix[j] appended (index -1)."""
+    radix_ext: np.ndarray
+    """int64 (d,): radix[j] + 1."""
+    table: np.ndarray
+    """int32: concatenated dense tables of the dense subsets (slot: candidate position + 1, or 0: none)."""
+    offset: np.ndarray
+    """int64 (S,): start of each subset's table in ``table``; -1 for a sparse subset."""
+    size: np.ndarray
+    """int64 (S,): prod(radix_ext) of each subset: its local key range."""
+    sparse: dict[int, tuple[np.ndarray, np.ndarray]]
+    """Sparse subset -> (sorted local keys int64, slots int32) of its candidates (may be empty)."""
+    subsets: tuple[tuple[int, ...], ...]
+    """The k-subsets of columns, lexicographic (as in the index)."""
+
+    @classmethod
+    def build(cls, index: CandidateIndex) -> _Lookup:
+        # Candidate codes per column: those the lookup tables map to and those the candidates use.
+        radix = np.array([int(lut.max(initial=-1)) + 1 for lut in index.lut], dtype=np.int64)
+        subsets = index.subsets.astype(np.int64)
+        s_of, codes = index.decode(index.keys)
+        for i in range(index.k):
+            if len(s_of):
+                np.maximum.at(radix, subsets[s_of, i], codes[:, i] + 1)
+        lut_ext = []
+        for j, lut in enumerate(index.lut):
+            ext = np.empty(lut.size + 1, dtype=np.int64)
+            ext[:-1] = np.where(lut >= 0, lut, radix[j])
+            ext[-1] = radix[j]
+            lut_ext.append(ext)
+        radix_ext = radix + 1
+        sizes = np.prod(radix_ext[subsets], axis=1) if len(subsets) else np.zeros(0, dtype=np.int64)
+        offset = np.full(len(subsets), -1, dtype=np.int64)
+        total = 0
+        for s in np.argsort(sizes, kind="stable").tolist():
+            size = int(sizes[s])
+            if size <= _DENSE_SUBSET_CELLS and total + size <= _DENSE_TOTAL_CELLS:
+                offset[s] = total
+                total += size
+        table = np.zeros(total, dtype=np.int32)
+        sparse: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if len(index.keys):
+            local = np.zeros(len(index.keys), dtype=np.int64)
+            for i in range(index.k):
+                local = local * radix_ext[subsets[s_of, i]] + codes[:, i]
+            position = np.arange(1, len(index.keys) + 1, dtype=np.int32)
+            dense = offset[s_of] >= 0
+            table[offset[s_of[dense]] + local[dense]] = position[dense]
+            for s in np.flatnonzero(offset < 0).tolist():
+                rows = s_of == s
+                order = np.argsort(local[rows], kind="stable")
+                sparse[s] = (local[rows][order], position[rows][order])
+        # Memory: at most _DENSE_TOTAL_CELLS table cells plus the candidates (release-sized).
+        return cls(
+            lut_ext=tuple(lut_ext),
+            radix_ext=radix_ext,
+            table=table,
+            offset=offset,
+            size=sizes.astype(np.int64),
+            sparse=sparse,
+            subsets=tuple(tuple(c) for c in subsets.tolist()),
+        )
+
+    def slots(self, codes: np.ndarray) -> np.ndarray:
+        """int32 (S, P): per subset and record of the block ``codes`` (P, d), 1 + the position in the index's
+        keys of the record's tuple on that subset, or 0 where it is not a candidate (or has an empty value)."""
+        p = codes.shape[0]
+        mapped = np.empty((codes.shape[1], p), dtype=np.int64)
+        for j, ext in enumerate(self.lut_ext):
+            np.take(ext, codes[:, j], out=mapped[j])
+        subsets = self.subsets
+        out = np.empty((len(subsets), p), dtype=np.int32)
+        if len(subsets) == 0:
+            return out
+        k = len(subsets[0])
+        # prefix keys of the subsets' first k-1 columns, reused while consecutive subsets share them
+        prefix_cols: tuple[int, ...] | None = None
+        prefix = np.zeros(p, dtype=np.int64)
+        local = np.empty(p, dtype=np.int64)
+        for s, cols in enumerate(subsets):
+            if k > 1 and cols[:-1] != prefix_cols:
+                prefix_cols = cols[:-1]
+                prefix = mapped[cols[0]].copy()
+                for c in cols[1:-1]:
+                    prefix *= self.radix_ext[c]
+                    prefix += mapped[c]
+            last = cols[-1]
+            if k > 1:
+                np.multiply(prefix, self.radix_ext[last], out=local)
+                local += mapped[last]
+            else:
+                local[:] = mapped[last]
+            start = int(self.offset[s])
+            if start >= 0:
+                np.take(self.table[start : start + int(self.size[s])], local, out=out[s])
+            else:
+                keys, pos = self.sparse.get(s, (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)))
+                if len(keys) == 0:
+                    out[s] = 0
+                    continue
+                at = np.minimum(np.searchsorted(keys, local), len(keys) - 1)
+                out[s] = np.where(keys[at] == local, pos[at], 0)
+        return out
+
+
+def tuple_count_histogram(
+    index: CandidateIndex, codes: np.ndarray, multiplicity: np.ndarray, counts: np.ndarray | None = None
+) -> np.ndarray:
     """Histogram of |W_u| over records: int64 array h with h[w] = number of records having w candidate tuples.
 
     Args:
         index: the candidates V_k.
         codes: int32/int64 (P, d) record codes (-1 = empty) of P distinct records.
         multiplicity: int64 (P,) how many records have each pattern.
+        counts: optional int64 (M,) accumulator (aligned with the keys) of the *unbounded* counts, from the same
+            lookups: equal to :func:`bounded_counts` for any Delta_k >= the largest |W_u| (h[w] = 0 above it).
     """
     hist = np.zeros(len(index.subsets) + 1, dtype=np.int64)
     step = index.chunk_rows
+    lookup = index.lookup
     for start in range(0, codes.shape[0], step):
-        _, valid = index._membership(codes[start : start + step])
-        w = valid.sum(axis=1)
-        np.add.at(hist, w, multiplicity[start : start + step])  # int64 throughout: exact for any count
+        slots = lookup.slots(codes[start : start + step])
+        w = np.count_nonzero(slots, axis=0)
+        hist += _weighted_bincount(w, multiplicity[start : start + step], hist.shape[0])
+        if counts is not None:
+            _add_slots(slots, multiplicity[start : start + step], counts)
     return hist
+
+
+def _weighted_bincount(index: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """int64 (size,): the sum of ``weights`` (int64 >= 0) at each value of ``index``, exact."""
+    if index.size == 0:
+        return np.zeros(size, dtype=np.int64)
+    if int(weights.max()) == 1:
+        return np.bincount(index, minlength=size).astype(np.int64, copy=False)
+    if int(weights.sum()) < 2**53:
+        # float64 sums of integers below 2^53 are exact
+        return np.rint(np.bincount(index, weights=weights, minlength=size)).astype(np.int64)
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, index, weights)
+    return out
+
+
+def _add_slots(slots: np.ndarray, multiplicity: np.ndarray, out: np.ndarray) -> None:
+    """Add each pattern's multiplicity to every candidate in its column of ``slots`` (S, P) (0 = none)."""
+    m = out.shape[0]
+    ones = multiplicity == 1
+    single = slots if ones.all() else slots[:, ones]
+    if single.size:
+        out += np.bincount(single.ravel(), minlength=m + 1)[1:]
+    if not ones.all():
+        many = ~ones
+        weights = np.broadcast_to(multiplicity[many][None, :], (slots.shape[0], int(many.sum())))
+        out += _weighted_bincount(slots[:, many].ravel(), weights.ravel(), m + 1)[1:]
 
 
 def bounded_counts(
@@ -207,19 +372,21 @@ def bounded_counts(
     """
     step = index.chunk_rows
     key_u = np.uint64(key & 0xFFFFFFFFFFFFFFFF)
+    lookup = index.lookup
     for start in range(0, codes.shape[0], step):
         block = codes[start : start + step]
         mult = multiplicity[start : start + step]
-        pos, valid = index._membership(block)
-        w = valid.sum(axis=1)
+        slots = lookup.slots(block)  # (S, P)
+        w = np.count_nonzero(slots, axis=0)
         small = w <= sensitivity
-        if small.any():
-            reps = np.broadcast_to(mult[:, None], valid.shape)
-            sel = valid & small[:, None]
-            np.add.at(out, pos[sel], reps[sel])  # int64 throughout: exact for any count
-        big = np.flatnonzero(~small)
-        if big.size == 0:
+        if small.all():
+            _add_slots(slots, mult, out)
             continue
+        if small.any():
+            _add_slots(slots[:, small], mult[small], out)
+        big = np.flatnonzero(~small)
+        pos_big = slots[:, big].T.astype(np.int64) - 1  # (B, S): candidate position, -1 = none
+        valid_big = pos_big >= 0
         # Tuple hashes from the tuple's own values: combine the k (column, value) hashes of each subset.
         vh = np.empty(block.shape, dtype=np.uint64)
         for j, h in enumerate(value_hash):
@@ -235,8 +402,8 @@ def bounded_counts(
         occurrence = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
         rid = mix64(mix64(record_hash[start + big][rows] ^ key_u) + occurrence.astype(np.uint64))
         h = mix64(th[rows] ^ rid[:, None])
-        h[~valid[big][rows]] = _MASK
+        h[~valid_big[rows]] = _MASK
         keep = np.argpartition(h, sensitivity - 1, axis=1)[:, :sensitivity]
-        kept_valid = np.take_along_axis(valid[big][rows], keep, axis=1)
-        kept_pos = np.take_along_axis(pos[big][rows], keep, axis=1)
+        kept_valid = np.take_along_axis(valid_big[rows], keep, axis=1)
+        kept_pos = np.take_along_axis(pos_big[rows], keep, axis=1)
         out += np.bincount(kept_pos[kept_valid], minlength=out.shape[0]).astype(np.int64)

@@ -57,11 +57,11 @@ __all__ = ["main", "build_parser", "option_for", "COMMANDS"]
 COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "pipeline": (
         "aggregate, synthesize and evaluate",
-        ("input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate"),
+        ("input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate", "archetype"),
     ),
     "aggregate": (
         "input -> DIR/release (DP marginals)",
-        ("input", "output", "spark", "run", "data", "aggregate"),
+        ("input", "output", "spark", "run", "data", "aggregate", "archetype"),
     ),
     "synthesize": (
         "DIR/release -> DIR/synthetic (post-processing, no privacy cost)",
@@ -84,6 +84,8 @@ _FLAGS = {
     "aggregate.seed": "--seed",
     "synthesize.seed": "--seed",
 }
+_ALIASES = {"data.columns": ("--use-columns",)}
+"""More option strings of a key (SDS's names)."""
 _METAVARS = {"int": "N", "float": "X", "str_list": "A,B,...", "float_list": "X,Y,...", "json": "JSON"}
 _SEED_HELP = (
     "TEST MODE: reproducible output from a non-cryptographic generator; the result is NOT private "
@@ -105,6 +107,13 @@ def _float_list(text: str) -> list[float]:
         return [float(x) for x in _str_list(text)]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _column_delimiter(text: str) -> tuple[str, str]:
+    column, sep, delimiter = text.partition(":")
+    if not sep or not column or not delimiter:
+        raise argparse.ArgumentTypeError(f"expected COLUMN:DELIMITER, e.g. genres:'|', got {text!r}")
+    return column, delimiter
 
 
 def _json_table(text: str) -> dict[str, Any]:
@@ -166,13 +175,16 @@ def _add_options(p: argparse.ArgumentParser, keys: list[ConfigKey]) -> None:
         }
         if key.kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif key.name == "data.multi_value":
+            kwargs.update(action="append", type=_column_delimiter, metavar="COLUMN:DELIM")
+            kwargs["help"] = f"a multi-value column and the delimiter of its values; repeatable [{key.name}]"
         else:
             kwargs["type"] = _TYPES[key.kind]
             if key.choices:
                 kwargs["choices"] = key.choices
             else:
                 kwargs["metavar"] = _METAVARS.get(key.kind, key.key.upper())
-        section.add_argument(flag, **kwargs)
+        section.add_argument(flag, *_ALIASES.get(key.name, ()), **kwargs)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -185,7 +197,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             continue
         dest = option_for(key)[2:].replace("-", "_")
         if dest in given:
-            out[key.name] = given[dest]
+            value = given[dest]
+            out[key.name] = dict(value) if key.name == "data.multi_value" else value
     return out
 
 
@@ -236,6 +249,35 @@ def _check_input(config: JobConfig) -> None:
         raise InvalidParameterError(f"input not found: {path}")
 
 
+def _check_archetype(config: JobConfig) -> None:
+    """The archetype synthesizer's own checks (before Spark starts): a public table, row-level columns."""
+    public = config.public_input or config.public_table
+    if config.synthesizer != "archetype":
+        return  # [archetype] settings are ignored by the other synthesizers
+    if not public:
+        raise InvalidParameterError(
+            "the archetype synthesizer needs a public table: --public-input PATH or [archetype] public_table"
+        )
+    path = config.public_input
+    if path and is_local(path) and not os.path.exists(local_path(path)):
+        raise InvalidParameterError(f"public input not found: {path}")
+    if config.data.multi_value:
+        raise InvalidParameterError("the archetype synthesizer takes single-value columns: no multi_value")
+    _archetype_params(config)  # validates the roles against the budget and the privacy unit
+
+
+def _archetype_params(config: JobConfig):  # noqa: ANN202 - ArchetypeParams
+    """[archetype] with the privacy unit of [data] and the budget and seed of [aggregate]."""
+    return dataclasses.replace(
+        config.archetype,
+        privacy_unit=config.data.privacy_unit,
+        epsilon=config.aggregate.epsilon,
+        delta=config.aggregate.delta,
+        accounting=str(config.aggregate.accounting),
+        seed=config.aggregate.seed,
+    )
+
+
 def _needs_delta(config: JobConfig, command: str) -> bool:
     path = config.input_path if command != "synthesize" and not config.input_table else None
     if path and (config.input_format == "delta" or (config.input_format is None and is_delta_path(path))):
@@ -275,8 +317,33 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
     from spark_dpsynth.prepare import resolve_columns
 
     df = read_table(spark, config)
+    if config.synthesizer == "archetype":
+        from spark_dpsynth.archetype import fit_archetype, save_model
+
+        public = read_input(
+            spark,
+            path=None if config.public_table else config.public_input,
+            table=config.public_table,
+            fmt=config.public_format,
+            delimiter=config.delimiter,
+        )
+        if config.public_row_filter:
+            public = public.where(config.public_row_filter)
+        if config.data.multi_value:
+            raise InvalidParameterError("the archetype synthesizer does not take multi-value columns")
+        # Rows are not merged per person (prepare's privacy unit): the synthesizer keeps a person's rows.
+        data = dataclasses.replace(config.data, privacy_unit=None)
+        model, release = fit_archetype(df, public, _archetype_params(config), data)
+        path = stage.path("release")
+        release.save(path, spark)
+        save_model(model, path)
+        return release
     data = resolve_columns(df.columns, config.data)  # schema check, no data read
     if config.synthesizer == "class_conditional":
+        if data.merges_rows:
+            raise InvalidParameterError(
+                "the class_conditional synthesizer takes one row per record: no privacy_unit or multi_value"
+            )
         from spark_dpsynth.class_conditional import ClassConditionalParams, fit_class_conditional, save_model
 
         params = ClassConditionalParams(
@@ -291,9 +358,15 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
         release.save(path, spark)
         save_model(model, path)
         return release
-    config.aggregate.check_columns(len(data.columns or ()))
+    if not data.multi_value:
+        config.aggregate.check_columns(len(data.columns or ()))
     release = dp_aggregate(df, config.aggregate, data)
-    release.save(stage.path("release"), spark)
+    path = stage.path("release")
+    release.save(path, spark)
+    if config.sds_format:
+        from spark_dpsynth.sds_format import write_sds_files
+
+        write_sds_files(release, local_path(path))
     return release
 
 
@@ -311,8 +384,23 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
             partitions=config.synthesize.partitions,
             seed=config.synthesize.seed,
         )
+    elif release.manifest.get("synthesizer") == "archetype":
+        from spark_dpsynth.archetype import load_model as load_archetype
+        from spark_dpsynth.archetype import sample_archetype
+
+        synthetic = sample_archetype(
+            load_archetype(release, release_dir),
+            spark,
+            target_number_of_records=config.synthesize.target_number_of_records,
+            partitions=config.synthesize.partitions,
+            seed=config.synthesize.seed,
+        )
     else:
         synthetic = synthesize(release, config.synthesize, spark)
+        if config.join_multi_value and release.manifest.get("multi_value_columns"):
+            from spark_dpsynth.prepare import join_multi_value
+
+            synthetic = join_multi_value(synthetic, release.columns, release.manifest)
     fmt = config.output_format or "parquet"
     if config.output_table:
         staged = stage.table(config.output_table, config.output_format)
@@ -332,7 +420,7 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
 
 def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, synthetic=None):  # noqa: ANN001, ANN202
     from spark_dpsynth.evaluation import evaluate, write_metrics
-    from spark_dpsynth.prepare import prepare, resolve_columns
+    from spark_dpsynth.prepare import prepare_for_release, resolve_columns, split_multi_value
     from spark_dpsynth.release import Release
     from spark_dpsynth.report import write_report
 
@@ -345,20 +433,26 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         synthetic = spark.read.parquet(syn_path)
     df = read_table(spark, config)
     data = resolve_columns(df.columns, config.data)
-    if tuple(data.columns or ()) != tuple(release.columns):
+    if release.manifest.get("synthesizer") == "archetype":
+        # The archetype synthesizer emits a person's rows, not one merged record: compare rows with rows.
+        data = dataclasses.replace(data, privacy_unit=None)
+    if not data.multi_value and tuple(data.columns or ()) != tuple(release.columns):
         raise InvalidParameterError(
             f"the columns {list(data.columns or ())} differ from the release's {list(release.columns)}"
         )
-    sensitive = prepare(df, data)
+    sensitive = prepare_for_release(df, data, release.columns, release.manifest)
+    synthetic = split_multi_value(synthetic, release.columns, release.manifest)
     holdout = None
     if config.label and config.holdout_filter:
         # The held-out real rows: the same input without row_filter, selected by holdout_filter, prepared alike.
         unfiltered = read_table(spark, dataclasses.replace(config, row_filter=None))
-        holdout = prepare(unfiltered.where(config.holdout_filter), data)
+        holdout = prepare_for_release(
+            unfiltered.where(config.holdout_filter), data, release.columns, release.manifest
+        )
     metrics = evaluate(
         sensitive,
         synthetic,
-        release,
+        release if release.marginals else None,  # an archetype release has no k-tuples for SDS's evaluator
         max_marginal_length=config.max_marginal_length,
         resolution=config.resolution,
         holdout=holdout,
@@ -366,6 +460,10 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         label_values=config.label_values,
         tstr_max_rows=config.tstr_max_rows,
     )
+    if not release.marginals:
+        from spark_dpsynth.evaluation import _PRIVACY_KEYS
+
+        metrics["privacy"] = {key: release.manifest.get(key) for key in _PRIVACY_KEYS}
     path = write_metrics(metrics, os.path.join(out_dir, "evaluation"))
     log.info("metrics written to %s", path)
     report = write_report(metrics, os.path.join(out_dir, "evaluation"))
@@ -384,6 +482,13 @@ def _summary(release, metrics: dict | None, out_dir: str) -> str:  # noqa: ANN00
         "  released tuples        " + ", ".join(f"k={k}: {n}" for k, n in release.sizes().items()),
         "  sensitivities          " + ", ".join(f"k={k}: {v}" for k, v in m["sensitivities"].items()),
     ]
+    if m.get("synthesizer") == "archetype":
+        lines[3:6] = [
+            f"  privacy unit           {m.get('privacy_unit_column') or m['privacy_unit']}",
+            f"  protected persons      {m['protected_number_of_persons']} (records {m['protected_number_of_records']})",
+            "  person histograms      "
+            + ", ".join(f"{h}: {d['bins']} bins, sigma {d['sigma']:.3g}" for h, d in m["histograms"].items()),
+        ]
     if metrics is not None:
         tvd = metrics.get("tvd", {})
         lines.append(
@@ -439,9 +544,13 @@ def main(argv: list[str] | None = None) -> int:
             raise InvalidParameterError("no output: give --output DIR or [output] path in the config")
         if command != "synthesize":
             _check_input(config)
+            _check_archetype(config)
         release_dir = os.path.join(out_dir, "release")
-        if command in ("synthesize", "evaluate") and not os.path.isfile(
-            os.path.join(local_path(release_dir), "manifest.json")
+        if command == "synthesize" and config.release:
+            release_dir = config.release
+        if command in ("synthesize", "evaluate") and not (
+            os.path.isfile(os.path.join(local_path(release_dir), "manifest.json"))
+            or os.path.isfile(local_path(release_dir))
         ):
             raise ReleaseError(f"no release at {release_dir}; run `aggregate` first")
         syn_dir = os.path.join(out_dir, "synthetic")

@@ -6,11 +6,14 @@ Layout (every table and key is optional; unknown keys are errors that name the k
     [output]           path, table, format, overwrite, single_csv
     [spark]            master | remote
     [run]              quiet, debug
-    [data]             columns, empty_values, zeros_are_empty, sensitive_zeros, row_filter
+    [data]             columns, empty_values, zeros_are_empty, sensitive_zeros, row_filter, privacy_unit,
+                       multi_value, max_multi_values, record_limit
     [data.bins.COL]    edges, labels, passthrough
     [aggregate]        the fields of AggregationParams
     [synthesize]       the fields of SynthesisParams
     [evaluate]         max_marginal_length, ...
+    [archetype]        public_input | public_table, public_format, public_row_filter, and the fields of
+                       spark_dpsynth.archetype.ArchetypeParams (column roles; [archetype.fill] COL = [cond])
 
 The schema is :func:`schema`: one :class:`ConfigKey` per key, with its type, allowed values and help. Every key
 has a command-line option (``--key-name``, see :mod:`spark_dpsynth.cli`) and every option a key; values given on
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_dpsynth import params as _params
+from spark_dpsynth.archetype import ArchetypeParams
 from spark_dpsynth.errors import ConfigError, DPSynthError
 from spark_dpsynth.io import FORMATS, check_table_name
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, SynthesisParams
@@ -39,11 +43,25 @@ from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, Synthes
 __all__ = ["ConfigKey", "JobConfig", "load_config", "load_document", "merge", "parse_config", "schema"]
 
 _INPUT_KEYS = {"path", "table", "format", "delimiter"}
-_OUTPUT_KEYS = {"path", "table", "format", "overwrite", "single_csv"}
+_OUTPUT_KEYS = {"path", "table", "format", "overwrite", "single_csv", "sds_format", "join_multi_value"}
 _SPARK_KEYS = {"master", "remote"}
-_RUN_KEYS = {"quiet", "debug", "synthesizer"}
-SYNTHESIZERS = ("aggregate_seeded", "class_conditional")
-_DATA_KEYS = {"columns", "empty_values", "zeros_are_empty", "sensitive_zeros", "row_filter", "bins"}
+_RUN_KEYS = {"quiet", "debug", "synthesizer", "release"}
+SYNTHESIZERS = ("aggregate_seeded", "class_conditional", "archetype")
+_ARCHETYPE_IO_KEYS = ("public_input", "public_table", "public_format", "public_row_filter")
+_ARCHETYPE_FROM_ELSEWHERE = {"privacy_unit", "epsilon", "delta", "accounting", "seed"}
+"""ArchetypeParams fields set from [data] privacy_unit and [aggregate], not from [archetype]."""
+_DATA_KEYS = {
+    "columns",
+    "empty_values",
+    "zeros_are_empty",
+    "sensitive_zeros",
+    "row_filter",
+    "bins",
+    "privacy_unit",
+    "multi_value",
+    "max_multi_values",
+    "record_limit",
+}
 _BIN_KEYS = {"edges", "labels", "passthrough"}
 _EVALUATE_KEYS = {
     "max_marginal_length",
@@ -81,6 +99,14 @@ class JobConfig:
     """Replace existing outputs; False makes an existing output an error before anything runs."""
     single_csv: bool = True
     """Also write ``DIR/synthetic.csv``, the synthetic data as one CSV file (through one task)."""
+    sds_format: bool = False
+    """Also write the release as SDS's aggregates, ``release/sds_aggregates.tsv`` and ``.json``."""
+    join_multi_value: bool = True
+    """Write each multi-value column of the synthetic data as one column of delimiter-joined values (SDS's
+    join_multi_value_columns); false keeps one binary column per released value."""
+    release: str | None = None
+    """Release that ``synthesize`` reads: a release directory or an SDS aggregates file (.tsv, .json);
+    None: ``DIR/release``."""
     master: str | None = None
     """Spark master URL; None: spark-submit's, else ``local[*]``."""
     remote: str | None = None
@@ -109,6 +135,42 @@ class JobConfig:
     test file ends its labels with a period)."""
     tstr_max_rows: int = 100_000
     """Rows of each table (synthetic, sensitive, held-out) at most handed to the classifiers on the driver."""
+    archetype: ArchetypeParams = field(default_factory=ArchetypeParams)
+    """[archetype]: column roles and settings of the archetype synthesizer (its budget comes from [aggregate],
+    its privacy unit from [data] privacy_unit)."""
+    public_input: str | None = None
+    """[archetype] public_input: the public table of the archetype synthesizer (a path, like [input] path)."""
+    public_table: str | None = None
+    """[archetype] public_table: the public table as a catalog table db.t instead of public_input."""
+    public_format: str | None = None
+    """[archetype] public_format: csv, parquet or delta; None: from the path."""
+    public_row_filter: str | None = None
+    """[archetype] public_row_filter: Spark SQL predicate applied to the public table first."""
+
+
+def _archetype_section(doc: dict[str, Any]) -> dict[str, Any]:
+    """The JobConfig fields of the [archetype] table, validated (messages name the key)."""
+    table = dict(_check_keys("archetype", doc.get("archetype", {}), _archetype_keys()))
+    io = {f"public_{k}": table.pop(f"public_{k}", None) for k in ("input", "table", "format", "row_filter")}
+    if io["public_input"] is not None and io["public_table"] is not None:
+        raise ConfigError("[archetype] give either public_input or public_table, not both")
+    if io["public_format"] is not None and io["public_format"] not in _FORMATS:
+        raise ConfigError(
+            f"[archetype] public_format must be one of {list(_FORMATS)}, got {io['public_format']!r}"
+        )
+    if io["public_table"] is not None:
+        try:
+            check_table_name(io["public_table"], "public_table")
+        except DPSynthError as err:
+            raise ConfigError(f"[archetype] {err}") from err
+    if isinstance(table.get("fill"), dict):
+        table["fill"] = {c: tuple(v) if isinstance(v, list) else v for c, v in table["fill"].items()}
+    return {"archetype": _build(ArchetypeParams, "archetype", table), **io}
+
+
+def _archetype_keys() -> set[str]:
+    names = {f.name for f in dataclasses.fields(ArchetypeParams)} - _ARCHETYPE_FROM_ELSEWHERE
+    return names | set(_ARCHETYPE_IO_KEYS)
 
 
 def _check_keys(section: str, table: Any, allowed: set[str]) -> dict[str, Any]:
@@ -158,7 +220,7 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
     Raises:
         ConfigError: an unknown section or key, or a value outside its range (the message names the key).
     """
-    allowed = {"input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate"}
+    allowed = {"input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate", "archetype"}
     _check_keys("top level", doc, allowed)
     _check_types(doc)
     inp = _check_keys("input", doc.get("input", {}), _INPUT_KEYS)
@@ -212,6 +274,9 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         output_format=out.get("format"),
         overwrite=out.get("overwrite", False),
         single_csv=out.get("single_csv", True),
+        sds_format=out.get("sds_format", False),
+        join_multi_value=out.get("join_multi_value", True),
+        release=run.get("release"),
         master=spark_section.get("master"),
         remote=spark_section.get("remote"),
         synthesizer=_synthesizer(run.get("synthesizer", "aggregate_seeded")),
@@ -220,6 +285,7 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         row_filter=row_filter,
         max_marginal_length=mml,
         **_evaluate_settings(evaluate),
+        **_archetype_section(doc),
     )
 
 
@@ -277,14 +343,21 @@ _STATIC_KEYS = (
     ConfigKey("output", "overwrite", "bool", "replace existing outputs (default false: an existing output is an "
               "error)"),
     ConfigKey("output", "single_csv", "bool", "also write DIR/synthetic.csv, one CSV file (default true)"),
+    ConfigKey("output", "sds_format", "bool", "also write the release in SDS's aggregates formats, "
+              "release/sds_aggregates.tsv and .json (protected record count only; default false)"),
+    ConfigKey("output", "join_multi_value", "bool", "join each multi-value column's values back into one "
+              "delimited column of the synthetic data (default true; false: one binary column per value)"),
     ConfigKey("spark", "master", "str", "Spark master URL (default: spark-submit's, else local[*])"),
     ConfigKey("spark", "remote", "str", "Spark Connect URL, e.g. sc://host:15002 (local[2] starts a local "
               "Connect server)"),
     ConfigKey("run", "quiet", "bool", "log warnings only (default false)"),
     ConfigKey("run", "synthesizer", "str", "aggregate_seeded: DP marginals then [synthesize] mode (default); "
-              "class_conditional: seed 002's per-class histograms, class column [evaluate] label", SYNTHESIZERS),
+              "class_conditional: seed 002's per-class histograms, class column [evaluate] label; archetype: "
+              "seed 004's public-data archetypes with user-level DP ([archetype], --public-input)", SYNTHESIZERS),
     ConfigKey("run", "debug", "bool", "show full tracebacks on failure, which may show data values (default "
               "false)"),
+    ConfigKey("run", "release", "str", "synthesize: the release to read, a release directory or an SDS "
+              "aggregates file (.tsv or .json, e.g. from pac-synth or SDS's web app); default DIR/release"),
     ConfigKey("data", "row_filter", "str", "Spark SQL predicate on public columns applied to the input first, "
               "e.g. \"split = 'train'\" (default none)"),
 )  # fmt: skip
@@ -368,7 +441,20 @@ def schema() -> tuple[ConfigKey, ...]:
     keys += _dataclass_keys("aggregate", AggregationParams)
     keys += _dataclass_keys("synthesize", SynthesisParams)
     keys += _dataclass_keys("evaluate", JobConfig, set(_EVALUATE_KEYS))
+    keys += _ARCHETYPE_STATIC_KEYS
+    keys += _dataclass_keys("archetype", ArchetypeParams, _archetype_keys() - set(_ARCHETYPE_IO_KEYS))
     return tuple(keys)
+
+
+_ARCHETYPE_STATIC_KEYS = [
+    ConfigKey("archetype", "public_input", "str", "archetype: the PUBLIC table (same schema as the input): a "
+              "CSV file, a Parquet or Delta directory, local or a URI"),
+    ConfigKey("archetype", "public_table", "str", "archetype: the public table as a catalog table db.table"),
+    ConfigKey("archetype", "public_format", "str", "archetype: format of public_input (default: from the path)",
+              FORMATS),
+    ConfigKey("archetype", "public_row_filter", "str", "archetype: Spark SQL predicate applied to the public "
+              "table first, e.g. \"pmod(xxhash64(idcode), 10) < 3\" (default none)"),
+]  # fmt: skip
 
 
 _TYPE_WORDS = {
@@ -419,7 +505,8 @@ def merge(doc: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """A copy of the parsed TOML ``doc`` with ``overrides`` (``"section.key" -> value``) applied.
 
     Overriding ``input.path`` drops the file's ``input.table`` and the other way round. Overriding
-    ``data.columns`` drops the file's ``sensitive_zeros`` and ``bins`` entries of other columns.
+    ``data.columns`` drops the file's ``sensitive_zeros``, ``bins`` and ``multi_value`` entries of other
+    columns.
     """
     if "input.path" in overrides and "input.table" in overrides:
         raise ConfigError("[input] give either path or table, not both")
@@ -437,6 +524,8 @@ def merge(doc: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
                 table["sensitive_zeros"] = [c for c in table["sensitive_zeros"] if c in value]
             if isinstance(table.get("bins"), dict):
                 table["bins"] = {c: b for c, b in table["bins"].items() if c in value}
+            if isinstance(table.get("multi_value"), dict):
+                table["multi_value"] = {c: b for c, b in table["multi_value"].items() if c in value}
     return out
 
 

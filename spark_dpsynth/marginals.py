@@ -150,25 +150,38 @@ def aggregate_encoded(
     noise: NoiseSource | None = None,
     progress: Progress | None = None,
     extra_manifest: Mapping[str, object] | None = None,
+    *,
+    private_columns: frozenset[int] = frozenset(),
+    max_attributes: int | None = None,
 ) -> Release:
     """The DP-marginals algorithm on encoded records (DESIGN.md section 2, steps 1-6, then normalization).
 
     Args:
         backend: where the records are (Spark or NumPy); it returns only histograms and candidate counts.
-        columns: the d attribute column names (public).
+        columns: the d attribute column names (public, except those in ``private_columns``).
         params: validated privacy parameters.
         noise: the noise source; default production noise, or seeded test noise when ``params.seed`` is set.
         progress: optional callback receiving one short message per stage.
         extra_manifest: more public entries for the manifest (e.g. the data configuration).
+        private_columns: indices of columns whose existence is private (the binary columns of multi-value
+            values, found in the data, issue 9): one stays in the release only when its attribute passed
+            rho_1, and they do not count in the public ranges of the DP percentiles.
+        max_attributes: public upper bound of the k=1 percentile range (attributes per record); default the
+            number of public columns. Records above it count in its top cell.
 
     Returns:
-        The release (not yet written).
+        The release (not yet written). Its columns are ``columns`` without the private ones that released
+        nothing.
 
     Raises:
-        InvalidParameterError: the reporting length exceeds the number of columns.
+        InvalidParameterError: the reporting length exceeds the number of public columns (checked only without
+            private columns; with them, lengths beyond the released columns are simply empty).
     """
     d = len(columns)
-    params.check_columns(d)
+    public_columns = [j for j in range(d) if j not in private_columns]
+    if not private_columns:
+        params.check_columns(d)
+    k1_range = max_attributes if max_attributes is not None else len(public_columns)
     r = params.reporting_length
     noise = noise if noise is not None else noise_source_for(params.seed)
     key = _release_key(params.seed)
@@ -201,6 +214,8 @@ def aggregate_encoded(
     survivors_lut: tuple[np.ndarray, ...] = ()
     domains: list[tuple[str, ...]] = []
     radix = radix1
+    kept_columns = list(range(d))
+    d_public = len(public_columns)
 
     for k in range(1, r + 1):
         t0 = time.perf_counter()
@@ -217,9 +232,12 @@ def aggregate_encoded(
                 # No candidate: every record has |W_u| = 0; the histogram is known without reading data.
                 hist = np.zeros(len(index.subsets) + 1, dtype=np.int64)
                 hist[0] = protected_n  # only its shape matters: every score is then equal
-        # Step 3: Delta_k, an epsilon_Q-DP percentile over the public range 0..C(d,k).
-        full = np.zeros(math.comb(d, k) + 1, dtype=np.int64)
-        full[: hist.shape[0]] = hist[: full.shape[0]]
+        # Step 3: Delta_k, an epsilon_Q-DP percentile over the public range 0..C(d,k) (k=1: 0..k1_range; k>1:
+        # d counts the public columns and the private ones that released a value, a public number by then).
+        top = k1_range if k == 1 else math.comb(d_public, k)
+        full = np.zeros(top + 1, dtype=np.int64)
+        full[: min(hist.shape[0], top + 1)] = hist[: top + 1]
+        full[top] += hist[top + 1 :].sum()
         sensitivity = max(1, noise.quantile(full, alpha, split.epsilon_q))
         sensitivities[k] = sensitivity
         # Steps 4-5: bounded counts of every candidate, then noise on every one of them (zero counts included).
@@ -254,6 +272,8 @@ def aggregate_encoded(
             survivors_lut = tuple(luts)
             domains = [tuple(dictionary[j][i] for i in survivors[j].tolist()) for j in range(d)]
             radix = np.array([len(s) for s in survivors], dtype=np.int64)
+            kept_columns = [j for j in range(d) if j not in private_columns or len(survivors[j])]
+            d_public = len(kept_columns)
             levels[1] = _Level(
                 tuples={
                     (j,): (luts[j][c[:, 0]][:, None].astype(np.int64), n)
@@ -265,10 +285,32 @@ def aggregate_encoded(
         log.info("k=%d: %d tuples released in %.1f s", k, released, time.perf_counter() - t0)
 
     marginals = _normalize(levels, r)
-    manifest = _manifest(columns, params, split, noise, protected_n, sensitivities, thresholds, marginals)
+    if len(kept_columns) < d:
+        marginals = _drop_columns(marginals, kept_columns, d)
+    released_columns = tuple(columns[j] for j in kept_columns)
+    manifest = _manifest(
+        released_columns, params, split, noise, protected_n, sensitivities, thresholds, marginals
+    )
     if extra_manifest:
         manifest.update(extra_manifest)
-    return Release(columns=tuple(columns), domains=tuple(domains), marginals=marginals, manifest=manifest)
+    return Release(
+        columns=released_columns,
+        domains=tuple(domains[j] for j in kept_columns),
+        marginals=marginals,
+        manifest=manifest,
+    )
+
+
+def _drop_columns(marginals: dict[int, Marginal], kept: list[int], d: int) -> dict[int, Marginal]:
+    """Renumber column indices to ``kept`` (the dropped columns hold no released tuple); order is preserved."""
+    lut = np.full(d, -1, dtype=np.int16)
+    lut[kept] = np.arange(len(kept), dtype=np.int16)
+    out = {}
+    for k, m in marginals.items():
+        cols = lut[m.columns]
+        assert (cols >= 0).all(), "a dropped column holds released tuples"
+        out[k] = Marginal(columns=cols, values=m.values, counts=m.counts)
+    return out
 
 
 def noisy_threshold(
@@ -456,7 +498,16 @@ def _batch_arrays(b, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # no
 
 
 class _SparkBackend:
-    """Encoded patterns in a cached Spark DataFrame; kernels run in ``mapInArrow``."""
+    """Encoded patterns in a cached Spark DataFrame; kernels run in ``mapInArrow``.
+
+    Spark stages: the patterns (``groupBy`` of the records: partial aggregation, shuffle, cached); the dictionary
+    (``collect_set`` over the cached patterns); then one Python stage per histogram pass, the first one also
+    encoding the patterns to integer codes (cached; the string patterns are then dropped). A pass sums one
+    partial result per task on the driver (or, when partitions x result size is large, in a ``groupBy``). Each
+    histogram pass also accumulates the unbounded candidate counts from the same lookups: when no record has more
+    candidate tuples than Delta_k (the usual case at percentile 99), they are the bounded counts and the counting
+    pass is skipped (the result is the same either way).
+    """
 
     def __init__(self, prepared, columns: tuple[str, ...]) -> None:  # noqa: ANN001 - pyspark DataFrame
         from pyspark.sql import functions as F
@@ -467,39 +518,28 @@ class _SparkBackend:
         # Distinct records with their multiplicity (partial aggregation before the shuffle) and a content hash,
         # in as many partitions as the session runs tasks at once: the mapInArrow kernels stream Arrow batches,
         # so partition size does not bound memory, while every extra partition costs a Python task.
+        self._partitions = parallelism(prepared.sparkSession)
         self._patterns = (
             prepared.groupBy(*[F.col(n) for n in names])
             .agg(F.count(F.lit(1)).alias("__n"))
             .withColumn("__h", F.xxhash64(*tagged))
-            .coalesce(parallelism(prepared.sparkSession))
+            .coalesce(self._partitions)
             .persist()
         )
         self._encoded = None
+        self._encoded_ready = False
+        # (index, histogram, unbounded counts) of the last histogram pass: release-sized, never logged
+        self._unbounded: tuple[CandidateIndex, np.ndarray, np.ndarray] | None = None
 
     def dictionary(self) -> list[tuple[str, ...]]:
         from pyspark.sql import functions as F
 
         d = len(self._columns)
-        pairs = F.explode(
-            F.array(
-                *[
-                    F.struct(F.lit(j).alias("c"), F.col(f"`{c}`").alias("v"))
-                    for j, c in enumerate(self._columns)
-                ]
-            )
-        )
-        distinct = (
-            self._patterns.select(pairs.alias("a"))
-            .select("a.c", "a.v")
-            .where(F.col("v").isNotNull())
-            .distinct()
-        )
-        # Bounded by the number of distinct attributes (column, value) of the table: the k=1 candidates.
-        rows = distinct.collect()
-        per: list[list[str]] = [[] for _ in range(d)]
-        for row in rows:
-            per[int(row["c"])].append(row["v"])
-        values = [tuple(sorted(v)) for v in per]
+        # One row of d arrays, bounded by the number of distinct attributes (column, value): the k=1 candidates.
+        row = self._patterns.agg(
+            *[F.collect_set(F.col(f"`{c}`")).alias(f"v{j}") for j, c in enumerate(self._columns)]
+        ).collect()[0]
+        values = [tuple(sorted(row[f"v{j}"])) for j in range(d)]
         self._encode(values)
         return values
 
@@ -524,62 +564,137 @@ class _SparkBackend:
         schema = ", ".join(f"c{j} int" for j in range(d)) + ", n long, h long"
         self._encoded = self._patterns.mapInArrow(encode, schema).persist()
 
-    def histogram(self, index: CandidateIndex) -> np.ndarray:
+    def _sum_over_tasks(
+        self,
+        task: Callable[[Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]], tuple[np.ndarray, np.ndarray]],
+        width: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Run ``task`` on every partition of the encoded patterns and sum its sparse (int64 keys, int64 counts).
+
+        ``width`` bounds the distinct keys of one task. With few partitions, each task's arrays come to the driver
+        packed in one binary row (one Spark stage); otherwise a ``groupBy`` sums them first. Either way the
+        driver receives release-sized data: at most partitions x ``width`` pairs, or ``width`` pairs.
+        """
         import pyarrow as pa
         from pyspark.sql import functions as F
 
-        d = len(self._columns)
-        size = len(index.subsets) + 1
-
-        def hist(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            total = np.zeros(size, dtype=np.int64)
-            for b in batches:
-                codes, mult, _ = _batch_arrays(b, d)
-                total += _counting.tuple_count_histogram(index, codes, mult)
-            nz = np.flatnonzero(total)
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(nz, pa.int64()), pa.array(total[nz], pa.int64())], ["w", "n"]
-            )
-
         assert self._encoded is not None
-        agg = self._encoded.mapInArrow(hist, "w long, n long").groupBy("w").agg(F.sum("n").alias("n"))
-        # At most C(d,k) + 1 rows: the histogram of per-record tuple counts.
+        d = len(self._columns)
+
+        def arrays(batches: Iterator[pa.RecordBatch]) -> tuple[np.ndarray, np.ndarray]:
+            return task(_batch_arrays(b, d) for b in batches)
+
+        if self._partitions * width <= _DIRECT_SUM_PAIRS:
+
+            def packed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                keys, counts = arrays(batches)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([keys.tobytes()], pa.binary()), pa.array([counts.tobytes()], pa.binary())],
+                    ["i", "n"],
+                )
+
+            # One row per task, each at most `width` pairs (release-sized).
+            rows = self._encoded.mapInArrow(packed, "i binary, n binary").collect()
+            keys = np.concatenate(
+                [np.zeros(0, dtype=np.int64)] + [np.frombuffer(r["i"], np.int64) for r in rows]
+            )
+            counts = np.concatenate(
+                [np.zeros(0, dtype=np.int64)] + [np.frombuffer(r["n"], np.int64) for r in rows]
+            )
+        else:
+
+            def pairs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                keys, counts = arrays(batches)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(keys, pa.int64()), pa.array(counts, pa.int64())], ["i", "n"]
+                )
+
+            agg = self._encoded.mapInArrow(pairs, "i long, n long").groupBy("i").agg(F.sum("n").alias("n"))
+            keys, counts = _collect_pairs(agg)  # at most `width` rows
+        if not self._encoded_ready:
+            # the encoded patterns are cached now: the string patterns are no longer needed
+            self._encoded_ready = True
+            self._patterns.unpersist()
+        return keys, counts
+
+    def histogram(self, index: CandidateIndex) -> np.ndarray:
+        size = len(index.subsets) + 1
+        m = len(index.keys)
+
+        def hist(
+            blocks: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]],
+        ) -> tuple[np.ndarray, np.ndarray]:
+            total = np.zeros(size, dtype=np.int64)
+            counts = np.zeros(m, dtype=np.int64)
+            for codes, mult, _ in blocks:
+                total += _counting.tuple_count_histogram(index, codes, mult, counts)
+            # histogram cell w as key -(w + 1), candidate i as key i
+            nz, cz = np.flatnonzero(total), np.flatnonzero(counts)
+            return np.concatenate([-nz - 1, cz]), np.concatenate([total[nz], counts[cz]])
+
+        keys, values = self._sum_over_tasks(hist, size + m)
+        cells = keys < 0
         out = np.zeros(size, dtype=np.int64)
-        for row in agg.collect():
-            out[int(row["w"])] = int(row["n"])
+        np.add.at(out, -keys[cells] - 1, values[cells])
+        counts = np.zeros(m, dtype=np.int64)
+        np.add.at(counts, keys[~cells], values[~cells])
+        self._unbounded = (index, out, counts)
         return out
 
     def counts(
         self, index: CandidateIndex, sensitivity: int, key: int, value_hash: tuple[np.ndarray, ...]
     ) -> np.ndarray:
-        import pyarrow as pa
-        from pyspark.sql import functions as F
-
-        d = len(self._columns)
+        cached, self._unbounded = self._unbounded, None
+        if cached is not None and cached[0] is index and not cached[1][sensitivity + 1 :].any():
+            # No record has more than Delta_k candidate tuples: bounding keeps every tuple.
+            return cached[2]
+        del cached
         m = len(index.keys)
 
-        def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        def count(
+            blocks: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]],
+        ) -> tuple[np.ndarray, np.ndarray]:
             out = np.zeros(m, dtype=np.int64)
-            for b in batches:
-                codes, mult, rh = _batch_arrays(b, d)
+            for codes, mult, rh in blocks:
                 _counting.bounded_counts(index, codes, mult, rh, value_hash, sensitivity, key, out)
             nz = np.flatnonzero(out)
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(nz, pa.int64()), pa.array(out[nz], pa.int64())], ["i", "n"]
-            )
+            return nz, out[nz]
 
-        assert self._encoded is not None
-        agg = self._encoded.mapInArrow(count, "i long, n long").groupBy("i").agg(F.sum("n").alias("n"))
-        # At most one row per candidate k-tuple (release-sized).
-        pdf = agg.toPandas()
+        keys, values = self._sum_over_tasks(count, m)
         out = np.zeros(m, dtype=np.int64)
-        out[pdf["i"].to_numpy(dtype=np.int64)] = pdf["n"].to_numpy(dtype=np.int64)
+        np.add.at(out, keys, values)
         return out
 
     def release_cache(self) -> None:
+        self._unbounded = None
         if self._encoded is not None:
             self._encoded.unpersist()
         self._patterns.unpersist()
+
+
+_DIRECT_SUM_PAIRS = 1 << 24
+"""Partitions x per-task result size up to which task results are summed on the driver (at most 256 MB)."""
+
+
+def _collect_pairs(agg) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - pyspark DataFrame of (i long, n long)
+    """The (i, n) rows of a small aggregate as two int64 arrays, packed into one binary row per Arrow batch."""
+    import pyarrow as pa
+
+    def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            i = b.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            n = b.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
+            yield pa.RecordBatch.from_arrays([pa.array([i.tobytes()]), pa.array([n.tobytes()])], ["i", "n"])
+
+    # The caller bounds the rows (release-sized); a few binary rows reach the driver.
+    rows = agg.mapInArrow(pack, "i binary, n binary").collect()
+    keys = np.concatenate(
+        [np.zeros(0, dtype=np.int64)] + [np.frombuffer(r["i"], dtype=np.int64) for r in rows]
+    )
+    values = np.concatenate(
+        [np.zeros(0, dtype=np.int64)] + [np.frombuffer(r["n"], dtype=np.int64) for r in rows]
+    )
+    return keys, values
 
 
 def dp_aggregate(
@@ -592,9 +707,11 @@ def dp_aggregate(
     """Compute a DP release of the k-way marginals (k = 1..R) of a Spark DataFrame.
 
     Args:
-        df: the sensitive table (any schema); every row is one record (the privacy unit).
+        df: the sensitive table (any schema); every row is one record, or with ``data_config.privacy_unit`` the
+            rows of one person are one record.
         params: privacy parameters (default :class:`AggregationParams`: epsilon 4, R 3, percentile 99).
-        data_config: columns, empty values and public bins (default: every column, values as strings).
+        data_config: columns, empty values, public bins, privacy unit, multi-value columns, record limit
+            (default: every column, values as strings, each row a record).
         progress: optional callback receiving one short message per stage.
 
     Returns:
@@ -603,24 +720,100 @@ def dp_aggregate(
         ``release.save(path, spark)``.
 
     Raises:
-        SchemaError: a configured column is not in ``df`` (checked on the schema before any data is read).
+        SchemaError: a configured column is not in ``df`` (checked on the schema before any data is read); a
+            single-value column differs within one person's rows, or rows have no privacy unit (after one
+            Spark job, naming columns only).
         InvalidParameterError: the reporting length exceeds the number of attribute columns.
 
     Privacy:
-        (epsilon, delta)-DP per record (see the module docstring; seed 001, section 3; DESIGN.md section 2).
+        (epsilon, delta)-DP per record, or per person with a privacy unit (see the module docstring; seed 001,
+        section 3; DESIGN.md section 2). The binary columns of multi-value values are released only when
+        their attribute passed rho_1: the release's columns are then data-dependent but private.
         Nothing in the release, the logs or an error depends on the true number of records or a true count.
     """
-    from spark_dpsynth.prepare import prepare, resolve_columns
+    from pyspark.sql import functions as F
+
+    from spark_dpsynth.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
 
     params = params if params is not None else AggregationParams()
     data_config = data_config if data_config is not None else DataConfig()
     config = resolve_columns(df.columns, data_config)
     assert config.columns is not None
-    params.check_columns(len(config.columns))
+    if not config.multi_value:
+        params.check_columns(len(config.columns))
     started = time.perf_counter()
     _stage(progress, f"aggregate: {len(config.columns)} columns, reporting length {params.reporting_length}")
-    backend = _SparkBackend(prepare(df, config), config.columns)
-    extra = {
+    prepared = prepare(df, config)
+    names: tuple[str, ...] = config.columns
+    derived: dict[str, tuple[str, str]] = {}
+    cached = None
+    if config.merges_rows:
+        # Persons (merged rows) and split multi-value cells are read up to three times before the patterns:
+        # the privacy-unit check, the values of the multi-value columns, the patterns.
+        cached = prepared = prepared.persist()
+    try:
+        if config.privacy_unit is not None:
+            _stage(progress, f"aggregate: merging the rows of each privacy unit ({config.privacy_unit!r})")
+            check_privacy_units(prepared, config)
+        if config.multi_value:
+            # Private: every value present, held on the driver like the dictionary; only those whose attribute
+            # passes rho_1 are ever written (as derived column names).
+            values = {c: _distinct_values(prepared, c) for c in config.multi_value}
+            prepared, names, derived = expand_multi_value(prepared, config, values)
+            del values
+        n_single = len(config.columns) - len(config.multi_value)
+        private = frozenset(i for i, c in enumerate(names) if c in derived)
+        # Positional column names in the Spark plan: derived names hold values that may never be released,
+        # and names with dots or backticks are not safe in every DataFrame call.
+        positional = tuple(f"_a{j}" for j in range(len(names)))
+        prepared = prepared.select(
+            *[F.col(f"`{c}`").alias(p) for c, p in zip(names, positional, strict=True)]
+        )
+        backend = _SparkBackend(prepared, positional)
+        try:
+            release = aggregate_encoded(
+                backend,
+                names,
+                params,
+                progress=progress,
+                extra_manifest=_data_manifest(config),
+                private_columns=private,
+                max_attributes=n_single + config.max_multi_values * len(config.multi_value)
+                if private
+                else None,
+            )
+        finally:
+            backend.release_cache()
+    finally:
+        if cached is not None:
+            cached.unpersist()
+    if derived:
+        release.manifest["multi_value_columns"] = {
+            c: {
+                "column": derived[c][0],
+                "value": derived[c][1],
+                "delimiter": config.multi_value[derived[c][0]],
+            }
+            for c in release.columns
+            if c in derived
+        }
+    _stage(progress, f"aggregate: done in {time.perf_counter() - started:.1f} s, sizes {release.sizes()}")
+    return release
+
+
+def _distinct_values(prepared, column: str) -> tuple[str, ...]:  # noqa: ANN001 - pyspark DataFrame
+    """The distinct values of a multi-value (array) column, sorted: private, bounded by the column's domain."""
+    from pyspark.sql import functions as F
+
+    rows = prepared.select(F.explode(F.col(f"`{column}`")).alias("v")).distinct().collect()
+    return tuple(sorted(str(r["v"]) for r in rows))
+
+
+def _data_manifest(config: DataConfig) -> dict[str, object]:
+    """The public data configuration of a release: the manifest's ``data`` entry and its privacy unit."""
+    return {
+        "privacy_unit": "person" if config.privacy_unit is not None else "record",
+        "privacy_unit_column": config.privacy_unit,
         "data": {
             "empty_values": list(config.empty_values),
             "zeros_are_empty": config.zeros_are_empty,
@@ -633,11 +826,9 @@ def dp_aggregate(
                 }
                 for c, b in config.bins.items()
             },
-        }
+            "privacy_unit": config.privacy_unit,
+            "multi_value": dict(config.multi_value),
+            "max_multi_values": config.max_multi_values,
+            "record_limit": config.record_limit,
+        },
     }
-    try:
-        release = aggregate_encoded(backend, config.columns, params, progress=progress, extra_manifest=extra)
-    finally:
-        backend.release_cache()
-    _stage(progress, f"aggregate: done in {time.perf_counter() - started:.1f} s, sizes {release.sizes()}")
-    return release

@@ -9,6 +9,7 @@ Every check here runs before any data is read. Messages name the field, the valu
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -122,6 +123,17 @@ class DataConfig:
     An attribute is a (column, value) pair. Empty values are not attributes: null, the empty string, a string
     of only white space, any of ``empty_values``, and ``"0"`` when ``zeros_are_empty`` and the column is not in
     ``sensitive_zeros``. Column names are matched exactly (no case folding).
+
+    Privacy unit (SDS's ``subject_id``): with ``privacy_unit`` set, all rows with the same value in that column
+    are merged into one record before counting, so the guarantee covers a person, not a row. A single-value
+    column whose non-empty values differ among one person's rows is an error (declare it multi-value); empty
+    rows do not conflict. The unit column is never an attribute.
+
+    Multi-value columns (SDS's ``multi_value_columns``): ``multi_value = {column: delimiter}``; a cell holds
+    zero or more values separated by the delimiter, and each value v becomes the binary attribute column
+    ``f"{column}_{v}"`` (value ``"1"``), as in SDS. Unlike SDS, which columns exist is private: a derived column
+    appears in the release (its columns, manifest, aggregates) only when its attribute passed the threshold
+    rho_1 (issue 9).
     """
 
     columns: tuple[str, ...] | None = None
@@ -134,6 +146,17 @@ class DataConfig:
     """Columns in which ``"0"`` stays a value even when ``zeros_are_empty`` is on."""
     bins: Mapping[str, BinSpec] = field(default_factory=dict)
     """Public bin edges for numeric columns: column name -> :class:`BinSpec`."""
+    privacy_unit: str | None = None
+    """Column naming the person whose rows form one record (the privacy unit); None: each row is a record."""
+    multi_value: Mapping[str, str] = field(default_factory=dict)
+    """Multi-value columns: column name -> the delimiter (non-empty) between its values in a cell."""
+    max_multi_values: int = 64
+    """Public bound, >= 1, on the values one record holds in one multi-value column: with multi-value columns
+    the DP percentile for Delta_1 searches 0..(single-value columns + this x multi-value columns), a range that
+    must not depend on the data. A record with more values is still counted (sampled down to Delta_1)."""
+    record_limit: int | None = None
+    """Use only the first ``record_limit`` rows of the input (>= 1; SDS's ``record_limit``): in the order Spark
+    reads them, which is the file order for CSV and Parquet. None: every row."""
 
     def __post_init__(self) -> None:
         if self.columns is not None:
@@ -151,21 +174,48 @@ class DataConfig:
             if not isinstance(spec, BinSpec):
                 raise InvalidParameterError(f"bins[{name!r}] must be a BinSpec, got {type(spec).__name__}")
         object.__setattr__(self, "bins", bins)
+        multi = dict(self.multi_value)
+        for name, delimiter in multi.items():
+            if not isinstance(delimiter, str) or not delimiter:
+                raise InvalidParameterError(
+                    f"multi_value[{name!r}] must be a non-empty delimiter string, got {delimiter!r}"
+                )
+        object.__setattr__(self, "multi_value", multi)
+        binned_multi = sorted(set(multi) & set(bins))
+        if binned_multi:
+            raise InvalidParameterError(f"multi-value columns cannot have bins: {binned_multi}")
+        if self.privacy_unit is not None:
+            if not isinstance(self.privacy_unit, str) or not self.privacy_unit:
+                raise InvalidParameterError(f"privacy_unit must be a column name, got {self.privacy_unit!r}")
+            roles = [("columns", self.columns or ()), ("multi_value", tuple(multi)), ("bins", tuple(bins))]
+            roles.append(("sensitive_zeros", self.sensitive_zeros))
+            for what, names in roles:
+                if self.privacy_unit in names:
+                    raise InvalidParameterError(
+                        f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from {what}"
+                    )
+        v.integer("max_multi_values", self.max_multi_values, low=1)
+        if self.record_limit is not None:
+            v.integer("record_limit", self.record_limit, low=1)
         if self.columns is not None:
-            for what, names in (("sensitive_zeros", self.sensitive_zeros), ("bins", tuple(bins))):
+            names_by_role = (
+                ("sensitive_zeros", self.sensitive_zeros),
+                ("bins", tuple(bins)),
+                ("multi_value", tuple(multi)),
+            )
+            for what, names in names_by_role:
                 unknown = [c for c in names if c not in self.columns]
                 if unknown:
                     raise InvalidParameterError(f"{what} names columns not in columns: {unknown}")
 
     def with_columns(self, columns: tuple[str, ...]) -> DataConfig:
         """This config with ``columns`` set (used when the config left them to the input's schema)."""
-        return DataConfig(
-            columns=columns,
-            empty_values=self.empty_values,
-            zeros_are_empty=self.zeros_are_empty,
-            sensitive_zeros=self.sensitive_zeros,
-            bins=self.bins,
-        )
+        return dataclasses.replace(self, columns=columns)
+
+    @property
+    def merges_rows(self) -> bool:
+        """True when records are not rows: a privacy unit merges rows, or multi-value columns expand cells."""
+        return self.privacy_unit is not None or bool(self.multi_value)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,14 @@
-"""Prepare stage: a table becomes records of attributes (DESIGN.md section 2, notation).
+"""Prepare stage: a table becomes records of attributes (DESIGN.md section 2, notation; issue 9).
 
-``prepare(df, config)`` returns one string column per attribute column, in the config's order, where null means
-empty. Empty is: null, "", white space only, one of ``config.empty_values`` (compared after trimming), and "0"
-when ``config.zeros_are_empty`` and the column is not in ``config.sensitive_zeros``. Numeric columns with a
-:class:`~spark_dpsynth.params.BinSpec` are replaced by the label of their public bin; a value that does not
-parse as a number is empty. Everything is a Spark built-in expression (no Python UDF).
+``prepare(df, config)`` returns one column per attribute column, in the config's order. A single-value column
+is a string, null meaning empty. Empty is: null, "", white space only, one of ``config.empty_values`` (compared
+after trimming), and "0" when ``config.zeros_are_empty`` and the column is not in ``config.sensitive_zeros``.
+Numeric columns with a :class:`~spark_dpsynth.params.BinSpec` are replaced by the label of their public bin; a
+value that does not parse as a number is empty. A multi-value column is an ``array<string>`` of its distinct
+non-empty values, sorted. With a privacy unit, the rows of one person are merged first (see
+:func:`merge_privacy_units`). Everything is a Spark built-in expression (no Python UDF).
+
+:func:`expand_multi_value` turns the arrays into SDS's binary attribute columns ``f"{column}_{value}"``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,25 @@ from pyspark.sql import functions as F
 from spark_dpsynth.errors import SchemaError
 from spark_dpsynth.params import BinSpec, DataConfig
 
-__all__ = ["prepare", "resolve_columns", "bin_column", "empty_to_null"]
+__all__ = [
+    "prepare",
+    "resolve_columns",
+    "bin_column",
+    "empty_to_null",
+    "merge_privacy_units",
+    "check_privacy_units",
+    "expand_multi_value",
+    "derived_column_name",
+    "release_multi_values",
+    "prepare_for_release",
+    "join_multi_value",
+    "split_multi_value",
+    "CONFLICTS",
+]
+
+CONFLICTS = "__conflicts"
+"""Column of :func:`merge_privacy_units`: indices of the single-value columns whose values differ within the
+person's rows (an empty array when none)."""
 
 
 def resolve_columns(df_columns: list[str] | tuple[str, ...], config: DataConfig) -> DataConfig:
@@ -24,11 +46,24 @@ def resolve_columns(df_columns: list[str] | tuple[str, ...], config: DataConfig)
     Column names are matched exactly. Raises SchemaError naming the unknown columns (schema facts, not data).
     """
     available = list(df_columns)
-    columns = config.columns if config.columns is not None else tuple(available)
+    unit = config.privacy_unit
+    if unit is not None and unit not in available:
+        raise SchemaError(
+            f"unknown privacy unit column {unit!r}; the input has {_describe_columns(available)}"
+        )
+    if config.columns is not None:
+        columns = config.columns
+    else:
+        columns = tuple(c for c in available if c != unit)
     missing = [c for c in columns if c not in available]
     if missing:
         raise SchemaError(f"unknown column(s) {missing}; the input has {_describe_columns(available)}")
-    for what, names in (("sensitive_zeros", config.sensitive_zeros), ("bins", tuple(config.bins))):
+    roles = (
+        ("sensitive_zeros", config.sensitive_zeros),
+        ("bins", tuple(config.bins)),
+        ("multi_value", tuple(config.multi_value)),
+    )
+    for what, names in roles:
         unknown = [c for c in names if c not in columns]
         if unknown:
             raise SchemaError(f"{what} names column(s) {unknown} that are not attribute columns")
@@ -72,26 +107,228 @@ def bin_column(value: Column, spec: BinSpec) -> Column:
 
 
 def prepare(df: DataFrame, config: DataConfig) -> DataFrame:
-    """Select, clean and bin the attribute columns.
+    """Select, clean and bin the attribute columns; split multi-value cells; merge each person's rows.
 
     Args:
         df: the sensitive table, any schema.
-        config: which columns, what is empty, public bins.
+        config: which columns, what is empty, public bins, multi-value columns, privacy unit, record limit.
 
     Returns:
-        A DataFrame with exactly ``config.columns`` (resolved against ``df``), each a nullable string column;
-        null means the record has no attribute in that column.
+        A DataFrame with exactly ``config.columns`` (resolved against ``df``): a nullable string per single-value
+        column (null: the record has no attribute there) and an ``array<string>`` per multi-value column (its
+        distinct values, sorted; empty: none). With a privacy unit: one row per person and a last column
+        :data:`CONFLICTS` (see :func:`merge_privacy_units`); call :func:`check_privacy_units` before counting.
 
     Raises:
         SchemaError: a configured column is not in ``df`` (checked on the schema, before data is read).
     """
     config = resolve_columns(df.columns, config)
     assert config.columns is not None
+    if config.record_limit is not None:
+        df = df.limit(config.record_limit)
     out = []
     for name in config.columns:
         zero_empty = config.zeros_are_empty and name not in config.sensitive_zeros
-        value = empty_to_null(F.col(f"`{name}`"), config.empty_values, zero_empty)
+        raw = F.col(f"`{name}`")
+        if name in config.multi_value:
+            out.append(
+                _split_values(raw, config.multi_value[name], config.empty_values, zero_empty).alias(name)
+            )
+            continue
+        value = empty_to_null(raw, config.empty_values, zero_empty)
         if name in config.bins:
             value = bin_column(value, config.bins[name])
         out.append(value.alias(name))
-    return df.select(*out)
+    if config.privacy_unit is None:
+        return df.select(*out)
+    unit = F.col(f"`{config.privacy_unit}`").cast("string").alias("__unit")
+    return merge_privacy_units(df.select(unit, *out), config)
+
+
+def _split_values(raw: Column, delimiter: str, empty_values: tuple[str, ...], zero_is_empty: bool) -> Column:
+    """The distinct non-empty values of a multi-value cell, sorted (an empty array when there are none)."""
+    # split's pattern is a regex: quote the delimiter; limit -1 keeps trailing empty pieces (dropped below).
+    parts = F.split(F.coalesce(raw.cast("string"), F.lit("")), _regex_quote(delimiter), -1)
+    empties = [""] + list(empty_values) + (["0"] if zero_is_empty else [])
+    kept = F.filter(F.transform(parts, lambda x: F.trim(x)), lambda x: ~x.isin(*empties))
+    return F.array_sort(F.array_distinct(kept))
+
+
+def _regex_quote(text: str) -> str:
+    return "".join("\\" + ch if not ch.isalnum() else ch for ch in text)
+
+
+def merge_privacy_units(prepared: DataFrame, config: DataConfig) -> DataFrame:
+    """One record per person: the rows of ``prepared`` grouped by its ``__unit`` column (SDS's subject_id join).
+
+    A single-value column takes the person's non-empty value (empty when every row is empty); when its non-empty
+    values differ, the column's index goes into :data:`CONFLICTS`. A multi-value column takes the union of the
+    person's values. The unit column is dropped: it is never an attribute.
+
+    Returns:
+        ``config.columns`` as in :func:`prepare`, then :data:`CONFLICTS` (``array<int>``).
+    """
+    assert config.columns is not None
+    aggs = []
+    flags = []
+    for j, name in enumerate(config.columns):
+        col = F.col(f"`{name}`")
+        if name in config.multi_value:
+            aggs.append(F.array_sort(F.array_distinct(F.flatten(F.collect_list(col)))).alias(name))
+        else:
+            aggs.append(F.min(col).alias(name))
+            aggs.append(F.max(col).alias(f"__max{j}"))
+            flags.append(j)
+    merged = prepared.groupBy("__unit").agg(*aggs)
+    checks = [F.when(F.col("__unit").isNull(), F.lit(-1))]
+    checks += [F.when(F.col(f"`{config.columns[j]}`") != F.col(f"__max{j}"), F.lit(j)) for j in flags]
+    conflicts = F.array_compact(F.array(*checks))
+    return merged.select(
+        *[F.col(f"`{c}`") for c in config.columns], conflicts.cast("array<int>").alias(CONFLICTS)
+    )
+
+
+def check_privacy_units(prepared: DataFrame, config: DataConfig) -> None:
+    """Raise when a person's rows hold different values in a single-value column (one Spark job).
+
+    Raises:
+        SchemaError: naming the columns (never a value or a person) and how to fix it.
+    """
+    assert config.columns is not None
+    rows = prepared.select(F.explode(CONFLICTS).alias("j")).distinct().collect()
+    found = {int(r["j"]) for r in rows}
+    if -1 in found:
+        raise SchemaError(
+            f"some rows have an empty privacy unit ({config.privacy_unit!r}); every row must name its person "
+            "(filter them out with row_filter, or give each its own id)"
+        )
+    bad = sorted(config.columns[j] for j in found)
+    if bad:
+        raise SchemaError(
+            f"column(s) {bad} have different values within the rows of one privacy unit "
+            f"({config.privacy_unit!r}); declare them multi-value (multi_value / --multi-value COLUMN:DELIM) "
+            "or leave them out of the attribute columns"
+        )
+
+
+def derived_column_name(column: str, value: str) -> str:
+    """SDS's name of the binary attribute column of ``value`` in multi-value ``column``: ``f"{column}_{value}"``."""
+    return f"{column}_{value}"
+
+
+def expand_multi_value(
+    prepared: DataFrame, config: DataConfig, values: dict[str, tuple[str, ...]]
+) -> tuple[DataFrame, tuple[str, ...], dict[str, tuple[str, str]]]:
+    """Replace each multi-value array column by one binary attribute column per value (value "1" or null).
+
+    Args:
+        prepared: the output of :func:`prepare`.
+        config: its resolved config.
+        values: multi-value column -> the values that get a column, in order (from the data on the private
+            path, where unreleased ones are dropped later; from a release's manifest elsewhere).
+
+    Returns:
+        (DataFrame with the attribute columns, their names in order, derived name -> (column, value)). A
+        multi-value column's derived columns take its place in the column order.
+
+    Raises:
+        SchemaError: a derived name equals another column's name (the message names the multi-value column
+            only, never a value).
+    """
+    assert config.columns is not None
+    out: list[Column] = []
+    names: list[str] = []
+    derived: dict[str, tuple[str, str]] = {}
+    for name in config.columns:
+        if name not in config.multi_value:
+            out.append(F.col(f"`{name}`"))
+            names.append(name)
+            continue
+        for value in values.get(name, ()):
+            new = derived_column_name(name, value)
+            if new in derived or new in config.columns:
+                raise SchemaError(
+                    f"a value of multi-value column {name!r} gives a derived column name that another column "
+                    "already has; rename the column"
+                )
+            derived[new] = (name, value)
+            out.append(F.when(F.array_contains(F.col(f"`{name}`"), F.lit(value)), F.lit("1")).alias(new))
+            names.append(new)
+    return prepared.select(*out), tuple(names), derived
+
+
+def release_multi_values(manifest: dict) -> dict[str, tuple[str, ...]]:  # type: ignore[type-arg]
+    """Multi-value column -> its released values, in the release's column order (from the manifest)."""
+    out: dict[str, list[str]] = {}
+    for meta in (manifest.get("multi_value_columns") or {}).values():
+        out.setdefault(str(meta["column"]), []).append(str(meta["value"]))
+    return {c: tuple(v) for c, v in out.items()}
+
+
+def prepare_for_release(
+    df: DataFrame, config: DataConfig, release_columns: tuple[str, ...], manifest: dict
+) -> DataFrame:  # type: ignore[type-arg]
+    """The sensitive table as records in a release's columns (for evaluation; not private).
+
+    :func:`prepare`, then the multi-value columns expanded to the release's derived columns only.
+
+    Raises:
+        SchemaError: the configured columns do not give the release's columns.
+    """
+    config = resolve_columns(df.columns, config)
+    prepared = prepare(df, config)
+    _, names, _ = expand_multi_value(prepared.limit(0), config, release_multi_values(manifest))
+    missing = [c for c in release_columns if c not in names]
+    if missing:
+        raise SchemaError(f"the release's column(s) {missing} do not follow from the configured columns")
+    expanded, _, _ = expand_multi_value(prepared, config, release_multi_values(manifest))
+    return expanded.select(*[F.col(f"`{c}`") for c in release_columns])
+
+
+def join_multi_value(synthetic: DataFrame, release_columns: tuple[str, ...], manifest: dict) -> DataFrame:  # type: ignore[type-arg]
+    """Synthetic records with each multi-value column's binary columns joined back into one column.
+
+    The joined column holds the values whose binary column is "1", in the release's order, separated by the
+    column's delimiter (null when none), at the place of its first binary column (SDS's
+    ``join_multi_value_columns``). Columns of other kinds are unchanged. Post-processing of public data.
+    """
+    meta = manifest.get("multi_value_columns") or {}
+    out: list[Column] = []
+    done: set[str] = set()
+    for name in release_columns:
+        if name not in meta:
+            out.append(F.col(f"`{name}`"))
+            continue
+        source = str(meta[name]["column"])
+        if source in done:
+            continue
+        done.add(source)
+        parts = [
+            F.when(F.col(f"`{c}`") == "1", F.lit(str(m["value"])))
+            for c in release_columns
+            if (m := meta.get(c)) is not None and str(m["column"]) == source
+        ]
+        joined = F.concat_ws(str(meta[name]["delimiter"]), *parts)
+        out.append(F.when(joined == "", F.lit(None).cast("string")).otherwise(joined).alias(source))
+    return synthetic.select(*out)
+
+
+def split_multi_value(synthetic: DataFrame, release_columns: tuple[str, ...], manifest: dict) -> DataFrame:  # type: ignore[type-arg]
+    """The inverse of :func:`join_multi_value`: synthetic records in the release's columns.
+
+    A table already in the release's columns is returned unchanged.
+    """
+    if all(c in synthetic.columns for c in release_columns):
+        return synthetic.select(*[F.col(f"`{c}`") for c in release_columns])
+    meta = manifest.get("multi_value_columns") or {}
+    out = []
+    for name in release_columns:
+        m = meta.get(name)
+        if m is None:
+            out.append(F.col(f"`{name}`"))
+            continue
+        values = F.split(
+            F.coalesce(F.col(f"`{m['column']}`"), F.lit("")), _regex_quote(str(m["delimiter"])), -1
+        )
+        out.append(F.when(F.array_contains(values, F.lit(str(m["value"]))), F.lit("1")).alias(name))
+    return synthetic.select(*out)

@@ -203,12 +203,17 @@ class Release:
 
     @classmethod
     def load(cls, path: str, spark: SparkSession) -> Release:
-        """Read a release written by :meth:`save`.
+        """Read a release written by :meth:`save`, or an SDS aggregates file (``.tsv`` or ``.json``, see
+        :mod:`spark_dpsynth.sds_format`).
 
         Raises:
             ReleaseError: the directory, its manifest or its aggregates are missing or unreadable.
         """
         path = _local(path)
+        if os.path.isfile(path) and path.endswith((".tsv", ".json", ".txt", ".csv")):
+            from spark_dpsynth.sds_format import read_sds
+
+            return read_sds(path)
         manifest_path = os.path.join(path, "manifest.json")
         if not os.path.isfile(manifest_path):
             raise ReleaseError(f"no release at {path!r} (manifest.json is missing)")

@@ -43,7 +43,7 @@ def test_schema_help_gives_meaning_and_default() -> None:
         ({"outputs": {}}, "unknown key(s) ['outputs'] in [top level]; allowed: "),
         (
             {"output": {"dir": "x"}},
-            "unknown key(s) ['dir'] in [output]; allowed: ['format', 'overwrite', 'path', ",
+            "unknown key(s) ['dir'] in [output]; allowed: ['format', 'join_multi_value', 'overwrite', 'path', ",
         ),
         (
             {"input": {"format": "orc"}},

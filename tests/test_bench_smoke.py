@@ -1,0 +1,116 @@
+"""The scale benchmark's data builders, measurement helpers and table printer on tiny inputs (no Spark, no timing)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def scale():
+    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "scale.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_scale"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tiny() -> pd.DataFrame:
+    return pd.DataFrame({"a": [str(i % 7) for i in range(40)], "b": [f"v{i % 3}" for i in range(40)]})
+
+
+def test_swap_cells_keeps_each_column_multiset(scale) -> None:
+    df = _tiny()
+    out = scale.swap_cells(df, 0.5, np.random.default_rng(1))
+    assert out.shape == df.shape
+    for c in df.columns:
+        assert Counter(out[c]) == Counter(df[c])
+    assert not out.equals(df)
+
+
+def test_replicate_is_seeded_and_keeps_the_first_copy(scale) -> None:
+    df = _tiny()
+    a = scale.replicate(df, 100, 0.1, seed=3, perturb_first=False)
+    b = scale.replicate(df, 100, 0.1, seed=3, perturb_first=False)
+    assert len(a) == 100 and a.equals(b)
+    assert a.iloc[: len(df)].equals(df)
+    c = scale.replicate(df, 100, 0.1, seed=4, perturb_first=True)
+    assert len(c) == 100 and not c.equals(a)
+
+
+def test_nist_configuration_has_19_columns_and_their_bins(scale) -> None:
+    data, params = scale.data_config(scale.DATASETS["nist_tx"])
+    assert data.columns == scale.NIST_COLUMNS and len(data.columns) == 19
+    assert set(data.bins) <= set(data.columns) and "AGEP" in data.bins
+    assert params.reporting_length == 3
+    accuracy, fabrication, delta = scale.spec_modes(scale.DATASETS["adult_1m"])
+    assert (accuracy, fabrication, delta) == ("prioritize_long_combinations", "balanced", 1e-6)
+
+
+def test_ensure_raw_writes_a_cached_parquet_file(scale, tmp_path: Path) -> None:
+    spec = scale.DatasetSpec("tiny", None, None, 40, 10, lambda rows: _tiny().iloc[:rows])
+    path = scale.ensure_raw(tmp_path, spec, 10)
+    assert path.exists() and pd.read_parquet(path).shape == (10, 2)
+    assert scale.ensure_raw(tmp_path, spec, 10) == path
+
+
+def test_tree_sampler_measures_this_process(scale) -> None:
+    sampler = scale.TreeSampler(os.getpid())
+    sampler.sample()
+    assert sampler.peak["root"] > 0 and sampler.cpu_seconds > 0
+
+
+def test_same_release_compares_saved_releases(scale, tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        {"k": [1, 2], "columns": [["a"], ["a", "b"]], "values": [["x"], ["x", "y"]], "count": [5, 3]}
+    )
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        frame.to_parquet(tmp_path / name / "aggregates.parquet")
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"epsilon": 4.0}))
+    assert scale.same_release(str(tmp_path / "one"), str(tmp_path / "two"))
+    frame.assign(count=[5, 4]).to_parquet(tmp_path / "two" / "aggregates.parquet")
+    assert not scale.same_release(str(tmp_path / "one"), str(tmp_path / "two"))
+
+
+def test_results_table_and_targets(scale) -> None:
+    ours = {
+        "master": "local[2]", "aggregate_seconds": 2.0, "cold_aggregate_seconds": 9.0, "python_hwm_mb": 300.0,
+        "jvm_hwm_mb": 900.0, "sampled_peak_rss_mb": {"total": 1500.0}, "cpu_seconds": 20.0,
+        "driver_memory": "2g", "executor_memory": "in the driver JVM (local mode)",
+        "released_tuples": {"1": 10, "2": 50, "3": 90},
+        "synthesis": {"model": {"seconds": 1.0, "rows": 1000, "rows_per_second": 1000.0}},
+    }  # fmt: skip
+    pac = {
+        "aggregate_seconds": 3.0, "cold_aggregate_seconds": 4.0, "python_hwm_mb": 700.0, "cpu_seconds": 6.0,
+        "threads": 2, "released_tuples": {"1": 10, "2": 51, "3": 92},
+        "synthesis": {"sds": {"seconds": 10.0, "rows": 100, "rows_per_second": 10.0}},
+    }  # fmt: skip
+    results = {
+        "settings": {"reporting_length": 3, "epsilon": 4.0, "pacsynth_sample_rows": 100},
+        "machine": {"cores": 2, "memory_gb": 24, "load_before": "0.1", "load_after": "0.2", "python": "3.11",
+                    "pyspark": "4.1.1", "pacsynth": "0.0.8"},
+        "datasets": [
+            {"dataset": "nist_tx27k", "rows": 1000, "columns": 19, "record_tuples": 969_000, "ours": ours,
+             "pacsynth": pac},
+            {"dataset": "adult_1m", "rows": 1000, "columns": 15, "record_tuples": 455_000, "ours": ours,
+             "pacsynth": {"not_run": "not run (est. 39 GB)"}},
+        ],
+    }  # fmt: skip
+    results["targets"] = scale.evaluate_targets(results)
+    met = {t["target"].split(" ")[0]: t["met"] for t in results["targets"]}
+    assert met["nist_tx27k"] is True and met["adult_1m"] is True and met["synthesis"] is True
+    table = scale.results_table(results)
+    assert "| nist_tx27k | 1,000 x 19 | spark_dpsynth local[2] | 2.0 |" in table
+    assert "not run (est. 39 GB)" in table and "1.50x" in table and "100x" in table
