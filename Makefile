@@ -60,7 +60,7 @@ bench-quality: check-java $(STAMP)
 
 # Scale and speed against pac-synth (issue 6): NIST TX 2019 (9k and 27k rows), Adult replicated to 1M rows,
 # military (1.4M rows); local[1] vs local[2]; a spark-submit run on a standalone master + 2 workers. Prints a
-# markdown table, writes $(OUTPUT)/bench/scale.json. About 15 minutes on 2 cores. pac-synth runs from its own
+# markdown table, writes $(OUTPUT)/bench/scale.json. 6-10 minutes on 2 cores. pac-synth runs from its own
 # environment (.venv-bench, `make bench-env`), never from the project's. BENCH_ARGS="--quick --skip-cluster"
 # (or --datasets, --skip-pacsynth, --skip-scaling) runs pieces.
 BENCH_VENV  := .venv-bench
