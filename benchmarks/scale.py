@@ -49,14 +49,12 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -706,99 +704,6 @@ def _tag(master: str) -> str:
 # -------------------------------------------------------------------------------------- standalone cluster
 
 
-def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_for(log: Path, text: str, count: int, timeout: float, procs: list[subprocess.Popen]) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.exists() and log.read_text(errors="replace").count(text) >= count:
-            return
-        dead = [p.args for p in procs if p.poll() is not None]
-        if dead:
-            raise RuntimeError(f"a cluster process exited: {dead}; see {log}")
-        time.sleep(0.5)
-    raise TimeoutError(f"{text!r} x{count} not in {log} after {timeout} s")
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    """Stop the processes started here (each its own process group), workers first."""
-    for p in reversed(procs):
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-    for p in reversed(procs):
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
-
-
-@contextmanager
-def standalone_cluster(work: Path, workers: int = 2) -> Iterator[str]:
-    """A master and ``workers`` 1-core workers on 127.0.0.1, from the installed PySpark; yields the master URL."""
-    spark_class = str(_spark_home() / "bin" / "spark-class")
-    logs = work / "cluster-logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    env = _cluster_env(work)
-    port = _free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs: list[subprocess.Popen] = []
-    try:
-        master_log = logs / "master.log"
-        with open(master_log, "wb") as out:
-            procs.append(
-                subprocess.Popen(
-                    [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                     "--port", str(port), "--webui-port", str(_free_port())],
-                    stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                )
-            )  # fmt: skip
-        _wait_for(master_log, "I have been elected leader", 1, 120, procs)
-        for i in range(workers):
-            with open(logs / f"worker{i}.log", "wb") as out:
-                procs.append(
-                    subprocess.Popen(
-                        [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                         "--cores", "1", "--memory", "2g", "--webui-port", str(_free_port()),
-                         "--work-dir", str(work / f"cluster-work{i}"), url],
-                        stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                    )
-                )  # fmt: skip
-        _wait_for(master_log, "Registering worker 127.0.0.1", workers, 120, procs)
-        yield url
-    finally:
-        _stop(procs)
-
-
-def _cluster_env(work: Path) -> dict[str, str]:
-    env = _child_env()
-    env.update(
-        SPARK_HOME=str(_spark_home()), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(work / "cluster-logs")
-    )
-    return env
-
-
-def _package_zip(work: Path) -> Path:
-    """spark_dpsynth as a zip for --py-files (what the README tells users to ship)."""
-    import zipfile
-
-    path = work / "spark_dpsynth.zip"
-    with zipfile.ZipFile(path, "w") as z:
-        for f in sorted((ROOT / "spark_dpsynth").glob("*.py")) + [ROOT / "spark_dpsynth" / "py.typed"]:
-            z.write(f, f"spark_dpsynth/{f.name}")
-    return path
-
-
 def run_cluster(args: argparse.Namespace, work: Path, local_release: Path | None) -> dict[str, Any]:
     """The aggregation sent with spark-submit to a standalone master + 2 workers; its release vs local mode."""
     spec = DATASETS[args.cluster_dataset]
@@ -808,10 +713,13 @@ def run_cluster(args: argparse.Namespace, work: Path, local_release: Path | None
     label = f"{spec.name}-ours-cluster"
     result_path = work / f"{label}.json"
     result_path.unlink(missing_ok=True)
-    with standalone_cluster(work) as url:
+    from standalone import cluster_env, package_zip, spark_home, standalone_cluster
+
+    env = cluster_env(_child_env(), work / "cluster-logs")
+    with standalone_cluster(work, env) as url:
         command = [
-            str(_spark_home() / "bin" / "spark-submit"), "--master", url,
-            "--py-files", str(_package_zip(work)),
+            str(spark_home() / "bin" / "spark-submit"), "--master", url,
+            "--py-files", str(package_zip(work)),
             "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=1g",
             "--conf", f"spark.sql.files.maxPartitionBytes={2 << 20}",
             "--conf", f"spark.driver.memory={args.driver_memory}",
@@ -821,7 +729,7 @@ def run_cluster(args: argparse.Namespace, work: Path, local_release: Path | None
             "--release-out", str(release_dir), "--scratch", str(work / "scratch" / label),
         ]  # fmt: skip
         print(f"bench: {label} on {url} ...", file=sys.stderr, flush=True)
-        measured = run_measured(command, _cluster_env(work), args.timeout, work / "logs" / f"{label}.log")
+        measured = run_measured(command, env, args.timeout, work / "logs" / f"{label}.log")
         executors = sorted(str(p.parent) for p in work.glob("cluster-work*/app-*/*/stderr"))
     out: dict[str, Any] = {"label": label, "dataset": spec.name, "rows": rows, "master": url, **measured}
     if measured["returncode"] == 0 and result_path.exists():

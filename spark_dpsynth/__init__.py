@@ -28,37 +28,99 @@ Example::
     synthetic = synthesize(release, SynthesisParams(), spark)
 """
 
-from spark_dpsynth.class_conditional import (
-    ClassConditionalParams,
-    fit_class_conditional,
-    sample_class_conditional,
-)
-from spark_dpsynth.errors import (
-    BudgetError,
-    ConfigError,
-    DPSynthError,
-    InvalidParameterError,
-    OutputExistsError,
-    ReleaseError,
-    SchemaError,
-    SparkSetupError,
-)
-from spark_dpsynth.evaluation import evaluate, train_synthetic_test_real, true_aggregates, write_metrics
-from spark_dpsynth.io import OutputStage, read_input
-from spark_dpsynth.marginals import dp_aggregate
-from spark_dpsynth.params import (
-    AccuracyMode,
-    AggregationParams,
-    BinSpec,
-    DataConfig,
-    FabricationMode,
-    SynthesisParams,
-)
-from spark_dpsynth.prepare import join_multi_value, prepare
-from spark_dpsynth.release import Marginal, Release
-from spark_dpsynth.report import write_report
-from spark_dpsynth.sds_format import read_sds, write_sds_files
-from spark_dpsynth.synthesis import synthesize
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Public name -> module. The modules are imported on first use (PEP 562): each Spark Python worker imports this
+# package to run our kernels, and importing every module (scipy.stats, scikit-learn, matplotlib) cost ~1 s per
+# worker (issue 6).
+_EXPORTS = {
+    "ClassConditionalParams": "class_conditional",
+    "fit_class_conditional": "class_conditional",
+    "sample_class_conditional": "class_conditional",
+    "BudgetError": "errors",
+    "ConfigError": "errors",
+    "DPSynthError": "errors",
+    "InvalidParameterError": "errors",
+    "OutputExistsError": "errors",
+    "ReleaseError": "errors",
+    "SchemaError": "errors",
+    "SparkSetupError": "errors",
+    "evaluate": "evaluation",
+    "train_synthetic_test_real": "evaluation",
+    "true_aggregates": "evaluation",
+    "write_metrics": "evaluation",
+    "OutputStage": "io",
+    "read_input": "io",
+    "dp_aggregate": "marginals",
+    "AccuracyMode": "params",
+    "AggregationParams": "params",
+    "BinSpec": "params",
+    "DataConfig": "params",
+    "FabricationMode": "params",
+    "SynthesisParams": "params",
+    "join_multi_value": "prepare",
+    "Marginal": "release",
+    "Release": "release",
+    "write_report": "report",
+    "read_sds": "sds_format",
+    "write_sds_files": "sds_format",
+    "synthesize": "synthesis",
+}
+
+if TYPE_CHECKING:
+    from spark_dpsynth.class_conditional import (
+        ClassConditionalParams,
+        fit_class_conditional,
+        sample_class_conditional,
+    )
+    from spark_dpsynth.errors import (
+        BudgetError,
+        ConfigError,
+        DPSynthError,
+        InvalidParameterError,
+        OutputExistsError,
+        ReleaseError,
+        SchemaError,
+        SparkSetupError,
+    )
+    from spark_dpsynth.evaluation import evaluate, train_synthetic_test_real, true_aggregates, write_metrics
+    from spark_dpsynth.io import OutputStage, read_input
+    from spark_dpsynth.marginals import dp_aggregate
+    from spark_dpsynth.params import (
+        AccuracyMode,
+        AggregationParams,
+        BinSpec,
+        DataConfig,
+        FabricationMode,
+        SynthesisParams,
+    )
+    from spark_dpsynth.prepare import join_multi_value
+    from spark_dpsynth.release import Marginal, Release
+    from spark_dpsynth.report import write_report
+    from spark_dpsynth.sds_format import read_sds, write_sds_files
+    from spark_dpsynth.synthesis import synthesize
+
+
+# Imported now: ``prepare`` is both a function and a submodule, and importing the submodule later would make the
+# package attribute the module. (It needs only the parameters and Spark SQL, which every Spark worker has loaded.)
+from spark_dpsynth.prepare import prepare  # noqa: E402
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"spark_dpsynth.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __version__ = "0.1.0"
 

@@ -407,3 +407,16 @@ def bounded_counts(
         kept_valid = np.take_along_axis(valid_big[rows], keep, axis=1)
         kept_pos = np.take_along_axis(pos_big[rows], keep, axis=1)
         out += np.bincount(kept_pos[kept_valid], minlength=out.shape[0]).astype(np.int64)
+
+
+# ----------------------------------------------------------------- executor-side helpers of the Spark backend
+
+
+def batch_arrays(b, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001 - arrow batch
+    """(codes (P, d) int32, multiplicity (P,) int64, record hash (P,) uint64) of an encoded Arrow batch."""
+    codes = np.empty((b.num_rows, d), dtype=np.int32)
+    for j in range(d):
+        codes[:, j] = b.column(j).to_numpy(zero_copy_only=False)
+    mult = b.column(d).to_numpy(zero_copy_only=False).astype(np.int64)
+    rh = b.column(d + 1).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+    return codes, mult, rh

@@ -512,17 +512,11 @@ def _with_person(df, data: DataConfig, unit: str | None):  # noqa: ANN001, ANN20
     """
     from pyspark.sql import functions as F
 
-    from spark_dpsynth.prepare import bin_column, empty_to_null
+    from spark_dpsynth.prepare import select_attributes
 
-    out = []
-    for name in data.columns or ():
-        zero_empty = data.zeros_are_empty and name not in data.sensitive_zeros
-        value = empty_to_null(F.col(f"`{name}`"), data.empty_values, zero_empty)
-        if name in data.bins:
-            value = bin_column(value, data.bins[name])
-        out.append(value.alias(name))
     person = F.coalesce(F.col(f"`{unit}`").cast("string"), F.lit(EMPTY)) if unit else F.lit("")
-    return df.select(*out, person.alias(_PERSON))
+    prepared = select_attributes(df, data, ((_PERSON, person),))
+    return prepared.select(*[F.col(f"`{c}`") for c in data.columns or ()], _PERSON)
 
 
 def true_histograms(

@@ -344,19 +344,19 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
             raise InvalidParameterError(
                 "the class_conditional synthesizer takes one row per record: no privacy_unit or multi_value"
             )
-        from spark_dpsynth.class_conditional import ClassConditionalParams, fit_class_conditional, save_model
+        from spark_dpsynth import class_conditional
 
-        params = ClassConditionalParams(
+        params = class_conditional.ClassConditionalParams(
             epsilon=config.aggregate.epsilon,
             label=config.label,
             delta=config.aggregate.delta,
             number_of_records_epsilon_proportion=config.aggregate.number_of_records_epsilon_proportion,
             seed=config.aggregate.seed,
         )
-        model, release = fit_class_conditional(df, params, data)
+        cc_model, release = class_conditional.fit_class_conditional(df, params, data)
         path = stage.path("release")
         release.save(path, spark)
-        save_model(model, path)
+        class_conditional.save_model(cc_model, path)
         return release
     if not data.multi_value:
         config.aggregate.check_columns(len(data.columns or ()))

@@ -487,16 +487,6 @@ def parallelism(spark) -> int:  # noqa: ANN001 - SparkSession (classic or Connec
         return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
 
 
-def _batch_arrays(b, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001 - arrow batch
-    """(codes (P, d) int32, multiplicity (P,) int64, record hash (P,) uint64) of an encoded Arrow batch."""
-    codes = np.empty((b.num_rows, d), dtype=np.int32)
-    for j in range(d):
-        codes[:, j] = b.column(j).to_numpy(zero_copy_only=False)
-    mult = b.column(d).to_numpy(zero_copy_only=False).astype(np.int64)
-    rh = b.column(d + 1).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
-    return codes, mult, rh
-
-
 class _SparkBackend:
     """Encoded patterns in a cached Spark DataFrame; kernels run in ``mapInArrow``.
 
@@ -582,7 +572,7 @@ class _SparkBackend:
         d = len(self._columns)
 
         def arrays(batches: Iterator[pa.RecordBatch]) -> tuple[np.ndarray, np.ndarray]:
-            return task(_batch_arrays(b, d) for b in batches)
+            return task(_counting.batch_arrays(b, d) for b in batches)
 
         if self._partitions * width <= _DIRECT_SUM_PAIRS:
 

@@ -23,6 +23,7 @@ __all__ = [
     "prepare",
     "resolve_columns",
     "bin_column",
+    "select_attributes",
     "empty_to_null",
     "merge_privacy_units",
     "check_privacy_units",
@@ -91,10 +92,16 @@ def empty_to_null(col: Column, empty_values: tuple[str, ...], zero_is_empty: boo
     return F.when(s.isNull() | s.isin(*empties), F.lit(None).cast("string")).otherwise(s)
 
 
-def bin_column(value: Column, spec: BinSpec) -> Column:
-    """Label of the public bin holding ``value`` (a trimmed string or null), or null if it is not a number."""
+def bin_column(value: Column, spec: BinSpec, number: Column | None = None) -> Column:
+    """Label of the public bin holding ``value`` (a trimmed string or null), or null if it is not a number.
+
+    ``number``: ``value`` already cast to double (a column computed in an earlier ``select``). The label compares
+    the number with every edge, and Spark does not share a ``try_cast`` between those comparisons: with
+    ``number`` given the cast runs once per value (:func:`select_attributes` does this), without it once per
+    edge.
+    """
     # try_cast: under ANSI mode a failed cast raises an error that quotes the value; here it is simply empty.
-    x = value.try_cast("double")
+    x = number if number is not None else value.try_cast("double")
     labels = spec.interval_labels()
     expr = F.when(x < F.lit(spec.edges[0]), F.lit(labels[0]))
     for i in range(1, len(spec.edges)):
@@ -104,6 +111,48 @@ def bin_column(value: Column, spec: BinSpec) -> Column:
     if spec.passthrough:
         binned = F.when(value.isin(*spec.passthrough), value).otherwise(binned)
     return binned
+
+
+def select_attributes(
+    df: DataFrame, config: DataConfig, extra: tuple[tuple[str, Column], ...] = ()
+) -> DataFrame:
+    """``df`` reduced to the cleaned and binned single-value columns and the split multi-value columns.
+
+    Two ``select`` steps: the first cleans every column (:func:`empty_to_null`) and casts each binned column
+    to double once; the second maps the numbers to their bin labels (:func:`bin_column`). Spark keeps the
+    two steps apart because the first step's numbers are used several times, so each value is trimmed and
+    parsed once instead of once per bin edge (issue 6: 4.5 s -> 0.8 s for Adult's 6 binned columns x 1M rows).
+
+    Args:
+        df: the table; ``config.columns`` must be resolved (:func:`resolve_columns`).
+        config: the data configuration.
+        extra: (name, column) pairs put in front of the attributes (e.g. the privacy unit).
+
+    Returns:
+        The ``extra`` columns, then ``config.columns`` in order: nullable strings (single-value) and
+        ``array<string>`` (multi-value).
+    """
+    assert config.columns is not None
+    first = [column.alias(name) for name, column in extra]
+    second = [F.col(f"`{name}`") for name, _ in extra]
+    for j, name in enumerate(config.columns):
+        zero_empty = config.zeros_are_empty and name not in config.sensitive_zeros
+        raw = F.col(f"`{name}`")
+        if name in config.multi_value:
+            first.append(
+                _split_values(raw, config.multi_value[name], config.empty_values, zero_empty).alias(name)
+            )
+            second.append(F.col(f"`{name}`"))
+            continue
+        value = empty_to_null(raw, config.empty_values, zero_empty)
+        first.append(value.alias(name))
+        if name in config.bins:
+            number = f"__dpsynth_number_{j}"
+            first.append(value.try_cast("double").alias(number))
+            second.append(bin_column(F.col(f"`{name}`"), config.bins[name], F.col(number)).alias(name))
+        else:
+            second.append(F.col(f"`{name}`"))
+    return df.select(*first).select(*second)
 
 
 def prepare(df: DataFrame, config: DataConfig) -> DataFrame:
@@ -126,23 +175,10 @@ def prepare(df: DataFrame, config: DataConfig) -> DataFrame:
     assert config.columns is not None
     if config.record_limit is not None:
         df = df.limit(config.record_limit)
-    out = []
-    for name in config.columns:
-        zero_empty = config.zeros_are_empty and name not in config.sensitive_zeros
-        raw = F.col(f"`{name}`")
-        if name in config.multi_value:
-            out.append(
-                _split_values(raw, config.multi_value[name], config.empty_values, zero_empty).alias(name)
-            )
-            continue
-        value = empty_to_null(raw, config.empty_values, zero_empty)
-        if name in config.bins:
-            value = bin_column(value, config.bins[name])
-        out.append(value.alias(name))
     if config.privacy_unit is None:
-        return df.select(*out)
-    unit = F.col(f"`{config.privacy_unit}`").cast("string").alias("__unit")
-    return merge_privacy_units(df.select(unit, *out), config)
+        return select_attributes(df, config)
+    unit = F.col(f"`{config.privacy_unit}`").cast("string")
+    return merge_privacy_units(select_attributes(df, config, (("__unit", unit),)), config)
 
 
 def _split_values(raw: Column, delimiter: str, empty_values: tuple[str, ...], zero_is_empty: bool) -> Column:

@@ -16,8 +16,9 @@ The Spark plan:
 2. ``spark.range(P, numPartitions=P).mapInArrow(...)``: task p takes its exact share of the records ("model",
    or "sds" with a target) or of the attribute budgets ("sds"), synthesizes with a generator seeded from
    (seed, p), and decodes value codes to strings; the encoded release or the model travels in the closure;
-3. a deterministic shuffle: each row gets a random 63-bit key from a generator seeded from (seed, p) in the
-   task; ``repartition(P, key)`` then a sort within partitions by (key, p, row index).
+3. in the same task, the partition's rows are put in a random order (a permutation drawn from a generator
+   seeded from (seed, p)): no shuffle stage, each partition is one task from the draw to the written file.
+   Every partition draws from the same model (or the same release), so any one of them is a sample of it.
 
 Privacy: synthesis reads the release and nothing else, so the synthetic data are DP by post-processing
 (DESIGN.md section 3): they cost no privacy budget beyond the release's. The seed drives utility randomness
@@ -55,11 +56,10 @@ _BUDGET_STREAM = 1
 _TARGET_STREAM = 2
 """Spawn key of the generator that spreads the remainder of the target number of records."""
 _SHUFFLE_STREAM = 3
-"""Spawn key of the per-partition generator of the random sort keys that shuffle the output."""
+"""Spawn key of the per-partition generator of the permutation that puts a partition's rows in random order."""
 _MODEL_STREAM = 4
 """Spawn key of the per-partition generator of "model" mode's records."""
 _BATCH_ROWS = 65536
-_PART, _ROW, _KEY = "__dpsynth_partition", "__dpsynth_row", "__dpsynth_key"
 
 
 def exact_split(
@@ -154,8 +154,8 @@ def synthesize(
 
     Returns:
         A DataFrame with exactly the columns ``release.columns``, in order, each a nullable string: the released
-        value, or null where the record has no value in that column. Rows come in a deterministic shuffled
-        order. "model": exactly the number of records above. "sds" with no target: data dependent (each row
+        value, or null where the record has no value in that column; P partitions, partition p holding the
+        records drawn by task p in a random order (deterministic given the seed). "model": exactly the number of records above. "sds" with no target: data dependent (each row
         spends at least one budget unit, so at most the total budget); with a target, exactly that many. The
         rows are drawn on the executors when the DataFrame is evaluated; nothing is collected to the driver.
 
@@ -225,19 +225,11 @@ def synthesize(
 
     task = _partition_task(draw, domains=release.domains, seed=seed, parts=parts)
     columns = [f"c{j}" for j in range(len(release.columns))]
-    schema = T.StructType(
-        [
-            T.StructField(_PART, T.IntegerType(), False),
-            T.StructField(_ROW, T.LongType(), False),
-            T.StructField(_KEY, T.LongType(), False),
-        ]
-        + [T.StructField(c, T.StringType(), True) for c in columns]
-    )
-    records = spark.range(parts, numPartitions=parts).mapInArrow(task, schema)
-    # the seed stays out of the plan: the sort keys are drawn in the tasks from seeded generators
+    schema = T.StructType([T.StructField(c, T.StringType(), True) for c in columns])
+    # the seed stays out of the plan: the permutation is drawn in the tasks from seeded generators
     out = (
-        records.repartition(parts, F.col(_KEY))
-        .sortWithinPartitions(_KEY, _PART, _ROW)
+        spark.range(parts, numPartitions=parts)
+        .mapInArrow(task, schema)
         .select(*[F.col(c).alias(name) for c, name in zip(columns, release.columns, strict=True)])
     )
     notify("synthesis: end, plan ready (records are drawn on the executors when the DataFrame is evaluated)")
@@ -260,7 +252,7 @@ def _partition_task(
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         dictionaries = [pa.array(list(dom), type=pa.string()) for dom in domains]
-        names = [_PART, _ROW, _KEY] + [f"c{j}" for j in range(len(domains))]
+        names = [f"c{j}" for j in range(len(domains))]
         for batch in batches:
             for part in batch.column(0).to_numpy().tolist():
                 codes = draw(int(part))
@@ -268,16 +260,11 @@ def _partition_task(
                 shuffle = np.random.default_rng(
                     np.random.SeedSequence([seed, part], spawn_key=(_SHUFFLE_STREAM,))
                 )
-                n_rows = int(codes.shape[0])
-                keys = np.asarray(shuffle.integers(0, np.iinfo(np.int64).max, size=n_rows, dtype=np.int64))
+                codes = codes[shuffle.permutation(codes.shape[0])]
                 for lo in range(0, codes.shape[0], _BATCH_ROWS):
                     sub = codes[lo : lo + _BATCH_ROWS]
                     n = sub.shape[0]
-                    arrays = [
-                        pa.array(np.full(n, part, dtype=np.int32)),
-                        pa.array(np.arange(lo, lo + n, dtype=np.int64)),
-                        pa.array(keys[lo : lo + n]),
-                    ]
+                    arrays = []
                     for j, dictionary in enumerate(dictionaries):
                         col = sub[:, j]
                         if len(dictionary) == 0:

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from pyspark.sql import functions as F
 
 from spark_dpsynth._noise import NoNoise
 from spark_dpsynth.marginals import _SparkBackend, aggregate_encoded, dp_aggregate
@@ -113,6 +114,36 @@ def test_binning_and_empty_values(spark) -> None:
     zeros = DataConfig(columns=("age", "w"), zeros_are_empty=True, sensitive_zeros=("age",))
     df0 = spark.createDataFrame([("0", "0")], "age string, w string")
     assert [tuple(r) for r in prepare(df0, zeros).collect()] == [("0", None)]
+
+
+def test_binned_columns_are_cast_once_and_keep_their_order(spark) -> None:
+    # select_attributes casts each binned column in a first select, bins in a second: the result must be the
+    # same as binning each value on its own, whatever the mix of binned, plain and passthrough columns
+    from spark_dpsynth.prepare import select_attributes
+
+    df = spark.createDataFrame(
+        [
+            ("N", "5", "a", "p1"),
+            ("NaN", " 70 ", "?", "p2"),
+            ("12.5", "x", "b", "p3"),
+            (None, "30", " ", "p4"),
+        ],
+        "hours string, age string, w string, id string",
+    )
+    config = DataConfig(
+        columns=("hours", "w", "age"),
+        empty_values=("?",),
+        bins={"hours": BinSpec((10, 20), passthrough=("N",)), "age": BinSpec((18, 65))},
+    )
+    got = [tuple(r) for r in select_attributes(df, config, (("unit", F.col("id")),)).collect()]
+    assert got == [
+        ("p1", "N", "a", "<18"),
+        ("p2", None, None, ">=65"),
+        ("p3", "[10, 20)", "b", None),
+        ("p4", None, None, "[18, 65)"),
+    ]
+    assert select_attributes(df, config).columns == ["hours", "w", "age"]
+    assert prepare(df, config).collect() == select_attributes(df, config).collect()
 
 
 def test_production_noise_is_not_test_mode(spark, seed_table) -> None:

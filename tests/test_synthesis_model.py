@@ -16,7 +16,10 @@ from pyspark.testing import assertDataFrameEqual
 
 from spark_dpsynth._release_model import (
     _ancestral,
+    _fit_margins,
+    _fit_margins_batch,
     _rake,
+    _rake_pool,
     _truncated_mean,
     estimate_marginals,
     fit_release_model,
@@ -116,6 +119,32 @@ def _noisy_manifest(release: Release, protected_n: int, noise: float, threshold_
     return Release(release.columns, release.domains, release.marginals, manifest)
 
 
+def test_batched_ipf_fits_each_table_like_the_single_table_ipf():
+    rng = np.random.default_rng(5)
+    tables, margins = [], []
+    for shape in [(2, 3, 4), (5, 1, 2), (3, 3, 3), (4, 2, 6), (2, 2, 2)]:
+        truth = rng.gamma(1.0, size=shape) * rng.integers(0, 2, size=shape)  # zeros: slow convergence
+        truth *= 100 / truth.sum()
+        axes_list = list(itertools.combinations(range(3), 2))
+        table_margins = [(axes, truth.sum(axis=3 - sum(axes))) for axes in axes_list]
+        tables.append(np.full(shape, 100 / math.prod(shape)))
+        margins.append(table_margins)
+    # one table whose margins disagree (no table meets them all): it runs every iteration
+    shape = (2, 2, 2)
+    tables.append(np.ones(shape))
+    margins.append(
+        [
+            ((0, 1), np.array([[9.0, 1.0], [1.0, 9.0]])),
+            ((0, 2), np.full((2, 2), 5.0)),
+            ((1, 2), np.eye(2) * 10),
+        ]
+    )
+    batched = _fit_margins_batch(tables, margins)
+    for table, table_margins, got in zip(tables, margins, batched, strict=True):
+        np.testing.assert_allclose(got, _fit_margins(table, None, table_margins), rtol=1e-5, atol=1e-6)
+    assert _fit_margins_batch([], []) == []
+
+
 def test_a_deficit_becomes_empty_only_beyond_a_suppressed_value():
     # W's deficit (about 100 of 400) is far beyond threshold_1 + 3 standard errors; the others have none
     rel = _noisy_manifest(EMPTY_RELEASE, len(EMPTY_RECORDS) + 30, noise=2.0, threshold_1=10.0)
@@ -140,6 +169,19 @@ def test_raking_meets_every_target_on_a_large_pool():
         key = np.ravel_multi_index(pool[:, list(subset)].T, target.shape)
         got = np.bincount(key, weights=weights, minlength=target.size).reshape(target.shape)
         np.testing.assert_allclose(got, target, atol=2e-3, err_msg=str(subset))
+
+
+def test_raking_distinct_records_with_multiplicities_gives_the_same_weights():
+    # EMPTY_RELEASE has 4 columns of few values: a 50,000-record pool has far fewer distinct records
+    model = fit_release_model(EMPTY_RELEASE)
+    pool = _ancestral(model, 50_000, np.random.default_rng(1))
+    assert 2 * len(np.unique(pool, axis=0)) <= len(pool)
+    np.testing.assert_allclose(_rake_pool(model, pool, 10), _rake(model, pool, 10), rtol=1e-9, atol=1e-15)
+    # no pool record fits the targets: both fall back to equal weights per pool record
+    silent = dataclasses.replace(
+        model, targets=tuple((subset, np.zeros_like(t)) for subset, t in model.targets)
+    )
+    np.testing.assert_allclose(_rake_pool(silent, pool, 2), np.full(len(pool), 1 / len(pool)))
 
 
 def test_records_are_complete_in_domain_and_exactly_n():
