@@ -444,6 +444,14 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
         profiler.disable()
         profiler.dump_stats(args.profile_out)
     result["cold_aggregate_seconds"] = time.perf_counter() - T_START
+    # --repeat: the same aggregation again in this session (JIT-compiled JVM, Python workers running)
+    warm = []
+    for _ in range(args.repeat - 1):
+        started = time.perf_counter()
+        dp_aggregate(spark.read.parquet(args.input), params, data)
+        warm.append(time.perf_counter() - started)
+    if warm:
+        result["warm_aggregate_seconds"] = min(warm)
     result["python_rss_after_aggregate_mb"] = _status_kb(os.getpid(), "VmHWM") / 1024
     result["released_tuples"] = release.sizes()
     result["sensitivities"] = release.manifest["sensitivities"]
@@ -841,17 +849,25 @@ def results_table(results: dict[str, Any]) -> str:
             "",
             f"Scaling ({scaling['dataset']}, aggregation only)",
             "",
-            "| master | job s | cold s | CPU s | speed-up vs local[1] | same release as local[2] |",
-            "|---|---:|---:|---:|---:|---|",
+            "| master | job s | cold s | CPU s | speed-up vs local[1] | warm job s | warm speed-up | same release "
+            "as local[2] |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
         ]
         for run in scaling["runs"]:
             if run.get("failed"):
-                lines.append(f"| {run['label']} | failed | | | | |")
+                lines.append(f"| {run['label']} | failed | | | | | | |")
                 continue
             lines.append(
                 f"| {run['master']} | {run['aggregate_seconds']:.1f} | {run['cold_aggregate_seconds']:.1f} | "
-                f"{run['cpu_seconds']:.0f} | {run.get('speedup', 1.0):.2f}x | {run.get('same_release', '-')} |"
+                f"{run['cpu_seconds']:.0f} | {run.get('speedup', 1.0):.2f}x | "
+                f"{_num(run.get('warm_aggregate_seconds'), '.1f')} | {_num(run.get('warm_speedup'), '.2f')}x | "
+                f"{run.get('same_release', '-')} |"
             )
+        lines += [
+            "",
+            "`job s`: the first aggregation of the process (as in the table above); `warm job s`: the fastest of "
+            "the next ones in the same session (JIT-compiled JVM, Python workers up).",
+        ]
     cluster = results.get("cluster")
     if cluster:
         lines += [
@@ -951,10 +967,12 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     scaling = results.get("scaling")
     if scaling and all(not r.get("failed") for r in scaling["runs"]) and len(scaling["runs"]) == 2:
         speedup = scaling["runs"][1]["speedup"]
+        warm = scaling["runs"][1].get("warm_speedup")
         out.append(
             {
                 "target": f"local[1] -> local[2] speed-up >= 1.7x ({scaling['dataset']})",
-                "measured": f"{speedup:.2f}x",
+                "measured": f"{speedup:.2f}x (first run)"
+                + (f", {warm:.2f}x (warm: a later run in the same session)" if warm is not None else ""),
                 "met": speedup >= 1.7,
             }
         )
@@ -1038,6 +1056,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pacsynth-threads", type=int, default=0, help="pac-synth threads (0: one per core)")
     parser.add_argument("--pacsynth-sample-rows", type=int, default=2000, help="rows pac-synth samples")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
+    parser.add_argument(
+        "--scaling-repeat",
+        type=int,
+        default=3,
+        help="aggregations per scaling run: the first is the cold figure, the fastest other one the warm figure",
+    )
     parser.add_argument("--event-log", action="store_true", help="write Spark event logs (profiling)")
     # internal: one measured run in this process
     parser.add_argument("--worker", choices=("ours", "pacsynth", "prepare"), help=argparse.SUPPRESS)
@@ -1049,6 +1073,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--event-log-dir", help=argparse.SUPPRESS)
     parser.add_argument("--profile-out", help=argparse.SUPPRESS)
     parser.add_argument("--scratch", default=tempfile.gettempdir(), help=argparse.SUPPRESS)
+    parser.add_argument("--repeat", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.master is None and args.worker is None:
         args.master = "local[2]"  # a worker without --master runs on spark-submit's master
@@ -1126,7 +1151,7 @@ def run_scaling(args: argparse.Namespace, work: Path, results: dict[str, Any]) -
         run = _worker(
             sys.executable, "ours", args, work, label,
             ["--dataset", spec.name, "--input", str(raw), "--master", master, "--synthesis-modes", "",
-             "--release-out", str(release)],
+             "--release-out", str(release), "--repeat", str(args.scaling_repeat)],
             args.timeout,
         )  # fmt: skip
         run["release_dir"] = str(release)
@@ -1134,6 +1159,9 @@ def run_scaling(args: argparse.Namespace, work: Path, results: dict[str, Any]) -
     if not any(r.get("failed") for r in runs):
         runs[0]["speedup"] = 1.0
         runs[1]["speedup"] = runs[0]["aggregate_seconds"] / runs[1]["aggregate_seconds"]
+        if all("warm_aggregate_seconds" in r for r in runs):
+            runs[0]["warm_speedup"] = 1.0
+            runs[1]["warm_speedup"] = runs[0]["warm_aggregate_seconds"] / runs[1]["warm_aggregate_seconds"]
         runs[0]["same_release"] = runs[1]["same_release"] = same_release(
             runs[0]["release_dir"], runs[1]["release_dir"]
         )
