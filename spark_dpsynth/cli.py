@@ -225,16 +225,15 @@ def load_job_config(args: argparse.Namespace) -> JobConfig:
 
 def read_table(spark, config: JobConfig):  # noqa: ANN001, ANN201 - SparkSession -> DataFrame
     """Read the input (a path in CSV, Parquet or Delta, or a catalog table) and apply the row filter."""
-    df = read_input(
-        spark,
-        path=None if config.input_table else config.input_path,
-        table=config.input_table,
-        fmt=config.input_format,
-        delimiter=config.delimiter,
+    return _read_filtered(
+        spark, config.input_path, config.input_table, config.input_format, config.delimiter, config.row_filter
     )
-    if config.row_filter:
-        df = df.where(config.row_filter)
-    return df
+
+
+def _read_filtered(spark, path, table, fmt, delimiter, row_filter):  # noqa: ANN001, ANN202 - -> DataFrame
+    """A path or a catalog table (the table wins when both are set), with its row filter applied."""
+    df = read_input(spark, path=None if table else path, table=table, fmt=fmt, delimiter=delimiter)
+    return df.where(row_filter) if row_filter else df
 
 
 def _check_input(config: JobConfig) -> None:
@@ -320,15 +319,14 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
     if config.synthesizer == "archetype":
         from spark_dpsynth.archetype import fit_archetype, save_model
 
-        public = read_input(
+        public = _read_filtered(
             spark,
-            path=None if config.public_table else config.public_input,
-            table=config.public_table,
-            fmt=config.public_format,
-            delimiter=config.delimiter,
+            config.public_input,
+            config.public_table,
+            config.public_format,
+            config.delimiter,
+            config.public_row_filter,
         )
-        if config.public_row_filter:
-            public = public.where(config.public_row_filter)
         if config.data.multi_value:
             raise InvalidParameterError("the archetype synthesizer does not take multi-value columns")
         # Rows are not merged per person (prepare's privacy unit): the synthesizer keeps a person's rows.
