@@ -155,9 +155,10 @@ def synthesize(
     Returns:
         A DataFrame with exactly the columns ``release.columns``, in order, each a nullable string: the released
         value, or null where the record has no value in that column; P partitions, partition p holding the
-        records drawn by task p in a random order (deterministic given the seed). "model": exactly the number of records above. "sds" with no target: data dependent (each row
-        spends at least one budget unit, so at most the total budget); with a target, exactly that many. The
-        rows are drawn on the executors when the DataFrame is evaluated; nothing is collected to the driver.
+        records drawn by task p in a random order (deterministic given the seed). "model": exactly the number
+        of records above. "sds" with no target: data dependent (each row spends at least one budget unit, so at
+        most the total budget); with a target, exactly that many. The rows are drawn on the executors when the
+        DataFrame is evaluated; nothing is collected to the driver.
 
     Raises:
         InvalidParameterError: ``release``, ``params``, ``spark`` or ``progress`` has the wrong type, or the
