@@ -43,7 +43,7 @@ test-delta: check-java $(STAMP)
 # dist/: the wheel (pip install on a cluster, a Databricks library) and spark_dpsynth.zip (spark-submit --py-files).
 dist: $(STAMP)
 	rm -rf dist && $(BIN)/python -m pip wheel --quiet --no-deps -w dist .
-	$(BIN)/python -c "import zipfile, pathlib; z = zipfile.ZipFile('dist/spark_dpsynth.zip', 'w'); [z.write(p) for p in sorted(pathlib.Path('spark_dpsynth').glob('*.py'))]; z.write('spark_dpsynth/py.typed'); z.close()"
+	$(BIN)/python -c "import zipfile, pathlib; z = zipfile.ZipFile('dist/spark_dpsynth.zip', 'w'); [z.write(p) for p in sorted(pathlib.Path('spark_dpsynth').rglob('*.py'))]; z.write('spark_dpsynth/py.typed'); z.close()"
 
 lint: $(STAMP)
 	$(BIN)/ruff check spark_dpsynth tests jobs examples

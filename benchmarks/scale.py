@@ -200,7 +200,7 @@ def data_config(spec: DatasetSpec):  # noqa: ANN201 - (DataConfig, AggregationPa
 
     if spec.config is None:
         return DataConfig(), AggregationParams()
-    from spark_dpsynth.config import load_config
+    from spark_dpsynth.cli.config import load_config
 
     config = load_config(str(spec.config))
     data = config.data
@@ -412,9 +412,9 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     spark = _spark_session(args.master, args.driver_memory, args.event_log_dir)
     spark.sparkContext.setLogLevel("ERROR")
     session_s = time.perf_counter() - t0
-    from spark_dpsynth.marginals import dp_aggregate, parallelism
+    from spark_dpsynth.mechanisms.marginals import dp_aggregate, parallelism
     from spark_dpsynth.params import SynthesisParams
-    from spark_dpsynth.synthesis import synthesize
+    from spark_dpsynth.synthesizers.marginals import synthesize
 
     data, params = data_config(spec)
     params = dataclasses.replace(
@@ -583,7 +583,7 @@ def worker_prepare(args: argparse.Namespace) -> dict[str, Any]:
     """Write the prepared records of a data set (our ``prepare``: cleaned, binned; empty = null) for pac-synth."""
     spark = _spark_session("local[2]", args.driver_memory, None)
     spark.sparkContext.setLogLevel("ERROR")
-    from spark_dpsynth.prepare import prepare, resolve_columns
+    from spark_dpsynth.data.prepare import prepare, resolve_columns
 
     spec = DATASETS[args.dataset]
     data, _ = data_config(spec)

@@ -6,7 +6,7 @@ spark-submit sets the master; `--remote sc://host:15002` runs it through Spark C
 
 import sys
 
-from spark_dpsynth.cli import main
+from spark_dpsynth.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["synthesize", *sys.argv[1:]]))

@@ -8,17 +8,17 @@ The pipeline, one direction (DESIGN.md section 1)::
 Modules, in pipeline order:
 
 * :mod:`spark_dpsynth.params`: frozen, validated parameter objects (DataConfig, AggregationParams, SynthesisParams).
-* :mod:`spark_dpsynth.prepare`: columns, empty values, public bins (Spark built-ins).
-* :mod:`spark_dpsynth.budget`: the privacy accounting (epsilon -> rho, epsilon_Q, sigma_k; thresholds).
-* :mod:`spark_dpsynth.marginals`: DP k-way marginals with SDS's method, distributed (``dp_aggregate``).
-* :mod:`spark_dpsynth.release`: the release on disk and in memory (``Release``).
-* :mod:`spark_dpsynth.synthesis`: aggregate-seeded synthesis, partitioned (``synthesize``).
-* :mod:`spark_dpsynth.evaluation` and :mod:`spark_dpsynth.report`: utility metrics and an HTML report against the
+* :mod:`spark_dpsynth.data.prepare`: columns, empty values, public bins (Spark built-ins).
+* :mod:`spark_dpsynth.privacy.accounting`: the privacy accounting (epsilon -> rho, epsilon_Q, sigma_k; thresholds).
+* :mod:`spark_dpsynth.mechanisms.marginals`: DP k-way marginals with SDS's method, distributed (``dp_aggregate``).
+* :mod:`spark_dpsynth.release.core`: the release on disk and in memory (``Release``).
+* :mod:`spark_dpsynth.synthesizers.marginals`: aggregate-seeded synthesis, partitioned (``synthesize``).
+* :mod:`spark_dpsynth.evaluation.core` and :mod:`spark_dpsynth.evaluation.report`: utility metrics and an HTML report against the
   sensitive data (``evaluate``, ``write_report``; not private).
-* :mod:`spark_dpsynth.class_conditional`: seed 002's class-conditional synthesizer, fixed.
-* :mod:`spark_dpsynth.io`: reading CSV, Parquet, Delta and catalog tables; atomic outputs (``read_input``,
+* :mod:`spark_dpsynth.mechanisms.class_conditional`: seed 002's class-conditional synthesizer, fixed.
+* :mod:`spark_dpsynth.data.io`: reading CSV, Parquet, Delta and catalog tables; atomic outputs (``read_input``,
   ``OutputStage``).
-* :mod:`spark_dpsynth.config` and :mod:`spark_dpsynth.cli`: TOML configuration and the ``spark-dpsynth`` command.
+* :mod:`spark_dpsynth.cli.config` and :mod:`spark_dpsynth.cli.main`: TOML configuration and the ``spark-dpsynth`` command.
 
 Example::
 
@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 # package to run our kernels, and importing every module (scipy.stats, scikit-learn, matplotlib) cost ~1 s per
 # worker (issue 6).
 _EXPORTS = {
-    "ClassConditionalParams": "class_conditional",
-    "fit_class_conditional": "class_conditional",
-    "sample_class_conditional": "class_conditional",
+    "ClassConditionalParams": "mechanisms.class_conditional",
+    "fit_class_conditional": "mechanisms.class_conditional",
+    "sample_class_conditional": "mechanisms.class_conditional",
     "BudgetError": "errors",
     "ConfigError": "errors",
     "DPSynthError": "errors",
@@ -48,34 +48,32 @@ _EXPORTS = {
     "ReleaseError": "errors",
     "SchemaError": "errors",
     "SparkSetupError": "errors",
-    "evaluate": "evaluation",
-    "train_synthetic_test_real": "evaluation",
-    "true_aggregates": "evaluation",
-    "write_metrics": "evaluation",
-    "OutputStage": "io",
-    "read_input": "io",
-    "dp_aggregate": "marginals",
+    "evaluate": "evaluation.core",
+    "train_synthetic_test_real": "evaluation.core",
+    "true_aggregates": "evaluation.core",
+    "write_metrics": "evaluation.core",
+    "OutputStage": "data.io",
+    "read_input": "data.io",
+    "dp_aggregate": "mechanisms.marginals",
     "AccuracyMode": "params",
     "AggregationParams": "params",
     "BinSpec": "params",
     "DataConfig": "params",
     "FabricationMode": "params",
     "SynthesisParams": "params",
-    "join_multi_value": "prepare",
-    "Marginal": "release",
-    "Release": "release",
-    "write_report": "report",
-    "read_sds": "sds_format",
-    "write_sds_files": "sds_format",
-    "synthesize": "synthesis",
+    "join_multi_value": "data.prepare",
+    "prepare": "data.prepare",
+    "Marginal": "release.core",
+    "Release": "release.core",
+    "write_report": "evaluation.report",
+    "read_sds": "release.sds_format",
+    "write_sds_files": "release.sds_format",
+    "synthesize": "synthesizers.marginals",
 }
 
 if TYPE_CHECKING:
-    from spark_dpsynth.class_conditional import (
-        ClassConditionalParams,
-        fit_class_conditional,
-        sample_class_conditional,
-    )
+    from spark_dpsynth.data.io import OutputStage, read_input
+    from spark_dpsynth.data.prepare import join_multi_value, prepare
     from spark_dpsynth.errors import (
         BudgetError,
         ConfigError,
@@ -86,9 +84,19 @@ if TYPE_CHECKING:
         SchemaError,
         SparkSetupError,
     )
-    from spark_dpsynth.evaluation import evaluate, train_synthetic_test_real, true_aggregates, write_metrics
-    from spark_dpsynth.io import OutputStage, read_input
-    from spark_dpsynth.marginals import dp_aggregate
+    from spark_dpsynth.evaluation.core import (
+        evaluate,
+        train_synthetic_test_real,
+        true_aggregates,
+        write_metrics,
+    )
+    from spark_dpsynth.evaluation.report import write_report
+    from spark_dpsynth.mechanisms.class_conditional import (
+        ClassConditionalParams,
+        fit_class_conditional,
+        sample_class_conditional,
+    )
+    from spark_dpsynth.mechanisms.marginals import dp_aggregate
     from spark_dpsynth.params import (
         AccuracyMode,
         AggregationParams,
@@ -97,16 +105,9 @@ if TYPE_CHECKING:
         FabricationMode,
         SynthesisParams,
     )
-    from spark_dpsynth.prepare import join_multi_value
-    from spark_dpsynth.release import Marginal, Release
-    from spark_dpsynth.report import write_report
-    from spark_dpsynth.sds_format import read_sds, write_sds_files
-    from spark_dpsynth.synthesis import synthesize
-
-
-# Imported now: ``prepare`` is both a function and a submodule, and importing the submodule later would make the
-# package attribute the module. (It needs only the parameters and Spark SQL, which every Spark worker has loaded.)
-from spark_dpsynth.prepare import prepare  # noqa: E402
+    from spark_dpsynth.release.core import Marginal, Release
+    from spark_dpsynth.release.sds_format import read_sds, write_sds_files
+    from spark_dpsynth.synthesizers.marginals import synthesize
 
 
 def __getattr__(name: str) -> Any:

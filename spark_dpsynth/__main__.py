@@ -2,6 +2,6 @@
 
 import sys
 
-from spark_dpsynth.cli import main
+from spark_dpsynth.cli.main import main
 
 sys.exit(main())

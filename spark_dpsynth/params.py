@@ -224,7 +224,7 @@ class AggregationParams:
 
     Budget: epsilon = epsilon_N + epsilon_M with epsilon_N = ``number_of_records_epsilon_proportion`` * epsilon;
     rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2; a share ``percentile_epsilon_proportion`` of rho
-    pays for the R DP percentiles, the rest for the Gaussian noise on the counts. See :mod:`spark_dpsynth.budget`.
+    pays for the R DP percentiles, the rest for the Gaussian noise on the counts. See :mod:`spark_dpsynth.privacy.accounting`.
     """
 
     epsilon: float = 4.0
@@ -348,9 +348,9 @@ class SynthesisParams:
 
     Synthesis reads only the release, so it is post-processing: it costs no privacy budget. Two synthesizers:
     ``mode = "model"`` (the default) estimates the 1-, 2- and 3-way marginals from the noisy release, fits a
-    Bayesian network and rakes it to those marginals (:mod:`spark_dpsynth._release_model`); it emits the
+    Bayesian network and rakes it to those marginals (:mod:`spark_dpsynth.synthesizers._model`); it emits the
     protected number of records, each complete. ``mode = "sds"`` is SDS's aggregate-seeded sampler (seed 001
-    section 4; :mod:`spark_dpsynth._sds_sampler`), kept for comparison and compatibility.
+    section 4; :mod:`spark_dpsynth.synthesizers._sds_sampler`), kept for comparison and compatibility.
     """
 
     mode: str = "model"

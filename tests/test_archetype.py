@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spark_dpsynth._noise import NoNoise
-from spark_dpsynth.archetype import (
+from spark_dpsynth.errors import InvalidParameterError, SchemaError
+from spark_dpsynth.mechanisms.archetype import (
     EMPTY,
     ArchetypeParams,
     ArchetypeRoles,
@@ -26,8 +26,8 @@ from spark_dpsynth.archetype import (
     save_model,
     true_histograms,
 )
-from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.params import DataConfig
+from spark_dpsynth.privacy.noise import NoNoise
 from tests.conftest import ROOT
 
 COLUMNS = ("a", "b", "c", "f")
@@ -144,7 +144,7 @@ def test_default_roles_every_column_clusters_and_is_sampled() -> None:
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0, 10.0])
 @pytest.mark.parametrize("delta", [1e-9, 1e-6])
 def test_rho_converts_to_epsilon_delta(epsilon: float, delta: float) -> None:
-    from spark_dpsynth.budget import opendp_epsilon_of_rho
+    from spark_dpsynth.privacy.accounting import opendp_epsilon_of_rho
 
     rho = archetype_rho(epsilon, delta)
     assert rho + 2 * math.sqrt(rho * math.log(1 / delta)) == pytest.approx(epsilon, rel=1e-12)
@@ -392,7 +392,7 @@ def test_validation_errors_before_any_data_is_read(args: list[str], message: str
 
 
 def test_configs_parse() -> None:
-    from spark_dpsynth.config import load_config
+    from spark_dpsynth.cli.config import load_config
 
     for name in ("nlswork_archetype.toml", "nist_archetype.toml"):
         config = load_config(str(ROOT / "conf" / name))

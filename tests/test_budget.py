@@ -9,7 +9,8 @@ import opendp.prelude as dp
 import pytest
 from scipy.stats import norm
 
-from spark_dpsynth.budget import (
+from spark_dpsynth.params import AccuracyMode, AggregationParams, FabricationMode
+from spark_dpsynth.privacy.accounting import (
     MAX_DERIVED_DELTA,
     adaptive_threshold,
     delta_from_protected_n,
@@ -20,7 +21,6 @@ from spark_dpsynth.budget import (
     split_budget,
     thresholds_for,
 )
-from spark_dpsynth.params import AccuracyMode, AggregationParams, FabricationMode
 
 dp.enable_features("contrib")
 

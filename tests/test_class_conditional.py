@@ -7,16 +7,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from spark_dpsynth._noise import CryptographicNoise, NoNoise
-from spark_dpsynth.class_conditional import (
+from spark_dpsynth.errors import InvalidParameterError, SchemaError
+from spark_dpsynth.mechanisms.class_conditional import (
     EMPTY,
     ClassConditionalParams,
     fit_class_conditional,
     noisy_histogram,
     sample_class_conditional,
 )
-from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.params import BinSpec, DataConfig
+from spark_dpsynth.privacy.noise import CryptographicNoise, NoNoise
 
 # Seed 002, section 1: the toy table.
 TOY = [
@@ -127,7 +127,7 @@ def test_cli_pipeline_and_synthesize_from_saved_release(spark, tmp_path) -> None
     """`--synthesizer class_conditional --label COLUMN` end to end, then `synthesize` again from the saved release."""
     import json
 
-    from spark_dpsynth.cli import main
+    from spark_dpsynth.cli.main import main
     from tests.conftest import ROOT
 
     out = tmp_path / "out"

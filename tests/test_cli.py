@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_dpsynth.cli import COMMANDS, build_parser, load_job_config, main, option_for
-from spark_dpsynth.config import schema
+from spark_dpsynth.cli.config import schema
+from spark_dpsynth.cli.main import COMMANDS, build_parser, load_job_config, main, option_for
 from tests.conftest import ROOT
 
 ADULT = str(ROOT / "data" / "adult.csv.gz")
@@ -224,7 +224,7 @@ def test_quick_start_pipeline_end_to_end_on_adult(
     def broken(*args, **kwargs):
         raise RuntimeError("injected failure")
 
-    monkeypatch.setattr("spark_dpsynth.evaluation.evaluate", broken)
+    monkeypatch.setattr("spark_dpsynth.evaluation.core.evaluate", broken)
     code = main(["pipeline", "--input", ADULT, "--output", str(out), "--columns", "age,sex",
                  "--reporting-length", "1", "--seed", "1", "--overwrite", "--quiet"])  # fmt: skip
     assert code == 1

@@ -7,10 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
-from spark_dpsynth import _counting
-from spark_dpsynth._counting import CandidateIndex
-from spark_dpsynth._noise import NoNoise
-from spark_dpsynth.marginals import LocalBackend, _candidates, _Level
+from spark_dpsynth.mechanisms import _counting
+from spark_dpsynth.mechanisms._counting import CandidateIndex
+from spark_dpsynth.mechanisms.marginals import LocalBackend, _candidates, _Level
+from spark_dpsynth.privacy.noise import NoNoise
 from tests.seed_examples import SEED_001_COUNTS, SEED_001_ROWS
 
 SEED_21, SEED_21_COUNTS = SEED_001_ROWS, SEED_001_COUNTS

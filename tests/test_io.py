@@ -13,8 +13,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, SparkSetupError
-from spark_dpsynth.io import (
+from spark_dpsynth.data.io import (
     OutputStage,
     atomic_path,
     check_outputs_free,
@@ -26,6 +25,7 @@ from spark_dpsynth.io import (
     write_frame,
     write_single_csv,
 )
+from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, SparkSetupError
 from tests.conftest import ROOT
 
 ADULT = str(ROOT / "data" / "adult.csv.gz")
@@ -228,7 +228,7 @@ def test_atomic_path_refuses_an_existing_output(tmp_path: Path) -> None:
 
 
 def test_release_save_is_atomic(spark, tmp_path: Path) -> None:
-    from spark_dpsynth.release import Release
+    from spark_dpsynth.release.core import Release
 
     release = _small_release(spark)
     path = tmp_path / "release"
@@ -263,7 +263,7 @@ def test_delta_builder_configures_jars_extension_and_catalog(monkeypatch: pytest
 
     from pyspark.sql import SparkSession
 
-    from spark_dpsynth._session import DELTA_CATALOG, DELTA_EXTENSION, delta_builder
+    from spark_dpsynth.data.session import DELTA_CATALOG, DELTA_EXTENSION, delta_builder
 
     monkeypatch.delenv("SPARK_DPSYNTH_DELTA_JARS", raising=False)
     options = delta_builder(SparkSession.Builder())._options
@@ -286,8 +286,8 @@ def test_delta_without_delta_in_the_session_is_one_clear_error(spark, people, tm
 
 
 def test_cli_starts_spark_with_delta_when_delta_is_used() -> None:
-    from spark_dpsynth.cli import _needs_delta
-    from spark_dpsynth.config import JobConfig
+    from spark_dpsynth.cli.config import JobConfig
+    from spark_dpsynth.cli.main import _needs_delta
 
     assert _needs_delta(JobConfig(input_path="x", input_format="delta"), "aggregate")
     assert _needs_delta(JobConfig(input_path=ADULT, output_format="delta"), "pipeline")
@@ -299,9 +299,9 @@ def test_cli_starts_spark_with_delta_when_delta_is_used() -> None:
 _DELTA_SCRIPT = textwrap.dedent(
     """
     import sys
-    from spark_dpsynth._session import get_session
+    from spark_dpsynth.data.session import get_session
     from spark_dpsynth.errors import SparkSetupError
-    from spark_dpsynth.io import OutputStage, read_input, read_output, write_frame
+    from spark_dpsynth.data.io import OutputStage, read_input, read_output, write_frame
     try:
         spark = get_session(master="local[1]", delta=True)
     except SparkSetupError as err:

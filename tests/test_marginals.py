@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from spark_dpsynth._noise import NoNoise
-from spark_dpsynth.marginals import _SparkBackend, aggregate_encoded, dp_aggregate
+from spark_dpsynth.data.prepare import prepare
+from spark_dpsynth.mechanisms.marginals import _SparkBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
-from spark_dpsynth.prepare import prepare
-from spark_dpsynth.release import Release
+from spark_dpsynth.privacy.noise import NoNoise
+from spark_dpsynth.release.core import Release
 from tests.seed_examples import SEED_001_COUNTS as SEED_21_COUNTS
 from tests.seed_examples import SEED_001_ROWS as SEED_21
 
@@ -119,7 +119,7 @@ def test_binning_and_empty_values(spark) -> None:
 def test_binned_columns_are_cast_once_and_keep_their_order(spark) -> None:
     # select_attributes casts each binned column in a first select, bins in a second: the result must be the
     # same as binning each value on its own, whatever the mix of binned, plain and passthrough columns
-    from spark_dpsynth.prepare import select_attributes
+    from spark_dpsynth.data.prepare import select_attributes
 
     df = spark.createDataFrame(
         [
@@ -164,7 +164,7 @@ def test_production_noise_is_not_test_mode(spark, seed_table) -> None:
     ids=["no-record", "one-record", "two-records", "all-empty", "one-empty-column-value"],
 )
 def test_degenerate_data_gives_a_valid_release(rows: list) -> None:
-    from spark_dpsynth.marginals import LocalBackend
+    from spark_dpsynth.mechanisms.marginals import LocalBackend
 
     params = AggregationParams(epsilon=1.0, reporting_length=2, seed=3)
     release = aggregate_encoded(LocalBackend.from_rows(rows, 2), ("x", "y"), params)
@@ -182,8 +182,8 @@ def test_all_empty_column_on_spark(spark) -> None:
 
 
 def test_schema_error_never_shows_data_read_as_a_header() -> None:
+    from spark_dpsynth.data.prepare import resolve_columns
     from spark_dpsynth.errors import SchemaError
-    from spark_dpsynth.prepare import resolve_columns
 
     with pytest.raises(SchemaError, match=r"the input has \['a', 'b'\]"):
         resolve_columns(["a", "b"], DataConfig(columns=("c",)))

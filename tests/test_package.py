@@ -17,7 +17,7 @@ def _modules_after(statement: str) -> set[str]:
 
 
 def test_every_public_name_resolves_and_is_listed() -> None:
-    assert set(spark_dpsynth.__all__) == set(spark_dpsynth._EXPORTS) | {"prepare"}
+    assert set(spark_dpsynth.__all__) == set(spark_dpsynth._EXPORTS)
     for name in spark_dpsynth.__all__:
         value = getattr(spark_dpsynth, name)
         assert value.__module__.startswith("spark_dpsynth."), name
@@ -33,11 +33,11 @@ def test_every_public_name_resolves_and_is_listed() -> None:
 def test_importing_the_package_or_the_counting_kernels_stays_light() -> None:
     # a Spark Python worker imports the package and the kernels of the aggregation: no scipy, scikit-learn,
     # matplotlib or OpenDP (each worker paid ~1 s for them before the lazy imports)
-    for statement in ("import spark_dpsynth", "import spark_dpsynth._counting"):
+    for statement in ("import spark_dpsynth", "import spark_dpsynth.mechanisms._counting"):
         loaded = _modules_after(statement)
         assert not [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(HEAVY)], statement
-    assert "spark_dpsynth.marginals" in _modules_after("from spark_dpsynth import dp_aggregate")
+    assert "spark_dpsynth.mechanisms.marginals" in _modules_after("from spark_dpsynth import dp_aggregate")
     # `prepare` is the function even once its submodule of the same name is imported
     assert _modules_after(
-        "import spark_dpsynth.marginals, spark_dpsynth; assert callable(spark_dpsynth.prepare)"
+        "import spark_dpsynth.mechanisms.marginals, spark_dpsynth; assert callable(spark_dpsynth.data.prepare)"
     )

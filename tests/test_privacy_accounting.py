@@ -8,14 +8,14 @@ import numpy as np
 import opendp.prelude as dp
 import pytest
 
-from spark_dpsynth.budget import (
+from spark_dpsynth.params import AggregationParams
+from spark_dpsynth.privacy.accounting import (
     discrete_gaussian_tail,
     opendp_epsilon_of_rho,
     rho_1_threshold,
     rho_1_threshold_discrete,
     split_budget,
 )
-from spark_dpsynth.params import AggregationParams
 
 dp.enable_features("contrib")
 

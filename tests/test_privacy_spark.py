@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spark_dpsynth.marginals import dp_aggregate
+from spark_dpsynth.mechanisms.marginals import dp_aggregate
 from spark_dpsynth.params import AggregationParams
 from tests.conftest import ROOT
 
@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 SITECUSTOMIZE = """
 import os
 from pyspark import TaskContext
-import spark_dpsynth._counting as counting
+import spark_dpsynth.mechanisms._counting as counting
 
 _marker_dir = os.environ["DPSYNTH_FAIL_DIR"]
 
@@ -43,7 +43,7 @@ counting.tuple_count_histogram = _failing(counting.tuple_count_histogram)
 JOB = """
 import json, sys
 from pyspark.sql import SparkSession
-from spark_dpsynth.marginals import dp_aggregate
+from spark_dpsynth.mechanisms.marginals import dp_aggregate
 from spark_dpsynth.params import AggregationParams
 spark = (SparkSession.builder.master(sys.argv[1]).config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "4").getOrCreate())
@@ -112,8 +112,8 @@ def test_no_private_value_in_outputs_on_ma2019(spark, shared_data: Path, tmp_pat
     Test mode with a seed for which the protected n differs from n (so that its digits may be searched for);
     released counts equal true counts only as often as the noise is exactly 0.
     """
-    from spark_dpsynth.evaluation import true_aggregates
-    from spark_dpsynth.prepare import prepare
+    from spark_dpsynth.data.prepare import prepare
+    from spark_dpsynth.evaluation.core import true_aggregates
 
     source = shared_data / "nist_ma2019.csv.gz"
     out = tmp_path / "out"
@@ -132,7 +132,7 @@ def test_no_private_value_in_outputs_on_ma2019(spark, shared_data: Path, tmp_pat
     for text in (manifest_text, logs):
         assert not re.search(rf"\b{true_n}\b", text)
 
-    from spark_dpsynth.config import load_config
+    from spark_dpsynth.cli.config import load_config
 
     config = load_config("conf/nist_acs.toml")
     sensitive = prepare(spark.read.csv(str(source), header=True), config.data)
@@ -168,7 +168,7 @@ def test_cli_warns_in_test_mode(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import sys
-        from spark_dpsynth import cli
+        from spark_dpsynth.cli import main as cli
         cli._session = lambda args: (_ for _ in ()).throw(SystemExit(0))
         sys.exit(cli.main(["aggregate", "--input", sys.argv[1], "--output", sys.argv[2], "--seed", "1"]))
         """
@@ -184,7 +184,7 @@ def test_unique_value_absent_from_releases_and_synthetic_data_through_the_job(sp
     """Item 6 through the full job (the 200 repetitions run on the core in test_privacy_statistical): a value
     held by one record is in neither the release nor the synthetic data, at epsilon 1 with production noise."""
     from spark_dpsynth.params import SynthesisParams
-    from spark_dpsynth.synthesis import synthesize
+    from spark_dpsynth.synthesizers.marginals import synthesize
 
     rows = [(f"a{i % 4}", f"b{(i * 5) % 3}", f"c{i % 2}") for i in range(2000)]
     rows[11] = ("UNIQUE", rows[11][1], rows[11][2])

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from scipy.stats import beta, chisquare
 
-from spark_dpsynth import _counting
-from spark_dpsynth._counting import CandidateIndex
-from spark_dpsynth._noise import CryptographicNoise, NoNoise
-from spark_dpsynth._seeded import SeededNoise
-from spark_dpsynth.budget import rho_1_threshold, split_budget, thresholds_for
-from spark_dpsynth.marginals import LocalBackend, aggregate_encoded, noisy_threshold
+from spark_dpsynth.mechanisms import _counting
+from spark_dpsynth.mechanisms._counting import CandidateIndex
+from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, noisy_threshold
 from spark_dpsynth.params import AggregationParams
+from spark_dpsynth.privacy._seeded import SeededNoise
+from spark_dpsynth.privacy.accounting import rho_1_threshold, split_budget, thresholds_for
+from spark_dpsynth.privacy.noise import CryptographicNoise, NoNoise
 
 ALPHA = 1e-6  # false-positive rate of each chi-square / Clopper-Pearson check
 

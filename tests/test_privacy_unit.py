@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
+from spark_dpsynth.data.prepare import join_multi_value, prepare, split_multi_value
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.marginals import LocalBackend, aggregate_encoded, dp_aggregate
+from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, DataConfig
-from spark_dpsynth.prepare import join_multi_value, prepare, split_multi_value
-from spark_dpsynth.release import Release
-from spark_dpsynth.sds_format import read_sds, to_sds_json, to_sds_tsv, write_sds_files
+from spark_dpsynth.release.core import Release
+from spark_dpsynth.release.sds_format import read_sds, to_sds_json, to_sds_tsv, write_sds_files
 from tests.conftest import ROOT
 
 # Noise negligible (sigma ~ 1e-5, discrete Laplace scale 2e-4), exact maximum as sensitivity, no threshold: the
@@ -201,7 +201,7 @@ def test_a_tag_held_by_one_person_is_in_none_of_200_releases() -> None:
 
 def test_a_tag_held_by_one_person_is_absent_from_release_and_synthetic_headers(spark, tmp_path) -> None:
     from spark_dpsynth.params import SynthesisParams
-    from spark_dpsynth.synthesis import synthesize
+    from spark_dpsynth.synthesizers.marginals import synthesize
 
     rows = [(f"p{i}", "a" if i % 2 else "b", "common|other" if i % 3 == 0 else "common") for i in range(300)]
     rows += [("p0", "b", "rare-tag")]  # person p0's second row: the tag only p0 has
@@ -292,7 +292,7 @@ def test_sds_tsv_from_pac_synth_reads_into_a_release_we_synthesize_from(spark, t
     import pandas as pd
 
     from spark_dpsynth.params import SynthesisParams
-    from spark_dpsynth.synthesis import synthesize
+    from spark_dpsynth.synthesizers.marginals import synthesize
 
     pdf = pd.DataFrame(
         {"A": ["a1", "a2", "a1", "a1"] * 50, "G": ["x;y", "x", "y", ""] * 50, "B": ["1", "2", "2", "1"] * 50}
@@ -320,7 +320,7 @@ def test_sds_tsv_from_pac_synth_reads_into_a_release_we_synthesize_from(spark, t
 
 
 def test_cli_options_of_issue_9() -> None:
-    from spark_dpsynth.cli import build_parser, load_job_config
+    from spark_dpsynth.cli.main import build_parser, load_job_config
 
     args = build_parser().parse_args(
         ["pipeline", "--input", "x.csv", "--output", "o", "--privacy-unit", "userId",
@@ -338,7 +338,7 @@ def test_cli_options_of_issue_9() -> None:
 
 
 def test_cli_pipeline_with_privacy_unit_multi_value_and_sds_files(tmp_path, capsys) -> None:
-    from spark_dpsynth.cli import main
+    from spark_dpsynth.cli.main import main
 
     csv = tmp_path / "people.csv"
     lines = ["id;A;T"] + [f"p{i};{'a' if i % 2 else 'b'};{'x|y' if i % 3 else 'x'}" for i in range(400)]
@@ -375,7 +375,7 @@ def test_cli_pipeline_with_privacy_unit_multi_value_and_sds_files(tmp_path, caps
 @pytest.mark.slow
 def test_movielens_with_user_as_privacy_unit(shared_data, tmp_path, capsys) -> None:
     """Issue 9's demonstration: conf/movielens.toml (100,004 ratings by 671 users), epsilon 4."""
-    from spark_dpsynth.cli import main
+    from spark_dpsynth.cli.main import main
 
     out = tmp_path / "movielens"
     code = main(

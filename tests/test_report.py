@@ -1,4 +1,4 @@
-"""Tests of spark_dpsynth.report: content, agreement with the metrics, and the page in headless Chromium.
+"""Tests of spark_dpsynth.evaluation.report: content, agreement with the metrics, and the page in headless Chromium.
 
 The Chromium tests need the Debian package ``chromium``. The session fixture installs it with apt-get when it is
 missing and the tests run as root (as in CI, see .ci/run); elsewhere they are skipped with the reason.
@@ -20,9 +20,9 @@ import pandas as pd
 import pytest
 
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.evaluation import METRICS_FILE, evaluate
-from spark_dpsynth.release import Release
-from spark_dpsynth.report import REPORT_FILE, headline_numbers, render_report, write_report
+from spark_dpsynth.evaluation.core import METRICS_FILE, evaluate
+from spark_dpsynth.evaluation.report import REPORT_FILE, headline_numbers, render_report, write_report
+from spark_dpsynth.release.core import Release
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def _frame(spark, n: int, seed: int, label_flip: float):
 @pytest.fixture(scope="module")
 def metrics(spark):
     """The metrics of a small evaluation with a release (its true aggregates, lightly changed) and TSTR."""
-    from spark_dpsynth.evaluation import true_aggregates
+    from spark_dpsynth.evaluation.core import true_aggregates
 
     sensitive = _frame(spark, 400, seed=1, label_flip=0.05)
     synthetic = _frame(spark, 380, seed=2, label_flip=0.25)
@@ -243,7 +243,7 @@ def test_report_renders_in_headless_chromium(metrics, chromium, tmp_path):
 def test_adult_epsilon_4_report_agrees_with_metrics_json(spark, chromium, tmp_path):
     """`spark-dpsynth pipeline` on the embedded UCI Adult at epsilon 4 (test mode, seeded): report and metrics.json
     agree, train-on-synthetic / test-on-real runs with `income` on Adult's own test split, and the page renders."""
-    from spark_dpsynth.cli import main
+    from spark_dpsynth.cli.main import main
 
     out = tmp_path / "adult"
     status = main(

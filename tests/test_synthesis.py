@@ -15,17 +15,22 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 
-from spark_dpsynth import synthesis as synthesis_module
-from spark_dpsynth._sds_sampler import (
+from spark_dpsynth.errors import InvalidParameterError, ReleaseError
+from spark_dpsynth.params import SynthesisParams
+from spark_dpsynth.release.core import Marginal, Release
+from spark_dpsynth.synthesizers import marginals as synthesis_module
+from spark_dpsynth.synthesizers._sds_sampler import (
     encode_release,
     percentile_type8,
     sample_records,
     scale_counts,
 )
-from spark_dpsynth.errors import InvalidParameterError, ReleaseError
-from spark_dpsynth.params import SynthesisParams
-from spark_dpsynth.release import Marginal, Release
-from spark_dpsynth.synthesis import _default_partitions, _synthesize_partition, exact_split, synthesize
+from spark_dpsynth.synthesizers.marginals import (
+    _default_partitions,
+    _synthesize_partition,
+    exact_split,
+    synthesize,
+)
 from tests.seed_examples import SEED_001_COUNTS, SEED_001_ROWS
 
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")  # silences pyspark.pandas, imported by pyspark.testing
@@ -557,11 +562,13 @@ def test_unseeded_synthesis_draws_a_seed(spark, monkeypatch):
 
 def test_progress_and_logging(spark, caplog):
     messages: list[str] = []
-    with caplog.at_level(logging.INFO, logger="spark_dpsynth.synthesis"):
+    with caplog.at_level(logging.INFO, logger="spark_dpsynth.synthesizers.marginals"):
         synthesize(ABC_RELEASE, SynthesisParams(mode="sds", seed=1), spark, progress=messages.append)
     assert messages[0].startswith("synthesis: start") and messages[-1].startswith("synthesis: end")
     assert any("13 attribute budget units" in m for m in messages)
-    assert [r.getMessage() for r in caplog.records if r.name == "spark_dpsynth.synthesis"] == messages
+    assert [
+        r.getMessage() for r in caplog.records if r.name == "spark_dpsynth.synthesizers.marginals"
+    ] == messages
 
 
 class _ConnectLikeSession:

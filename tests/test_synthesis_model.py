@@ -14,7 +14,10 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from spark_dpsynth._release_model import (
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.params import SynthesisParams
+from spark_dpsynth.release.core import Release
+from spark_dpsynth.synthesizers._model import (
     _ancestral,
     _fit_margins,
     _fit_margins_batch,
@@ -25,10 +28,7 @@ from spark_dpsynth._release_model import (
     fit_release_model,
     sample_records,
 )
-from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.params import SynthesisParams
-from spark_dpsynth.release import Release
-from spark_dpsynth.synthesis import synthesize
+from spark_dpsynth.synthesizers.marginals import synthesize
 from tests.test_synthesis import correlated_records, release_from_records
 
 SMALL_POOL = {"pool_factor": 4, "min_pool": 2_000}
@@ -318,10 +318,10 @@ def test_output_does_not_depend_on_the_number_of_partitions(spark):
 @pytest.mark.slow
 def test_adult_meets_the_issue_targets(spark):
     """Issue 4 on Adult's train split, epsilon 4 (test-mode release): rows, blanks and TVD targets."""
-    from spark_dpsynth.config import load_config
-    from spark_dpsynth.evaluation import evaluate
-    from spark_dpsynth.marginals import dp_aggregate
-    from spark_dpsynth.prepare import prepare, resolve_columns
+    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.data.prepare import prepare, resolve_columns
+    from spark_dpsynth.evaluation.core import evaluate
+    from spark_dpsynth.mechanisms.marginals import dp_aggregate
     from tests.conftest import ROOT
 
     config = load_config(str(ROOT / "conf" / "adult.toml"))

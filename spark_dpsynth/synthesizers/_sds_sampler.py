@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spark_dpsynth.errors import ReleaseError
-from spark_dpsynth.release import Release
+from spark_dpsynth.release.core import Release
 
 __all__ = ["EncodedRelease", "encode_release", "scale_counts", "sample_records", "percentile_type8"]
 

@@ -4,7 +4,7 @@
   its noisy-max (exponential mechanism) over the operating system's cryptographic random source
   (Canonne, Kamath, Steinke 2020, "The Discrete Gaussian for Differential Privacy"; no floating-point noise:
   Mironov 2012, Jin et al. 2022).
-* :class:`spark_dpsynth._seeded.SeededNoise` (test mode only): the same distributions from a seeded NumPy
+* :class:`spark_dpsynth.privacy._seeded.SeededNoise` (test mode only): the same distributions from a seeded NumPy
   generator, so that a release can be reproduced in tests. A release made with it is NOT private and its manifest
   says so. Every non-cryptographic generator lives in that one module, outside the privacy code path.
 * :class:`NoNoise` (internal, tests of exact worked examples): zero noise and exact percentiles.
@@ -130,6 +130,6 @@ def noise_source_for(seed: int | None) -> NoiseSource:
     """The production source when ``seed`` is None, else the seeded test-mode source."""
     if seed is None:
         return CryptographicNoise()
-    from spark_dpsynth._seeded import SeededNoise
+    from spark_dpsynth.privacy._seeded import SeededNoise
 
     return SeededNoise(seed)

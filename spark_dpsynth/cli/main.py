@@ -2,15 +2,15 @@
 
 Outputs under ``--output DIR``::
 
-    DIR/release/            the DP release (aggregates Parquet + manifest.json), see spark_dpsynth.release
+    DIR/release/            the DP release (aggregates Parquet + manifest.json), see spark_dpsynth.release.core
     DIR/synthetic/          synthetic records (Parquet, or --output-format csv|delta), one nullable string
                             column per attribute column; or the catalog table --output-table db.t instead
     DIR/synthetic.csv       the same as one CSV file with a header (empty = empty field; --no-single-csv skips it)
     DIR/evaluation/metrics.json   utility metrics against the sensitive data (NOT private)
 
 Every option is also a configuration key (``--reporting-length`` is ``[aggregate] reporting_length``, see
-:func:`spark_dpsynth.config.schema`); options given on the command line override the config file. The outputs of
-a run are staged and published together (:class:`spark_dpsynth.io.OutputStage`): a failed run changes no output,
+:func:`spark_dpsynth.cli.config.schema`); options given on the command line override the config file. The outputs of
+a run are staged and published together (:class:`spark_dpsynth.data.io.OutputStage`): a failed run changes no output,
 and an existing output is replaced only with ``--overwrite``.
 
 Every parameter is validated before Spark starts or any data is read; a user error prints one line
@@ -29,15 +29,8 @@ import sys
 import time
 from typing import Any
 
-from spark_dpsynth.config import ConfigKey, JobConfig, load_document, merge, parse_config, schema
-from spark_dpsynth.errors import (
-    ConfigError,
-    DPSynthError,
-    InvalidParameterError,
-    OutputExistsError,
-    ReleaseError,
-)
-from spark_dpsynth.io import (
+from spark_dpsynth.cli.config import ConfigKey, JobConfig, load_document, merge, parse_config, schema
+from spark_dpsynth.data.io import (
     OutputStage,
     check_outputs_free,
     is_delta_path,
@@ -49,8 +42,15 @@ from spark_dpsynth.io import (
     write_frame,
     write_single_csv,
 )
+from spark_dpsynth.errors import (
+    ConfigError,
+    DPSynthError,
+    InvalidParameterError,
+    OutputExistsError,
+    ReleaseError,
+)
 
-log = logging.getLogger("spark_dpsynth.cli")
+log = logging.getLogger("spark_dpsynth.cli.main")
 
 __all__ = ["main", "build_parser", "option_for", "COMMANDS"]
 
@@ -300,7 +300,7 @@ def _outputs(command: str, config: JobConfig) -> list[str]:
 
 
 def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
-    from spark_dpsynth._session import get_session, is_connect
+    from spark_dpsynth.data.session import get_session, is_connect
 
     spark = get_session(master=config.master, remote=config.remote, delta=delta)
     if not is_connect(spark):
@@ -312,12 +312,12 @@ def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
 
 
 def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN001, ANN202
-    from spark_dpsynth.marginals import dp_aggregate
-    from spark_dpsynth.prepare import resolve_columns
+    from spark_dpsynth.data.prepare import resolve_columns
+    from spark_dpsynth.mechanisms.marginals import dp_aggregate
 
     df = read_table(spark, config)
     if config.synthesizer == "archetype":
-        from spark_dpsynth.archetype import fit_archetype, save_model
+        from spark_dpsynth.mechanisms.archetype import fit_archetype, save_model
 
         public = _read_filtered(
             spark,
@@ -342,7 +342,7 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
             raise InvalidParameterError(
                 "the class_conditional synthesizer takes one row per record: no privacy_unit or multi_value"
             )
-        from spark_dpsynth import class_conditional
+        from spark_dpsynth.mechanisms import class_conditional
 
         params = class_conditional.ClassConditionalParams(
             epsilon=config.aggregate.epsilon,
@@ -362,7 +362,7 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
     path = stage.path("release")
     release.save(path, spark)
     if config.sds_format:
-        from spark_dpsynth.sds_format import write_sds_files
+        from spark_dpsynth.release.sds_format import write_sds_files
 
         write_sds_files(release, local_path(path))
     return release
@@ -370,10 +370,10 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
 
 def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, release_dir: str):  # noqa: ANN001, ANN202
     """Synthesize, write the synthetic data (staged) and return it as read back from where it was written."""
-    from spark_dpsynth.synthesis import synthesize
+    from spark_dpsynth.synthesizers.marginals import synthesize
 
     if release.manifest.get("synthesizer") == "class_conditional":
-        from spark_dpsynth.class_conditional import load_model, sample_class_conditional
+        from spark_dpsynth.mechanisms.class_conditional import load_model, sample_class_conditional
 
         synthetic = sample_class_conditional(
             load_model(release, release_dir),
@@ -383,8 +383,8 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
             seed=config.synthesize.seed,
         )
     elif release.manifest.get("synthesizer") == "archetype":
-        from spark_dpsynth.archetype import load_model as load_archetype
-        from spark_dpsynth.archetype import sample_archetype
+        from spark_dpsynth.mechanisms.archetype import load_model as load_archetype
+        from spark_dpsynth.mechanisms.archetype import sample_archetype
 
         synthetic = sample_archetype(
             load_archetype(release, release_dir),
@@ -396,7 +396,7 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
     else:
         synthetic = synthesize(release, config.synthesize, spark)
         if config.join_multi_value and release.manifest.get("multi_value_columns"):
-            from spark_dpsynth.prepare import join_multi_value
+            from spark_dpsynth.data.prepare import join_multi_value
 
             synthetic = join_multi_value(synthetic, release.columns, release.manifest)
     fmt = config.output_format or "parquet"
@@ -417,10 +417,10 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
 
 
 def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, synthetic=None):  # noqa: ANN001, ANN202
-    from spark_dpsynth.evaluation import evaluate, write_metrics
-    from spark_dpsynth.prepare import prepare_for_release, resolve_columns, split_multi_value
-    from spark_dpsynth.release import Release
-    from spark_dpsynth.report import write_report
+    from spark_dpsynth.data.prepare import prepare_for_release, resolve_columns, split_multi_value
+    from spark_dpsynth.evaluation.core import evaluate, write_metrics
+    from spark_dpsynth.evaluation.report import write_report
+    from spark_dpsynth.release.core import Release
 
     if release is None:
         release = Release.load(os.path.join(out_dir, "release"), spark)
@@ -459,7 +459,7 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         tstr_max_rows=config.tstr_max_rows,
     )
     if not release.marginals:
-        from spark_dpsynth.evaluation import _PRIVACY_KEYS
+        from spark_dpsynth.evaluation.core import _PRIVACY_KEYS
 
         metrics["privacy"] = {key: release.manifest.get(key) for key in _PRIVACY_KEYS}
     path = write_metrics(metrics, os.path.join(out_dir, "evaluation"))
@@ -570,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
             if command in ("pipeline", "aggregate"):
                 release = _run_aggregate(spark, config, stage)
             else:
-                from spark_dpsynth.release import Release
+                from spark_dpsynth.release.core import Release
 
                 release = Release.load(release_dir, spark)
             if command in ("pipeline", "synthesize"):

@@ -13,7 +13,7 @@ taxi) contributes many rows:
    (release key from ``secrets``, person id, candidate), so a retried task chooses alike).
 3. Two histograms are released: persons per archetype (k bins) and persons per majority category (every value
    of the public domain of the count column), each bin with independent exact discrete Gaussian noise (OpenDP,
-   :class:`spark_dpsynth._noise.CryptographicNoise`), clamped at 0.
+   :class:`spark_dpsynth.privacy.noise.CryptographicNoise`), clamped at 0.
 4. Synthesis (post-processing, no privacy cost), distributed over partitions: synthetic persons per
    (archetype, category) cell from the noisy histograms (iterative proportional fitting of the public
    archetype x category table to the two noisy margins, then exact integer rounding per archetype); rows per
@@ -52,10 +52,10 @@ from typing import Any
 import numpy as np
 
 from spark_dpsynth import _validate as v
-from spark_dpsynth._noise import NoiseSource, noise_source_for
 from spark_dpsynth.errors import InvalidParameterError, ReleaseError, SchemaError
 from spark_dpsynth.params import DataConfig
-from spark_dpsynth.release import Release
+from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
+from spark_dpsynth.release.core import Release
 
 __all__ = [
     "ArchetypeParams",
@@ -265,12 +265,12 @@ def archetype_rho(epsilon: float, delta: float, accounting: str = "classic") -> 
     """The zCDP budget rho that implies (epsilon, delta)-DP.
 
     ``classic``: the largest rho with rho + 2 sqrt(rho ln(1/delta)) <= epsilon (Bun & Steinke 2016, Prop. 1.3),
-    i.e. :func:`spark_dpsynth.budget.rho_from_epsilon_delta` at 2 delta (that function converts at delta/2 because
+    i.e. :func:`spark_dpsynth.privacy.accounting.rho_from_epsilon_delta` at 2 delta (that function converts at delta/2 because
     the main path's other delta/2 pays its threshold; this synthesizer has no threshold). ``tight_zcdp``: the
     largest rho whose exact conversion by OpenDP gives epsilon at delta
-    (:func:`spark_dpsynth.budget.rho_tight_from_epsilon_delta` at 2 delta).
+    (:func:`spark_dpsynth.privacy.accounting.rho_tight_from_epsilon_delta` at 2 delta).
     """
-    from spark_dpsynth import budget
+    from spark_dpsynth.privacy import accounting as budget
 
     v.positive("epsilon", epsilon)
     if not 0 < delta < 0.5:
@@ -504,7 +504,7 @@ def _majority(labelled, value: str, key: int, per_person: bool):  # noqa: ANN001
 
 
 def _with_person(df, data: DataConfig, unit: str | None):  # noqa: ANN001, ANN202
-    """The prepared attribute columns (:func:`spark_dpsynth.prepare.prepare`) plus ``__person``.
+    """The prepared attribute columns (:func:`spark_dpsynth.data.prepare.prepare`) plus ``__person``.
 
     ``__person`` is the privacy unit as a string, its raw value (no empty values, no bins: every distinct id,
     null included, is one person); without a privacy unit a constant (every row is its own person and the
@@ -512,7 +512,7 @@ def _with_person(df, data: DataConfig, unit: str | None):  # noqa: ANN001, ANN20
     """
     from pyspark.sql import functions as F
 
-    from spark_dpsynth.prepare import select_attributes
+    from spark_dpsynth.data.prepare import select_attributes
 
     person = F.coalesce(F.col(f"`{unit}`").cast("string"), F.lit(EMPTY)) if unit else F.lit("")
     prepared = select_attributes(df, data, ((_PERSON, person),))
@@ -695,7 +695,7 @@ def fit_archetype(
     noise = noise if noise is not None else noise_source_for(params.seed)
     delta = params.delta_in_force
     rho = archetype_rho(params.epsilon, delta, params.accounting)
-    from spark_dpsynth.budget import opendp_epsilon_of_rho
+    from spark_dpsynth.privacy.accounting import opendp_epsilon_of_rho
 
     started = time.perf_counter()
     per_person = unit is not None
@@ -703,7 +703,7 @@ def fit_archetype(
         key = secrets.randbits(63)
         fit_state = secrets.randbits(31)
     else:
-        from spark_dpsynth._seeded import derive_key
+        from spark_dpsynth.privacy._seeded import derive_key
 
         key = derive_key(params.seed) >> 1
         fit_state = params.seed % (2**31)
@@ -934,8 +934,8 @@ def sample_archetype(
     """
     import pyarrow as pa
 
-    from spark_dpsynth.marginals import parallelism
-    from spark_dpsynth.synthesis import exact_split
+    from spark_dpsynth.mechanisms.marginals import parallelism
+    from spark_dpsynth.synthesizers.marginals import exact_split
 
     p = int(partitions) if partitions is not None else parallelism(spark)
     seed = int(seed) if seed is not None else secrets.randbits(63)

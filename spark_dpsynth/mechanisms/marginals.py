@@ -1,8 +1,8 @@
 """DP marginals on Spark: SDS's method (seed 001, section 3; DESIGN.md section 2), distributed.
 
-``dp_aggregate(df, params, data_config)`` returns a :class:`~spark_dpsynth.release.Release`. The Spark plan:
+``dp_aggregate(df, params, data_config)`` returns a :class:`~spark_dpsynth.release.core.Release`. The Spark plan:
 
-1. prepare: select, clean and bin the attribute columns (:mod:`spark_dpsynth.prepare`);
+1. prepare: select, clean and bin the attribute columns (:mod:`spark_dpsynth.data.prepare`);
 2. patterns: ``groupBy(all columns).count()``: distinct records with their multiplicity (partial aggregation
    before the shuffle; identical records are counted once per pattern), plus a content hash per pattern;
 3. encode: per column, value -> integer code with the (driver-held) dictionary of values, in ``mapInArrow``;
@@ -14,7 +14,7 @@
 5. on the driver: noise on every candidate (exact discrete Gaussian), thresholds, candidates of the next
    length (Apriori), then normalization.
 
-Privacy (DESIGN.md section 2): (epsilon, delta)-DP with the budget split of :mod:`spark_dpsynth.budget`:
+Privacy (DESIGN.md section 2): (epsilon, delta)-DP with the budget split of :mod:`spark_dpsynth.privacy.accounting`:
 the protected number of records is n + discrete Laplace(1/epsilon_N) clamped >= 1; each Delta_k is an
 epsilon_Q-DP exponential-mechanism percentile over the public range 0..C(d,k); each count of a length-k
 candidate (including zero counts) gets discrete Gaussian noise of std sigma_k sqrt(Delta_k) with L2 sensitivity
@@ -37,13 +37,13 @@ from typing import Protocol
 
 import numpy as np
 
-from spark_dpsynth import _counting
-from spark_dpsynth._counting import CandidateIndex
-from spark_dpsynth._noise import NoiseSource, noise_source_for
-from spark_dpsynth.budget import BudgetSplit, delta_from_protected_n, split_budget, thresholds_for
 from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.mechanisms import _counting
+from spark_dpsynth.mechanisms._counting import CandidateIndex
 from spark_dpsynth.params import AggregationParams, DataConfig
-from spark_dpsynth.release import Marginal, Release
+from spark_dpsynth.privacy.accounting import BudgetSplit, delta_from_protected_n, split_budget, thresholds_for
+from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
+from spark_dpsynth.release.core import Marginal, Release
 
 __all__ = ["dp_aggregate", "aggregate_encoded", "noisy_threshold", "LocalBackend"]
 
@@ -125,7 +125,7 @@ def _release_key(seed: int | None) -> int:
     """
     if seed is None:
         return secrets.randbits(64)
-    from spark_dpsynth._seeded import derive_key
+    from spark_dpsynth.privacy._seeded import derive_key
 
     return derive_key(seed)
 
@@ -398,7 +398,7 @@ def _normalize(levels: dict[int, _Level], r: int) -> dict[int, Marginal]:
             c = np.zeros((0, k), dtype=np.int16)
             v = np.zeros((0, k), dtype=np.int32)
             n = np.zeros(0, dtype=np.int64)
-        from spark_dpsynth.release import _sorted_marginal
+        from spark_dpsynth.release.core import _sorted_marginal
 
         marginals[k] = _sorted_marginal(c, v, n)
     return marginals
@@ -705,7 +705,7 @@ def dp_aggregate(
         progress: optional callback receiving one short message per stage.
 
     Returns:
-        The :class:`~spark_dpsynth.release.Release`: for k = 1..R the released k-tuples of non-empty attributes
+        The :class:`~spark_dpsynth.release.core.Release`: for k = 1..R the released k-tuples of non-empty attributes
         with noisy, thresholded, normalized counts, and a manifest of the privacy parameters. Save it with
         ``release.save(path, spark)``.
 
@@ -723,7 +723,7 @@ def dp_aggregate(
     """
     from pyspark.sql import functions as F
 
-    from spark_dpsynth.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
+    from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
 
     params = params if params is not None else AggregationParams()
     data_config = data_config if data_config is not None else DataConfig()

@@ -7,7 +7,7 @@ On disk a release is a directory::
                        k: int, columns: array<string> (k column names, in the table's column order),
                        values: array<string> (the k values), count: bigint (noisy, normalized, > 0)
       manifest.json    privacy parameters (epsilon, delta, rho, sigmas, sensitivities, thresholds,
-                       protected_number_of_records, columns, ...), see ``spark_dpsynth.marginals``
+                       protected_number_of_records, columns, ...), see ``spark_dpsynth.mechanisms.marginals``
 
 In memory, a :class:`Release` holds the same data encoded for computation: per length k, a :class:`Marginal`
 with (m_k, k) arrays of column indices and value codes and an (m_k,) array of counts. Value codes index
@@ -186,7 +186,7 @@ class Release:
         Raises:
             OutputExistsError: ``path`` exists and ``overwrite`` is False.
         """
-        from spark_dpsynth.io import atomic_path
+        from spark_dpsynth.data.io import atomic_path
 
         with atomic_path(path, overwrite=overwrite) as tmp:
             os.makedirs(tmp)
@@ -204,14 +204,14 @@ class Release:
     @classmethod
     def load(cls, path: str, spark: SparkSession) -> Release:
         """Read a release written by :meth:`save`, or an SDS aggregates file (``.tsv`` or ``.json``, see
-        :mod:`spark_dpsynth.sds_format`).
+        :mod:`spark_dpsynth.release.sds_format`).
 
         Raises:
             ReleaseError: the directory, its manifest or its aggregates are missing or unreadable.
         """
         path = _local(path)
         if os.path.isfile(path) and path.endswith((".tsv", ".json", ".txt", ".csv")):
-            from spark_dpsynth.sds_format import read_sds
+            from spark_dpsynth.release.sds_format import read_sds
 
             return read_sds(path)
         manifest_path = os.path.join(path, "manifest.json")

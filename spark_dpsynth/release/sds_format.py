@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from spark_dpsynth.errors import ReleaseError
-from spark_dpsynth.release import Release
+from spark_dpsynth.release.core import Release
 
 __all__ = [
     "SDS_TSV_FILE",
@@ -144,7 +144,7 @@ def write_sds_files(release: Release, directory: str) -> tuple[str, str]:
     Raises:
         ReleaseError: a column name or released value cannot be written in SDS's format.
     """
-    from spark_dpsynth.io import write_text_atomically
+    from spark_dpsynth.data.io import write_text_atomically
 
     tsv = write_text_atomically(directory, SDS_TSV_FILE, to_sds_tsv(release))
     js = write_text_atomically(

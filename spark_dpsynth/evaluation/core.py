@@ -1,7 +1,7 @@
 """Evaluate stage: compare a synthetic table (and a DP release) with the sensitive table.
 
 ``evaluate(sensitive, synthetic, release)`` returns plain, JSON-serialisable metrics (DESIGN.md section 4), and
-``write_metrics`` writes them to ``metrics.json`` (``spark_dpsynth.report`` turns them into ``report.html``).
+``write_metrics`` writes them to ``metrics.json`` (``spark_dpsynth.evaluation.report`` turns them into ``report.html``).
 The metrics are:
 
 * ``rows``, ``record_expansion`` (n_syn / n - 1) and ``blank_cell_share`` of both tables;
@@ -61,7 +61,7 @@ from spark_dpsynth.errors import InvalidParameterError, SchemaError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from spark_dpsynth.release import Release
+    from spark_dpsynth.release.core import Release
 
 __all__ = [
     "evaluate",
@@ -137,7 +137,7 @@ def evaluate(
     r"""Compare the synthetic table, and optionally the release, with the sensitive table.
 
     Args:
-        sensitive: the *prepared* sensitive table (:func:`spark_dpsynth.prepare.prepare`): n rows, d nullable
+        sensitive: the *prepared* sensitive table (:func:`spark_dpsynth.data.prepare.prepare`): n rows, d nullable
             string columns, null = empty (no attribute).
         synthetic: the synthetic table, n_syn rows with exactly the same columns in the same order.
         release: the DP release the synthetic table was derived from; when given, SDS's evaluator runs for
@@ -355,7 +355,7 @@ def write_metrics(metrics: dict[str, Any], directory: str) -> str:
         text = json.dumps(metrics, indent=2, allow_nan=False)
     except (TypeError, ValueError) as err:
         raise InvalidParameterError(f"metrics cannot be written as JSON: {err}") from err
-    from spark_dpsynth.io import write_text_atomically
+    from spark_dpsynth.data.io import write_text_atomically
 
     path = write_text_atomically(directory, METRICS_FILE, text + "\n")
     return path
@@ -373,7 +373,7 @@ def true_aggregates(df: DataFrame, reporting_length: int) -> DataFrame:
         reporting_length: R, the longest tuples (an integer >= 1; lengths above d have no tuples).
 
     Returns:
-        A DataFrame with the schema of a release's aggregates (:data:`spark_dpsynth.release.AGGREGATES_SCHEMA`):
+        A DataFrame with the schema of a release's aggregates (:data:`spark_dpsynth.release.core.AGGREGATES_SCHEMA`):
         ``k int`` (1..min(R, d)), ``columns array<string>`` (k column names in table order),
         ``values array<string>`` (the k non-null values), ``count bigint`` (>= 1); one row per k-tuple present
         in ``df``. Row order is unspecified.

@@ -13,10 +13,10 @@ Layout (every table and key is optional; unknown keys are errors that name the k
     [synthesize]       the fields of SynthesisParams
     [evaluate]         max_marginal_length, ...
     [archetype]        public_input | public_table, public_format, public_row_filter, and the fields of
-                       spark_dpsynth.archetype.ArchetypeParams (column roles; [archetype.fill] COL = [cond])
+                       spark_dpsynth.mechanisms.archetype.ArchetypeParams (column roles; [archetype.fill] COL = [cond])
 
 The schema is :func:`schema`: one :class:`ConfigKey` per key, with its type, allowed values and help. Every key
-has a command-line option (``--key-name``, see :mod:`spark_dpsynth.cli`) and every option a key; values given on
+has a command-line option (``--key-name``, see :mod:`spark_dpsynth.cli.main`) and every option a key; values given on
 the command line override the file's. A wrong type or value is a :class:`~spark_dpsynth.errors.ConfigError`
 naming the key and the allowed values. See ``conf/*.toml`` for commented examples.
 """
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_dpsynth import params as _params
-from spark_dpsynth.archetype import ArchetypeParams
+from spark_dpsynth.data.io import FORMATS, check_table_name
 from spark_dpsynth.errors import ConfigError, DPSynthError
-from spark_dpsynth.io import FORMATS, check_table_name
+from spark_dpsynth.mechanisms.archetype import ArchetypeParams
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, SynthesisParams
 
 __all__ = ["ConfigKey", "JobConfig", "load_config", "load_document", "merge", "parse_config", "schema"]

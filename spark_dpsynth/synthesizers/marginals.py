@@ -3,15 +3,15 @@
 ``synthesize(release, params, spark)`` returns a DataFrame of synthetic records, with one of two synthesizers:
 
 * ``mode = "model"`` (the default): the driver fits a model to the release (release-sized work,
-  :func:`spark_dpsynth._release_model.fit_release_model`: marginals estimated from the noisy, thresholded
+  :func:`spark_dpsynth.synthesizers._model.fit_release_model`: marginals estimated from the noisy, thresholded
   counts, a Bayesian network, raking targets); each partition draws its exact share of the number of records
-  from that model (:func:`spark_dpsynth._release_model.sample_records`);
+  from that model (:func:`spark_dpsynth.synthesizers._model.sample_records`);
 * ``mode = "sds"``: SDS's aggregate-seeded sampler (seed 001 section 4), each partition on its exact share of
-  the attribute budgets (:mod:`spark_dpsynth._sds_sampler`).
+  the attribute budgets (:mod:`spark_dpsynth.synthesizers._sds_sampler`).
 
 The Spark plan:
 
-1. on the driver (release-sized): check and encode the release (:func:`spark_dpsynth._sds_sampler.encode_release`),
+1. on the driver (release-sized): check and encode the release (:func:`spark_dpsynth.synthesizers._sds_sampler.encode_release`),
    and in "model" mode fit the model; no record is made there;
 2. ``spark.range(P, numPartitions=P).mapInArrow(...)``: task p takes its exact share of the records ("model",
    or "sds" with a target) or of the attribute budgets ("sds"), synthesizes with a generator seeded from
@@ -38,12 +38,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_dpsynth import _release_model
-from spark_dpsynth._release_model import ReleaseModel, fit_release_model
-from spark_dpsynth._sds_sampler import EncodedRelease, encode_release, sample_records
 from spark_dpsynth.errors import InvalidParameterError, ReleaseError
 from spark_dpsynth.params import SYNTHESIS_MODES, SynthesisParams
-from spark_dpsynth.release import Release
+from spark_dpsynth.release.core import Release
+from spark_dpsynth.synthesizers import _model as _release_model
+from spark_dpsynth.synthesizers._model import ReleaseModel, fit_release_model
+from spark_dpsynth.synthesizers._sds_sampler import EncodedRelease, encode_release, sample_records
 
 __all__ = ["synthesize", "exact_split"]
 
@@ -115,12 +115,12 @@ def synthesize(
     sensitive table from the release, treating released counts as Gaussian measurements with the manifest's
     ``noise_std`` and unreleased candidates as censored below the manifest's ``thresholds``, fits a Bayesian
     network of in-degree <= 2 to them, and each partition draws its share of the records from the network and
-    rakes them to the estimated marginals (:mod:`spark_dpsynth._release_model` gives the formulas and their
+    rakes them to the estimated marginals (:mod:`spark_dpsynth.synthesizers._model` gives the formulas and their
     sources). The output has the protected number of records (or ``target_number_of_records``), each with one
     value per column; a column is empty (null) only where the release shows a deficit of values in it.
 
     ``params.mode = "sds"``: the rules of seed 001 section 4 (DESIGN.md section 3), implemented in
-    :mod:`spark_dpsynth._sds_sampler`: attribute budgets are the 1-tuple counts (4.1); a record grows one
+    :mod:`spark_dpsynth.synthesizers._sds_sampler`: attribute budgets are the 1-tuple counts (4.1); a record grows one
     attribute at a time from columns not yet in it, and a candidate is eligible only if every combination of
     length <= R it forms with the record is released (4.2); its weight is count(record + candidate) up to length
     R (4.2.1), beyond R the ``weight_selection_percentile`` of the counts of its sub-combinations (4.2.2);

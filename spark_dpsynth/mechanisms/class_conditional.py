@@ -17,11 +17,11 @@ Privacy (pure epsilon-DP when every domain is public): adding or removing one re
 histograms in exactly one bin by 1 (L1 sensitivity 1 per histogram, A in total), so discrete Laplace noise of scale
 A / epsilon_M on every bin is epsilon_M-DP (equivalently, the seed's split epsilon_M / A per histogram with
 sensitivity 1). The protected number of records spends epsilon_N = N_p epsilon. Columns without a public domain
-take theirs from a DP-thresholded 1-way release (SDS's k = 1 stage, :func:`spark_dpsynth.marginals.dp_aggregate`)
+take theirs from a DP-thresholded 1-way release (SDS's k = 1 stage, :func:`spark_dpsynth.mechanisms.marginals.dp_aggregate`)
 that spends a share ``domain_epsilon_proportion`` of epsilon and its delta; the total is then (epsilon, delta)-DP.
 Values outside the domain are dropped from the histograms (sensitivity unchanged).
 
-The release has the main path's format (``spark_dpsynth.release``): k = 2 tuples are the (attribute, label)
+The release has the main path's format (``spark_dpsynth.release.core``): k = 2 tuples are the (attribute, label)
 bins with noisy count >= 1, k = 1 tuples their sums, normalized so that no tuple exceeds its sub-tuples, so
 ``evaluate`` and the report work unchanged; the model itself (the noisy histograms) is in memory.
 """
@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spark_dpsynth import _validate as v
-from spark_dpsynth._noise import NoiseSource, noise_source_for
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.params import AggregationParams, DataConfig
-from spark_dpsynth.release import Release, _sorted_marginal
+from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
+from spark_dpsynth.release.core import Release, _sorted_marginal
 
 __all__ = [
     "ClassConditionalParams",
@@ -224,7 +224,7 @@ def fit_class_conditional(
     """
     from pyspark.sql import functions as F
 
-    from spark_dpsynth.prepare import prepare, resolve_columns
+    from spark_dpsynth.data.prepare import prepare, resolve_columns
 
     params = params if params is not None else ClassConditionalParams()
     data = resolve_columns(df.columns, data_config if data_config is not None else DataConfig())
@@ -253,7 +253,7 @@ def fit_class_conditional(
     if missing:
         eps_domain = params.domain_epsilon_proportion * eps
         _stage(progress, f"class_conditional: DP domains of {missing} (epsilon {eps_domain:g})")
-        from spark_dpsynth.marginals import dp_aggregate
+        from spark_dpsynth.mechanisms.marginals import dp_aggregate
 
         domain_release = dp_aggregate(
             prepared.select(*[F.col(f"`{c}`") for c in missing]),
@@ -438,7 +438,7 @@ def sample_class_conditional(
     """Synthesize records from the model (seed 002, Phase 2), distributed; post-processing only.
 
     The class counts n_c and, per attribute and class, the exact value counts are computed on the driver
-    (release-sized); n_c is split exactly over P partitions (:func:`spark_dpsynth.synthesis.exact_split`), each
+    (release-sized); n_c is split exactly over P partitions (:func:`spark_dpsynth.synthesizers.marginals.exact_split`), each
     class's value counts by sequential multivariate hypergeometric draws (the same distribution as shuffling the
     class's whole value vector and cutting it into the partitions' shares). Each partition builds its exact-count
     value vectors, shuffles them within each class (seed 002, section 8), and assembles rows; the rows are then
@@ -456,8 +456,8 @@ def sample_class_conditional(
     """
     import pyarrow as pa
 
-    from spark_dpsynth.marginals import parallelism
-    from spark_dpsynth.synthesis import exact_split
+    from spark_dpsynth.mechanisms.marginals import parallelism
+    from spark_dpsynth.synthesizers.marginals import exact_split
 
     n = int(number_of_tuples) if number_of_tuples is not None else model.protected_number_of_records
     p = int(partitions) if partitions is not None else parallelism(spark)

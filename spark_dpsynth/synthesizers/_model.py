@@ -61,7 +61,7 @@ import numpy as np
 from scipy import special
 
 from spark_dpsynth.errors import ReleaseError
-from spark_dpsynth.release import Release
+from spark_dpsynth.release.core import Release
 
 __all__ = ["ReleaseModel", "fit_release_model", "sample_records", "estimate_marginals", "MarginalEstimates"]
 

@@ -1,0 +1,10 @@
+"""Synthesizers: post-processing that reads only a release and returns a synthetic DataFrame.
+
+No module here imports the readers, :mod:`spark_dpsynth.data.prepare` or the noise sources (a test checks the
+imports), so a synthetic table carries exactly the guarantee of the release it came from.
+
+* :mod:`.marginals`: the ``model`` synthesizer (graphical model fitted to the noisy marginals) and the ``sds``
+  aggregate-seeded sampler, over a marginals release.
+* :mod:`.class_conditional`, :mod:`.archetype`: the samplers of those mechanisms' releases.
+* :mod:`._kernels`: partitioned sampling, exact splits, largest-remainder rounding, shared by all of them.
+"""
