@@ -412,7 +412,8 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     spark = _spark_session(args.master, args.driver_memory, args.event_log_dir)
     spark.sparkContext.setLogLevel("ERROR")
     session_s = time.perf_counter() - t0
-    from spark_dpsynth.mechanisms.marginals import dp_aggregate, parallelism
+    from spark_dpsynth.data.session import default_parallelism as parallelism
+    from spark_dpsynth.mechanisms.marginals import dp_aggregate
     from spark_dpsynth.params import SynthesisParams
     from spark_dpsynth.synthesizers.marginals import synthesize
 

@@ -1,31 +1,33 @@
 """spark_dpsynth: differentially private marginals and synthetic data for data-lake tables, on Apache Spark.
 
-The pipeline, one direction (DESIGN.md section 1)::
+The pipeline, one direction (docs/design.md section 1)::
 
-    table --prepare--> records of attributes --aggregate--> DP release --synthesize--> synthetic table
-    sensitive table + release + synthetic table --evaluate--> metrics (not private)
+    table --data--> records --mechanism--> DP release --synthesizer--> synthetic table
+    sensitive table + release + synthetic table --evaluation--> metrics (not private)
 
-Modules, in pipeline order:
+Subpackages, in pipeline order (each ``__init__`` maps its modules):
 
-* :mod:`spark_dpsynth.params`: frozen, validated parameter objects (DataConfig, AggregationParams, SynthesisParams).
-* :mod:`spark_dpsynth.data.prepare`: columns, empty values, public bins (Spark built-ins).
-* :mod:`spark_dpsynth.privacy.accounting`: the privacy accounting (epsilon -> rho, epsilon_Q, sigma_k; thresholds).
-* :mod:`spark_dpsynth.mechanisms.marginals`: DP k-way marginals with SDS's method, distributed (``dp_aggregate``).
-* :mod:`spark_dpsynth.release.core`: the release on disk and in memory (``Release``).
-* :mod:`spark_dpsynth.synthesizers.marginals`: aggregate-seeded synthesis, partitioned (``synthesize``).
-* :mod:`spark_dpsynth.evaluation.core` and :mod:`spark_dpsynth.evaluation.report`: utility metrics and an HTML report against the
-  sensitive data (``evaluate``, ``write_report``; not private).
-* :mod:`spark_dpsynth.mechanisms.class_conditional`: seed 002's class-conditional synthesizer, fixed.
-* :mod:`spark_dpsynth.data.io`: reading CSV, Parquet, Delta and catalog tables; atomic outputs (``read_input``,
-  ``OutputStage``).
-* :mod:`spark_dpsynth.cli.config` and :mod:`spark_dpsynth.cli.main`: TOML configuration and the ``spark-dpsynth`` command.
+* :mod:`spark_dpsynth.data`: reading and writing tables, the Spark session, preparing rows into records.
+* :mod:`spark_dpsynth.privacy`: the privacy primitives: exact noise sources, budget accounting.
+* :mod:`spark_dpsynth.mechanisms`: the DP mechanisms, the only code that reads private data and draws noise
+  (``marginals``, ``class_conditional``, ``archetype``).
+* :mod:`spark_dpsynth.release`: the release a mechanism returns and a synthesizer reads, with its typed
+  manifest; SDS's aggregates files.
+* :mod:`spark_dpsynth.synthesizers`: post-processing of a release into a synthetic table (``model``, ``sds``,
+  ``independent``, ``class_conditional``, ``archetype``).
+* :mod:`spark_dpsynth.evaluation`: utility metrics and the HTML report against the sensitive data (not private).
+* :mod:`spark_dpsynth.cli`: the ``spark-dpsynth`` command and its TOML configuration.
+
+Modules: :mod:`spark_dpsynth.registry` (every mechanism and synthesizer by name: the CLI and the configuration
+are generated from it), :mod:`spark_dpsynth.params` (the frozen parameter objects shared by the mechanisms and
+synthesizers), :mod:`spark_dpsynth.errors` (the error hierarchy).
 
 Example::
 
-    from spark_dpsynth import AggregationParams, DataConfig, dp_aggregate, synthesize, SynthesisParams
-    release = dp_aggregate(df, AggregationParams(epsilon=1.0), DataConfig(empty_values=("?",)))
+    from spark_dpsynth import AggregationParams, DataConfig, SynthesisParams, registry
+    release = registry.mechanism("marginals").fit(df, AggregationParams(epsilon=1.0), DataConfig()).release
     release.save("out/release", spark)
-    synthetic = synthesize(release, SynthesisParams(), spark)
+    synthetic = registry.resolve_synthesizer(release.manifest).synthesize(release, SynthesisParams(), spark)
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "ClassConditionalParams": "mechanisms.class_conditional",
     "fit_class_conditional": "mechanisms.class_conditional",
-    "sample_class_conditional": "mechanisms.class_conditional",
+    "sample_class_conditional": "synthesizers.class_conditional",
     "BudgetError": "errors",
     "ConfigError": "errors",
     "DPSynthError": "errors",
@@ -64,6 +66,8 @@ _EXPORTS = {
     "join_multi_value": "data.prepare",
     "prepare": "data.prepare",
     "Marginal": "release.core",
+    "Manifest": "release.manifest",
+    "load_release": "release",
     "Release": "release.core",
     "write_report": "evaluation.report",
     "read_sds": "release.sds_format",
@@ -91,11 +95,7 @@ if TYPE_CHECKING:
         write_metrics,
     )
     from spark_dpsynth.evaluation.report import write_report
-    from spark_dpsynth.mechanisms.class_conditional import (
-        ClassConditionalParams,
-        fit_class_conditional,
-        sample_class_conditional,
-    )
+    from spark_dpsynth.mechanisms.class_conditional import ClassConditionalParams, fit_class_conditional
     from spark_dpsynth.mechanisms.marginals import dp_aggregate
     from spark_dpsynth.params import (
         AccuracyMode,
@@ -105,8 +105,11 @@ if TYPE_CHECKING:
         FabricationMode,
         SynthesisParams,
     )
+    from spark_dpsynth.release import load_release
     from spark_dpsynth.release.core import Marginal, Release
+    from spark_dpsynth.release.manifest import Manifest
     from spark_dpsynth.release.sds_format import read_sds, write_sds_files
+    from spark_dpsynth.synthesizers.class_conditional import sample_class_conditional
     from spark_dpsynth.synthesizers.marginals import synthesize
 
 
@@ -140,7 +143,9 @@ __all__ = [
     "DPSynthError",
     "FabricationMode",
     "InvalidParameterError",
+    "Manifest",
     "Marginal",
+    "load_release",
     "OutputExistsError",
     "OutputStage",
     "Release",

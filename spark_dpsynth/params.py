@@ -354,7 +354,10 @@ class SynthesisParams:
     """
 
     mode: str = "model"
-    """Synthesizer: ``"model"`` (fitted model, the default) or ``"sds"`` (SDS's aggregate-seeded sampler)."""
+    """Which synthesizer of a marginals release: ``"model"`` (fitted model, the default) or ``"sds"`` (SDS's
+    aggregate-seeded sampler). An alias kept from the first version: the registry's synthesizer names
+    (``[run] synthesizer``) are the general choice, and this field is read only with the default
+    ``aggregate_seeded``."""
     target_number_of_records: int | None = None
     """Records to emit, >= 1; None emits the protected number of records ("model") or what the attribute
     budgets allow ("sds")."""

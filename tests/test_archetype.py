@@ -16,18 +16,15 @@ import pytest
 
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms.archetype import (
-    EMPTY,
     ArchetypeParams,
-    ArchetypeRoles,
     archetype_rho,
     fit_archetype,
-    load_model,
-    sample_archetype,
-    save_model,
+    resolve_roles,
     true_histograms,
 )
 from spark_dpsynth.params import DataConfig
 from spark_dpsynth.privacy.noise import NoNoise
+from spark_dpsynth.synthesizers.archetype import EMPTY, load_model, sample_archetype, save_model
 from tests.conftest import ROOT
 
 COLUMNS = ("a", "b", "c", "f")
@@ -126,18 +123,18 @@ def test_parameter_errors(kwargs: dict, message: str) -> None:
 def test_roles_are_checked_on_the_schema(kwargs: dict, message: str | None) -> None:
     params = ArchetypeParams(**{"privacy_unit": "pid", **kwargs})
     if message is None:
-        roles = ArchetypeRoles.resolve(["pid", *COLUMNS], params, DataConfig())
+        roles = resolve_roles(["pid", *COLUMNS], params, DataConfig())
         assert roles.sample == ("a", "b") and [c for c, _ in roles.fill] == ["f", "c"]
         return
     with pytest.raises(SchemaError, match=message):
-        ArchetypeRoles.resolve(["pid", *COLUMNS], params, DataConfig())
+        resolve_roles(["pid", *COLUMNS], params, DataConfig())
 
 
 def test_default_roles_every_column_clusters_and_is_sampled() -> None:
-    roles = ArchetypeRoles.resolve(["pid", *COLUMNS], ArchetypeParams(privacy_unit="pid"), DataConfig())
+    roles = resolve_roles(["pid", *COLUMNS], ArchetypeParams(privacy_unit="pid"), DataConfig())
     assert roles.columns == COLUMNS and roles.sample == COLUMNS and roles.cluster == COLUMNS
     assert roles.count is None and roles.fill == ()
-    no_unit = ArchetypeRoles.resolve(["pid", *COLUMNS], ArchetypeParams(), DataConfig())
+    no_unit = resolve_roles(["pid", *COLUMNS], ArchetypeParams(), DataConfig())
     assert no_unit.columns == ("pid", *COLUMNS)
 
 

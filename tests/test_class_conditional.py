@@ -9,14 +9,13 @@ import pytest
 
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms.class_conditional import (
-    EMPTY,
     ClassConditionalParams,
     fit_class_conditional,
     noisy_histogram,
-    sample_class_conditional,
 )
 from spark_dpsynth.params import BinSpec, DataConfig
 from spark_dpsynth.privacy.noise import CryptographicNoise, NoNoise
+from spark_dpsynth.synthesizers.class_conditional import EMPTY, sample_class_conditional
 
 # Seed 002, section 1: the toy table.
 TOY = [

@@ -37,7 +37,7 @@ def test_importing_the_package_or_the_counting_kernels_stays_light() -> None:
         loaded = _modules_after(statement)
         assert not [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(HEAVY)], statement
     assert "spark_dpsynth.mechanisms.marginals" in _modules_after("from spark_dpsynth import dp_aggregate")
-    # `prepare` is the function even once its submodule of the same name is imported
+    # `prepare` is the function (its module is spark_dpsynth.data.prepare, no name clash)
     assert _modules_after(
-        "import spark_dpsynth.mechanisms.marginals, spark_dpsynth; assert callable(spark_dpsynth.data.prepare)"
+        "import spark_dpsynth.mechanisms.marginals, spark_dpsynth; assert callable(spark_dpsynth.prepare)"
     )

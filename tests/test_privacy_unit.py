@@ -12,6 +12,7 @@ from spark_dpsynth.data.prepare import join_multi_value, prepare, split_multi_va
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, DataConfig
+from spark_dpsynth.release import load_release
 from spark_dpsynth.release.core import Release
 from spark_dpsynth.release.sds_format import read_sds, to_sds_json, to_sds_tsv, write_sds_files
 from tests.conftest import ROOT
@@ -308,7 +309,7 @@ def test_sds_tsv_from_pac_synth_reads_into_a_release_we_synthesize_from(spark, t
     lines += [f"{k}\t{v}" for k, v in sorted(aggregates.items(), key=lambda kv: (kv[0].count(";"), kv[0]))]
     path = tmp_path / "pac_synth_aggregates.tsv"
     path.write_text("\n".join(lines) + "\n")
-    release = Release.load(str(path), spark)
+    release = load_release(str(path), spark)
     assert release.manifest["source"] == "sds"
     assert set(release.columns) <= {"A", "G_x", "G_y", "B"}
     assert sum(release.sizes().values()) == len(aggregates)

@@ -15,22 +15,19 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 
+from spark_dpsynth.data.session import default_parallelism
 from spark_dpsynth.errors import InvalidParameterError, ReleaseError
 from spark_dpsynth.params import SynthesisParams
 from spark_dpsynth.release.core import Marginal, Release
 from spark_dpsynth.synthesizers import marginals as synthesis_module
+from spark_dpsynth.synthesizers._kernels import exact_split
 from spark_dpsynth.synthesizers._sds_sampler import (
     encode_release,
     percentile_type8,
     sample_records,
     scale_counts,
 )
-from spark_dpsynth.synthesizers.marginals import (
-    _default_partitions,
-    _synthesize_partition,
-    exact_split,
-    synthesize,
-)
+from spark_dpsynth.synthesizers.marginals import _synthesize_partition, synthesize
 from tests.seed_examples import SEED_001_COUNTS, SEED_001_ROWS
 
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")  # silences pyspark.pandas, imported by pyspark.testing
@@ -585,11 +582,12 @@ class _ConnectLikeSession:
         raise AssertionError("not reached")
 
 
-def test_default_partitions(spark):
-    assert _default_partitions(spark) == 4  # conftest: spark.default.parallelism = 4
-    assert _default_partitions(_ConnectLikeSession("3")) == 3
-    with pytest.raises(InvalidParameterError, match="set SynthesisParams.partitions"):
-        _default_partitions(_ConnectLikeSession("auto"))
+def test_default_parallelism(spark):
+    assert default_parallelism(spark) == 4  # conftest: spark.default.parallelism = 4
+    assert default_parallelism(_ConnectLikeSession("3")) == 3
+    for value in ("auto", "0", None):
+        with pytest.raises(InvalidParameterError, match="set spark.sql.shuffle.partitions .*partitions"):
+            default_parallelism(_ConnectLikeSession(value))
 
 
 def _release_with(**changes) -> Release:

@@ -17,10 +17,10 @@ from pyspark.testing import assertDataFrameEqual
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.params import SynthesisParams
 from spark_dpsynth.release.core import Release
+from spark_dpsynth.synthesizers._kernels import ipf
 from spark_dpsynth.synthesizers._model import (
     _ancestral,
     _fit_margins,
-    _fit_margins_batch,
     _rake,
     _rake_pool,
     _truncated_mean,
@@ -139,7 +139,7 @@ def test_batched_ipf_fits_each_table_like_the_single_table_ipf():
             ((1, 2), np.eye(2) * 10),
         ]
     )
-    batched = _fit_margins_batch(tables, margins)
+    batched = ipf(tables, margins)
     for table, table_margins, got in zip(tables, margins, batched, strict=True):
         # fitting a table with others gives what fitting it alone gives
         np.testing.assert_allclose(got, _fit_margins(table, None, table_margins), rtol=1e-5, atol=1e-6)
@@ -147,7 +147,7 @@ def test_batched_ipf_fits_each_table_like_the_single_table_ipf():
         # consistent margins are met, to 1e-4 of the total of 100 (zeros in the truth slow IPF down)
         for axes, target in table_margins:
             np.testing.assert_allclose(got.sum(axis=3 - sum(axes)), target, atol=1e-2)
-    assert _fit_margins_batch([], []) == []
+    assert ipf([], []) == []
 
 
 def test_a_deficit_becomes_empty_only_beyond_a_suppressed_value():

@@ -1,9 +1,6 @@
 """The ``spark-dpsynth`` command line and its TOML configuration.
 
-* :mod:`.main`: the commands (``pipeline``, ``aggregate``, ``synthesize``, ``evaluate``) and their outputs.
-* :mod:`.config`: the configuration file's schema, generated from the parameter classes.
+* :mod:`.main`: the commands (``pipeline``, ``aggregate``, ``synthesize``, ``evaluate``) and their outputs; its
+  ``main`` is the entry point of ``spark-dpsynth`` and ``python -m spark_dpsynth``.
+* :mod:`.config`: the configuration file's schema, generated from the parameter classes and the registry.
 """
-
-from spark_dpsynth.cli.main import main
-
-__all__ = ["main"]

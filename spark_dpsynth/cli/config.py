@@ -12,8 +12,13 @@ Layout (every table and key is optional; unknown keys are errors that name the k
     [aggregate]        the fields of AggregationParams
     [synthesize]       the fields of SynthesisParams
     [evaluate]         max_marginal_length, ...
+    [class_conditional] the fields of ClassConditionalParams not taken from [aggregate] (domains, ...)
     [archetype]        public_input | public_table, public_format, public_row_filter, and the fields of
                        spark_dpsynth.mechanisms.archetype.ArchetypeParams (column roles; [archetype.fill] COL = [cond])
+
+The mechanism sections and their keys come from :mod:`spark_dpsynth.registry`: each mechanism's parameter class
+is its section, less the fields it takes from the shared sections (its budget from ``[aggregate]``, its privacy
+unit from ``[data]``); :meth:`JobConfig.mechanism_params` puts them together.
 
 The schema is :func:`schema`: one :class:`ConfigKey` per key, with its type, allowed values and help. Every key
 has a command-line option (``--key-name``, see :mod:`spark_dpsynth.cli.main`) and every option a key; values given on
@@ -35,9 +40,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_dpsynth import params as _params
+from spark_dpsynth import registry
 from spark_dpsynth.data.io import FORMATS, check_table_name
-from spark_dpsynth.errors import ConfigError, DPSynthError
+from spark_dpsynth.errors import ConfigError, DPSynthError, InvalidParameterError
 from spark_dpsynth.mechanisms.archetype import ArchetypeParams
+from spark_dpsynth.mechanisms.class_conditional import ClassConditionalParams
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, SynthesisParams
 
 __all__ = ["ConfigKey", "JobConfig", "load_config", "load_document", "merge", "parse_config", "schema"]
@@ -46,10 +53,11 @@ _INPUT_KEYS = {"path", "table", "format", "delimiter"}
 _OUTPUT_KEYS = {"path", "table", "format", "overwrite", "single_csv", "sds_format", "join_multi_value"}
 _SPARK_KEYS = {"master", "remote"}
 _RUN_KEYS = {"quiet", "debug", "synthesizer", "release"}
-SYNTHESIZERS = ("aggregate_seeded", "class_conditional", "archetype")
+LEGACY_SYNTHESIZER = "aggregate_seeded"
+"""The old default of ``[run] synthesizer``: the marginals mechanism, then the synthesizer named by
+``[synthesize] mode`` (``model`` or ``sds``). Kept as an alias."""
+SYNTHESIZERS = (LEGACY_SYNTHESIZER, *registry.SYNTHESIZERS)
 _ARCHETYPE_IO_KEYS = ("public_input", "public_table", "public_format", "public_row_filter")
-_ARCHETYPE_FROM_ELSEWHERE = {"privacy_unit", "epsilon", "delta", "accounting", "seed"}
-"""ArchetypeParams fields set from [data] privacy_unit and [aggregate], not from [archetype]."""
 _DATA_KEYS = {
     "columns",
     "empty_values",
@@ -115,9 +123,10 @@ class JobConfig:
     """Log warnings only."""
     debug: bool = False
     """Show full tracebacks on failure (they may show data values)."""
-    synthesizer: str = "aggregate_seeded"
-    """"aggregate_seeded" (DP marginals, then ``[synthesize] mode``) or "class_conditional" (seed 002, with the
-    class column ``[evaluate] label``, default the last column)."""
+    synthesizer: str = LEGACY_SYNTHESIZER
+    """A synthesizer of :mod:`spark_dpsynth.registry` (``model``, ``sds``, ``independent``,
+    ``class_conditional``, ``archetype``), which also names the mechanism a pipeline runs; the default
+    ``aggregate_seeded`` is the marginals mechanism with ``[synthesize] mode``."""
     row_filter: str | None = None
     """Spark SQL predicate applied to the input before anything else (e.g. ``"split = 'train'"``); public."""
     max_marginal_length: int = 3
@@ -138,6 +147,9 @@ class JobConfig:
     archetype: ArchetypeParams = field(default_factory=ArchetypeParams)
     """[archetype]: column roles and settings of the archetype synthesizer (its budget comes from [aggregate],
     its privacy unit from [data] privacy_unit)."""
+    class_conditional: ClassConditionalParams = field(default_factory=ClassConditionalParams)
+    """[class_conditional]: settings of the class-conditional mechanism (its budget comes from [aggregate],
+    its class column from [evaluate] label)."""
     public_input: str | None = None
     """[archetype] public_input: the public table of the archetype synthesizer (a path, like [input] path)."""
     public_table: str | None = None
@@ -147,30 +159,87 @@ class JobConfig:
     public_row_filter: str | None = None
     """[archetype] public_row_filter: Spark SQL predicate applied to the public table first."""
 
+    # ------------------------------------------------------------------------------ the registry's view
+    def synthesizer_name(self) -> str:
+        """The registry name of the synthesizer asked for (the alias resolved through ``[synthesize] mode``)."""
+        return self.synthesize.mode if self.synthesizer == LEGACY_SYNTHESIZER else self.synthesizer
 
-def _archetype_section(doc: dict[str, Any]) -> dict[str, Any]:
-    """The JobConfig fields of the [archetype] table, validated (messages name the key)."""
-    table = dict(_check_keys("archetype", doc.get("archetype", {}), _archetype_keys()))
+    def requested_synthesizer(self) -> str | None:
+        """The synthesizer named explicitly (None for the default alias: the release then decides)."""
+        if self.synthesizer != LEGACY_SYNTHESIZER:
+            return self.synthesizer
+        return "sds" if self.synthesize.mode == "sds" else None
+
+    def mechanism_name(self) -> str:
+        """The mechanism a pipeline or ``aggregate`` runs: the first one the synthesizer reads."""
+        return registry.synthesizer(self.synthesizer_name()).mechanisms[0]
+
+    def mechanism_params(self, name: str | None = None) -> Any:
+        """The parameters of mechanism ``name`` (default :meth:`mechanism_name`): its section's object with
+        the fields it inherits (registry ``inherited``) taken from the shared sections.
+
+        Raises:
+            ConfigError: the combination is invalid (the message names the section).
+        """
+        spec = registry.mechanism(name or self.mechanism_name())
+        own = getattr(self, spec.section)
+        values = {fname: self._value(path) for fname, path in spec.inherited.items()}
+        if not values:
+            return own
+        try:
+            return dataclasses.replace(own, **values)
+        except (DPSynthError, TypeError) as err:
+            raise ConfigError(f"[{spec.section}] {err}") from err
+
+    def _value(self, path: str) -> Any:
+        section, key = path.split(".", 1)
+        if section in ("aggregate", "data", "synthesize"):
+            value = getattr(getattr(self, section), key)
+        elif section == "evaluate":
+            value = getattr(self, key)
+        else:
+            raise InvalidParameterError(f"no shared configuration key {path!r}")
+        return str(value) if isinstance(value, enum.Enum) else value
+
+
+def _section_keys(spec: registry.MechanismSpec) -> set[str]:
+    """The keys of a mechanism's section: its parameter fields less the inherited ones (plus the public table's
+    keys for a mechanism that reads one)."""
+    names = {f.name for f in dataclasses.fields(spec.params_class())} - set(spec.inherited)
+    return names | (set(_ARCHETYPE_IO_KEYS) if spec.needs_public else set())
+
+
+def _mechanism_sections(doc: dict[str, Any]) -> dict[str, Any]:
+    """The JobConfig fields of the registered mechanisms' own sections (not [aggregate]), validated."""
+    out: dict[str, Any] = {}
+    for spec in registry.MECHANISMS.values():
+        if spec.section == "aggregate":
+            continue
+        table = dict(_check_keys(spec.section, doc.get(spec.section, {}), _section_keys(spec)))
+        if spec.needs_public:
+            out.update(_public_table(spec.section, table))
+        for key, value in list(table.items()):
+            if isinstance(value, dict):
+                table[key] = {c: tuple(v) if isinstance(v, list) else v for c, v in value.items()}
+        out[spec.section] = _build(spec.params_class(), spec.section, table)
+    return out
+
+
+def _public_table(section: str, table: dict[str, Any]) -> dict[str, Any]:
+    """Pop and check the public-table keys of a mechanism section."""
     io = {f"public_{k}": table.pop(f"public_{k}", None) for k in ("input", "table", "format", "row_filter")}
     if io["public_input"] is not None and io["public_table"] is not None:
-        raise ConfigError("[archetype] give either public_input or public_table, not both")
+        raise ConfigError(f"[{section}] give either public_input or public_table, not both")
     if io["public_format"] is not None and io["public_format"] not in _FORMATS:
         raise ConfigError(
-            f"[archetype] public_format must be one of {list(_FORMATS)}, got {io['public_format']!r}"
+            f"[{section}] public_format must be one of {list(_FORMATS)}, got {io['public_format']!r}"
         )
     if io["public_table"] is not None:
         try:
             check_table_name(io["public_table"], "public_table")
         except DPSynthError as err:
-            raise ConfigError(f"[archetype] {err}") from err
-    if isinstance(table.get("fill"), dict):
-        table["fill"] = {c: tuple(v) if isinstance(v, list) else v for c, v in table["fill"].items()}
-    return {"archetype": _build(ArchetypeParams, "archetype", table), **io}
-
-
-def _archetype_keys() -> set[str]:
-    names = {f.name for f in dataclasses.fields(ArchetypeParams)} - _ARCHETYPE_FROM_ELSEWHERE
-    return names | set(_ARCHETYPE_IO_KEYS)
+            raise ConfigError(f"[{section}] {err}") from err
+    return io
 
 
 def _check_keys(section: str, table: Any, allowed: set[str]) -> dict[str, Any]:
@@ -220,7 +289,8 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
     Raises:
         ConfigError: an unknown section or key, or a value outside its range (the message names the key).
     """
-    allowed = {"input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate", "archetype"}
+    allowed = {"input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate"}
+    allowed |= {spec.section for spec in registry.MECHANISMS.values()}
     _check_keys("top level", doc, allowed)
     _check_types(doc)
     inp = _check_keys("input", doc.get("input", {}), _INPUT_KEYS)
@@ -285,7 +355,7 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         row_filter=row_filter,
         max_marginal_length=mml,
         **_evaluate_settings(evaluate),
-        **_archetype_section(doc),
+        **_mechanism_sections(doc),
     )
 
 
@@ -351,9 +421,9 @@ _STATIC_KEYS = (
     ConfigKey("spark", "remote", "str", "Spark Connect URL, e.g. sc://host:15002 (local[2] starts a local "
               "Connect server)"),
     ConfigKey("run", "quiet", "bool", "log warnings only (default false)"),
-    ConfigKey("run", "synthesizer", "str", "aggregate_seeded: DP marginals then [synthesize] mode (default); "
-              "class_conditional: seed 002's per-class histograms, class column [evaluate] label; archetype: "
-              "seed 004's public-data archetypes with user-level DP ([archetype], --public-input)", SYNTHESIZERS),
+    ConfigKey("run", "synthesizer", "str", "the method, which also picks the mechanism: "
+              + "; ".join(f"{s.name}: {s.summary} (mechanism {s.mechanisms[0]})" for s in registry.SYNTHESIZERS.values())
+              + f"; {LEGACY_SYNTHESIZER} (default): the marginals mechanism, then [synthesize] mode", SYNTHESIZERS),
     ConfigKey("run", "debug", "bool", "show full tracebacks on failure, which may show data values (default "
               "false)"),
     ConfigKey("run", "release", "str", "synthesize: the release to read, a release directory or an SDS "
@@ -441,20 +511,28 @@ def schema() -> tuple[ConfigKey, ...]:
     keys += _dataclass_keys("aggregate", AggregationParams)
     keys += _dataclass_keys("synthesize", SynthesisParams)
     keys += _dataclass_keys("evaluate", JobConfig, set(_EVALUATE_KEYS))
-    keys += _ARCHETYPE_STATIC_KEYS
-    keys += _dataclass_keys("archetype", ArchetypeParams, _archetype_keys() - set(_ARCHETYPE_IO_KEYS))
+    for spec in registry.MECHANISMS.values():
+        if spec.section == "aggregate":
+            continue
+        if spec.needs_public:
+            keys += [
+                dataclasses.replace(k, section=spec.section, help=f"{spec.name}: {k.help}")
+                for k in _PUBLIC_TABLE_KEYS
+            ]
+        own = _section_keys(spec) - set(_ARCHETYPE_IO_KEYS)
+        keys += _dataclass_keys(spec.section, spec.params_class(), own)
     return tuple(keys)
 
 
-_ARCHETYPE_STATIC_KEYS = [
-    ConfigKey("archetype", "public_input", "str", "archetype: the PUBLIC table (same schema as the input): a "
-              "CSV file, a Parquet or Delta directory, local or a URI"),
-    ConfigKey("archetype", "public_table", "str", "archetype: the public table as a catalog table db.table"),
-    ConfigKey("archetype", "public_format", "str", "archetype: format of public_input (default: from the path)",
-              FORMATS),
-    ConfigKey("archetype", "public_row_filter", "str", "archetype: Spark SQL predicate applied to the public "
-              "table first, e.g. \"pmod(xxhash64(idcode), 10) < 3\" (default none)"),
+_PUBLIC_TABLE_KEYS = [
+    ConfigKey("public", "public_input", "str", "the PUBLIC table (same schema as the input): a CSV file, a "
+              "Parquet or Delta directory, local or a URI"),
+    ConfigKey("public", "public_table", "str", "the public table as a catalog table db.table"),
+    ConfigKey("public", "public_format", "str", "format of public_input (default: from the path)", FORMATS),
+    ConfigKey("public", "public_row_filter", "str", "Spark SQL predicate applied to the public table first, "
+              "e.g. \"pmod(xxhash64(idcode), 10) < 3\" (default none)"),
 ]  # fmt: skip
+"""The keys of a mechanism that reads a public table (in that mechanism's section)."""
 
 
 _TYPE_WORDS = {

@@ -29,6 +29,7 @@ import sys
 import time
 from typing import Any
 
+from spark_dpsynth import registry
 from spark_dpsynth.cli.config import ConfigKey, JobConfig, load_document, merge, parse_config, schema
 from spark_dpsynth.data.io import (
     OutputStage,
@@ -54,14 +55,15 @@ log = logging.getLogger("spark_dpsynth.cli.main")
 
 __all__ = ["main", "build_parser", "option_for", "COMMANDS"]
 
+_MECHANISM_SECTIONS = tuple(dict.fromkeys(spec.section for spec in registry.MECHANISMS.values()))
 COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "pipeline": (
         "aggregate, synthesize and evaluate",
-        ("input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate", "archetype"),
+        ("input", "output", "spark", "run", "data", *_MECHANISM_SECTIONS, "synthesize", "evaluate"),
     ),
     "aggregate": (
-        "input -> DIR/release (DP marginals)",
-        ("input", "output", "spark", "run", "data", "aggregate", "archetype"),
+        "input -> DIR/release (a DP mechanism)",
+        ("input", "output", "spark", "run", "data", *_MECHANISM_SECTIONS, "evaluate"),
     ),
     "synthesize": (
         "DIR/release -> DIR/synthetic (post-processing, no privacy cost)",
@@ -248,33 +250,24 @@ def _check_input(config: JobConfig) -> None:
         raise InvalidParameterError(f"input not found: {path}")
 
 
-def _check_archetype(config: JobConfig) -> None:
-    """The archetype synthesizer's own checks (before Spark starts): a public table, row-level columns."""
-    public = config.public_input or config.public_table
-    if config.synthesizer != "archetype":
-        return  # [archetype] settings are ignored by the other synthesizers
-    if not public:
+def _check_mechanism(config: JobConfig) -> None:
+    """The chosen mechanism's own checks, before Spark starts: its parameters with the inherited shared keys,
+    the data configuration it takes, and its public table when it reads one."""
+    spec = registry.mechanism(config.mechanism_name())
+    params = config.mechanism_params(spec.name)
+    check = spec.load_check()
+    if check is not None:
+        check(params, config.data)
+    if not spec.needs_public:
+        return
+    if not (config.public_input or config.public_table):
         raise InvalidParameterError(
-            "the archetype synthesizer needs a public table: --public-input PATH or [archetype] public_table"
+            f"the {config.synthesizer_name()} synthesizer needs a public table: --public-input PATH or "
+            f"[{spec.section}] public_table"
         )
     path = config.public_input
     if path and is_local(path) and not os.path.exists(local_path(path)):
         raise InvalidParameterError(f"public input not found: {path}")
-    if config.data.multi_value:
-        raise InvalidParameterError("the archetype synthesizer takes single-value columns: no multi_value")
-    _archetype_params(config)  # validates the roles against the budget and the privacy unit
-
-
-def _archetype_params(config: JobConfig):  # noqa: ANN202 - ArchetypeParams
-    """[archetype] with the privacy unit of [data] and the budget and seed of [aggregate]."""
-    return dataclasses.replace(
-        config.archetype,
-        privacy_unit=config.data.privacy_unit,
-        epsilon=config.aggregate.epsilon,
-        delta=config.aggregate.delta,
-        accounting=str(config.aggregate.accounting),
-        seed=config.aggregate.seed,
-    )
 
 
 def _needs_delta(config: JobConfig, command: str) -> bool:
@@ -312,14 +305,12 @@ def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
 
 
 def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN001, ANN202
-    from spark_dpsynth.data.prepare import resolve_columns
-    from spark_dpsynth.mechanisms.marginals import dp_aggregate
-
+    """Run the chosen mechanism (registry) on the input and stage its release (and its own files)."""
+    spec = registry.mechanism(config.mechanism_name())
     df = read_table(spark, config)
-    if config.synthesizer == "archetype":
-        from spark_dpsynth.mechanisms.archetype import fit_archetype, save_model
 
-        public = _read_filtered(
+    def read_public():  # noqa: ANN202 - DataFrame
+        return _read_filtered(
             spark,
             config.public_input,
             config.public_table,
@@ -327,41 +318,17 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
             config.delimiter,
             config.public_row_filter,
         )
-        if config.data.multi_value:
-            raise InvalidParameterError("the archetype synthesizer does not take multi-value columns")
-        # Rows are not merged per person (prepare's privacy unit): the synthesizer keeps a person's rows.
-        data = dataclasses.replace(config.data, privacy_unit=None)
-        model, release = fit_archetype(df, public, _archetype_params(config), data)
-        path = stage.path("release")
-        release.save(path, spark)
-        save_model(model, path)
-        return release
-    data = resolve_columns(df.columns, config.data)  # schema check, no data read
-    if config.synthesizer == "class_conditional":
-        if data.merges_rows:
-            raise InvalidParameterError(
-                "the class_conditional synthesizer takes one row per record: no privacy_unit or multi_value"
-            )
-        from spark_dpsynth.mechanisms import class_conditional
 
-        params = class_conditional.ClassConditionalParams(
-            epsilon=config.aggregate.epsilon,
-            label=config.label,
-            delta=config.aggregate.delta,
-            number_of_records_epsilon_proportion=config.aggregate.number_of_records_epsilon_proportion,
-            seed=config.aggregate.seed,
-        )
-        cc_model, release = class_conditional.fit_class_conditional(df, params, data)
-        path = stage.path("release")
-        release.save(path, spark)
-        class_conditional.save_model(cc_model, path)
-        return release
-    if not data.multi_value:
-        config.aggregate.check_columns(len(data.columns or ()))
-    release = dp_aggregate(df, config.aggregate, data)
+    context = registry.MechanismContext(spark=spark, read_public=read_public if spec.needs_public else None)
+    fitted = spec.load_run()(df, config.mechanism_params(spec.name), config.data, context)
+    release = fitted.release
     path = stage.path("release")
     release.save(path, spark)
+    if fitted.write_extras is not None:
+        fitted.write_extras(local_path(path))
     if config.sds_format:
+        if release.manifest.mechanism != "marginals":
+            raise InvalidParameterError(f"--sds-format needs k-way marginals, not a {spec.name} release")
         from spark_dpsynth.release.sds_format import write_sds_files
 
         write_sds_files(release, local_path(path))
@@ -370,35 +337,12 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
 
 def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, release_dir: str):  # noqa: ANN001, ANN202
     """Synthesize, write the synthetic data (staged) and return it as read back from where it was written."""
-    from spark_dpsynth.synthesizers.marginals import synthesize
+    spec = registry.resolve_synthesizer(release.manifest, config.requested_synthesizer())
+    synthetic = spec.load_sample()(release, config.synthesize, spark, release_dir=local_path(release_dir))
+    if config.join_multi_value and release.manifest.get("multi_value_columns"):
+        from spark_dpsynth.data.prepare import join_multi_value
 
-    if release.manifest.get("synthesizer") == "class_conditional":
-        from spark_dpsynth.mechanisms.class_conditional import load_model, sample_class_conditional
-
-        synthetic = sample_class_conditional(
-            load_model(release, release_dir),
-            spark,
-            number_of_tuples=config.synthesize.target_number_of_records,
-            partitions=config.synthesize.partitions,
-            seed=config.synthesize.seed,
-        )
-    elif release.manifest.get("synthesizer") == "archetype":
-        from spark_dpsynth.mechanisms.archetype import load_model as load_archetype
-        from spark_dpsynth.mechanisms.archetype import sample_archetype
-
-        synthetic = sample_archetype(
-            load_archetype(release, release_dir),
-            spark,
-            target_number_of_records=config.synthesize.target_number_of_records,
-            partitions=config.synthesize.partitions,
-            seed=config.synthesize.seed,
-        )
-    else:
-        synthetic = synthesize(release, config.synthesize, spark)
-        if config.join_multi_value and release.manifest.get("multi_value_columns"):
-            from spark_dpsynth.data.prepare import join_multi_value
-
-            synthetic = join_multi_value(synthetic, release.columns, release.manifest)
+        synthetic = join_multi_value(synthetic, release.columns, release.manifest)
     fmt = config.output_format or "parquet"
     if config.output_table:
         staged = stage.table(config.output_table, config.output_format)
@@ -431,8 +375,8 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         synthetic = spark.read.parquet(syn_path)
     df = read_table(spark, config)
     data = resolve_columns(df.columns, config.data)
-    if release.manifest.get("synthesizer") == "archetype":
-        # The archetype synthesizer emits a person's rows, not one merged record: compare rows with rows.
+    if registry.mechanism(release.manifest.mechanism).keeps_rows:
+        # Its synthesizer emits a person's rows, not one merged record: compare rows with rows.
         data = dataclasses.replace(data, privacy_unit=None)
     if not data.multi_value and tuple(data.columns or ()) != tuple(release.columns):
         raise InvalidParameterError(
@@ -480,7 +424,7 @@ def _summary(release, metrics: dict | None, out_dir: str) -> str:  # noqa: ANN00
         "  released tuples        " + ", ".join(f"k={k}: {n}" for k, n in release.sizes().items()),
         "  sensitivities          " + ", ".join(f"k={k}: {v}" for k, v in m["sensitivities"].items()),
     ]
-    if m.get("synthesizer") == "archetype":
+    if release.manifest.mechanism == "archetype":
         lines[3:6] = [
             f"  privacy unit           {m.get('privacy_unit_column') or m['privacy_unit']}",
             f"  protected persons      {m['protected_number_of_persons']} (records {m['protected_number_of_records']})",
@@ -542,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
             raise InvalidParameterError("no output: give --output DIR or [output] path in the config")
         if command != "synthesize":
             _check_input(config)
-            _check_archetype(config)
+            _check_mechanism(config)
         release_dir = os.path.join(out_dir, "release")
         if command == "synthesize" and config.release:
             release_dir = config.release
@@ -570,9 +514,9 @@ def main(argv: list[str] | None = None) -> int:
             if command in ("pipeline", "aggregate"):
                 release = _run_aggregate(spark, config, stage)
             else:
-                from spark_dpsynth.release.core import Release
+                from spark_dpsynth.release import load_release
 
-                release = Release.load(release_dir, spark)
+                release = load_release(release_dir, spark)
             if command in ("pipeline", "synthesize"):
                 # The release just staged (pipeline) or the one on disk (synthesize).
                 source = os.path.join(stage.staging_dir, "release") if command == "pipeline" else release_dir

@@ -20,11 +20,11 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from spark_dpsynth.errors import SparkSetupError
+from spark_dpsynth.errors import InvalidParameterError, SparkSetupError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["get_session", "delta_builder", "is_connect"]
+__all__ = ["get_session", "delta_builder", "default_parallelism", "is_connect"]
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -33,6 +33,46 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 def is_connect(spark: object) -> bool:
     """True for a Spark Connect session (no SparkContext, no JVM on the client)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: object) -> int:
+    """The number of tasks a job of this session runs at once: how many partitions to split work into.
+
+    A classic session answers ``sparkContext.defaultParallelism`` (the executors' total cores, or
+    ``spark.default.parallelism`` when set). Spark Connect has no SparkContext on the client: there the answer
+    is the session's ``spark.sql.shuffle.partitions``. Used by every mechanism and synthesizer that chooses a
+    number of partitions itself.
+
+    Args:
+        spark: a SparkSession, classic or Spark Connect.
+
+    Returns:
+        An integer >= 1.
+
+    Raises:
+        InvalidParameterError: neither gives an integer >= 1 (e.g. ``spark.sql.shuffle.partitions = "auto"`` on
+            a Connect session): the message says to set ``spark.sql.shuffle.partitions`` to a positive integer
+            or to pass the number of partitions explicitly (``SynthesisParams.partitions``).
+    """
+    try:
+        parts = int(spark.sparkContext.defaultParallelism)  # type: ignore[attr-defined]
+    except (AttributeError, NotImplementedError):  # Spark Connect: no SparkContext
+        pass
+    else:
+        if parts >= 1:
+            return parts
+    value = spark.conf.get("spark.sql.shuffle.partitions")  # type: ignore[attr-defined]
+    try:
+        parts = int(value) if value is not None else 0
+    except (TypeError, ValueError):
+        parts = 0
+    if parts < 1:
+        raise InvalidParameterError(
+            f"the session's parallelism cannot be inferred (no SparkContext, and spark.sql.shuffle.partitions = "
+            f"{value!r} is not an integer >= 1): set spark.sql.shuffle.partitions to a positive integer, or pass "
+            "the number of partitions explicitly (SynthesisParams.partitions)"
+        )
+    return parts
 
 
 def delta_builder(builder: SparkSession.Builder) -> SparkSession.Builder:

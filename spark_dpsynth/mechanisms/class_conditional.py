@@ -1,73 +1,70 @@
-"""The class-conditional DP synthesizer (seed 002), on Spark and fixed.
+"""The class-conditional mechanism: noisy (attribute value, class) histograms over full public domains.
 
-One noisy histogram of (attribute value, class) pairs per attribute over the *full public domain*, then the
-seed's post-processing: class totals, tuples per class, conditional distributions P(value | class), exact-count
-vectors per class with random fill-up, shuffle (a naive-Bayes structure; seed 002, sections 3-9).
+One noisy histogram of (attribute value, class) pairs per attribute over the *full public domain*, and the
+protected number of records. The synthesizer that reads them (post-processing: class totals, tuples per class,
+P(value | class), exact-count value vectors per class, shuffled; a naive-Bayes structure) is
+:mod:`spark_dpsynth.synthesizers.class_conditional`.
 
-Fixed with respect to the seed's notebook (issue 7):
+Fixed with respect to the notebook this method comes from:
 
 * independent noise per bin: one exact discrete Laplace draw per (value, class) bin (the notebook adds *one*
   scalar draw to every bin of a histogram, which is not DP);
 * every bin of the public domain is noised, zero-count bins included (the notebook noises only the bins present in
   the data, so the set of non-zero bins leaks);
 * no true record count anywhere: the number of tuples defaults to the protected number of records
-  (n + discrete Laplace), never ``df.shape[0]``, and nothing about the data is printed.
+  (n + discrete Laplace), never the table's size, and nothing about the data is printed.
 
 Privacy (pure epsilon-DP when every domain is public): adding or removing one record changes each of the A
 histograms in exactly one bin by 1 (L1 sensitivity 1 per histogram, A in total), so discrete Laplace noise of scale
-A / epsilon_M on every bin is epsilon_M-DP (equivalently, the seed's split epsilon_M / A per histogram with
-sensitivity 1). The protected number of records spends epsilon_N = N_p epsilon. Columns without a public domain
-take theirs from a DP-thresholded 1-way release (SDS's k = 1 stage, :func:`spark_dpsynth.mechanisms.marginals.dp_aggregate`)
-that spends a share ``domain_epsilon_proportion`` of epsilon and its delta; the total is then (epsilon, delta)-DP.
-Values outside the domain are dropped from the histograms (sensitivity unchanged).
+A / epsilon_M on every bin is epsilon_M-DP (equivalently, epsilon_M / A per histogram with sensitivity 1; the
+Laplace mechanism, Dwork, McSherry, Nissim, Smith 2006, in its discrete form, Ghosh, Roughgarden, Sundararajan
+2009). The protected number of records spends epsilon_N = N_p epsilon. Columns without a public domain take
+theirs from a DP-thresholded 1-way release (the k = 1 stage of
+:func:`spark_dpsynth.mechanisms.marginals.dp_aggregate`) that spends a share ``domain_epsilon_proportion`` of
+epsilon and its delta; the total is then (epsilon, delta)-DP by sequential composition. Values outside the domain
+are dropped from the histograms (sensitivity unchanged). See docs/design.md (mechanisms).
 
-The release has the main path's format (``spark_dpsynth.release.core``): k = 2 tuples are the (attribute, label)
-bins with noisy count >= 1, k = 1 tuples their sums, normalized so that no tuple exceeds its sub-tuples, so
-``evaluate`` and the report work unchanged; the model itself (the noisy histograms) is in memory.
+The release has the marginals mechanism's format (:mod:`spark_dpsynth.release.core`): k = 2 tuples are the
+(attribute, label) bins with noisy count >= 1, k = 1 tuples their sums, normalized so that no tuple exceeds its
+sub-tuples, so evaluation and the report work unchanged; the noisy histograms themselves are the model
+(:class:`spark_dpsynth.synthesizers.class_conditional.ClassConditionalModel`), saved beside the release.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from spark_dpsynth import _validate as v
+from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.params import AggregationParams, DataConfig
+from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
+from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Release, _sorted_marginal
+from spark_dpsynth.release.manifest import FORMAT_VERSION
+from spark_dpsynth.synthesizers.class_conditional import EMPTY, ClassConditionalModel, save_model
 
-__all__ = [
-    "ClassConditionalParams",
-    "ClassConditionalModel",
-    "fit_class_conditional",
-    "sample_class_conditional",
-    "save_model",
-    "load_model",
-]
-
-MODEL_FILE = "class_conditional_histograms.json"
-"""File beside the release's manifest holding the noisy histograms (DP output) for ``synthesize``."""
+__all__ = ["ClassConditionalParams", "fit_class_conditional", "noisy_histogram"]
 
 log = logging.getLogger(__name__)
-
-EMPTY = "\x00"
-"""Internal marker of the empty value (null), a category of every domain."""
 
 
 @dataclass(frozen=True)
 class ClassConditionalParams:
-    """Parameters of the class-conditional synthesizer (seed 002, section 2; issue 7)."""
+    """Parameters of the class-conditional mechanism (and, through ``number_of_tuples`` and ``seed``, of its
+    synthesizer)."""
 
     epsilon: float = 1.0
-    """Total privacy budget epsilon > 0 (seed 002's default is 1.0)."""
+    """Total privacy budget epsilon > 0."""
     label: str | None = None
-    """The class column; None takes the last attribute column (seed 002's default)."""
+    """The class column; None takes the last attribute column."""
     number_of_tuples: int | None = None
     """Records to synthesize (>= 1); None uses the protected number of records."""
     domains: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -107,80 +104,6 @@ class ClassConditionalParams:
         object.__setattr__(self, "domains", domains)
 
 
-@dataclass(frozen=True)
-class ClassConditionalModel:
-    """The noisy histograms and what the seed's post-processing derives from them (release-sized)."""
-
-    columns: tuple[str, ...]
-    """All columns, in the table's order (attributes and the label)."""
-    label: str
-    """The class column."""
-    domains: dict[str, tuple[str, ...]]
-    """Per column, its domain including :data:`EMPTY`."""
-    histograms: dict[str, np.ndarray]
-    """Per attribute, float64 (|domain|, |classes|): noisy counts clipped at 0."""
-    protected_number_of_records: int
-    manifest: dict[str, object]
-
-    @property
-    def classes(self) -> tuple[str, ...]:
-        return self.domains[self.label]
-
-    def class_totals(self) -> np.ndarray:
-        """classTotals(c) = sum over attributes and values of the noisy counts (seed 002, section 5)."""
-        total = np.zeros(len(self.classes))
-        for hist in self.histograms.values():
-            total += hist.sum(axis=0)
-        return total
-
-    def tuples_per_class(self, number_of_tuples: int) -> np.ndarray:
-        """n_c = number_of_tuples p(c), p(c) = classTotals(c) / total (uniform if the total is 0; seed 002,
-        section 6), rounded by largest remainders so that the n_c sum to ``number_of_tuples`` exactly (the
-        seed's plain rounding can miss it)."""
-        totals = self.class_totals()
-        p = totals / totals.sum() if totals.sum() > 0 else np.full(totals.shape, 1.0 / totals.shape[0])
-        return _largest_remainder(p * number_of_tuples, number_of_tuples)
-
-    def conditionals(self) -> dict[str, np.ndarray]:
-        """P(value | class) per attribute, float64 (|domain|, |classes|): each column sums to 1 (uniform over the
-        domain where a class has no mass; seed 002, section 7)."""
-        out = {}
-        for name, hist in self.histograms.items():
-            sums = hist.sum(axis=0)
-            uniform = np.full(hist.shape, 1.0 / hist.shape[0])
-            out[name] = np.where(sums > 0, hist / np.where(sums > 0, sums, 1.0), uniform)
-        return out
-
-    def target_counts(self, number_of_tuples: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """(n_c per class, per attribute int64 (|domain|, |classes|) exact value counts per class).
-
-        The seed rounds p(value | c) n_c per value, then fills up or removes at random (section 8); here the
-        per-value targets come from largest remainders, which gives the same counts up to that random fill-up and
-        sums to n_c exactly.
-        """
-        n_c = self.tuples_per_class(number_of_tuples)
-        counts = {}
-        for name, cond in self.conditionals().items():
-            counts[name] = np.stack(
-                [_largest_remainder(cond[:, c] * n_c[c], int(n_c[c])) for c in range(len(n_c))], axis=1
-            )
-        return n_c, counts
-
-
-def _largest_remainder(quotas: np.ndarray, total: int) -> np.ndarray:
-    """Integers that sum to ``total``, floor(quota) each plus one for the largest fractional parts."""
-    quotas = np.asarray(quotas, dtype=np.float64)
-    base = np.floor(quotas).astype(np.int64)
-    missing = int(total - base.sum())
-    if missing > 0:
-        order = np.argsort(-(quotas - base), kind="stable")
-        base[order[:missing]] += 1
-    elif missing < 0:  # float rounding only
-        order = np.argsort(quotas - base, kind="stable")
-        base[order[:-missing]] -= 1
-    return base
-
-
 def _public_domains(
     columns: tuple[str, ...], data: DataConfig, params: ClassConditionalParams
 ) -> dict[str, tuple[str, ...]]:
@@ -200,19 +123,23 @@ def fit_class_conditional(
     data_config: DataConfig | None = None,
     *,
     noise: NoiseSource | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[ClassConditionalModel, Release]:
-    """Release the noisy (attribute value, class) histograms of a table (seed 002, Phase 1, fixed).
+    """Release the noisy (attribute value, class) histograms of a table (see the module docstring).
 
     Args:
         df: the sensitive table; one row per record.
-        params: epsilon, label, number of tuples, public domains, seed.
+        params: epsilon, label, number of tuples (kept in the manifest for the synthesizer), public domains,
+            delta of the domain release, seed (test mode).
         data_config: columns, empty values and public bins (binned columns have public domains).
         noise: the noise source (default: production noise, or test-mode noise when ``params.seed`` is set).
-        progress: optional callback, one message per stage.
+        progress: optional callback, one message per stage (no statistic of the data).
 
     Returns:
-        (the model for :func:`sample_class_conditional`, a :class:`Release` in the main path's format).
+        (the model, :class:`spark_dpsynth.synthesizers.class_conditional.ClassConditionalModel`, for
+        :func:`spark_dpsynth.synthesizers.class_conditional.sample_class_conditional`: per attribute a float64
+        (|domain|, |classes|) histogram of noisy counts clipped at 0, every domain ending with the empty value;
+        a :class:`Release` in the marginals mechanism's format, reporting length 2).
 
     Raises:
         SchemaError: a configured column or the label is not in ``df`` (checked before any data is read).
@@ -245,14 +172,23 @@ def fit_class_conditional(
     started = time.perf_counter()
     prepared = prepare(df, data)
     domains = _public_domains(columns, data, params)
-    eps = float(params.epsilon)
-    eps_n = params.number_of_records_epsilon_proportion * eps
+    acct = Accountant(float(params.epsilon))
+    eps = acct.epsilon
+    eps_n = acct.spend_epsilon(
+        "number_of_records",
+        params.number_of_records_epsilon_proportion,
+        "discrete Laplace (count of records)",
+    )
     eps_domain = 0.0
     delta = 0.0
     missing = [c for c in columns if c not in domains]
     if missing:
-        eps_domain = params.domain_epsilon_proportion * eps
-        _stage(progress, f"class_conditional: DP domains of {missing} (epsilon {eps_domain:g})")
+        eps_domain = acct.spend_epsilon(
+            "domains",
+            params.domain_epsilon_proportion,
+            "the marginals mechanism, k = 1 only: DP-thresholded 1-way release of the columns without a public domain",
+        )
+        report(progress, log, f"class_conditional: DP domains of {missing} (epsilon {eps_domain:g})")
         from spark_dpsynth.mechanisms.marginals import dp_aggregate
 
         domain_release = dp_aggregate(
@@ -267,15 +203,19 @@ def fit_class_conditional(
             DataConfig(columns=tuple(missing)),
         )
         delta = float(domain_release.manifest["delta"])
+        acct.declare_delta(delta, f"the domains' release: {domain_release.manifest.budget.delta_source}")
+        acct.spend_delta("domains_threshold", delta, "threshold of the domains' 1-way release")
         for j, col in enumerate(missing):
             domains[col] = tuple(domain_release.domains[j])
-    eps_m = eps - eps_n - eps_domain
+    eps_m = acct.spend_rest_of_epsilon(
+        "histograms", "discrete Laplace on every (value, class) bin of the full public domain"
+    )
     full_domains = {c: (*domains[c], EMPTY) for c in columns}
     attributes = tuple(c for c in columns if c != label)
 
     # Distributed counts of the (value, class) pairs of every attribute, restricted to the public domain:
     # one explode, one groupBy, a join with the (broadcast) domain; at most sum |domain_j| |classes| rows.
-    _stage(progress, f"class_conditional: counting {len(attributes)} (attribute, {label}) histograms")
+    report(progress, log, f"class_conditional: counting {len(attributes)} (attribute, {label}) histograms")
     spark = df.sparkSession
     cls = F.coalesce(F.col(f"`{label}`"), F.lit(EMPTY))
     pairs = F.explode(
@@ -323,7 +263,10 @@ def fit_class_conditional(
     del true_n, true_counts
 
     manifest: dict[str, object] = {
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
+        "mechanism": "class_conditional",
+        "synthesizers": list(synthesizers_for("class_conditional")),
+        "budget": acct.budget().to_json(),
         "synthesizer": "class_conditional",
         "test_mode": bool(noise.test_mode),
         "noise_sampler": noise.name,
@@ -336,7 +279,7 @@ def fit_class_conditional(
         "epsilon_n": eps_n,
         "epsilon_m": eps_m,
         "epsilon_domain": eps_domain,
-        "mechanism": "discrete Laplace on every (value, class) bin of the public domain",
+        "noise": "discrete Laplace on every (value, class) bin of the public domain",
         "laplace_scale": scale,
         "epsilon_per_histogram": eps_m / len(attributes),
         "sensitivities": {"1": 1, "2": 1},
@@ -361,7 +304,7 @@ def fit_class_conditional(
         manifest=manifest,
     )
     release = _as_release(model)
-    _stage(progress, f"class_conditional: histograms released in {time.perf_counter() - started:.1f} s")
+    report(progress, log, f"class_conditional: histograms released in {time.perf_counter() - started:.1f} s")
     return model, release
 
 
@@ -374,14 +317,15 @@ def noisy_histogram(counts: np.ndarray, scale: float, noise: NoiseSource) -> np.
         noise: the noise source.
 
     Returns:
-        float64 array of the same shape, >= 0 (seed 002, section 4, with one draw *per bin*).
+        float64 array of the same shape, >= 0 (one independent draw *per bin*: see the module docstring).
     """
     draws = noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
     return np.maximum(counts + draws, 0).astype(np.float64)
 
 
 def _as_release(model: ClassConditionalModel) -> Release:
-    """The histograms in the main path's release format (rounded counts >= 1, normalized, downward closed)."""
+    """The histograms in the marginals mechanism's release format (rounded counts >= 1, normalized, downward
+    closed)."""
     columns = model.columns
     index = {c: i for i, c in enumerate(columns)}
     li = index[model.label]
@@ -412,7 +356,8 @@ def _as_release(model: ClassConditionalModel) -> Release:
                     continue
                 if (ai, val) not in kept_ones or (li, c_val) not in kept_ones:
                     continue
-                n = min(n, kept_ones[(ai, val)], kept_ones[(li, c_val)])  # normalization (seed 001, 3.4)
+                # normalization: no tuple above its sub-tuples
+                n = min(n, kept_ones[(ai, val)], kept_ones[(li, c_val)])
                 lo, hi = sorted([(ai, code[ai][val]), (li, code[li][c_val])])
                 pair_cols.append([lo[0], hi[0]])
                 pair_vals.append([lo[1], hi[1]])
@@ -427,137 +372,29 @@ def _as_release(model: ClassConditionalModel) -> Release:
     return Release(columns=columns, domains=domains, marginals={1: ones, 2: pairs}, manifest=manifest)
 
 
-def sample_class_conditional(
-    model: ClassConditionalModel,
-    spark,  # noqa: ANN001 - SparkSession
-    *,
-    number_of_tuples: int | None = None,
-    partitions: int | None = None,
-    seed: int | None = None,
-):  # noqa: ANN201 - DataFrame
-    """Synthesize records from the model (seed 002, Phase 2), distributed; post-processing only.
-
-    The class counts n_c and, per attribute and class, the exact value counts are computed on the driver
-    (release-sized); n_c is split exactly over P partitions (:func:`spark_dpsynth.synthesizers.marginals.exact_split`), each
-    class's value counts by sequential multivariate hypergeometric draws (the same distribution as shuffling the
-    class's whole value vector and cutting it into the partitions' shares). Each partition builds its exact-count
-    value vectors, shuffles them within each class (seed 002, section 8), and assembles rows; the rows are then
-    shuffled by a seeded key.
-
-    Args:
-        model: from :func:`fit_class_conditional`.
-        spark: the session.
-        number_of_tuples: records to emit; default the model's protected number of records.
-        partitions: P; default the session's parallelism.
-        seed: utility randomness; None draws one from ``secrets``.
-
-    Returns:
-        DataFrame with ``model.columns``, nullable strings (null = empty), ``number_of_tuples`` rows.
-    """
-    import pyarrow as pa
-
-    from spark_dpsynth.mechanisms.marginals import parallelism
-    from spark_dpsynth.synthesizers.marginals import exact_split
-
-    n = int(number_of_tuples) if number_of_tuples is not None else model.protected_number_of_records
-    p = int(partitions) if partitions is not None else parallelism(spark)
-    seed = int(seed) if seed is not None else secrets.randbits(63)
-    n_c, counts = model.target_counts(n)
-    split_rng = np.random.default_rng(np.random.SeedSequence([seed, 0x636C73]))
-    class_split = exact_split(n_c, p, split_rng)  # (P, C)
-    value_splits = {a: _split_values(c, class_split, split_rng) for a, c in counts.items()}
-    columns = model.columns
-    label = model.label
-    domains = {
-        c: np.array([None if x == EMPTY else x for x in model.domains[c]], dtype=object) for c in columns
-    }
-    attributes = [c for c in columns if c != label]
-
-    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for part in batch.column(0).to_pylist():
-                rng = np.random.default_rng(np.random.SeedSequence([seed, int(part)]))
-                per_class = class_split[part]
-                out = {}
-                cls_codes = np.repeat(np.arange(per_class.shape[0]), per_class)
-                out[label] = domains[label][cls_codes]
-                for a in attributes:
-                    vec = np.empty(cls_codes.shape[0], dtype=np.int64)
-                    start = 0
-                    for c in range(per_class.shape[0]):
-                        values = np.repeat(np.arange(value_splits[a].shape[1]), value_splits[a][part][:, c])
-                        rng.shuffle(values)
-                        vec[start : start + values.shape[0]] = values
-                        start += values.shape[0]
-                    out[a] = domains[a][vec]
-                order = rng.permutation(cls_codes.shape[0])
-                arrays = [pa.array(out[c][order].tolist(), type=pa.string()) for c in columns]
-                key = rng.integers(0, 2**62, size=cls_codes.shape[0])
-                yield pa.RecordBatch.from_arrays([*arrays, pa.array(key)], names=[*columns, "__key"])
-
-    schema = ", ".join(f"`{c}` string" for c in columns) + ", __key long"
-    df = spark.range(p, numPartitions=p).mapInArrow(task, schema)
-    return df.repartition(p, "__key").sortWithinPartitions("__key").drop("__key")
-
-
-def _split_values(counts: np.ndarray, class_split: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """int64 (P, V, C): per partition, value counts per class summing to ``class_split[p, c]``, totals exact."""
-    parts = class_split.shape[0]
-    out = np.zeros((parts, *counts.shape), dtype=np.int64)
-    for c in range(counts.shape[1]):
-        pool = counts[:, c].astype(np.int64).copy()
-        for part in range(parts - 1):
-            take = rng.multivariate_hypergeometric(pool, int(class_split[part, c]))
-            out[part, :, c] = take
-            pool -= take
-        out[parts - 1, :, c] = pool
-    return out
-
-
-def save_model(model: ClassConditionalModel, release_dir: str) -> str:
-    """Write the noisy, clipped histograms (DP output, no true count) next to a saved release."""
-    import json
-    import os
-
-    path = os.path.join(release_dir.removeprefix("file:"), MODEL_FILE)
-    doc = {
-        "columns": list(model.columns),
-        "label": model.label,
-        "domains": {c: [None if x == EMPTY else x for x in d] for c, d in model.domains.items()},
-        "histograms": {a: h.tolist() for a, h in model.histograms.items()},
-    }
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(doc, f)
-    return path
-
-
-def load_model(release: Release, release_dir: str) -> ClassConditionalModel:
-    """The model saved by :func:`save_model` beside ``release``.
+def check_data(params: ClassConditionalParams, data: DataConfig) -> None:
+    """The data configurations this mechanism takes (checked before any data is read).
 
     Raises:
-        ReleaseError: the release is not a class-conditional one or its histograms are missing.
+        InvalidParameterError: a privacy unit or multi-value columns (records must be rows).
     """
-    import json
-    import os
-
-    from spark_dpsynth.errors import ReleaseError
-
-    path = os.path.join(release_dir.removeprefix("file:"), MODEL_FILE)
-    if release.manifest.get("synthesizer") != "class_conditional" or not os.path.isfile(path):
-        raise ReleaseError(f"no class-conditional histograms at {path}")
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
-    return ClassConditionalModel(
-        columns=tuple(doc["columns"]),
-        label=doc["label"],
-        domains={c: tuple(EMPTY if x is None else x for x in d) for c, d in doc["domains"].items()},
-        histograms={a: np.asarray(h, dtype=np.float64) for a, h in doc["histograms"].items()},
-        protected_number_of_records=release.protected_number_of_records,
-        manifest=dict(release.manifest),
-    )
+    if data.merges_rows:
+        raise InvalidParameterError(
+            "the class_conditional synthesizer takes one row per record: no privacy_unit or multi_value"
+        )
 
 
-def _stage(progress: Callable[[str], None] | None, message: str) -> None:
-    log.info(message)
-    if progress is not None:
-        progress(message)
+def run(df, params: ClassConditionalParams, data: DataConfig, context: MechanismContext) -> Fitted:  # noqa: ANN001 - DataFrame
+    """The registry's entry point: :func:`fit_class_conditional` on ``df`` (schema checked first); the noisy
+    histograms are written beside the saved release (:func:`spark_dpsynth.synthesizers.class_conditional.save_model`).
+
+    Raises:
+        InvalidParameterError: see :func:`check_data`.
+        SchemaError: a configured column is not in ``df``.
+    """
+    from spark_dpsynth.data.prepare import resolve_columns
+
+    check_data(params, data)
+    data = resolve_columns(df.columns, data)  # schema check, no data read
+    model, release = fit_class_conditional(df, params, data, progress=context.progress)
+    return Fitted(release=release, write_extras=functools.partial(save_model, model))

@@ -24,6 +24,7 @@ sqrt(Delta_k) after bounding each record to Delta_k tuples; 1-tuples are kept ab
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import itertools
 import logging
@@ -37,19 +38,21 @@ from typing import Protocol
 
 import numpy as np
 
+from spark_dpsynth._progress import Progress, report
+from spark_dpsynth.data.session import default_parallelism
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.mechanisms import _counting
 from spark_dpsynth.mechanisms._counting import CandidateIndex
 from spark_dpsynth.params import AggregationParams, DataConfig
 from spark_dpsynth.privacy.accounting import BudgetSplit, delta_from_protected_n, split_budget, thresholds_for
 from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
+from spark_dpsynth.registry import synthesizers_for
 from spark_dpsynth.release.core import Marginal, Release
+from spark_dpsynth.release.manifest import FORMAT_VERSION
 
 __all__ = ["dp_aggregate", "aggregate_encoded", "noisy_threshold", "LocalBackend"]
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[str], None]
 
 
 class _Backend(Protocol):
@@ -137,12 +140,6 @@ class _Level:
     tuples: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]
 
 
-def _stage(progress: Progress | None, message: str) -> None:
-    log.info(message)
-    if progress is not None:
-        progress(message)
-
-
 def aggregate_encoded(
     backend: _Backend,
     columns: tuple[str, ...],
@@ -199,7 +196,7 @@ def aggregate_encoded(
         radix1,
         {(j,): np.arange(len(v), dtype=np.int64)[:, None] for j, v in enumerate(dictionary)},
     )
-    _stage(progress, "k=1: counting attributes per record")
+    report(progress, log, "k=1: counting attributes per record")
     hist = backend.histogram(index)
     true_n = int(hist.sum())
 
@@ -223,8 +220,9 @@ def aggregate_encoded(
             tuples_by_subset = _candidates(levels[k - 1], d, k, radix)
             index = CandidateIndex.build(k, d, survivors_lut, radix, tuples_by_subset)
             if len(index.keys):
-                _stage(
+                report(
                     progress,
+                    log,
                     f"k={k}: counting candidate {k}-tuples per record ({len(index.keys)} candidates)",
                 )
                 hist = backend.histogram(index)
@@ -241,7 +239,7 @@ def aggregate_encoded(
         sensitivity = max(1, noise.quantile(full, alpha, split.epsilon_q))
         sensitivities[k] = sensitivity
         # Steps 4-5: bounded counts of every candidate, then noise on every one of them (zero counts included).
-        _stage(progress, f"k={k}: counting bounded {k}-tuples (sensitivity {sensitivity})")
+        report(progress, log, f"k={k}: counting bounded {k}-tuples (sensitivity {sensitivity})")
         if len(index.keys):
             counts = backend.counts(index, sensitivity, key, value_hash)
         else:
@@ -427,8 +425,12 @@ def _manifest(
     marginals: dict[int, Marginal],
 ) -> dict[str, object]:
     r = params.reporting_length
+    assert split.budget is not None
     return {
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
+        "mechanism": "marginals",
+        "synthesizers": list(synthesizers_for("marginals")),
+        "budget": split.budget.to_json(),
         "created_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "test_mode": bool(noise.test_mode),
         "noise_sampler": noise.name,
@@ -479,14 +481,6 @@ def _manifest(
 # --------------------------------------------------------------------------------------------- Spark backend
 
 
-def parallelism(spark) -> int:  # noqa: ANN001 - SparkSession (classic or Connect)
-    """Number of tasks that run at once: the default parallelism, or the shuffle partitions on Spark Connect."""
-    try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # Spark Connect has no SparkContext
-        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
-
-
 class _SparkBackend:
     """Encoded patterns in a cached Spark DataFrame; kernels run in ``mapInArrow``.
 
@@ -508,7 +502,7 @@ class _SparkBackend:
         # Distinct records with their multiplicity (partial aggregation before the shuffle) and a content hash,
         # in as many partitions as the session runs tasks at once: the mapInArrow kernels stream Arrow batches,
         # so partition size does not bound memory, while every extra partition costs a Python task.
-        self._partitions = parallelism(prepared.sparkSession)
+        self._partitions = default_parallelism(prepared.sparkSession)
         self._patterns = (
             prepared.groupBy(*[F.col(n) for n in names])
             .agg(F.count(F.lit(1)).alias("__n"))
@@ -732,7 +726,9 @@ def dp_aggregate(
     if not config.multi_value:
         params.check_columns(len(config.columns))
     started = time.perf_counter()
-    _stage(progress, f"aggregate: {len(config.columns)} columns, reporting length {params.reporting_length}")
+    report(
+        progress, log, f"aggregate: {len(config.columns)} columns, reporting length {params.reporting_length}"
+    )
     prepared = prepare(df, config)
     names: tuple[str, ...] = config.columns
     derived: dict[str, tuple[str, str]] = {}
@@ -743,7 +739,9 @@ def dp_aggregate(
         cached = prepared = prepared.persist()
     try:
         if config.privacy_unit is not None:
-            _stage(progress, f"aggregate: merging the rows of each privacy unit ({config.privacy_unit!r})")
+            report(
+                progress, log, f"aggregate: merging the rows of each privacy unit ({config.privacy_unit!r})"
+            )
             check_privacy_units(prepared, config)
         if config.multi_value:
             # Private: every value present, held on the driver like the dictionary; only those whose attribute
@@ -778,7 +776,7 @@ def dp_aggregate(
         if cached is not None:
             cached.unpersist()
     if derived:
-        release.manifest["multi_value_columns"] = {
+        multi_value_columns = {
             c: {
                 "column": derived[c][0],
                 "value": derived[c][1],
@@ -787,7 +785,12 @@ def dp_aggregate(
             for c in release.columns
             if c in derived
         }
-    _stage(progress, f"aggregate: done in {time.perf_counter() - started:.1f} s, sizes {release.sizes()}")
+        release = dataclasses.replace(
+            release, manifest=release.manifest.with_entries(multi_value_columns=multi_value_columns)
+        )
+    report(
+        progress, log, f"aggregate: done in {time.perf_counter() - started:.1f} s, sizes {release.sizes()}"
+    )
     return release
 
 
@@ -822,3 +825,11 @@ def _data_manifest(config: DataConfig) -> dict[str, object]:
             "record_limit": config.record_limit,
         },
     }
+
+
+def run(df, params: AggregationParams, data: DataConfig, context):  # noqa: ANN001, ANN201 - DataFrame, MechanismContext -> Fitted
+    """The registry's entry point of the marginals mechanism: :func:`dp_aggregate` (see there for the schema,
+    the errors and the privacy guarantee); the release is all it writes."""
+    from spark_dpsynth.registry import Fitted
+
+    return Fitted(release=dp_aggregate(df, params, data, progress=context.progress))

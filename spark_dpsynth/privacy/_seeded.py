@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from spark_dpsynth.privacy.noise import quantile_scores
+from spark_dpsynth.privacy._quantile import quantile_scores
 
 __all__ = ["SeededNoise", "derive_key"]
 

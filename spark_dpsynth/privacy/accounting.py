@@ -27,11 +27,13 @@ import numpy as np
 from scipy.stats import norm
 
 from spark_dpsynth import _validate as v
-from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.errors import BudgetError, InvalidParameterError
 from spark_dpsynth.params import Accounting, AggregationParams, FabricationMode
+from spark_dpsynth.release.manifest import Budget, BudgetShare
 
 __all__ = [
     "MAX_DERIVED_DELTA",
+    "Accountant",
     "BudgetSplit",
     "rho_from_epsilon_delta",
     "rho_tight_from_epsilon_delta",
@@ -76,6 +78,8 @@ class BudgetSplit:
     """p_1..p_R."""
     sigmas: tuple[float, ...]
     """sigma_1..sigma_R."""
+    budget: Budget | None = None
+    """The accountant's record of every share (manifest ``budget``)."""
 
     @property
     def reporting_length(self) -> int:
@@ -102,9 +106,147 @@ class BudgetSplit:
 
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
+        d.pop("budget", None)
         d["sigma_proportions"] = list(self.sigma_proportions)
         d["sigmas"] = list(self.sigmas)
         return d
+
+
+class Accountant:
+    """One privacy budget, split into named shares: the one place where a mechanism divides its budget.
+
+    A mechanism asks for each DP step's share here (after PipelineDP's budget accountant and Tumult's budget
+    types): pure-DP shares of epsilon (:meth:`spend_epsilon`), the conversion of the rest of epsilon to a zCDP
+    budget rho (:meth:`convert_to_rho`), shares of rho (:meth:`spend_rho`, :meth:`split_rho`) and of delta
+    (:meth:`spend_delta`). :meth:`budget` is the record of every share that goes into the release manifest
+    (:class:`~spark_dpsynth.release.manifest.Budget`). Composition: pure shares add up in epsilon (basic
+    composition); zCDP shares add up in rho (Bun & Steinke 2016, Lemma 2.3) and the total rho is converted once
+    (Prop. 1.3, or Canonne, Kamath, Steinke 2020 Prop. 12 with ``tight_zcdp``); docs/design.md section 2.3.
+
+    Args:
+        epsilon: total epsilon, > 0.
+        delta: total delta in (0, 1), or None for a pure-DP budget.
+        accounting: how rho follows from (epsilon, delta): ``classic`` or ``tight_zcdp``.
+        delta_source: ``"given"`` or how delta was derived (written in the manifest).
+
+    Raises:
+        InvalidParameterError: epsilon <= 0 or delta outside (0, 1).
+        BudgetError: the shares asked for exceed the budget (more than epsilon in pure shares, more than rho
+            in zCDP shares, more than delta in delta shares).
+    """
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float | None = None,
+        *,
+        accounting: Accounting | str = Accounting.CLASSIC,
+        delta_source: str = "given",
+    ) -> None:
+        self.epsilon = v.positive("epsilon", epsilon)
+        self.delta = None if delta is None else v.open_unit("delta", delta)
+        self.accounting = Accounting(accounting)
+        self.delta_source = delta_source
+        self.rho: float | None = None
+        self._shares: list[BudgetShare] = []
+
+    def _check(self, name: str) -> None:
+        if any(s.name == name for s in self._shares):
+            raise BudgetError(f"the budget share {name!r} was already spent")
+
+    def spend_epsilon(self, name: str, proportion: float, mechanism: str) -> float:
+        """A pure-DP share ``proportion`` x epsilon (proportion in (0, 1)); returns its epsilon."""
+        self._check(name)
+        share = v.open_unit(f"{name} proportion", proportion) * self.epsilon
+        if sum(s.epsilon or 0.0 for s in self._shares if s.rho is None) + share > self.epsilon * (1 + 1e-12):
+            raise BudgetError(f"the share {name!r} exceeds the remaining epsilon")
+        self._shares.append(BudgetShare(name=name, mechanism=mechanism, epsilon=share))
+        return share
+
+    def spend_rest_of_epsilon(self, name: str, mechanism: str) -> float:
+        """A pure-DP share of everything not yet spent in pure shares; returns its epsilon."""
+        self._check(name)
+        rest = self.remaining_epsilon()
+        if rest <= 0:
+            raise BudgetError(f"no epsilon is left for the share {name!r}")
+        self._shares.append(BudgetShare(name=name, mechanism=mechanism, epsilon=rest))
+        return rest
+
+    def declare_delta(self, delta: float, source: str) -> None:
+        """Set the total delta of a budget created without one, once it is known (e.g. derived from a protected
+        number of records by a sub-mechanism)."""
+        if self.delta is not None:
+            raise BudgetError("the budget's delta is already set")
+        self.delta = v.open_unit("delta", delta)
+        self.delta_source = source
+
+    def remaining_epsilon(self) -> float:
+        """epsilon less the pure-DP shares spent so far (epsilon - e_1 - e_2 ...)."""
+        out = self.epsilon
+        for s in self._shares:
+            if s.rho is None and s.epsilon is not None:
+                out -= s.epsilon
+        return out
+
+    def convert_to_rho(self, epsilon: float, delta: float) -> float:
+        """The largest rho whose rho-zCDP implies (``epsilon``, ``delta``/2)-DP under this accounting (the other
+        delta/2 stays for a threshold, as in the marginals mechanism); it becomes the budget's rho.
+
+        ``classic``: rho = (sqrt(epsilon + ln(2/delta)) - sqrt(ln(2/delta)))^2 (Bun & Steinke 2016, Prop. 1.3);
+        ``tight_zcdp``: the root of OpenDP's exact conversion (Canonne, Kamath, Steinke 2020, Prop. 12).
+        """
+        if self.accounting is Accounting.TIGHT_ZCDP:
+            rho = rho_tight_from_epsilon_delta(epsilon, delta)
+        else:
+            rho = rho_from_epsilon_delta(epsilon, delta)
+        self.rho = rho
+        return rho
+
+    def spend_rho(self, name: str, rho: float, mechanism: str, *, epsilon: float | None = None) -> float:
+        """Record a zCDP share ``rho`` of the budget's rho (``epsilon``: the step's pure-DP epsilon, if it has
+        one, e.g. an exponential mechanism); returns ``rho``."""
+        self._check(name)
+        if self.rho is None:
+            raise BudgetError("convert_to_rho (or set_rho) must come before zCDP shares")
+        spent = sum(s.rho or 0.0 for s in self._shares)
+        if spent + rho > self.rho * (1 + 1e-9):
+            raise BudgetError(f"the share {name!r} (rho {rho:.6g}) exceeds the remaining rho")
+        self._shares.append(BudgetShare(name=name, mechanism=mechanism, rho=float(rho), epsilon=epsilon))
+        return float(rho)
+
+    def set_rho(self, rho: float) -> None:
+        """Set the budget's rho directly (a mechanism whose conversion differs, e.g. at a full delta)."""
+        self.rho = v.positive("rho", rho)
+
+    def split_rho(self, weights: dict[str, float], mechanism: str) -> dict[str, float]:
+        """Split the budget's rho by ``weights`` (each > 0, summing to 1): share i is rho x w_i."""
+        total = sum(weights.values())
+        if not weights or any(w <= 0 for w in weights.values()) or abs(total - 1.0) > 1e-12:
+            raise InvalidParameterError(f"rho weights must be > 0 and sum to 1, got {weights}")
+        assert self.rho is not None, "convert_to_rho or set_rho first"
+        return {name: self.spend_rho(name, self.rho * w, mechanism) for name, w in weights.items()}
+
+    def spend_delta(self, name: str, delta: float, mechanism: str) -> float:
+        """Record a share of delta (e.g. the probability that a threshold lets a rare value through)."""
+        self._check(name)
+        if self.delta is None:
+            raise BudgetError("a pure-DP budget has no delta to spend")
+        spent = sum(s.delta or 0.0 for s in self._shares)
+        if spent + delta > self.delta * (1 + 1e-12):
+            raise BudgetError(f"the share {name!r} exceeds the remaining delta")
+        self._shares.append(BudgetShare(name=name, mechanism=mechanism, delta=float(delta)))
+        return float(delta)
+
+    def budget(self) -> Budget:
+        """The budget and every share so far, for the release manifest."""
+        return Budget(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            rho=self.rho,
+            accounting=self.accounting.value if self.rho is not None else None,
+            delta_source=self.delta_source if self.delta is not None else None,
+            shares=tuple(self._shares),
+        )
 
 
 def rho_from_epsilon_delta(epsilon_m: float, delta: float) -> float:
@@ -166,18 +308,36 @@ def split_budget(params: AggregationParams, delta: float) -> BudgetSplit:
         InvalidParameterError: delta is not in (0, 1).
     """
     v.open_unit("delta", delta)
-    eps = float(params.epsilon)
-    eps_n = params.number_of_records_epsilon_proportion * eps
-    eps_m = eps - eps_n
-    if params.accounting is Accounting.TIGHT_ZCDP:
-        rho = rho_tight_from_epsilon_delta(eps_m, delta)
-    else:
-        rho = rho_from_epsilon_delta(eps_m, delta)
+    acct = Accountant(
+        float(params.epsilon),
+        delta,
+        accounting=params.accounting,
+        delta_source="given" if params.delta is not None else "derived from the protected number of records",
+    )
+    eps = acct.epsilon
+    eps_n = acct.spend_epsilon(
+        "number_of_records",
+        params.number_of_records_epsilon_proportion,
+        "discrete Laplace (count of records)",
+    )
+    eps_m = acct.remaining_epsilon()
+    rho = acct.convert_to_rho(eps_m, delta)
+    acct.spend_delta("zcdp_conversion", delta / 2.0, "rho-zCDP -> (epsilon_M, delta/2)-DP")
+    acct.spend_delta("threshold_rho_1", delta / 2.0, "threshold on the noisy 1-tuple counts")
     r = params.reporting_length
     qp = params.percentile_epsilon_proportion
     eps_q = math.sqrt(2.0 * rho * qp / r)
+    acct.spend_rho(
+        "percentiles",
+        rho * qp,
+        f"exponential mechanism (DP percentile of per-record k-tuples), {r} times",
+        epsilon=eps_q,
+    )
     props = params.sigma_proportions_for()
     sigma = math.sqrt(sum(1.0 / (p * p) for p in props) / (2.0 * rho * (1.0 - qp)))
+    sigmas = tuple(p * sigma for p in props)
+    for k, s_k in enumerate(sigmas, start=1):
+        acct.spend_rho(f"marginals_k{k}", 1.0 / (2.0 * s_k * s_k), "discrete Gaussian (k-tuple counts)")
     return BudgetSplit(
         epsilon=eps,
         delta=float(delta),
@@ -188,7 +348,8 @@ def split_budget(params: AggregationParams, delta: float) -> BudgetSplit:
         epsilon_q=eps_q,
         sigma=sigma,
         sigma_proportions=tuple(props),
-        sigmas=tuple(p * sigma for p in props),
+        sigmas=sigmas,
+        budget=acct.budget(),
     )
 
 

@@ -17,10 +17,11 @@ record. It is computed here from a histogram of per-record values, so records ne
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Protocol
 
 import numpy as np
+
+from spark_dpsynth.privacy._quantile import quantile_scores
 
 __all__ = [
     "NoiseSource",
@@ -48,25 +49,6 @@ class NoiseSource(Protocol):
     def quantile(self, histogram: np.ndarray, alpha: float, epsilon: float) -> int:
         """An epsilon-DP alpha-quantile of values 0..len(histogram)-1 (histogram[v] = number of records with v)."""
         ...
-
-
-def _alpha_fraction(alpha: float) -> Fraction:
-    return Fraction(alpha).limit_denominator(10_000)
-
-
-def quantile_scores(histogram: np.ndarray, alpha: float) -> tuple[np.ndarray, int]:
-    """Scores of the candidates 0..len(histogram)-1 (lower is better) and their sensitivity.
-
-    score(c) = |(den - num) #{x < c} - num #{x > c}| with alpha = num/den (OpenDP's quantile score, Smith 2011).
-    Adding or removing one record changes every score by at most max(num, den - num).
-    """
-    h = np.asarray(histogram, dtype=np.int64)
-    frac = _alpha_fraction(alpha)
-    num, den = frac.numerator, frac.denominator
-    below = np.concatenate(([0], np.cumsum(h)[:-1]))
-    above = h.sum() - below - h
-    scores = np.abs((den - num) * below - num * above).astype(np.int64)
-    return scores, max(num, den - num)
 
 
 class CryptographicNoise:

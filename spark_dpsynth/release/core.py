@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from spark_dpsynth.errors import ReleaseError
+from spark_dpsynth.release.manifest import Manifest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,17 +72,24 @@ class Release:
     """Per column, the released values (sorted); a column can have none."""
     marginals: dict[int, Marginal]
     """k -> released k-tuples, for k = 1..reporting_length (a length can be empty)."""
-    manifest: dict[str, Any]
-    """The privacy parameters and provenance, as written to ``manifest.json``."""
+    manifest: Manifest
+    """The privacy parameters and provenance (:class:`~spark_dpsynth.release.manifest.Manifest`, frozen), as
+    written to ``manifest.json``; a plain JSON dict given here is validated into one."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "manifest", Manifest.from_json(self.manifest))
 
     @property
     def reporting_length(self) -> int:
-        return int(self.manifest["reporting_length"])
+        return self.manifest.reporting_length
 
     @property
     def protected_number_of_records(self) -> int:
         """n' = n + discrete Laplace noise, clamped to >= 1 (the only record count a release holds)."""
-        return int(self.manifest["protected_number_of_records"])
+        n = self.manifest.protected_number_of_records
+        if n is None:
+            raise ReleaseError("release manifest has no protected_number_of_records")
+        return n
 
     def sizes(self) -> dict[int, int]:
         """Number of released k-tuples per length k."""
@@ -133,7 +142,7 @@ class Release:
         return pd.concat(frames, ignore_index=True)
 
     @classmethod
-    def from_pandas(cls, aggregates: pd.DataFrame, manifest: dict[str, Any]) -> Release:
+    def from_pandas(cls, aggregates: pd.DataFrame, manifest: Mapping[str, Any]) -> Release:
         """Encode decoded aggregates (the :meth:`to_pandas` layout) with their manifest into a Release.
 
         Raises:
@@ -169,7 +178,9 @@ class Release:
                 col_arr[i] = [p[0] for p in pairs]
                 val_arr[i] = [p[1] for p in pairs]
             marginals[k] = _sorted_marginal(col_arr, val_arr, part["count"].to_numpy(dtype=np.int64))
-        return cls(columns=columns, domains=domains, marginals=marginals, manifest=dict(manifest))
+        return cls(
+            columns=columns, domains=domains, marginals=marginals, manifest=Manifest.from_json(manifest)
+        )
 
     def save(self, path: str, spark: SparkSession, *, overwrite: bool = False) -> None:
         """Write ``path/aggregates`` (Parquet) and ``path/manifest.json``.
@@ -198,22 +209,24 @@ class Release:
             )
             df.coalesce(1).write.mode("error").parquet(os.path.join(tmp, "aggregates"))
             with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as f:
-                json.dump(self.manifest, f, indent=2, sort_keys=True)
+                json.dump(self.manifest.to_json(), f, indent=2, sort_keys=True)
                 f.write("\n")
 
     @classmethod
     def load(cls, path: str, spark: SparkSession) -> Release:
-        """Read a release written by :meth:`save`, or an SDS aggregates file (``.tsv`` or ``.json``, see
-        :mod:`spark_dpsynth.release.sds_format`).
+        """Read a release directory written by :meth:`save` (an SDS aggregates file too:
+        :func:`spark_dpsynth.release.load_release` reads either).
 
         Raises:
-            ReleaseError: the directory, its manifest or its aggregates are missing or unreadable.
+            ReleaseError: the directory, its manifest or its aggregates are missing or unreadable, or ``path``
+                is a file.
         """
         path = _local(path)
-        if os.path.isfile(path) and path.endswith((".tsv", ".json", ".txt", ".csv")):
-            from spark_dpsynth.release.sds_format import read_sds
-
-            return read_sds(path)
+        if os.path.isfile(path):
+            raise ReleaseError(
+                f"{path!r} is a file, not a release directory; read SDS aggregates files with "
+                "spark_dpsynth.release.load_release"
+            )
         manifest_path = os.path.join(path, "manifest.json")
         if not os.path.isfile(manifest_path):
             raise ReleaseError(f"no release at {path!r} (manifest.json is missing)")

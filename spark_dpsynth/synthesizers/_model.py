@@ -62,6 +62,7 @@ from scipy import special
 
 from spark_dpsynth.errors import ReleaseError
 from spark_dpsynth.release.core import Release
+from spark_dpsynth.synthesizers._kernels import IPF_ITERATIONS, IPF_TOLERANCE, ipf
 
 __all__ = ["ReleaseModel", "fit_release_model", "sample_records", "estimate_marginals", "MarginalEstimates"]
 
@@ -73,11 +74,13 @@ _EMPTY_Z = 3.0
 """Standard errors by which a column's deficit must exceed rho_1 to become an "empty" category."""
 _MAX_TABLE_CELLS = 1 << 21
 """A 3-way table with more cells than this is not estimated (its measurements are not used); see the report."""
-_IPF_ITERATIONS = 200
+_IPF_ITERATIONS = IPF_ITERATIONS
+"""Most IPF sweeps (the kernel's, :data:`spark_dpsynth.synthesizers._kernels.IPF_ITERATIONS`)."""
 _BATCH_CELLS = 1 << 22
-"""Cells of the tables fitted together by one batched IPF (:func:`_fit_margins_batch`): 32 MiB of float64."""
-_IPF_TOLERANCE = 1e-7
-"""Relative tolerance (share of the total) at which IPF stops."""
+"""Cells of the tables fitted together by one batched IPF (:func:`spark_dpsynth.synthesizers._kernels.ipf`):
+32 MiB of float64."""
+_IPF_TOLERANCE = IPF_TOLERANCE
+"""Relative tolerance (share of the total) at which IPF stops (the kernel's)."""
 _TAU2_FLOOR = 1e-9
 _CHUNK_ROWS = 1 << 16
 """Records emitted per pool (a partition with more records samples several independent pools)."""
@@ -207,7 +210,8 @@ def _fit_margins(
 
     Per margin cell with fixed sum F, free sum U and target t: if t >= F and U > 0, the free cells are scaled by
     (t - F) / U; otherwise (t < F, or no free cell) the whole fiber is scaled by t / (F + U) (classic IPF,
-    Deming and Stephan 1940). With ``fixed`` None every cell is free (plain IPF).
+    Deming and Stephan 1940). With ``fixed`` None every cell is free: plain IPF, the shared kernel
+    :func:`spark_dpsynth.synthesizers._kernels.ipf`.
 
     Args:
         table: float64 array, non-negative (not modified).
@@ -218,7 +222,7 @@ def _fit_margins(
         The fitted table (float64, same shape).
     """
     if fixed is None:
-        return _fit_margins_batch([table], [margins])[0]
+        return ipf([table], [margins])[0]
     out = table.astype(np.float64, copy=True)
     if not margins:
         return out
@@ -241,71 +245,6 @@ def _fit_margins(
             out *= np.where(free, f_free.reshape(shape), f_fixed.reshape(shape))
         if worst / total < _IPF_TOLERANCE:
             break
-    return out
-
-
-def _fit_margins_batch(
-    tables: list[np.ndarray], margins: list[list[tuple[Subset, np.ndarray]]]
-) -> list[np.ndarray]:
-    """Plain IPF (Deming and Stephan 1940) of many tables at once, vectorized over the tables.
-
-    Each sweep scales every table by target / current sum along each of its margins in turn. Every table must
-    have the same number of margins, the m-th on the same axes (the sub-margins of one level). All tables' cells
-    form one vector; margin m of every table is one ``bincount`` over it. A table stops after the sweep in which
-    it was within ``_IPF_TOLERANCE`` of each of its margins (relative to its total), at most
-    ``_IPF_ITERATIONS`` sweeps; converged tables leave the batch once they are a quarter of it (until then they
-    run a few sweeps more). Replaces one small NumPy loop per table (issue 6: the model fit of a 19-column
-    release went from 1.6 s to 0.8 s).
-
-    Args:
-        tables: float arrays, non-negative (not modified).
-        margins: per table, its (axes, target) pairs, as for :func:`_fit_margins`.
-
-    Returns:
-        The fitted tables (float64), in order.
-    """
-    out = [t.astype(np.float64, copy=True) for t in tables]
-    if not out or not margins[0]:
-        return out
-    totals = [max(float(m[0][1].sum()), 1e-300) for m in margins]
-    active = list(range(len(out)))
-    iterations = 0
-    while active and iterations < _IPF_ITERATIONS:
-        # the active tables' cells as one vector; per margin: cell -> margin cell, targets, totals, table starts
-        x = np.concatenate([out[i].ravel() for i in active])
-        slots = []
-        for m in range(len(margins[0])):
-            seg_parts, target_parts, total_parts, offset = [], [], [], 0
-            for i in active:
-                axes, target = margins[i][m]
-                shape = out[i].shape
-                cells = np.unravel_index(np.arange(out[i].size), shape)
-                local = np.ravel_multi_index(tuple(cells[a] for a in axes), tuple(shape[a] for a in axes))
-                seg_parts.append(local + offset)
-                target_parts.append(np.asarray(target, dtype=np.float64).ravel())
-                total_parts.append(np.full(target_parts[-1].size, totals[i]))
-                offset += target_parts[-1].size
-            starts = np.cumsum([0] + [t.size for t in target_parts[:-1]])
-            slots.append(
-                (np.concatenate(seg_parts), np.concatenate(target_parts), np.concatenate(total_parts), starts)
-            )
-        while True:
-            worst = np.zeros(len(active))
-            for seg, target, total, starts in slots:
-                whole = np.bincount(seg, weights=x, minlength=target.size)
-                worst = np.maximum(worst, np.maximum.reduceat(np.abs(whole - target) / total, starts))
-                # an empty fiber (whole = 0) holds only zeros: its factor does not matter (0 here)
-                x *= (target / np.where(whole > 0, whole, np.inf))[seg]
-            iterations += 1
-            done = worst < _IPF_TOLERANCE
-            # leave the converged tables out once they are a quarter of the active ones (or all of them)
-            if iterations >= _IPF_ITERATIONS or done.sum() * 4 >= len(active):
-                break
-        offset = 0
-        for i in active:
-            out[i] = x[offset : offset + out[i].size].reshape(out[i].shape)
-            offset += out[i].size
-        active = [i for i, ok in zip(active, done, strict=True) if not ok]
     return out
 
 
@@ -433,7 +372,7 @@ class _Estimator:
         Per subset: a prior (the outer product of the 1-way tables for k = 2; for k = 3 the IPF fit of a uniform
         table to the 2-way tables), the posterior of the core cells, then IPF to the (k-1)-way tables
         (keeping the core cells when the measurements are noise-free). The IPF steps of all subsets of the
-        level run together (:func:`_fit_margins_batch`), in chunks of at most ``_BATCH_CELLS`` cells.
+        level run together (:func:`spark_dpsynth.synthesizers._kernels.ipf`), in chunks of at most ``_BATCH_CELLS`` cells.
         """
         chunk: list[tuple[Subset, tuple[int, ...]]] = []
         cells = 0
@@ -465,7 +404,7 @@ class _Estimator:
                 for subset, _ in chunk
             ]
         else:
-            priors = _fit_margins_batch([np.full(shape, n / math.prod(shape)) for _, shape in chunk], margins)
+            priors = ipf([np.full(shape, n / math.prod(shape)) for _, shape in chunk], margins)
         tables = []
         for (subset, _), prior in zip(chunk, priors, strict=True):
             core = self._core(subset)
@@ -480,7 +419,7 @@ class _Estimator:
                 fixed[self._core(subset)] = True
                 fitted.append(_fit_margins(table, fixed, table_margins))
         else:
-            fitted = _fit_margins_batch(tables, margins)
+            fitted = ipf(tables, margins)
         for (subset, shape), table in zip(chunk, fitted, strict=True):
             total = table.sum()
             self.tables[subset] = table / total if total > 0 else np.full(shape, 1.0 / table.size)

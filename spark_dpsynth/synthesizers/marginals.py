@@ -13,9 +13,10 @@ The Spark plan:
 
 1. on the driver (release-sized): check and encode the release (:func:`spark_dpsynth.synthesizers._sds_sampler.encode_release`),
    and in "model" mode fit the model; no record is made there;
-2. ``spark.range(P, numPartitions=P).mapInArrow(...)``: task p takes its exact share of the records ("model",
-   or "sds" with a target) or of the attribute budgets ("sds"), synthesizes with a generator seeded from
-   (seed, p), and decodes value codes to strings; the encoded release or the model travels in the closure;
+2. :func:`spark_dpsynth.synthesizers._kernels.sample_partitions` (``spark.range(P, numPartitions=P)
+   .mapInArrow(...)``): task p takes its exact share of the records ("model", or "sds" with a target) or of
+   the attribute budgets ("sds"), synthesizes with a generator seeded from (seed, p), and decodes value codes
+   to strings; the encoded release or the model travels in the closure;
 3. in the same task, the partition's rows are put in a random order (a permutation drawn from a generator
    seeded from (seed, p)): no shuffle stage, each partition is one task from the draw to the written file.
    Every partition draws from the same model (or the same release), so any one of them is a sample of it.
@@ -27,80 +28,38 @@ only; it is never logged.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import secrets
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 
 import numpy as np
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
+from spark_dpsynth._progress import Progress, report
+from spark_dpsynth.data.session import default_parallelism
 from spark_dpsynth.errors import InvalidParameterError, ReleaseError
 from spark_dpsynth.params import SYNTHESIS_MODES, SynthesisParams
 from spark_dpsynth.release.core import Release
 from spark_dpsynth.synthesizers import _model as _release_model
+from spark_dpsynth.synthesizers._kernels import SHUFFLE_STREAM, exact_split, sample_partitions
 from spark_dpsynth.synthesizers._model import ReleaseModel, fit_release_model
 from spark_dpsynth.synthesizers._sds_sampler import EncodedRelease, encode_release, sample_records
 
-__all__ = ["synthesize", "exact_split"]
+__all__ = ["synthesize", "sample_model", "sample_sds"]
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[str], None]
 
 _BUDGET_STREAM = 1
 """Spawn key of the generator that spreads budget remainders (the partitions use SeedSequence([seed, p]))."""
 _TARGET_STREAM = 2
 """Spawn key of the generator that spreads the remainder of the target number of records."""
-_SHUFFLE_STREAM = 3
-"""Spawn key of the per-partition generator of the permutation that puts a partition's rows in random order."""
+_SHUFFLE_STREAM = SHUFFLE_STREAM
+"""Spawn key of the per-partition generator of the permutation that puts a partition's rows in random order
+(:func:`spark_dpsynth.synthesizers._kernels.sample_partitions`' default)."""
 _MODEL_STREAM = 4
 """Spawn key of the per-partition generator of "model" mode's records."""
-_BATCH_ROWS = 65536
-
-
-def exact_split(
-    totals: np.ndarray, parts: int, rng: np.random.Generator, part: int | None = None
-) -> np.ndarray:
-    """Split integer totals over ``parts`` partitions exactly, with no partition systematically favoured.
-
-    Each total c gives c // parts to every partition; its c % parts remaining units go to the first c % parts
-    partitions of a uniformly random permutation drawn for that total (DESIGN.md section 3: exact integer split,
-    remainders spread at random). The draws do not depend on ``part``, so every task computes the same split.
-
-    Args:
-        totals: int64 array (n,) of non-negative totals (attribute budgets, or a target number of records).
-        parts: number of partitions P >= 1.
-        rng: generator of the permutations (seeded: the split is reproducible).
-        part: return only this partition's row (0 <= part < P); None returns the whole split.
-
-    Returns:
-        int64 array (P, n) whose columns sum to ``totals``, or its row ``part`` (n,); every entry is c // P or
-        c // P + 1.
-    """
-    totals = np.asarray(totals, dtype=np.int64)
-    if totals.ndim != 1 or np.any(totals < 0):
-        raise ValueError("totals must be a 1-D array of non-negative integers")
-    if parts < 1 or (part is not None and not 0 <= part < parts):
-        raise ValueError(f"need parts >= 1 and 0 <= part < parts, got parts={parts}, part={part}")
-    base, rem = np.divmod(totals, parts)
-    out = np.repeat(base[None, :], parts, axis=0) if part is None else base.copy()
-    todo = np.flatnonzero(rem)
-    step = max(1, (1 << 20) // parts)
-    for lo in range(0, todo.size, step):
-        cols = todo[lo : lo + step]
-        # rank[i, q]: position of partition q in a uniformly random permutation of the partitions
-        rank = np.argsort(np.argsort(rng.random((cols.size, parts)), axis=1, kind="stable"), axis=1)
-        extra = rank < rem[cols][:, None]
-        if part is None:
-            rows, which = np.nonzero(extra.T)
-            out[rows, cols[which]] += 1
-        else:
-            out[cols] += extra[:, part]
-    return out
 
 
 def synthesize(
@@ -175,12 +134,10 @@ def synthesize(
     _check_release_shape(release)
 
     def notify(message: str) -> None:
-        log.info(message)
-        if progress is not None:
-            progress(message)
+        report(progress, log, message)
 
     seed = params.seed if params.seed is not None else secrets.randbits(63)
-    parts = params.partitions if params.partitions is not None else _default_partitions(spark)
+    parts = params.partitions if params.partitions is not None else default_parallelism(spark)
     notify(
         f"synthesis: start, mode {params.mode}, {len(release.columns)} columns, reporting length "
         f"{release.reporting_length}, {parts} partitions"
@@ -224,57 +181,18 @@ def synthesize(
             weight_selection_percentile=params.weight_selection_percentile,
         )
 
-    task = _partition_task(draw, domains=release.domains, seed=seed, parts=parts)
-    columns = [f"c{j}" for j in range(len(release.columns))]
-    schema = T.StructType([T.StructField(c, T.StringType(), True) for c in columns])
     # the seed stays out of the plan: the permutation is drawn in the tasks from seeded generators
-    out = (
-        spark.range(parts, numPartitions=parts)
-        .mapInArrow(task, schema)
-        .select(*[F.col(c).alias(name) for c, name in zip(columns, release.columns, strict=True)])
+    out = sample_partitions(
+        spark,
+        lambda part, _parts: draw(part),
+        columns=release.columns,
+        seed=seed,
+        partitions=parts,
+        domains=release.domains,
+        stream=_SHUFFLE_STREAM,
     )
     notify("synthesis: end, plan ready (records are drawn on the executors when the DataFrame is evaluated)")
     return out
-
-
-def _partition_task(
-    draw: Callable[[int], np.ndarray],
-    *,
-    domains: tuple[tuple[str, ...], ...],
-    seed: int,
-    parts: int,
-) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function: for each partition id in its input, synthesize and emit that share.
-
-    ``draw(part)`` returns the partition's int32 codes (n, d), -1 = empty. Everything it needs (release-sized)
-    is in its closure; it depends on nothing but its arguments and the partition id, so a retried task emits
-    the same rows.
-    """
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        dictionaries = [pa.array(list(dom), type=pa.string()) for dom in domains]
-        names = [f"c{j}" for j in range(len(domains))]
-        for batch in batches:
-            for part in batch.column(0).to_numpy().tolist():
-                codes = draw(int(part))
-                log.info("synthesis: partition %d of %d emitted %d records", part, parts, codes.shape[0])
-                shuffle = np.random.default_rng(
-                    np.random.SeedSequence([seed, part], spawn_key=(_SHUFFLE_STREAM,))
-                )
-                codes = codes[shuffle.permutation(codes.shape[0])]
-                for lo in range(0, codes.shape[0], _BATCH_ROWS):
-                    sub = codes[lo : lo + _BATCH_ROWS]
-                    n = sub.shape[0]
-                    arrays = []
-                    for j, dictionary in enumerate(dictionaries):
-                        col = sub[:, j]
-                        if len(dictionary) == 0:
-                            arrays.append(pa.nulls(n, type=pa.string()))
-                        else:
-                            arrays.append(dictionary.take(pa.array(col, mask=col < 0)))
-                    yield pa.RecordBatch.from_arrays(arrays, names=names)
-
-    return run
 
 
 def _model_partition(
@@ -370,20 +288,26 @@ def _check_release_shape(release: Release) -> None:
         raise ReleaseError(f"release holds tuples of lengths {longer}, outside 1..reporting_length = {r}")
 
 
-def _default_partitions(spark: SparkSession) -> int:
-    """The session's default parallelism; on Spark Connect (no SparkContext), spark.sql.shuffle.partitions."""
-    try:
-        return int(spark.sparkContext.defaultParallelism)
-    except (AttributeError, NotImplementedError):
-        pass
-    value = spark.conf.get("spark.sql.shuffle.partitions")
-    try:
-        parts = int(value) if value is not None else 0
-    except ValueError:
-        parts = 0
-    if parts < 1:
-        raise InvalidParameterError(
-            f"partitions cannot be inferred from spark.sql.shuffle.partitions = {value!r}; set "
-            "SynthesisParams.partitions"
-        )
-    return parts
+def sample_model(
+    release: Release,
+    params: SynthesisParams,
+    spark: SparkSession,
+    *,
+    release_dir: str | None = None,
+    progress: Progress | None = None,
+) -> DataFrame:
+    """The registry's ``model`` synthesizer: :func:`synthesize` with ``mode = "model"`` (``release_dir`` is
+    not needed: a marginals release is all it reads)."""
+    return synthesize(release, dataclasses.replace(params, mode="model"), spark, progress)
+
+
+def sample_sds(
+    release: Release,
+    params: SynthesisParams,
+    spark: SparkSession,
+    *,
+    release_dir: str | None = None,
+    progress: Progress | None = None,
+) -> DataFrame:
+    """The registry's ``sds`` synthesizer: :func:`synthesize` with ``mode = "sds"``."""
+    return synthesize(release, dataclasses.replace(params, mode="sds"), spark, progress)
