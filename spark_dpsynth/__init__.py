@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 # Public name -> module. The modules are imported on first use (PEP 562): each Spark Python worker imports this
 # package to run our kernels, and importing every module (scipy.stats, scikit-learn, matplotlib) cost ~1 s per
-# worker (issue 6).
+# worker.
 _EXPORTS = {
     "ClassConditionalParams": "mechanisms.class_conditional",
     "fit_class_conditional": "mechanisms.class_conditional",

@@ -1,8 +1,8 @@
 """Parameter objects: frozen, validated in ``__post_init__``, one docstring line per field.
 
 * :class:`DataConfig` says how a table becomes records of attributes (prepare stage).
-* :class:`AggregationParams` are the privacy parameters of a DP release (seed 001, section 3; DESIGN.md section 2).
-* :class:`SynthesisParams` steer aggregate-seeded synthesis (seed 001, section 4; DESIGN.md section 3).
+* :class:`AggregationParams` are the privacy parameters of a DP release (docs/design.md section 2).
+* :class:`SynthesisParams` steer aggregate-seeded synthesis (docs/design.md section 4.2; docs/design.md section 4).
 
 Every check here runs before any data is read. Messages name the field, the value and the allowed range.
 """
@@ -29,7 +29,7 @@ __all__ = [
 
 
 class AccuracyMode(enum.StrEnum):
-    """How the marginal budget is split over lengths k = 1..R through sigma proportions p_k (seed 001, 3.2.2)."""
+    """How the marginal budget is split over lengths k = 1..R through sigma proportions p_k (docs/design.md section 2.3)."""
 
     PRIORITIZE_LONG = "prioritize_long"
     """p_k = 1/k: smaller noise on longer combinations (the default)."""
@@ -42,7 +42,7 @@ class AccuracyMode(enum.StrEnum):
 
 
 class FabricationMode(enum.StrEnum):
-    """How the thresholds rho_k of lengths k >= 2 are set (seed 001, 3.3; DESIGN.md section 2, step 6)."""
+    """How the thresholds rho_k of lengths k >= 2 are set (docs/design.md section 2.5; docs/design.md section 2.5)."""
 
     UNCONTROLLED = "uncontrolled"
     """Adaptive, eta_k = 1 for every k (threshold 0: the most fabrication)."""
@@ -59,11 +59,11 @@ class FabricationMode(enum.StrEnum):
 
 
 class Accounting(enum.StrEnum):
-    """How rho is derived from (epsilon_M, delta/2) (DESIGN.md section 2; issue 3)."""
+    """How rho is derived from (epsilon_M, delta/2) (docs/design.md section 2)."""
 
     CLASSIC = "classic"
     """rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2: the classic conversion (Bun & Steinke 2016),
-    as SDS (seed 001, 3.2.2). The default."""
+    as SDS (docs/design.md section 2.3). The default."""
     TIGHT_ZCDP = "tight_zcdp"
     """The largest rho whose exact zCDP -> (epsilon, delta) conversion (Canonne, Kamath, Steinke 2020, computed
     by OpenDP) gives epsilon_M at delta/2: same guarantee, larger rho, smaller sigma."""
@@ -118,7 +118,7 @@ class BinSpec:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """How the rows of a table become records of attributes (the prepare stage, DESIGN.md section 2).
+    """How the rows of a table become records of attributes (the prepare stage, docs/design.md section 2).
 
     An attribute is a (column, value) pair. Empty values are not attributes: null, the empty string, a string
     of only white space, any of ``empty_values``, and ``"0"`` when ``zeros_are_empty`` and the column is not in
@@ -133,7 +133,7 @@ class DataConfig:
     zero or more values separated by the delimiter, and each value v becomes the binary attribute column
     ``f"{column}_{v}"`` (value ``"1"``), as in SDS. Unlike SDS, which columns exist is private: a derived column
     appears in the release (its columns, manifest, aggregates) only when its attribute passed the threshold
-    rho_1 (issue 9).
+    rho_1.
     """
 
     columns: tuple[str, ...] | None = None
@@ -220,7 +220,7 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class AggregationParams:
-    """Privacy parameters of a DP release of k-way marginals (seed 001 section 3; DESIGN.md section 2).
+    """Privacy parameters of a DP release of k-way marginals (docs/design.md section 2).
 
     Budget: epsilon = epsilon_N + epsilon_M with epsilon_N = ``number_of_records_epsilon_proportion`` * epsilon;
     rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2; a share ``percentile_epsilon_proportion`` of rho
@@ -318,7 +318,7 @@ class AggregationParams:
         return self.seed is not None
 
     def sigma_proportions_for(self) -> tuple[float, ...]:
-        """p_1..p_R of the accuracy mode (seed 001, 3.2.2)."""
+        """p_1..p_R of the accuracy mode (docs/design.md section 2.3)."""
         r = self.reporting_length
         if self.accuracy_mode is AccuracyMode.CUSTOM:
             assert self.sigma_proportions is not None
@@ -344,13 +344,13 @@ SYNTHESIS_MODES = ("model", "sds")
 
 @dataclass(frozen=True)
 class SynthesisParams:
-    """Parameters of synthesis from a release (DESIGN.md section 3; issue 4).
+    """Parameters of synthesis from a release (docs/design.md section 4).
 
     Synthesis reads only the release, so it is post-processing: it costs no privacy budget. Two synthesizers:
     ``mode = "model"`` (the default) estimates the 1-, 2- and 3-way marginals from the noisy release, fits a
     Bayesian network and rakes it to those marginals (:mod:`spark_dpsynth.synthesizers._model`); it emits the
-    protected number of records, each complete. ``mode = "sds"`` is SDS's aggregate-seeded sampler (seed 001
-    section 4; :mod:`spark_dpsynth.synthesizers._sds_sampler`), kept for comparison and compatibility.
+    protected number of records, each complete. ``mode = "sds"`` is SDS's aggregate-seeded sampler (docs/design.md
+    section 4.2; :mod:`spark_dpsynth.synthesizers._sds_sampler`), kept for comparison and compatibility.
     """
 
     mode: str = "model"
@@ -365,9 +365,9 @@ class SynthesisParams:
     """Factor > 0: "sds" multiplies the released counts (budgets and weights) by it before sampling; "model"
     emits that many times the protected number of records (when no target is given)."""
     use_synthetic_counts: bool = False
-    """"sds" only: subtract already synthesized counts from the released ones when weighting (seed 001, 4.3)."""
+    """"sds" only: subtract already synthesized counts from the released ones when weighting (docs/design.md section 4.2)."""
     weight_selection_percentile: float = 95.0
-    """"sds" only: percentile in [0, 100] of sub-combination counts used as weight beyond R (seed 001, 4.2.2)."""
+    """"sds" only: percentile in [0, 100] of sub-combination counts used as weight beyond R (docs/design.md section 4.2)."""
     pool_size_factor: int = 4
     """"model" only: records a partition draws from the network per record it emits (its raking pool), >= 1."""
     min_pool_size: int = 50_000

@@ -1,4 +1,4 @@
-"""Prepare stage: a table becomes records of attributes (DESIGN.md section 2, notation; issue 9).
+"""Prepare stage: a table becomes records of attributes (docs/design.md section 2.1).
 
 ``prepare(df, config)`` returns one column per attribute column, in the config's order. A single-value column
 is a string, null meaning empty. Empty is: null, "", white space only, one of ``config.empty_values`` (compared
@@ -121,7 +121,7 @@ def select_attributes(
     Two ``select`` steps: the first cleans every column (:func:`empty_to_null`) and casts each binned column
     to double once; the second maps the numbers to their bin labels (:func:`bin_column`). Spark keeps the
     two steps apart because the first step's numbers are used several times, so each value is trimmed and
-    parsed once instead of once per bin edge (issue 6: 4.5 s -> 0.8 s for Adult's 6 binned columns x 1M rows).
+    parsed once instead of once per bin edge (4.5 s -> 0.8 s for Adult's 6 binned columns x 1M rows).
 
     Args:
         df: the table; ``config.columns`` must be resolved (:func:`resolve_columns`).

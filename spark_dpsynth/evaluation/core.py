@@ -1,21 +1,21 @@
 """Evaluate stage: compare a synthetic table (and a DP release) with the sensitive table.
 
-``evaluate(sensitive, synthetic, release)`` returns plain, JSON-serialisable metrics (DESIGN.md section 4), and
+``evaluate(sensitive, synthetic, release)`` returns plain, JSON-serialisable metrics (docs/design.md section 5), and
 ``write_metrics`` writes them to ``metrics.json`` (``spark_dpsynth.evaluation.report`` turns them into ``report.html``).
 The metrics are:
 
 * ``rows``, ``record_expansion`` (n_syn / n - 1) and ``blank_cell_share`` of both tables;
 * ``tvd`` and ``tvd_by_subset``: the total variation distance between the sensitive and the synthetic L-way
   column marginals, for every column subset of length L = 1..``max_marginal_length``, the empty value counted
-  as a category of its own, and ``nist_k_marginal_score`` = 1000 (1 - mean 3-way TVD) (DESIGN.md section 4,
+  as a category of its own, and ``nist_k_marginal_score`` = 1000 (1 - mean 3-way TVD) (docs/design.md section 5,
   "Plus"; NIST CRC's k-marginal metric); ``one_way_worst``: the value shares of the worst 1-way columns;
-* ``sds``: Microsoft SDS's evaluator (DESIGN.md section 4; SDS ``packages/core/src/processing/evaluator``) of
+* ``sds``: Microsoft SDS's evaluator (docs/design.md section 5; SDS ``packages/core/src/processing/evaluator``) of
   the release's aggregates and of the synthetic table's aggregates, both against the true aggregates of the
   sensitive table (:func:`true_aggregates`), per length k = 1..R: suppressed %, fabricated %, mean absolute
   error, preservation, mean proportional error, leakage count (true tuples rarer than the resolution that
   appear); and per count bucket (10, 20, 40, ...) of the true count: preservation and errors;
 * ``tstr``: train-on-synthetic / test-on-real against train-on-real accuracy and F1 for a label column, tested
-  on held-out real rows (seed 002; :func:`train_synthetic_test_real`);
+  on held-out real rows (docs/design.md section 5; :func:`train_synthetic_test_real`);
 * ``privacy``: the release manifest's privacy parameters, for the report.
 
 Privacy: the evaluation reads the sensitive data and adds no noise. Its outputs (true counts of tuples, true
@@ -175,9 +175,9 @@ def evaluate(
         * ``max_marginal_length`` (int): min(``max_marginal_length``, d), the longest subsets in ``tvd``.
         * ``resolution`` (int): r.
         * ``rows``: ``{"sensitive": n, "synthetic": n_syn}``.
-        * ``record_expansion`` (float): n_syn / n - 1 (SDS's evaluator; DESIGN.md section 4).
+        * ``record_expansion`` (float): n_syn / n - 1 (SDS's evaluator; docs/design.md section 5).
         * ``blank_cell_share``: ``{"sensitive": s, "synthetic": s_syn}``, the share in [0, 1] of null cells
-          among the n * d (resp. n_syn * d) cells (DESIGN.md section 4, "Plus").
+          among the n * d (resp. n_syn * d) cells (docs/design.md section 5).
         * ``tvd``: per length L, ``{"mean": m, "max": x, "count": C(d, L), "worst": "colA|colB"}`` over the
           L-column subsets of the total variation distance 0.5 * sum over cells |p - q| in [0, 1], p (q) =
           the cell's count in the sensitive (synthetic) table / n (n_syn), the empty value being a category
@@ -193,7 +193,7 @@ def evaluate(
           largest sensitive + synthetic count (None = empty), their shares of the sensitive and synthetic
           rows, and ``other`` = ``{"sensitive", "synthetic"}`` shares of all remaining values.
         * ``sds``: ``None`` without a release, else ``{"reporting_length": R, "release": SIDE,
-          "synthetic": SIDE}``: SDS's evaluator (DESIGN.md section 4; Microsoft SDS
+          "synthetic": SIDE}``: SDS's evaluator (docs/design.md section 5; Microsoft SDS
           ``packages/core/src/processing/evaluator``) of the release's k-tuples and of the synthetic table's
           true k-tuples, both against S = the true k-tuples of the sensitive table (:func:`true_aggregates`).
           With Y = the side's tuples, r = ``resolution``, and the *evaluated* tuples P = the tuples of S with
@@ -214,7 +214,7 @@ def evaluate(
             tuples of P whose *true* count is in the bucket (a fabricated tuple, true count 0, is in "10"),
             ``preservation``, ``mean_proportional_error``, ``mean_absolute_error``, ``mean_true_count``,
             ``mean_count`` (means over those tuples; None for an empty bucket). SDS's code buckets by count_Y;
-            bucketing by the true count (issue 5) shows how tuples of a given true size fare, whatever the
+            bucketing by the true count shows how tuples of a given true size fare, whatever the
             noise did to their count.
           - ``summary``: over all lengths, ``suppressed_pct``, ``fabricated_pct``, ``mean_absolute_error`` (as
             above), ``leakage_count``, ``preservation`` (mean over P), and ``mean_proportional_error`` =
@@ -365,8 +365,8 @@ def true_aggregates(df: DataFrame, reporting_length: int) -> DataFrame:
     """The true aggregates A_R of a prepared table: every non-empty k-tuple and its exact count, k = 1..R.
 
     A k-tuple is k attributes (column, non-null value) from k distinct columns; its count is the number of
-    records holding all k attributes (seed 001, section 2.1). No noise, no contribution bounding: this is the
-    set S that SDS's evaluator compares a release with (DESIGN.md section 4).
+    records holding all k attributes (docs/design.md section 2.1). No noise, no contribution bounding: this is the
+    set S that SDS's evaluator compares a release with (docs/design.md section 5).
 
     Args:
         df: a prepared table, d nullable string columns, null = empty.
@@ -404,7 +404,7 @@ def true_aggregates(df: DataFrame, reporting_length: int) -> DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Train on synthetic, test on real (seed 002)
+# Train on synthetic, test on real (docs/design.md section 5)
 # ---------------------------------------------------------------------------------------------------------------
 
 _EMPTY_CATEGORY = "\x00<empty>"
@@ -425,7 +425,7 @@ def train_synthetic_test_real(
 
     The same classifier is fitted twice, once on the synthetic table and once on the real training table, to
     predict ``label`` from every other column; both are scored on the held-out real table, which neither the
-    synthesizer nor either model saw (seed 002's evaluation; DESIGN.md section 4, "Plus"). A TSTR score close to
+    synthesizer nor either model saw (docs/design.md section 5; docs/design.md section 5). A TSTR score close to
     the TRTR score means a model trained on the synthetic data can be trusted about as much as one trained on
     the real data.
 
@@ -564,7 +564,7 @@ class _SubsetPlan:
 
     Subsets are ordered by length, then lexicographically by column index; a subset's id is its position.
     Subsets of length <= ``all_cells_length`` keep every cell (the empty value is a category); longer ones, up
-    to ``max_length``, keep only cells without an empty value (the non-empty k-tuples of seed 001).
+    to ``max_length``, keep only cells without an empty value (the non-empty k-tuples of docs/design.md section 2.2).
     """
 
     def __init__(self, n_columns: int, *, all_cells_length: int, max_length: int) -> None:
@@ -991,7 +991,7 @@ def _sds_side(
     reporting_length: int,
     side: str,
 ) -> dict[str, Any]:
-    """SDS's evaluator (DESIGN.md section 4) for ``side`` "r" (release) or "y" (synthetic): the ``SIDE`` dict."""
+    """SDS's evaluator (docs/design.md section 5) for ``side`` "r" (release) or "y" (synthetic): the ``SIDE`` dict."""
     by_length: dict[str, Any] = {}
     totals: dict[str, float] = {}
     for length in range(1, reporting_length + 1):

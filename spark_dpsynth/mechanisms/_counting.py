@@ -1,4 +1,4 @@
-"""Vectorized per-batch kernels of the DP-marginals count (DESIGN.md section 2, steps 2-4), pure NumPy.
+"""Vectorized per-batch kernels of the DP-marginals count (docs/design.md section 2.2), pure NumPy.
 
 The executors hold *patterns*: distinct records with their multiplicity. For one length k, a
 :class:`CandidateIndex` (release-sized, shipped in the task closure) encodes V_k: for every k-subset s of the
@@ -358,7 +358,7 @@ def bounded_counts(
     """Add the contribution-bounded counts of a block of patterns to ``out`` (int64 (M,), aligned with keys).
 
     A record with |W_u| <= Delta_k adds 1 to each of its tuples (a pattern of multiplicity m adds m). A record with
-    |W_u| > Delta_k keeps the Delta_k tuples of smallest hash h(key, record, occurrence, tuple) (seed 001, 3.2.1).
+    |W_u| > Delta_k keeps the Delta_k tuples of smallest hash h(key, record, occurrence, tuple) (docs/design.md section 2.2).
 
     Args:
         index: the candidates V_k.

@@ -1,4 +1,4 @@
-"""DP marginals on Spark: SDS's method (seed 001, section 3; DESIGN.md section 2), distributed.
+"""DP marginals on Spark: SDS's method (docs/design.md section 2), distributed.
 
 ``dp_aggregate(df, params, data_config)`` returns a :class:`~spark_dpsynth.release.core.Release`. The Spark plan:
 
@@ -14,7 +14,7 @@
 5. on the driver: noise on every candidate (exact discrete Gaussian), thresholds, candidates of the next
    length (Apriori), then normalization.
 
-Privacy (DESIGN.md section 2): (epsilon, delta)-DP with the budget split of :mod:`spark_dpsynth.privacy.accounting`:
+Privacy (docs/design.md section 2): (epsilon, delta)-DP with the budget split of :mod:`spark_dpsynth.privacy.accounting`:
 the protected number of records is n + discrete Laplace(1/epsilon_N) clamped >= 1; each Delta_k is an
 epsilon_Q-DP exponential-mechanism percentile over the public range 0..C(d,k); each count of a length-k
 candidate (including zero counts) gets discrete Gaussian noise of std sigma_k sqrt(Delta_k) with L2 sensitivity
@@ -151,7 +151,7 @@ def aggregate_encoded(
     private_columns: frozenset[int] = frozenset(),
     max_attributes: int | None = None,
 ) -> Release:
-    """The DP-marginals algorithm on encoded records (DESIGN.md section 2, steps 1-6, then normalization).
+    """The DP-marginals algorithm on encoded records (docs/design.md section 2).
 
     Args:
         backend: where the records are (Spark or NumPy); it returns only histograms and candidate counts.
@@ -161,7 +161,7 @@ def aggregate_encoded(
         progress: optional callback receiving one short message per stage.
         extra_manifest: more public entries for the manifest (e.g. the data configuration).
         private_columns: indices of columns whose existence is private (the binary columns of multi-value
-            values, found in the data, issue 9): one stays in the release only when its attribute passed
+            values, found in the data): one stays in the release only when its attribute passed
             rho_1, and they do not count in the public ranges of the DP percentiles.
         max_attributes: public upper bound of the k=1 percentile range (attributes per record); default the
             number of public columns. Records above it count in its top cell.
@@ -366,7 +366,7 @@ def _candidates(previous: _Level, d: int, k: int, radix: np.ndarray) -> dict[tup
 
 
 def _normalize(levels: dict[int, _Level], r: int) -> dict[int, Marginal]:
-    """Make every k-tuple's count <= the count of each of its (k-1)-sub-tuples (seed 001, 3.4), k = 2..R."""
+    """Make every k-tuple's count <= the count of each of its (k-1)-sub-tuples (docs/design.md section 2.6), k = 2..R."""
     lookup: dict[tuple[int, ...], dict[tuple[int, ...], int]] = {}
     marginals: dict[int, Marginal] = {}
     for k in range(1, r + 1):
@@ -710,8 +710,8 @@ def dp_aggregate(
         InvalidParameterError: the reporting length exceeds the number of attribute columns.
 
     Privacy:
-        (epsilon, delta)-DP per record, or per person with a privacy unit (see the module docstring; seed 001,
-        section 3; DESIGN.md section 2). The binary columns of multi-value values are released only when
+        (epsilon, delta)-DP per record, or per person with a privacy unit (see the module docstring; Gopi, Mahabadi,
+        Yekhanin, "Differentially Private Marginals"; docs/design.md section 2). The binary columns of multi-value values are released only when
         their attribute passed rho_1: the release's columns are then data-dependent but private.
         Nothing in the release, the logs or an error depends on the true number of records or a true count.
     """

@@ -1,7 +1,7 @@
 """Privacy accounting of a release: how epsilon (and delta) become rho, epsilon_Q and sigma_k.
 
-All formulas are from seed 001, section 3.2.2 (the variant *with* the square, which is the correct one) and
-DESIGN.md section 2:
+All formulas are from docs/design.md section 2.3 (Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals";
+the variant with the square):
 
 * epsilon = epsilon_N + epsilon_M, epsilon_N = N_p * epsilon.
 * rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2, the zCDP budget whose classic conversion
@@ -12,10 +12,10 @@ DESIGN.md section 2:
 * sigma = sqrt(sum_k p_k^-2 / (2 rho (1 - Q_p))), sigma_k = p_k sigma: the Gaussian counts of length k with
   sensitivity Delta_k and noise std sigma_k sqrt(Delta_k) spend 1/(2 sigma_k^2), summing to rho (1 - Q_p).
 
-Thresholds (seed 001, 3.3): rho_1 = 1 + sigma_1 sqrt(Delta_1) Phi^-1((1 - delta/2)^(1/Delta_1)) for continuous
+Thresholds (docs/design.md section 2.5): rho_1 = 1 + sigma_1 sqrt(Delta_1) Phi^-1((1 - delta/2)^(1/Delta_1)) for continuous
 noise; with the discrete Gaussian we use its exact integer analogue (:func:`rho_1_threshold_discrete`); adaptive
-rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k/2) for k >= 2 (DESIGN.md uses Delta_k where the seed's text
-says Delta_1), or fixed t_k.
+rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k/2) for k >= 2 (with the length's own Delta_k,
+section 6), or fixed t_k.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ MAX_DERIVED_DELTA = 1e-3
 
 @dataclass(frozen=True)
 class BudgetSplit:
-    """The privacy parameters of one release (seed 001, 3.2.2). Units: epsilon/delta of (epsilon, delta)-DP,
+    """The privacy parameters of one release (docs/design.md section 2.3). Units: epsilon/delta of (epsilon, delta)-DP,
     rho of zCDP; sigmas are multipliers of sqrt(Delta_k) (noise std of a length-k count is sigma_k sqrt(Delta_k))."""
 
     epsilon: float
@@ -250,7 +250,7 @@ class Accountant:
 
 
 def rho_from_epsilon_delta(epsilon_m: float, delta: float) -> float:
-    """rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2 (seed 001, EQ1).
+    """rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2 (docs/design.md section 2.3).
 
     It is the largest rho with rho + 2 sqrt(rho ln(2/delta)) <= epsilon_M, i.e. rho-zCDP implies
     (epsilon_M, delta/2)-DP by the classic conversion (Bun & Steinke 2016, Prop. 1.3).
@@ -298,7 +298,7 @@ def epsilon_from_rho_delta(rho: float, delta: float) -> float:
 
 
 def split_budget(params: AggregationParams, delta: float) -> BudgetSplit:
-    """Split (epsilon, delta) into the parameters of every mechanism of a release (seed 001, 3.2.2).
+    """Split (epsilon, delta) into the parameters of every mechanism of a release (docs/design.md section 2.3).
 
     Args:
         params: validated aggregation parameters (epsilon, R, Q_p, N_p, sigma proportions).
@@ -366,7 +366,7 @@ def delta_from_protected_n(protected_n: int) -> float:
 
 
 def rho_1_threshold(sigma_1: float, sensitivity_1: int, delta: float) -> float:
-    """rho_1 = 1 + sigma_1 sqrt(Delta_1) Phi^-1((1 - delta/2)^(1/Delta_1)) (seed 001, 3.3).
+    """rho_1 = 1 + sigma_1 sqrt(Delta_1) Phi^-1((1 - delta/2)^(1/Delta_1)) (docs/design.md section 2.5).
 
     A 1-tuple held by at most Delta_1 attributes of one record passes it with probability <= delta/2, which is
     the delta/2 the threshold pays for (Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals").
@@ -391,7 +391,7 @@ def rho_1_threshold_discrete(sigma_1: float, sensitivity_1: int, delta: float) -
     1-tuples (count 1 each) pass ``noisy > m`` with probability <= delta/2.
 
     A new 1-tuple's noisy count is 1 + Z, Z ~ N_Z(0, (sigma_1 sqrt(Delta_1))^2); it passes iff Z >= m, so m is
-    the smallest integer with 1 - (1 - P(Z >= m))^Delta_1 <= delta/2. The seed's formula
+    the smallest integer with 1 - (1 - P(Z >= m))^Delta_1 <= delta/2. The continuous formula
     (:func:`rho_1_threshold`) assumes continuous noise: with the discrete Gaussian its leak can exceed delta/2
     (e.g. 0.00564 instead of 0.005 at epsilon 1, delta 1e-2, Delta_1 = 4), which the exact tail avoids.
     Released counts are integers, so an integer threshold loses nothing.
@@ -412,14 +412,14 @@ def rho_1_threshold_discrete(sigma_1: float, sensitivity_1: int, delta: float) -
 
 
 def adaptive_threshold(sigma_k: float, sensitivity_k: int, eta: float) -> float:
-    """rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k / 2), 0 < eta_k <= 1 (seed 001, 3.3.2; DESIGN.md step 6)."""
+    """rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k / 2), 0 < eta_k <= 1 (docs/design.md section 2.5; docs/design.md section 2.5)."""
     if not 0 < eta <= 1:
         raise InvalidParameterError(f"eta must be in (0, 1], got {eta!r}")
     return sigma_k * math.sqrt(max(int(sensitivity_k), 1)) * float(norm.isf(eta / 2.0))
 
 
 def fabrication_etas(mode: FabricationMode, reporting_length: int) -> dict[int, float]:
-    """eta_k for k = 2..R of an adaptive fabrication preset (DESIGN.md section 2, step 6)."""
+    """eta_k for k = 2..R of an adaptive fabrication preset (docs/design.md section 2.5)."""
     r = reporting_length
     ks = range(2, r + 1)
     if mode is FabricationMode.UNCONTROLLED:

@@ -9,7 +9,7 @@
   says so. Every non-cryptographic generator lives in that one module, outside the privacy code path.
 * :class:`NoNoise` (internal, tests of exact worked examples): zero noise and exact percentiles.
 
-The DP percentile (seed 001, 3.2.1) is the exponential mechanism over the public candidates 0..C(d,k) with the
+The DP percentile (docs/design.md section 2.2) is the exponential mechanism over the public candidates 0..C(d,k) with the
 score of OpenDP's ``make_quantile_score_candidates`` (Smith 2011): for alpha = num/den,
 score(c) = |(den - num) #{x < c} - num #{x > c}|, of sensitivity max(num, den - num) under adding or removing one
 record. It is computed here from a histogram of per-record values, so records never leave the executors.

@@ -1,4 +1,4 @@
-"""Interop with Synthetic Data Showcase (SDS, pac-synth): its aggregates files to and from a release (issue 9).
+"""Interop with Synthetic Data Showcase (SDS, pac-synth): its aggregates files to and from a release.
 
 Two layouts, both as written by SDS's core (``packages/core/src/processing/aggregator/aggregated_data.rs``):
 

@@ -1,14 +1,14 @@
 """The default synthesizer's model: marginals estimated from the noisy release, a Bayesian network, raking.
 
-Synthesis in ``mode = "model"`` (DESIGN.md section 3; issue 4) reads only the release and works in two stages.
+Synthesis in ``mode = "model"`` (docs/design.md section 4) reads only the release and works in two stages.
 
 **Fit (on the driver, release-sized).** :func:`fit_release_model`
 
 1. *Measurements.* For every column subset S of size k <= min(R, 3), the release is a set of noisy counts over
    the cells of S whose values are all released (the "core" of S's marginal). A released cell is a Gaussian
-   measurement y = x + N(0, s_k^2), s_k = ``manifest["noise_std"][k]`` (DESIGN.md section 2, step 5). A
+   measurement y = x + N(0, s_k^2), s_k = ``manifest.marginals.lengths[k].noise_std`` (docs/design.md section 2.4). A
    *candidate* that is not released (all its (k-1)-sub-tuples released: Apriori, step 1) is *censored*: its
-   noisy count was <= rho_k = max(``manifest["thresholds"][k]``, 0) (step 6), which is evidence of a small
+   noisy count was <= rho_k = max(``manifest.marginals.lengths[k].threshold``, 0) (step 6), which is evidence of a small
    count, not of zero. A cell that was not even a candidate has no measurement of its own. Fabricated cells
    (true count 0, noise above rho_k) are released cells like any other: the shrinkage below discounts them.
    The final normalization of the release (a count clipped to its parents') is ignored.
@@ -46,16 +46,14 @@ the network's 3-way family marginals, and keeps n records by systematic resampli
 grows, the output distribution tends to the I-projection (maximum entropy relative to the network; Csiszar 1975)
 of the network onto the estimated marginals, whatever the partition: partitions differ only by sampling noise.
 
-Privacy: everything here reads the release only (post-processing, DESIGN.md section 3).
+Privacy: everything here reads the release only (post-processing, docs/design.md section 4).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy import special
@@ -175,12 +173,12 @@ class MarginalEstimates:
         return self.released_sizes + self.has_empty.astype(np.int64)
 
 
-def _manifest_float(manifest: Mapping[str, Any], key: str, k: int) -> float:
-    try:
-        value = float(manifest[key][str(k)])
-    except (KeyError, TypeError, ValueError):
+def _positive(value: float | None) -> float:
+    """A noise parameter of the manifest, or 0 where it is missing, not finite or not positive (no noise known:
+    the count is taken as exact)."""
+    if value is None or not math.isfinite(value) or value <= 0:
         return 0.0
-    return value if math.isfinite(value) and value > 0 else 0.0
+    return float(value)
 
 
 def _discrete_laplace_variance(epsilon: float) -> float:
@@ -252,17 +250,19 @@ class _Estimator:
     """The bottom-up empirical Bayes estimation of the module docstring, steps 2-3 (driver, release-sized)."""
 
     def __init__(self, release: Release) -> None:
-        manifest = release.manifest
+        block = release.manifest.marginals
+        lengths = block.lengths if block is not None else {}
         self.d = len(release.columns)
         self.r = min(release.reporting_length, _MAX_LENGTH)
         self.meas = _measurements(release, self.r)
         self.m = np.array([len(dom) for dom in release.domains], dtype=np.int64)
-        self.s = {k: _manifest_float(manifest, "noise_std", k) for k in range(1, _MAX_LENGTH + 1)}
-        self.thr = {k: _manifest_float(manifest, "thresholds", k) for k in range(1, _MAX_LENGTH + 1)}
-        try:
-            eps_n = float(manifest.get("epsilon_n", 0.0) or 0.0)
-        except (TypeError, ValueError):
-            eps_n = 0.0
+        self.s = {
+            k: _positive(lengths[k].noise_std if k in lengths else None) for k in range(1, _MAX_LENGTH + 1)
+        }
+        self.thr = {
+            k: _positive(lengths[k].threshold if k in lengths else None) for k in range(1, _MAX_LENGTH + 1)
+        }
+        eps_n = _positive(block.epsilon_n if block is not None else None)
         self._number_of_records(float(release.protected_number_of_records), _discrete_laplace_variance(eps_n))
         self.tables: dict[Subset, np.ndarray] = {}
         self.previous: dict[Subset, np.ndarray] = {}
@@ -446,7 +446,7 @@ def estimate_marginals(release: Release) -> MarginalEstimates:
     """Estimate the 1-, 2- and 3-way marginals (empty value included) from a release (module docstring, 1-3).
 
     Args:
-        release: a DP release; its manifest's ``noise_std``, ``thresholds`` (per k) and ``epsilon_n`` are used
+        release: a DP release; its manifest's marginals block (per k ``noise_std`` and ``threshold``; ``epsilon_n``) is used
             when present (a release without them is taken as noise-free).
 
     Returns:
@@ -637,7 +637,7 @@ def _rake_pool(model: ReleaseModel, pool: np.ndarray, sweeps: int) -> np.ndarray
 
     Raking gives identical records identical weights (a record's weight is a product of its cells' ratios), so
     the distinct records are raked with their multiplicities and each copy gets 1/multiplicity of its record's
-    weight: the same weights, in far fewer operations when the columns have few values (issue 6: 1.4M records of
+    weight: the same weights, in far fewer operations when the columns have few values (1.4M records of
     6 columns).
     """
     sizes = model.sizes.astype(np.int64)

@@ -1,10 +1,10 @@
 """SDS's sequential aggregate-seeded sampler, in NumPy (the kernel each synthesis partition runs).
 
-Faithful to seed 001, section 4 (DESIGN.md section 3) and, where the seed is silent, to Microsoft SDS's Rust
+Faithful to SDS's sampler as docs/design.md section 4.2 states it and, where that is silent, to Microsoft SDS's Rust
 implementation (``packages/core/src/processing/generator``: ``synthesizers/aggregate_seeded/mod.rs``,
 ``synthesizers/traits/consolidate.rs``, ``data_generator.rs``; ``utils/collections.rs::sample_weighted``).
 
-Rules (seed 001 section 4.1 - 4.3):
+Rules (docs/design.md section 4.2):
 
 * the 1-tuple counts are attribute budgets; a record grows one attribute at a time, from columns not yet in it,
   among attributes whose budget is > 0; taking an attribute spends one unit of its budget (4.1);
@@ -17,7 +17,7 @@ Rules (seed 001 section 4.1 - 4.3):
 * ``use_synthetic_counts``: a count is replaced by count - already synthesized count (4.3). Floor, as SDS's
   ``calc_weight_for_single_combination``: a combination whose remaining count is <= 0 gives weight 0, and
   beyond R a single exhausted sub-combination excludes the candidate for this step. SDS adds a record's
-  combinations to the synthetic counts as each attribute is drawn, the seed once the record is complete; the
+  combinations to the synthetic counts as each attribute is drawn, the method's description once the record is complete; the
   two agree, since every combination a later draw of the same record looks up contains the candidate, which
   is not in the record yet;
 * a draw picks a candidate with probability weight / sum of weights (SDS ``sample_weighted``); a record ends
@@ -245,14 +245,14 @@ def sample_records(
     synthetic_count_multiplier: int = 1,
     on_step: StepTrace | None = None,
 ) -> np.ndarray:
-    """Synthesize records from the encoded release with the given attribute budgets (seed 001 section 4).
+    """Synthesize records from the encoded release with the given attribute budgets (docs/design.md section 4.2).
 
     Args:
         enc: the release, from :func:`encode_release`.
-        budgets: int64 (n_attrs,), units of each attribute this run may emit (seed 001 4.1: the 1-tuple
+        budgets: int64 (n_attrs,), units of each attribute this run may emit (docs/design.md section 4.2: the 1-tuple
             counts, here this partition's share of them).
         rng: the only source of randomness; the same generator state gives the same records.
-        use_synthetic_counts: weigh by released count minus already synthesized count (seed 001 4.3).
+        use_synthetic_counts: weigh by released count minus already synthesized count (docs/design.md section 4.2).
         weight_selection_percentile: percentile in [0, 100] of sub-combination counts beyond length R (4.2.2).
         target_number_of_records: emit exactly this many records, resetting budgets and synthetic counts each
             time the budgets run out (SDS); None emits until every budget is spent.

@@ -1,4 +1,4 @@
-"""Synthesis on Spark: synthetic records drawn from a DP release only (DESIGN.md section 3; issue 4).
+"""Synthesis on Spark: synthetic records drawn from a DP release only (docs/design.md section 4).
 
 ``synthesize(release, params, spark)`` returns a DataFrame of synthetic records, with one of two synthesizers:
 
@@ -6,7 +6,7 @@
   :func:`spark_dpsynth.synthesizers._model.fit_release_model`: marginals estimated from the noisy, thresholded
   counts, a Bayesian network, raking targets); each partition draws its exact share of the number of records
   from that model (:func:`spark_dpsynth.synthesizers._model.sample_records`);
-* ``mode = "sds"``: SDS's aggregate-seeded sampler (seed 001 section 4), each partition on its exact share of
+* ``mode = "sds"``: SDS's aggregate-seeded sampler (docs/design.md section 4.2), each partition on its exact share of
   the attribute budgets (:mod:`spark_dpsynth.synthesizers._sds_sampler`).
 
 The Spark plan:
@@ -22,7 +22,7 @@ The Spark plan:
    Every partition draws from the same model (or the same release), so any one of them is a sample of it.
 
 Privacy: synthesis reads the release and nothing else, so the synthetic data are DP by post-processing
-(DESIGN.md section 3): they cost no privacy budget beyond the release's. The seed drives utility randomness
+(docs/design.md section 4): they cost no privacy budget beyond the release's. The seed drives utility randomness
 only; it is never logged.
 """
 
@@ -70,7 +70,7 @@ def synthesize(
 ) -> DataFrame:
     """Synthesize records from a DP release, partitioned over Spark.
 
-    ``params.mode = "model"`` (the default; issue 4): the driver estimates the 1-, 2- and 3-way marginals of the
+    ``params.mode = "model"`` (the default): the driver estimates the 1-, 2- and 3-way marginals of the
     sensitive table from the release, treating released counts as Gaussian measurements with the manifest's
     ``noise_std`` and unreleased candidates as censored below the manifest's ``thresholds``, fits a Bayesian
     network of in-degree <= 2 to them, and each partition draws its share of the records from the network and
@@ -78,12 +78,12 @@ def synthesize(
     sources). The output has the protected number of records (or ``target_number_of_records``), each with one
     value per column; a column is empty (null) only where the release shows a deficit of values in it.
 
-    ``params.mode = "sds"``: the rules of seed 001 section 4 (DESIGN.md section 3), implemented in
+    ``params.mode = "sds"``: the rules of docs/design.md section 4.2 (docs/design.md section 4), implemented in
     :mod:`spark_dpsynth.synthesizers._sds_sampler`: attribute budgets are the 1-tuple counts (4.1); a record grows one
     attribute at a time from columns not yet in it, and a candidate is eligible only if every combination of
     length <= R it forms with the record is released (4.2); its weight is count(record + candidate) up to length
     R (4.2.1), beyond R the ``weight_selection_percentile`` of the counts of its sub-combinations (4.2.2);
-    ``use_synthetic_counts`` subtracts what was already synthesized (4.3). Distribution (DESIGN.md section 3):
+    ``use_synthetic_counts`` subtracts what was already synthesized (4.3). Distribution (docs/design.md section 4):
     each of P partitions runs that sequential sampler on its exact share of the budgets, with its own seeded
     generator.
 
