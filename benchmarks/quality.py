@@ -9,7 +9,7 @@ For each data set (UCI Adult's train split with ``conf/adult.toml``; NIST's Texa
    of that write);
 3. ``evaluate`` (mean total variation distance of every 1-, 2-, 3-way marginal, blank-cell share, rows) and, for
    Adult, train-on-synthetic / test-on-real accuracy of ``income`` with
-   :func:`spark_dpsynth.evaluation.core.train_synthetic_test_real` (Adult's ``split = 'test'`` rows are the
+   :func:`spark_dpsynth.evaluation.tstr.train_synthetic_test_real` (Adult's ``split = 'test'`` rows are the
    held-out real data; NIST TX has no label for it).
 
 Prints one table and writes the same rows as JSON (``DIR/quality.json``). Usage::
@@ -74,7 +74,7 @@ def run_dataset(
     """Benchmark rows (dicts) of one data set: one release per epsilon, every mode on it."""
     from spark_dpsynth.cli.config import load_config
     from spark_dpsynth.data.prepare import prepare, resolve_columns
-    from spark_dpsynth.evaluation.core import evaluate, train_synthetic_test_real
+    from spark_dpsynth.evaluation import evaluate, train_synthetic_test_real
     from spark_dpsynth.mechanisms.marginals import dp_aggregate
     from spark_dpsynth.synthesizers.marginals import synthesize
 

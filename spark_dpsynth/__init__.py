@@ -50,10 +50,10 @@ _EXPORTS = {
     "ReleaseError": "errors",
     "SchemaError": "errors",
     "SparkSetupError": "errors",
-    "evaluate": "evaluation.core",
-    "train_synthetic_test_real": "evaluation.core",
-    "true_aggregates": "evaluation.core",
-    "write_metrics": "evaluation.core",
+    "evaluate": "evaluation.metrics",
+    "train_synthetic_test_real": "evaluation.tstr",
+    "true_aggregates": "evaluation.metrics",
+    "write_metrics": "evaluation.metrics",
     "OutputStage": "data.io",
     "read_input": "data.io",
     "dp_aggregate": "mechanisms.marginals",
@@ -88,13 +88,9 @@ if TYPE_CHECKING:
         SchemaError,
         SparkSetupError,
     )
-    from spark_dpsynth.evaluation.core import (
-        evaluate,
-        train_synthetic_test_real,
-        true_aggregates,
-        write_metrics,
-    )
+    from spark_dpsynth.evaluation.metrics import evaluate, true_aggregates, write_metrics
     from spark_dpsynth.evaluation.report import write_report
+    from spark_dpsynth.evaluation.tstr import train_synthetic_test_real
     from spark_dpsynth.mechanisms.class_conditional import ClassConditionalParams, fit_class_conditional
     from spark_dpsynth.mechanisms.marginals import dp_aggregate
     from spark_dpsynth.params import (

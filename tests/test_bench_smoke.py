@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
 import sys
+import types
 from collections import Counter
 from pathlib import Path
 
@@ -22,8 +24,13 @@ def scale():
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["bench_scale"] = module
-    spec.loader.exec_module(module)
-    return module
+    spec.loader.exec_module(module)  # puts benchmarks/ on sys.path for its own modules
+    # the entry point and the modules it is split into, as one namespace
+    names: dict = {}
+    for part in ("scale_data", "scale_memory", "scale_workers", "scale_report"):
+        names.update(vars(importlib.import_module(part)))
+    names.update(vars(module))
+    return types.SimpleNamespace(**names)
 
 
 def _tiny() -> pd.DataFrame:

@@ -224,7 +224,7 @@ def test_quick_start_pipeline_end_to_end_on_adult(
     def broken(*args, **kwargs):
         raise RuntimeError("injected failure")
 
-    monkeypatch.setattr("spark_dpsynth.evaluation.core.evaluate", broken)
+    monkeypatch.setattr("spark_dpsynth.evaluation.metrics.evaluate", broken)
     code = main(["pipeline", "--input", ADULT, "--output", str(out), "--columns", "age,sex",
                  "--reporting-length", "1", "--seed", "1", "--overwrite", "--quiet"])  # fmt: skip
     assert code == 1

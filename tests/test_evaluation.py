@@ -1,4 +1,4 @@
-"""Tests of spark_dpsynth.evaluation.core: exact metrics on hand-computed tables, validation, and one real-data run."""
+"""Tests of spark_dpsynth.evaluation: exact metrics on hand-computed tables, validation, and one real-data run."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from pyspark.sql import functions as F
 
 from spark_dpsynth.cli.config import load_config
 from spark_dpsynth.errors import ConfigError, InvalidParameterError, SchemaError
-from spark_dpsynth.evaluation.core import (
+from spark_dpsynth.evaluation.metrics import (
     METRICS_FILE,
     TSTR_MAX_ROWS,
     evaluate,
-    train_synthetic_test_real,
     true_aggregates,
     write_metrics,
 )
+from spark_dpsynth.evaluation.tstr import train_synthetic_test_real
 from spark_dpsynth.release.core import AGGREGATES_SCHEMA, Release
 
 # The cell counter runs numpy/pyarrow in Python workers: they must use this interpreter (the venv), not the
@@ -120,12 +120,12 @@ def test_tvd_rows_and_blank_cells_by_hand(spark, caplog):
     sensitive = table(spark, TVD_SENSITIVE, ("X", "Y"))
     synthetic = table(spark, TVD_SYNTHETIC, ("X", "Y"))
     messages: list[str] = []
-    with caplog.at_level(logging.INFO, logger="spark_dpsynth.evaluation.core"):
+    with caplog.at_level(logging.INFO, logger="spark_dpsynth.evaluation"):
         m = evaluate(sensitive, synthetic, max_marginal_length=3, progress=messages.append)
 
     # Stages are reported through the callback and logged with their durations.
     assert messages and "done in" in messages[-1]
-    logged = [r.getMessage() for r in caplog.records if r.name == "spark_dpsynth.evaluation.core"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "spark_dpsynth.evaluation"]
     assert any("started" in line for line in logged) and any("done in" in line for line in logged)
 
     assert m["rows"] == {"sensitive": 4, "synthetic": 5}
@@ -420,7 +420,7 @@ def test_sds_count_buckets_by_true_count_by_hand(spark):
 
 
 def test_count_bucket_bounds_are_exact(spark):
-    from spark_dpsynth.evaluation.core import _bucket_index
+    from spark_dpsynth.evaluation.cells import _bucket_index
 
     counts = [1, 9, 10, 11, 20, 21, 40, 41, 80, 81, 10 * 2**30, 10 * 2**30 + 1, 10 * 2**40 - 1]
     expected = [0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 30, 31, 40]
@@ -564,7 +564,7 @@ def test_evaluate_runs_tstr_on_a_holdout_and_maps_label_spellings(spark, caplog)
     assert bounded["tstr"]["rows"] == {"synthetic": 50, "real_train": 50, "real_test": 50}
 
     # No held-out table: skipped, with the reason logged and recorded.
-    with caplog.at_level(logging.WARNING, logger="spark_dpsynth.evaluation.core"):
+    with caplog.at_level(logging.WARNING, logger="spark_dpsynth.evaluation"):
         skipped = evaluate(sensitive, synthetic, max_marginal_length=1, label="label")["tstr"]
     assert skipped["label"] == "label" and "held-out" in skipped["skipped"]
     assert any("skipped" in r.getMessage() for r in caplog.records)
@@ -572,7 +572,7 @@ def test_evaluate_runs_tstr_on_a_holdout_and_maps_label_spellings(spark, caplog)
 
 
 def test_bounded_sample_does_not_depend_on_partitions(spark):
-    from spark_dpsynth.evaluation.core import _bounded_sample
+    from spark_dpsynth.evaluation.tstr import _bounded_sample
 
     # 500 rows with at most 6 distinct values: many ties of the hash, which only ever tie identical rows.
     reference = spark_rule_table(spark, 500, seed=4)

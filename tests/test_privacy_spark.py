@@ -113,7 +113,7 @@ def test_no_private_value_in_outputs_on_ma2019(spark, shared_data: Path, tmp_pat
     released counts equal true counts only as often as the noise is exactly 0.
     """
     from spark_dpsynth.data.prepare import prepare
-    from spark_dpsynth.evaluation.core import true_aggregates
+    from spark_dpsynth.evaluation.metrics import true_aggregates
 
     source = shared_data / "nist_ma2019.csv.gz"
     out = tmp_path / "out"

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.evaluation.core import METRICS_FILE, evaluate
+from spark_dpsynth.evaluation.metrics import METRICS_FILE, evaluate
 from spark_dpsynth.evaluation.report import REPORT_FILE, headline_numbers, render_report, write_report
 from spark_dpsynth.release.core import Release
 
@@ -67,7 +67,7 @@ def _frame(spark, n: int, seed: int, label_flip: float):
 @pytest.fixture(scope="module")
 def metrics(spark):
     """The metrics of a small evaluation with a release (its true aggregates, lightly changed) and TSTR."""
-    from spark_dpsynth.evaluation.core import true_aggregates
+    from spark_dpsynth.evaluation.metrics import true_aggregates
 
     sensitive = _frame(spark, 400, seed=1, label_flip=0.05)
     synthetic = _frame(spark, 380, seed=2, label_flip=0.25)

@@ -362,7 +362,7 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
 
 def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, synthetic=None):  # noqa: ANN001, ANN202
     from spark_dpsynth.data.prepare import prepare_for_release, resolve_columns, split_multi_value
-    from spark_dpsynth.evaluation.core import evaluate, write_metrics
+    from spark_dpsynth.evaluation.metrics import evaluate, write_metrics
     from spark_dpsynth.evaluation.report import write_report
     from spark_dpsynth.release.core import Release
 
@@ -403,9 +403,9 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         tstr_max_rows=config.tstr_max_rows,
     )
     if not release.marginals:
-        from spark_dpsynth.evaluation.core import _PRIVACY_KEYS
+        from spark_dpsynth.evaluation.metrics import PRIVACY_KEYS
 
-        metrics["privacy"] = {key: release.manifest.get(key) for key in _PRIVACY_KEYS}
+        metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
     path = write_metrics(metrics, os.path.join(out_dir, "evaluation"))
     log.info("metrics written to %s", path)
     report = write_report(metrics, os.path.join(out_dir, "evaluation"))

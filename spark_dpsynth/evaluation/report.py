@@ -1,6 +1,6 @@
 """Report stage: one self-contained HTML page from the evaluation metrics (NOT private).
 
-``write_report(metrics, directory)`` writes ``directory/report.html`` from the dict :func:`spark_dpsynth.evaluation.core.
+``write_report(metrics, directory)`` writes ``directory/report.html`` from the dict :func:`spark_dpsynth.evaluation.metrics.
 evaluate` returns (the content of ``metrics.json``): a banner saying the page compares against the sensitive data
 and is not private, the privacy parameters of the release (copied from its manifest into ``metrics["privacy"]``),
 the headline numbers (:func:`headline_numbers`), SDS's evaluator tables, and plots drawn with matplotlib's Agg
@@ -62,7 +62,7 @@ def write_report(
     """Write ``directory/report.html``, the evaluation report (atomically: a temporary file, then a rename).
 
     Args:
-        metrics: the dict :func:`spark_dpsynth.evaluation.core.evaluate` returns (``metrics.json``).
+        metrics: the dict :func:`spark_dpsynth.evaluation.metrics.evaluate` returns (``metrics.json``).
         directory: a local directory on the driver (a ``file:`` prefix is accepted); created if missing.
         title: the page title.
         progress: called with a short message when rendering starts and ends.

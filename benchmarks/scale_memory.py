@@ -1,0 +1,141 @@
+"""The scale benchmark's process measurements: the process tree, peak RSS (VmHWM), CPU seconds, a sampler."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+# ------------------------------------------------------------------------------------------- process memory
+
+
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command name) of every process."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[int(entry)] = (int(fields[1]), comm)
+    return out
+
+
+def descendants(root: int) -> list[tuple[int, str]]:
+    """(pid, command name) of every descendant of ``root``."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append((pid, table[pid][1]))
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _status_kb(pid: int, field: str) -> int:
+    """A ``VmRSS``/``VmHWM`` field of /proc/<pid>/status in KiB (0 if the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            stat = f.read()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class TreeSampler:
+    """Samples, every ``interval`` s, the RSS of a process and its descendants: peak of the root, of the JVMs, of
+    the other descendants (Python workers) and of their sum; and the CPU seconds of every process seen."""
+
+    def __init__(self, root: int, interval: float = 0.1) -> None:
+        self.root = root
+        self.interval = interval
+        self.peak = {"root": 0, "jvm": 0, "workers": 0, "total": 0}
+        self.cpu: dict[int, float] = {}
+        self.kind: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def sample(self) -> None:
+        now = {"root": _status_kb(self.root, "VmRSS"), "jvm": 0, "workers": 0}
+        self.cpu[self.root] = max(self.cpu.get(self.root, 0.0), _cpu_seconds(self.root))
+        self.kind[self.root] = "root"
+        for pid, comm in descendants(self.root):
+            kind = "jvm" if comm == "java" else "workers"
+            now[kind] += _status_kb(pid, "VmRSS")
+            self.cpu[pid] = max(self.cpu.get(pid, 0.0), _cpu_seconds(pid))
+            self.kind[pid] = kind
+        now["total"] = now["root"] + now["jvm"] + now["workers"]
+        for key, value in now.items():
+            self.peak[key] = max(self.peak[key], value)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu.values())
+
+    @property
+    def cpu_by_kind(self) -> dict[str, float]:
+        out = {"root": 0.0, "jvm": 0.0, "workers": 0.0}
+        for pid, seconds in self.cpu.items():
+            out[self.kind[pid]] += seconds
+        return out
+
+
+def run_measured(command: list[str], env: dict[str, str], timeout: float, log: Path) -> dict[str, Any]:
+    """Run a command, sampling its process tree; returns wall seconds, peaks (MB), CPU seconds, return code."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        with TreeSampler(proc.pid) as sampler:
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                code = proc.wait()
+    return {
+        "wall_seconds": time.perf_counter() - started,
+        "returncode": code,
+        "sampled_peak_rss_mb": {k: v / 1024 for k, v in sampler.peak.items()},
+        "cpu_seconds": sampler.cpu_seconds,
+        "cpu_seconds_by_process": sampler.cpu_by_kind,
+        "log": str(log),
+    }

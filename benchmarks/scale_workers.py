@@ -1,0 +1,250 @@
+"""The scale benchmark's workers, each run in its own subprocess (``scale.py --worker KIND``): our aggregation and
+synthesis, pac-synth's, and the preparation of its input."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from typing import Any
+
+from scale_data import DATASETS, RELEASE_SEED, SYNTHESIS_SEED, T_START, DatasetSpec, data_config  # noqa: E402
+from scale_memory import _proc_table, _status_kb, descendants  # noqa: E402
+
+# ------------------------------------------------------------------------------------------------ the workers
+
+
+def _spark_session(master: str | None, driver_memory: str, event_log: str | None):  # noqa: ANN202
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("spark_dpsynth-bench-scale")
+    if master:
+        builder = builder.master(master).config("spark.driver.memory", driver_memory)
+    builder = (
+        builder.config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        # read the small benchmark files in splits of <= 2 MB: every core gets an even share of the input (with
+        # Spark's default, the open cost of 4 MB makes a 8 MB file two splits of 6 MB and 2 MB)
+        .config("spark.sql.files.maxPartitionBytes", str(2 << 20))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    if event_log:
+        os.makedirs(event_log, exist_ok=True)
+        builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", event_log)
+    return builder.getOrCreate()
+
+
+def _own_jvm_hwm_mb() -> float:
+    """Peak RSS of the JVM(s) this Python process started (the local driver JVM), MB."""
+    return sum(_status_kb(pid, "VmHWM") for pid, comm in descendants(os.getpid()) if comm == "java") / 1024
+
+
+def _parent_jvm_hwm_mb() -> float:
+    """Peak RSS of the parent JVM (spark-submit's driver JVM started this Python process), MB."""
+    ppid = os.getppid()
+    table = _proc_table()
+    return _status_kb(ppid, "VmHWM") / 1024 if table.get(ppid, (0, ""))[1] == "java" else 0.0
+
+
+def _release_frame(release):  # noqa: ANN001, ANN202 - Release -> (pandas aggregates, comparable manifest)
+    manifest = {k: v for k, v in release.manifest.items() if k not in ("created_utc", "versions")}
+    return release.to_pandas(), manifest
+
+
+def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
+    """One run of our pipeline in this process: dp_aggregate, then synthesize (model and sds modes)."""
+    t0 = time.perf_counter()
+    spec = DATASETS[args.dataset]
+    spark = _spark_session(args.master, args.driver_memory, args.event_log_dir)
+    spark.sparkContext.setLogLevel("ERROR")
+    session_s = time.perf_counter() - t0
+    from spark_dpsynth.data.session import default_parallelism as parallelism
+    from spark_dpsynth.mechanisms.marginals import dp_aggregate
+    from spark_dpsynth.params import SynthesisParams
+    from spark_dpsynth.synthesizers.marginals import synthesize
+
+    data, params = data_config(spec)
+    params = dataclasses.replace(
+        params, epsilon=args.epsilon, reporting_length=args.reporting_length, seed=RELEASE_SEED
+    )
+    conf = spark.sparkContext.getConf()
+    result: dict[str, Any] = {
+        "master": spark.sparkContext.master,
+        "default_parallelism": parallelism(spark),
+        "driver_memory": conf.get("spark.driver.memory", "1g (default)"),
+        "executor_memory": conf.get("spark.executor.memory", "1g (default)")
+        if not spark.sparkContext.master.startswith("local")
+        else "in the driver JVM (local mode)",
+        "session_seconds": session_s,
+    }
+    df = spark.read.parquet(args.input)
+    profiler = None
+    if args.profile_out:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    started = time.perf_counter()
+    release = dp_aggregate(df, params, data)
+    result["aggregate_seconds"] = time.perf_counter() - started
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile_out)
+    result["cold_aggregate_seconds"] = time.perf_counter() - T_START
+    # --repeat: the same aggregation again in this session (JIT-compiled JVM, Python workers running)
+    warm = []
+    for _ in range(args.repeat - 1):
+        started = time.perf_counter()
+        dp_aggregate(spark.read.parquet(args.input), params, data)
+        warm.append(time.perf_counter() - started)
+    if warm:
+        result["warm_aggregate_seconds"] = min(warm)
+    result["python_rss_after_aggregate_mb"] = _status_kb(os.getpid(), "VmHWM") / 1024
+    result["released_tuples"] = release.sizes()
+    result["sensitivities"] = release.manifest["sensitivities"]
+    result["delta"] = release.manifest["delta"]
+    result["protected_number_of_records"] = release.protected_number_of_records
+    if args.release_out:
+        frame, manifest = _release_frame(release)
+        os.makedirs(args.release_out, exist_ok=True)
+        frame.to_parquet(os.path.join(args.release_out, "aggregates.parquet"))
+        with open(os.path.join(args.release_out, "manifest.json"), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2, sort_keys=True, default=str)
+    result["synthesis"] = {}
+    _write_result(args.result, result)  # the aggregation's figures survive a synthesis that times out
+    for mode in args.synthesis_modes:
+        if mode == "sds" and args.sds_max_rows and spec.rows > args.sds_max_rows and not args.quick:
+            result["synthesis"][mode] = {"not_run": f"not run (> {args.sds_max_rows:,} rows)"}
+            continue
+        out = os.path.join(args.scratch, f"synthetic-{mode}")
+        synth = SynthesisParams(mode=mode, seed=SYNTHESIS_SEED, partitions=parallelism(spark))
+        started = time.perf_counter()
+        synthesize(release, synth, spark).write.mode("overwrite").parquet(out)
+        seconds = time.perf_counter() - started
+        rows = spark.read.parquet(out).count()
+        result["synthesis"][mode] = {"seconds": seconds, "rows": rows, "rows_per_second": rows / seconds}
+        shutil.rmtree(out, ignore_errors=True)
+        _write_result(args.result, result)
+    result["python_hwm_mb"] = _status_kb(os.getpid(), "VmHWM") / 1024
+    result["jvm_hwm_mb"] = _own_jvm_hwm_mb() or _parent_jvm_hwm_mb()
+    spark.stop()
+    return result
+
+
+def _write_result(path: str, result: dict[str, Any]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2, default=str)
+    os.replace(tmp, path)
+
+
+def worker_pacsynth(args: argparse.Namespace) -> dict[str, Any]:
+    """One run of pac-synth in this process (the benchmark environment): Dataset + fit, then sample."""
+    import pacsynth
+    import pandas as pd
+
+    t0 = time.perf_counter()
+    if args.pacsynth_threads:
+        pacsynth.set_number_of_threads(args.pacsynth_threads)
+    df = pd.read_parquet(args.input).fillna("")
+    load_s = time.perf_counter() - t0
+    spec = DATASETS[args.dataset]
+    accuracy, fabrication, delta = spec_modes(spec)
+    builder = (
+        pacsynth.DpAggregateSeededParametersBuilder()
+        .epsilon(args.epsilon)
+        .reporting_length(args.reporting_length)
+        .percentile_percentage(99)
+        .percentile_epsilon_proportion(0.01)
+        .number_of_records_epsilon_proportion(0.005)
+        .accuracy_mode(getattr(pacsynth.AccuracyMode, accuracy)())
+        .fabrication_mode(getattr(pacsynth.FabricationMode, fabrication)())
+    )
+    if delta is not None:
+        builder = builder.delta(delta)
+    synthesizer = pacsynth.DpAggregateSeededSynthesizer(builder.build())
+    started = time.perf_counter()
+    # Every column keeps "0" as a value, as our configurations do; empty cells ("") are not attributes.
+    dataset = pacsynth.Dataset.from_data_frame(df, sensitive_zeros=list(df.columns))
+    del df
+    synthesizer.fit(dataset)
+    aggregate_s = time.perf_counter() - started
+    cold_s = time.perf_counter() - T_START
+    hwm_after_fit = _status_kb(os.getpid(), "VmHWM") / 1024
+    aggregates = synthesizer.get_dp_aggregates(";")
+    sizes: dict[int, int] = {}
+    for combination in aggregates:
+        k = combination.count(";") + 1
+        sizes[k] = sizes.get(k, 0) + 1
+    del aggregates
+    n_protected = synthesizer.get_dp_number_of_records()
+    target = min(n_protected, args.pacsynth_sample_rows)
+    started = time.perf_counter()
+    rows = synthesizer.sample(target)
+    sample_s = time.perf_counter() - started
+    return {
+        "pacsynth_version": _version("pac-synth"),
+        "threads": args.pacsynth_threads or os.cpu_count(),
+        "load_seconds": load_s,
+        "aggregate_seconds": aggregate_s,
+        "cold_aggregate_seconds": cold_s,
+        "python_rss_after_aggregate_mb": hwm_after_fit,
+        "released_tuples": dict(sorted(sizes.items())),
+        "protected_number_of_records": n_protected,
+        "synthesis": {
+            "sds": {"seconds": sample_s, "rows": len(rows) - 1, "rows_per_second": (len(rows) - 1) / sample_s}
+        },
+        "python_hwm_mb": _status_kb(os.getpid(), "VmHWM") / 1024,
+    }
+
+
+def spec_modes(spec: DatasetSpec) -> tuple[str, str, float | None]:
+    """pac-synth's accuracy mode, fabrication mode (method names) and delta for a data set's parameters."""
+    import tomllib
+
+    aggregate = {}
+    if spec.config is not None:
+        with open(spec.config, "rb") as f:
+            aggregate = tomllib.load(f).get("aggregate", {})
+    accuracy = {
+        "prioritize_long": "prioritize_long_combinations",
+        "prioritize_short": "prioritize_short_combinations",
+        "balanced": "balanced",
+    }[aggregate.get("accuracy_mode", "prioritize_long")]
+    fabrication = aggregate.get("fabrication_mode", "balanced")
+    if fabrication not in ("uncontrolled", "progressive", "balanced", "minimize"):
+        raise ValueError(f"no pac-synth equivalent of fabrication_mode {fabrication!r}")
+    return accuracy, fabrication, aggregate.get("delta")
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def worker_prepare(args: argparse.Namespace) -> dict[str, Any]:
+    """Write the prepared records of a data set (our ``prepare``: cleaned, binned; empty = null) for pac-synth."""
+    spark = _spark_session("local[2]", args.driver_memory, None)
+    spark.sparkContext.setLogLevel("ERROR")
+    from spark_dpsynth.data.prepare import prepare, resolve_columns
+
+    spec = DATASETS[args.dataset]
+    data, _ = data_config(spec)
+    df = spark.read.parquet(args.input)
+    prepared = prepare(df, resolve_columns(df.columns, data))
+    tmp = args.prepared_out + ".tmp"
+    prepared.coalesce(1).write.mode("overwrite").parquet(tmp)
+    os.replace(tmp, args.prepared_out)
+    spark.stop()
+    return {}

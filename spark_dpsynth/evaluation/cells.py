@@ -1,0 +1,385 @@
+"""Cell counting on Spark: column-subset plans, the vectorized per-batch cell counter (``mapInArrow``), the
+release's cells, and the one-shuffle aggregation of the sensitive, synthetic and release counts
+(docs/design.md section 5). Only subset-sized rows reach the driver."""
+
+from __future__ import annotations
+
+import decimal
+import itertools
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+if TYPE_CHECKING:
+    from spark_dpsynth.release.core import Release
+
+from spark_dpsynth.evaluation._common import _BUCKET_FIRST, _FLUSH_ROWS, _ONE_WAY_VALUES, _quote
+
+log = logging.getLogger("spark_dpsynth.evaluation")
+
+# ---------------------------------------------------------------------------------------------------------------
+# Column subsets and the vectorized cell counter
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _SubsetPlan:
+    """The column subsets a pass counts, their ids, and which of their cells it keeps.
+
+    Subsets are ordered by length, then lexicographically by column index; a subset's id is its position.
+    Subsets of length <= ``all_cells_length`` keep every cell (the empty value is a category); longer ones, up
+    to ``max_length``, keep only cells without an empty value (the non-empty k-tuples of docs/design.md section 2.2).
+    """
+
+    def __init__(self, n_columns: int, *, all_cells_length: int, max_length: int) -> None:
+        self.n_columns = n_columns
+        self.all_cells_length = all_cells_length
+        self.max_length = max_length
+        self.subsets: list[tuple[int, ...]] = [
+            s for k in range(1, max_length + 1) for s in itertools.combinations(range(n_columns), k)
+        ]
+        self.ids = {s: i for i, s in enumerate(self.subsets)}
+        self.value_names = [f"v{j}" for j in range(max_length)]
+        self.key_names = ["k", "subset", *self.value_names]
+
+    def ddl(self) -> str:
+        values = ", ".join(f"{name} string" for name in self.value_names)
+        return f"k int, subset int, {values}, n bigint"
+
+
+def _cell_counts(df: DataFrame, plan: _SubsetPlan) -> DataFrame:
+    """Partial counts of the cells of every subset in ``plan``, one Arrow batch of ``df`` at a time.
+
+    Returns a DataFrame ``k int, subset int, v0..v{max_length-1} string, n bigint``: ``v_j`` is the value of
+    the subset's j-th column (null for empty, and null for j >= k), ``n`` the rows of one input batch in that
+    cell. The same (subset, cell) appears once per batch; sum ``n`` over the key to get the cell's count.
+    """
+    names = [f"c{i}" for i in range(plan.n_columns)]
+    selected = df.select(*(F.col(_quote(c)).alias(a) for c, a in zip(df.columns, names, strict=True)))
+    counter = _BatchCellCounter(plan.n_columns, plan.all_cells_length, plan.max_length, plan.ids)
+    return selected.mapInArrow(counter, plan.ddl())
+
+
+class _BatchCellCounter:
+    """The ``mapInArrow`` function: numpy group-by of each Arrow batch over every column subset.
+
+    Per batch, each column is dictionary-encoded (null gets its own code); the code of a subset is built from
+    the code of its prefix subset and its last column, then compressed to 0..cells-1 by ``np.unique``, which
+    also gives each cell's count and a row that holds it. Subsets are visited depth-first, so memory is
+    O(max_length * batch rows) whatever the number of subsets. Cells are emitted with their values taken
+    from the representative rows (one Arrow ``take`` per value position).
+    """
+
+    def __init__(
+        self, n_columns: int, all_cells_length: int, max_length: int, ids: dict[tuple[int, ...], int]
+    ) -> None:
+        self.n_columns = n_columns
+        self.all_cells_length = all_cells_length
+        self.max_length = max_length
+        self.ids = ids
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if batch.num_rows:
+                yield from self._count(batch)
+
+    def _count(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        n = batch.num_rows
+        arrays = [batch.column(i) for i in range(self.n_columns)]
+        codes: list[np.ndarray] = []
+        null_codes: list[int] = []
+        for a in arrays:
+            encoded = pc.dictionary_encode(a)
+            size = len(encoded.dictionary)
+            codes.append(encoded.indices.fill_null(size).to_numpy(zero_copy_only=False).astype(np.int64))
+            null_codes.append(size)
+        flat = pa.concat_arrays(arrays)
+        out = _Emitter(self.max_length, flat)
+
+        def visit(cols: tuple[int, ...], code: np.ndarray) -> Iterator[pa.RecordBatch]:
+            k = len(cols)
+            extend = k < self.max_length and cols[-1] < self.n_columns - 1
+            if extend:
+                _, first, inverse, counts = np.unique(
+                    code, return_index=True, return_inverse=True, return_counts=True
+                )
+            else:
+                _, first, counts = np.unique(code, return_index=True, return_counts=True)
+            if k > self.all_cells_length:  # keep the cells whose k values are all non-empty
+                keep = np.ones(first.shape[0], dtype=bool)
+                for c in cols:
+                    keep &= codes[c][first] != null_codes[c]
+                first, counts = first[keep], counts[keep]
+            out.add(k, self.ids[cols], cols, first, n, counts)
+            if out.rows >= _FLUSH_ROWS:
+                yield out.flush()
+            if extend:
+                prefix = inverse.reshape(-1).astype(np.int64)
+                for c in range(cols[-1] + 1, self.n_columns):
+                    yield from visit((*cols, c), prefix * (null_codes[c] + 1) + codes[c])
+
+        for c in range(self.n_columns):
+            yield from visit((c,), codes[c])
+        if out.rows:
+            yield out.flush()
+
+
+class _Emitter:
+    """Accumulates (k, subset, representative rows, counts) and builds the output Arrow batches."""
+
+    def __init__(self, max_length: int, flat: pa.Array) -> None:
+        self.max_length = max_length
+        self.flat = flat
+        self._reset()
+
+    def _reset(self) -> None:
+        self.rows = 0
+        self.ks: list[np.ndarray] = []
+        self.subsets: list[np.ndarray] = []
+        self.positions: list[list[np.ndarray]] = [[] for _ in range(self.max_length)]
+        self.counts: list[np.ndarray] = []
+
+    def add(
+        self, k: int, subset: int, cols: Sequence[int], first: np.ndarray, n: int, counts: np.ndarray
+    ) -> None:
+        m = first.shape[0]
+        if m == 0:
+            return
+        self.rows += m
+        self.ks.append(np.full(m, k, dtype=np.int32))
+        self.subsets.append(np.full(m, subset, dtype=np.int32))
+        for j in range(self.max_length):
+            # Position of the value in ``flat`` (column-major concatenation of the batch), or -1 for "none".
+            self.positions[j].append(cols[j] * n + first if j < k else np.full(m, -1, dtype=np.int64))
+        self.counts.append(counts.astype(np.int64))
+
+    def flush(self) -> pa.RecordBatch:
+        arrays: list[pa.Array] = [
+            pa.array(np.concatenate(self.ks), type=pa.int32()),
+            pa.array(np.concatenate(self.subsets), type=pa.int32()),
+        ]
+        for j in range(self.max_length):
+            pos = np.concatenate(self.positions[j]).astype(np.int64)
+            arrays.append(self.flat.take(pa.array(pos, type=pa.int64(), mask=pos < 0)))
+        arrays.append(pa.array(np.concatenate(self.counts), type=pa.int64()))
+        names = ["k", "subset", *(f"v{j}" for j in range(self.max_length)), "n"]
+        self._reset()
+        return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Spark-side aggregation
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _release_cells(release: Release, plan: _SubsetPlan, like: DataFrame) -> DataFrame:
+    """The release's tuples as rows of the cell table: (k, subset, v0.., n_s = 0, n_y = 0, n_r = count).
+
+    Built column-wise with numpy and handed to Spark as one Arrow table (release-sized: one row per tuple).
+    """
+    ks: list[np.ndarray] = []
+    subsets: list[np.ndarray] = []
+    values: list[list[np.ndarray]] = [[] for _ in range(plan.max_length)]
+    counts: list[np.ndarray] = []
+    for k, marginal in sorted(release.marginals.items()):
+        m = len(marginal)
+        if m == 0 or k > plan.max_length:
+            continue
+        unique_cols, inverse = np.unique(marginal.columns, axis=0, return_inverse=True)
+        ids = np.array([plan.ids[tuple(row)] for row in unique_cols.tolist()], dtype=np.int32)
+        ks.append(np.full(m, k, dtype=np.int32))
+        subsets.append(ids[inverse.reshape(-1)])
+        for j in range(plan.max_length):
+            decoded = np.full(m, None, dtype=object)
+            if j < k:
+                for c in np.unique(marginal.columns[:, j]).tolist():
+                    rows = marginal.columns[:, j] == c
+                    decoded[rows] = np.asarray(release.domains[c], dtype=object)[marginal.values[rows, j]]
+            values[j].append(decoded)
+        counts.append(marginal.counts.astype(np.int64))
+
+    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+    n_rows = sum(len(c) for c in counts)
+    table = pa.table(
+        {
+            "k": pa.array(cat(ks, np.int32), type=pa.int32()),
+            "subset": pa.array(cat(subsets, np.int32), type=pa.int32()),
+            **{
+                name: pa.array(cat(values[j], object), type=pa.string())
+                for j, name in enumerate(plan.value_names)
+            },
+            "n_s": pa.array(np.zeros(n_rows, dtype=np.int64)),
+            "n_y": pa.array(np.zeros(n_rows, dtype=np.int64)),
+            "n_r": pa.array(cat(counts, np.int64), type=pa.int64()),
+        }
+    )
+    # Release-sized: one row per released tuple (the DP release is already held by the driver).
+    return like.sparkSession.createDataFrame(table)
+
+
+class _Counts(NamedTuple):
+    """What the one Spark job of :func:`evaluate` returns to the driver (subset- and bucket-sized)."""
+
+    per_subset: dict[int, dict[str, Any]]
+    """subset id -> the per-subset sums (see :func:`_aggregate`)."""
+    per_bucket: dict[tuple[int, int], dict[str, Any]]
+    """(k, count bucket index j, upper bound 10 * 2**j) -> the same sums over that length's tuples in the bucket."""
+    top_values: dict[int, list[tuple[str | None, int, int]]]
+    """1-column subset id -> up to :data:`_ONE_WAY_VALUES` (value, sensitive count, synthetic count)."""
+
+
+def _bucket_index(count: Column) -> Column:
+    """SDS's count bucket of a positive ``count``: the smallest j with count <= 10 * 2**j (0 for count <= 10).
+
+    A floating-point log2 gives the candidate; two comparisons with the exact bounds 10 * 2**j (powers of two
+    are exact in a double, and cast to bigint) correct it.
+    """
+    ratio = F.greatest(count.cast("double") / F.lit(float(_BUCKET_FIRST)), F.lit(1.0))
+    j = F.ceil(F.log2(ratio)).cast("int")
+
+    def bound(exponent: Column) -> Column:
+        return (F.lit(float(_BUCKET_FIRST)) * F.pow(F.lit(2.0), exponent)).cast("bigint")
+
+    j = F.when(bound(j) < count, j + 1).otherwise(j)
+    return F.when((j > 0) & (bound(j - 1) >= count), j - 1).otherwise(j)
+
+
+def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution: int) -> _Counts:
+    """Sum the partial cell counts and reduce them to per-subset and per-bucket sums, in one Spark job.
+
+    ``union`` holds partial counts ``k, subset, v0.., n_s, n_y, n_r`` (sensitive, synthetic, release). It is
+    hash-partitioned on ``subset`` once; the cell sums, the per-subset totals (a window over the subset), the
+    per-(subset, count bucket) aggregates and the top values of the 1-column subsets then all run in those
+    partitions without another shuffle (the two branches of the final union reuse the one exchange).
+
+    Returns:
+        :class:`_Counts`. Per subset (and per (k, bucket)): ``k``; ``rows_s``, ``rows_y`` = the sum of the
+        sensitive / synthetic counts over the subset's cells (the number of rows for subsets whose empty
+        cells are kept); ``blank_s``, ``blank_y`` = the count of the empty cell of a 1-column subset (0 for
+        longer subsets); ``tvd2`` = sum over cells of |n_s rows_y - n_y rows_s| (exact integer; the subset's
+        TVD is tvd2 / (2 rows_s rows_y)); and, for subsets of length <= ``sds_length`` and their non-empty
+        cells (tuples): ``s``, ``y``, ``r`` = tuples with a positive sensitive / synthetic / release count,
+        ``sy``, ``sr`` = tuples in both, ``sy_err``, ``sr_err`` = sum of |count - sensitive count| over those
+        common tuples, ``rare_s`` = tuples with 0 < sensitive count < ``resolution``, and per side X in
+        {y, r}: ``leak_X`` = rare tuples with a positive X count; over the evaluated tuples P_X (sensitive
+        count >= resolution, or X count > 0): ``p_X`` = |P_X|, ``pres_X`` = sum of min(X/S, 1) (0 if S = 0),
+        ``perr_X`` = sum of |X - S| / S (1 if S = 0), ``abserr_X`` = sum of |X - S|, ``cnt_X`` = sum of X,
+        ``true_X`` = sum of S. Each tuple's bucket is that of its sensitive count (:func:`_bucket_index`).
+    """
+    k = F.col("k")
+    n_s, n_y, n_r = F.col("n_s"), F.col("n_y"), F.col("n_r")
+    cells = (
+        union.repartition(F.col("subset"))
+        .groupBy(*plan.key_names)
+        .agg(*(F.sum(c).alias(c) for c in ("n_s", "n_y", "n_r")))
+    )
+    per_subset = Window.partitionBy("subset")
+    cells = cells.withColumn("rows_s", F.sum(n_s).over(per_subset)).withColumn(
+        "rows_y", F.sum(n_y).over(per_subset)
+    )
+    dec = T.DecimalType(38, 0)
+    diff = F.abs(n_s.cast(dec) * F.col("rows_y").cast(dec) - n_y.cast(dec) * F.col("rows_s").cast(dec))
+    in_tvd = k <= F.lit(plan.all_cells_length)
+    blank = (k == F.lit(1)) & F.col("v0").isNull()
+    non_empty: Column = k <= F.lit(sds_length)
+    for j, name in enumerate(plan.value_names):
+        non_empty = non_empty & ((k <= F.lit(j)) | F.col(name).isNotNull())
+    in_s, in_y, in_r = non_empty & (n_s > 0), non_empty & (n_y > 0), non_empty & (n_r > 0)
+    rare = in_s & (n_s < F.lit(resolution))
+
+    def count_if(cond: Column, name: str) -> Column:
+        return F.sum(F.when(cond, F.lit(1)).otherwise(F.lit(0))).cast("bigint").alias(name)
+
+    def sum_if(cond: Column, value: Column, name: str) -> Column:
+        return F.coalesce(F.sum(F.when(cond, value)), F.lit(0)).cast("bigint").alias(name)
+
+    def fsum_if(cond: Column, value: Column, name: str) -> Column:
+        return F.coalesce(F.sum(F.when(cond, value)), F.lit(0.0)).cast("double").alias(name)
+
+    side_aggs: list[Column] = []
+    for side, n_x in (("y", n_y), ("r", n_r)):
+        evaluated = non_empty & ((n_s >= F.lit(resolution)) | (n_x > 0))
+        true = n_s.cast("double")
+        preservation = F.when(n_s > 0, F.least(n_x, n_s).cast("double") / true).otherwise(F.lit(0.0))
+        proportional = F.when(n_s > 0, F.abs(n_x - n_s).cast("double") / true).otherwise(F.lit(1.0))
+        side_aggs += [
+            count_if(rare & (n_x > 0), f"leak_{side}"),
+            count_if(evaluated, f"p_{side}"),
+            fsum_if(evaluated, preservation, f"pres_{side}"),
+            fsum_if(evaluated, proportional, f"perr_{side}"),
+            sum_if(evaluated, F.abs(n_x - n_s), f"abserr_{side}"),
+            sum_if(evaluated, n_x, f"cnt_{side}"),
+            sum_if(evaluated, n_s, f"true_{side}"),
+        ]
+
+    agg = (
+        cells.withColumn("bucket", F.when(non_empty, _bucket_index(n_s)))
+        .groupBy("k", "subset", "bucket")
+        .agg(
+            F.max("rows_s").cast("bigint").alias("rows_s"),
+            F.max("rows_y").cast("bigint").alias("rows_y"),
+            sum_if(blank, n_s, "blank_s"),
+            sum_if(blank, n_y, "blank_y"),
+            F.coalesce(F.sum(F.when(in_tvd, diff)), F.lit(0).cast(dec)).alias("tvd2"),
+            count_if(in_s, "s"),
+            count_if(in_y, "y"),
+            count_if(in_r, "r"),
+            count_if(in_s & in_y, "sy"),
+            count_if(in_s & in_r, "sr"),
+            sum_if(in_s & in_y, F.abs(n_y - n_s), "sy_err"),
+            sum_if(in_s & in_r, F.abs(n_r - n_s), "sr_err"),
+            count_if(rare, "rare_s"),
+            *side_aggs,
+        )
+        .withColumn("kind", F.lit("subset"))
+    )
+    # The top values of each 1-column subset. This branch must share the exchange (the one pass over every
+    # table) with the other: Spark reuses an exchange only for identical subplans. So it keeps n_r in its
+    # output although it does not need it (column pruning would drop n_r below the shuffle), and it filters on
+    # k only after a window over the whole subset (a filter on k alone would be pushed below the shuffle).
+    rank = F.row_number().over(
+        Window.partitionBy("subset").orderBy(F.desc(n_s + n_y), F.col("v0").asc_nulls_first())
+    )
+    top = (
+        cells.withColumn("rank", rank)
+        .where((k == F.lit(1)) & ((n_s + n_y) > 0) & (F.col("rank") <= F.lit(_ONE_WAY_VALUES)))
+        .select(
+            F.lit("value").alias("kind"), "k", "subset", "v0", n_s.alias("s"), n_y.alias("y"), n_r.alias("r")
+        )
+    )
+    out = _Counts({}, {}, {})
+    # Subset-sized: one row per (column subset, count bucket), about sum of C(d, L) * log2(n / 10) rows, plus
+    # at most _ONE_WAY_VALUES rows per column.
+    for row in agg.unionByName(top, allowMissingColumns=True).collect():
+        d = row.asDict()
+        kind, subset, bucket = d.pop("kind"), int(d.pop("subset")), d.pop("bucket")
+        if kind == "value":
+            out.top_values.setdefault(subset, []).append((d["v0"], int(d["s"]), int(d["y"])))
+            continue
+        d.pop("v0", None)
+        values = {key: (int(x) if isinstance(x, decimal.Decimal) else x) for key, x in d.items()}
+        _add_into(out.per_subset.setdefault(subset, {}), values)
+        if bucket is not None:
+            _add_into(out.per_bucket.setdefault((int(values["k"]), int(bucket)), {}), values)
+    for values_of_column in out.top_values.values():
+        values_of_column.sort(key=lambda t: (-(t[1] + t[2]), t[0] is not None, t[0] or ""))
+    return out
+
+
+def _add_into(total: dict[str, Any], values: dict[str, Any]) -> None:
+    """Add ``values`` into ``total`` key by key (``k``, ``rows_s``, ``rows_y`` are per subset: kept, not added)."""
+    for key, value in values.items():
+        if value is None:
+            continue
+        if key in ("k", "rows_s", "rows_y"):
+            total[key] = max(total.get(key, 0), value)
+        else:
+            total[key] = total.get(key, 0) + value

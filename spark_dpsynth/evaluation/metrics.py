@@ -1,0 +1,373 @@
+"""Evaluate stage: compare a synthetic table (and a DP release) with the sensitive table.
+
+``evaluate(sensitive, synthetic, release)`` returns plain, JSON-serialisable metrics (docs/design.md section 5), and
+``write_metrics`` writes them to ``metrics.json`` (``spark_dpsynth.evaluation.report`` turns them into ``report.html``).
+The metrics are:
+
+* ``rows``, ``record_expansion`` (n_syn / n - 1) and ``blank_cell_share`` of both tables;
+* ``tvd`` and ``tvd_by_subset``: the total variation distance between the sensitive and the synthetic L-way
+  column marginals, for every column subset of length L = 1..``max_marginal_length``, the empty value counted
+  as a category of its own, and ``nist_k_marginal_score`` = 1000 (1 - mean 3-way TVD) (docs/design.md section 5,
+  "Plus"; NIST CRC's k-marginal metric); ``one_way_worst``: the value shares of the worst 1-way columns;
+* ``sds``: Microsoft SDS's evaluator (docs/design.md section 5; SDS ``packages/core/src/processing/evaluator``) of
+  the release's aggregates and of the synthetic table's aggregates, both against the true aggregates of the
+  sensitive table (:func:`true_aggregates`), per length k = 1..R: suppressed %, fabricated %, mean absolute
+  error, preservation, mean proportional error, leakage count (true tuples rarer than the resolution that
+  appear); and per count bucket (10, 20, 40, ...) of the true count: preservation and errors;
+* ``tstr``: train-on-synthetic / test-on-real against train-on-real accuracy and F1 for a label column, tested
+  on held-out real rows (docs/design.md section 5; :func:`train_synthetic_test_real`);
+* ``privacy``: the release manifest's privacy parameters, for the report.
+
+Privacy: the evaluation reads the sensitive data and adds no noise. Its outputs (true counts of tuples, true
+number of records, exact distances, classifier scores) are NOT differentially private and must not be published
+or shared as if they were part of the DP release; they are for the data owner who already holds the sensitive
+table. Logs and progress messages name stages and durations only, never a count.
+
+Computation: everything record-level runs in Spark, in one Spark job. Each table is read once: a vectorized
+``mapInArrow`` pass (numpy over Arrow batches, no row-at-a-time UDF) emits, per batch, the partial count of every
+cell of every column subset. The sensitive, synthetic and release counts are stacked with ``unionByName`` (no
+join on nullable keys), shuffled once by column subset, summed per cell, and reduced to one row per (column
+subset, count bucket) (per-subset totals come from a window over the subset, in the same partitions), plus the
+12 most frequent values of each column (from the same shuffle, a reused exchange). The driver receives only
+those rows (about sum of C(d, L) times log2(n / 10) of them) and, when a release is given, holds the release,
+which it hands to Spark as one small Arrow table. The classifiers of ``tstr`` are the one exception: they run
+on the driver, on at most ``tstr_max_rows`` rows of each table (default 100,000), a top-N by a seeded hash of
+the row. DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_dpsynth import _validate as v
+from spark_dpsynth.errors import InvalidParameterError, SchemaError
+
+if TYPE_CHECKING:
+    from spark_dpsynth.release.core import Release
+
+from spark_dpsynth.evaluation._common import (
+    _PRIVACY_KEYS,
+    METRICS_FILE,
+    METRICS_VERSION,
+    SDS_RESOLUTION,
+    TSTR_MAX_ROWS,
+    _as_long,
+    _check_table,
+    _mismatch,
+    _stage,
+    _zero,
+)
+from spark_dpsynth.evaluation.cells import _aggregate, _cell_counts, _release_cells, _SubsetPlan
+from spark_dpsynth.evaluation.scores import _bucket_bins, _one_way_worst, _sds_side, _tvd_metrics
+from spark_dpsynth.evaluation.tstr import _check_label, _tstr
+
+__all__ = [
+    "evaluate",
+    "write_metrics",
+    "true_aggregates",
+    "METRICS_FILE",
+    "METRICS_VERSION",
+    "PRIVACY_KEYS",
+    "SDS_RESOLUTION",
+    "TSTR_MAX_ROWS",
+]
+
+PRIVACY_KEYS = _PRIVACY_KEYS
+"""The release manifest's entries :func:`evaluate` copies into ``privacy`` (all public, DP)."""
+
+log = logging.getLogger("spark_dpsynth.evaluation")
+
+# ---------------------------------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def evaluate(
+    sensitive: DataFrame,
+    synthetic: DataFrame,
+    release: Release | None = None,
+    *,
+    max_marginal_length: int = 3,
+    resolution: int = SDS_RESOLUTION,
+    holdout: DataFrame | None = None,
+    label: str | None = None,
+    label_values: Mapping[str, str] | None = None,
+    tstr_max_rows: int = TSTR_MAX_ROWS,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    r"""Compare the synthetic table, and optionally the release, with the sensitive table.
+
+    Args:
+        sensitive: the *prepared* sensitive table (:func:`spark_dpsynth.data.prepare.prepare`): n rows, d nullable
+            string columns, null = empty (no attribute).
+        synthetic: the synthetic table, n_syn rows with exactly the same columns in the same order.
+        release: the DP release the synthetic table was derived from; when given, SDS's evaluator runs for
+            lengths k = 1..``release.reporting_length`` on the release and on the synthetic table. Its
+            ``columns`` must be the tables' columns, in the same order.
+        max_marginal_length: the longest column subsets whose marginals the TVD compares (an integer >= 1;
+            capped at d). With d columns there are sum over L of C(d, L) subsets, and the cost of the pass
+            over each table grows with that number times the number of rows.
+        resolution: SDS's reporting resolution r (an integer >= 1, default :data:`SDS_RESOLUTION` = 10): true
+            tuples with a count below r are "rare"; they count as leaked when they appear in the release or
+            the synthetic data, and (as in SDS) a rare true tuple that does not appear is left out of the
+            preservation statistics.
+        holdout: the prepared *held-out* real table (same columns as ``sensitive``), rows the synthesizer never
+            saw, e.g. Adult's test split; the test set of train-on-synthetic / test-on-real. Only read when
+            ``label`` is given.
+        label: a column of the tables to predict for train-on-synthetic / test-on-real
+            (:func:`train_synthetic_test_real`); None skips it. Without ``holdout`` it is skipped too, with
+            the reason logged and recorded in ``tstr``.
+        label_values: a mapping applied to the label column of the three tables before the classifiers see
+            them, to give one class one spelling (e.g. ``{">50K.": ">50K"}``: UCI Adult's test file ends its
+            labels with a period). Values not in the mapping are kept.
+        tstr_max_rows: at most this many rows (an integer >= 1) of each of the synthetic, sensitive and
+            held-out tables reach the driver for the classifiers: a top-``tstr_max_rows`` by a seeded hash of
+            the row, the same rows whatever the partitioning.
+        seed: seed of that hash and of the classifiers (an integer).
+        progress: called with a short message when a stage starts and ends (e.g. to drive a progress bar).
+
+    Returns:
+        A JSON-serialisable dict with these keys (lengths are decimal strings ``"1"``, ``"2"``, ...; a value
+        that is undefined, e.g. a percentage of an empty set, is ``None``):
+
+        * ``metrics_version`` (int): :data:`METRICS_VERSION`.
+        * ``differentially_private`` (bool): always ``False`` (see Privacy).
+        * ``columns`` (list[str]): the attribute columns, in order.
+        * ``max_marginal_length`` (int): min(``max_marginal_length``, d), the longest subsets in ``tvd``.
+        * ``resolution`` (int): r.
+        * ``rows``: ``{"sensitive": n, "synthetic": n_syn}``.
+        * ``record_expansion`` (float): n_syn / n - 1 (SDS's evaluator; docs/design.md section 5).
+        * ``blank_cell_share``: ``{"sensitive": s, "synthetic": s_syn}``, the share in [0, 1] of null cells
+          among the n * d (resp. n_syn * d) cells (docs/design.md section 5).
+        * ``tvd``: per length L, ``{"mean": m, "max": x, "count": C(d, L), "worst": "colA|colB"}`` over the
+          L-column subsets of the total variation distance 0.5 * sum over cells |p - q| in [0, 1], p (q) =
+          the cell's count in the sensitive (synthetic) table / n (n_syn), the empty value being a category
+          of its own; ``worst`` names the subset with the largest TVD (first in ``tvd_by_subset`` order).
+        * ``tvd_by_subset``: per length L, ``{"colA|colB": tvd, ...}`` for every L-column subset, columns
+          joined by ``"|"`` in table order (keys are listed in the order of ``itertools.combinations``, so a
+          reader can rebuild the subsets from ``columns`` even when a name contains ``"|"``).
+        * ``nist_k_marginal_score`` (float | None): 1000 * (1 - mean 3-way TVD), in [0, 1000], the score of
+          NIST's CRC k-marginal metric with k = 3 over *every* 3-column subset (NIST samples some); None when
+          fewer than 3 columns or ``max_marginal_length`` < 3.
+        * ``one_way_worst``: for the (up to) 4 columns with the largest 1-way TVD, worst first, a list of
+          ``{"column", "tvd", "values", "sensitive", "synthetic", "other"}``: the (up to) 12 values with the
+          largest sensitive + synthetic count (None = empty), their shares of the sensitive and synthetic
+          rows, and ``other`` = ``{"sensitive", "synthetic"}`` shares of all remaining values.
+        * ``sds``: ``None`` without a release, else ``{"reporting_length": R, "release": SIDE,
+          "synthetic": SIDE}``: SDS's evaluator (docs/design.md section 5; Microsoft SDS
+          ``packages/core/src/processing/evaluator``) of the release's k-tuples and of the synthetic table's
+          true k-tuples, both against S = the true k-tuples of the sensitive table (:func:`true_aggregates`).
+          With Y = the side's tuples, r = ``resolution``, and the *evaluated* tuples P = the tuples of S with
+          count >= r plus every tuple of Y (SDS's population), per tuple preservation = min(Y/S, 1)
+          (0 when S = 0) and proportional error = |Y - S| / S (1 when S = 0). SIDE is a dict:
+
+          - ``by_length``: k = 1..R -> ``true_tuples`` = |S|, ``tuples`` = |Y|, ``common_tuples`` = |S and
+            Y|, ``suppressed_tuples`` = |S \ Y|, ``fabricated_tuples`` = |Y \ S|, ``suppressed_pct`` =
+            100 |S \ Y| / |S|, ``fabricated_pct`` = 100 |Y \ S| / |S|, ``mean_absolute_error`` = mean over
+            S and Y of |count_Y - count_S| (in records); ``rare_true_tuples`` = tuples of S with count < r;
+            ``leakage_count`` = those that are also in Y (SDS: "combinations rarer than the resolution in the
+            sensitive data that appear in the synthetic data"; SDS's code also asks count_Y < r, we do not),
+            ``leakage_pct`` = 100 ``leakage_count`` / |S|; ``evaluated_tuples`` = |P|, ``preservation``,
+            ``mean_proportional_error``, ``mean_count`` = means over P of preservation, proportional error,
+            count_Y (SDS's preservation by length).
+          - ``by_count_bucket``: bucket upper bound b = "10", "20", "40", ... (SDS's bins: (0, 10], (10, 20],
+            (20, 40], ..., up to the largest true count in P) -> ``lower`` (exclusive bound), ``tuples`` =
+            tuples of P whose *true* count is in the bucket (a fabricated tuple, true count 0, is in "10"),
+            ``preservation``, ``mean_proportional_error``, ``mean_absolute_error``, ``mean_true_count``,
+            ``mean_count`` (means over those tuples; None for an empty bucket). SDS's code buckets by count_Y;
+            bucketing by the true count shows how tuples of a given true size fare, whatever the
+            noise did to their count.
+          - ``summary``: over all lengths, ``suppressed_pct``, ``fabricated_pct``, ``mean_absolute_error`` (as
+            above), ``leakage_count``, ``preservation`` (mean over P), and ``mean_proportional_error`` =
+            SDS's mean proportional error: the mean over the non-empty count buckets of their mean
+            proportional error (SDS also averages in empty buckets as 0; we skip them).
+
+        * ``tstr``: None without ``label``; else, when it ran, :func:`train_synthetic_test_real`'s dict plus
+          ``max_rows`` and ``skipped`` = None; when it could not run, ``{"label": label, "skipped": reason}``.
+        * ``privacy``: None without a release; else the release manifest's public privacy parameters
+          (``epsilon``, ``delta``, ``rho``, ``reporting_length``, ``sigmas``, ``noise_std``, ``sensitivities``
+          (Delta_k), ``thresholds`` (rho_k), ``protected_number_of_records``, ``accounting``,
+          ``accuracy_mode``, ``fabrication_mode``, ``noise_sampler``, ``test_mode``; a key the manifest lacks
+          is None).
+
+    Raises:
+        SchemaError: the two tables' columns differ (names or order), a column is not a string column, a
+            column name repeats, there are no columns, the release's or the held-out table's columns are not
+            the tables' columns, or ``label`` is not a column.
+        InvalidParameterError: ``max_marginal_length``, ``resolution`` or ``tstr_max_rows`` is not an integer
+            >= 1, ``seed`` is not an integer, ``label_values`` is not a mapping of strings, ``progress`` is not
+            callable, or a table has no rows (the distributions are undefined).
+
+    Privacy:
+        None: the result is computed from the sensitive data without noise. It is not differentially private
+        and must not be shared as if it were (see the module docstring).
+    """
+    started = time.perf_counter()
+    columns = _check_table("sensitive", sensitive)
+    syn_columns = _check_table("synthetic", synthetic)
+    if syn_columns != columns:
+        raise SchemaError(_mismatch("synthetic", syn_columns, columns))
+    length = v.integer("max_marginal_length", max_marginal_length, low=1)
+    res = v.integer("resolution", resolution, low=1)
+    max_rows = v.integer("tstr_max_rows", tstr_max_rows, low=1)
+    seed = v.integer("seed", seed)
+    if progress is not None and not callable(progress):
+        raise InvalidParameterError(f"progress must be a callable or None, got {type(progress).__name__}")
+    if release is not None and tuple(release.columns) != columns:
+        raise SchemaError(_mismatch("the release", tuple(release.columns), columns))
+    mapping = _check_label(label, label_values, columns)
+    if label is not None and holdout is not None:
+        hold_columns = _check_table("holdout", holdout)
+        if hold_columns != columns:
+            raise SchemaError(_mismatch("the held-out table", hold_columns, columns))
+
+    d = len(columns)
+    tvd_length = min(length, d)
+    reporting_length = release.reporting_length if release is not None else 0
+    sds_length = min(reporting_length, d)
+    plan = _SubsetPlan(d, all_cells_length=tvd_length, max_length=max(tvd_length, sds_length))
+
+    parts = [
+        _cell_counts(sensitive, plan).select(
+            *plan.key_names, _as_long("n", "n_s"), _zero("n_y"), _zero("n_r")
+        ),
+        _cell_counts(synthetic, plan).select(
+            *plan.key_names, _zero("n_s"), _as_long("n", "n_y"), _zero("n_r")
+        ),
+    ]
+    if release is not None:
+        with _stage("release tuples to a Spark DataFrame", progress):
+            parts.append(_release_cells(release, plan, sensitive))
+    stage = f"cell counts and metrics of {len(plan.subsets)} column subsets (one pass over each table)"
+    with _stage(stage, progress):
+        counts = _aggregate(reduce(DataFrame.unionByName, parts), plan, sds_length, res)
+    per_subset = counts.per_subset
+    # Every row is in exactly one cell of a 1-column subset (no row at all: no cell, no entry).
+    first = per_subset.get(plan.ids[(0,)], {"rows_s": 0, "rows_y": 0})
+    n, n_syn = first["rows_s"], first["rows_y"]
+    for name, rows in (("sensitive", n), ("synthetic", n_syn)):
+        if rows == 0:
+            raise InvalidParameterError(f"the {name} table has no rows; the evaluation needs at least one")
+    blank_s = sum(row["blank_s"] for row in per_subset.values())
+    blank_y = sum(row["blank_y"] for row in per_subset.values())
+
+    metrics: dict[str, Any] = {
+        "metrics_version": METRICS_VERSION,
+        "differentially_private": False,
+        "columns": list(columns),
+        "max_marginal_length": tvd_length,
+        "resolution": res,
+        "rows": {"sensitive": n, "synthetic": n_syn},
+        "record_expansion": (n_syn - n) / n,
+        "blank_cell_share": {
+            "sensitive": blank_s / (n * d),
+            "synthetic": blank_y / (n_syn * d),
+        },
+    }
+    metrics.update(_tvd_metrics(per_subset, plan, columns))
+    three_way = metrics["tvd"].get("3")
+    metrics["nist_k_marginal_score"] = 1000.0 * (1.0 - three_way["mean"]) if three_way else None
+    metrics["one_way_worst"] = _one_way_worst(
+        counts.top_values, per_subset, plan, metrics["tvd_by_subset"]["1"]
+    )
+    metrics["sds"] = None
+    if release is not None:
+        bins = _bucket_bins(counts.per_bucket)
+        metrics["sds"] = {
+            "reporting_length": reporting_length,
+            **{
+                side_name: _sds_side(per_subset, counts.per_bucket, bins, reporting_length, side)
+                for side_name, side in (("release", "r"), ("synthetic", "y"))
+            },
+        }
+    metrics["tstr"] = None
+    if label is not None:
+        metrics["tstr"] = _tstr(synthetic, sensitive, holdout, label, mapping, max_rows, seed, progress)
+    metrics["privacy"] = None
+    if release is not None:
+        metrics["privacy"] = {key: release.manifest.get(key) for key in _PRIVACY_KEYS}
+    log.info("evaluation done in %.2f s", time.perf_counter() - started)
+    return metrics
+
+
+def write_metrics(metrics: dict[str, Any], directory: str) -> str:
+    """Write ``metrics`` as ``directory/metrics.json`` (UTF-8, indented), creating the directory.
+
+    The file is written to a temporary name in the same directory and then renamed, so a reader never sees a
+    half-written file.
+
+    Args:
+        metrics: the dict returned by :func:`evaluate` (any JSON-serialisable dict).
+        directory: a local directory on the driver (a ``file:`` prefix is accepted).
+
+    Returns:
+        The path of the written file.
+
+    Raises:
+        InvalidParameterError: ``metrics`` is not a dict or holds a value JSON cannot represent (NaN included).
+        OSError: the directory cannot be created or written.
+
+    Privacy:
+        The metrics are not differentially private (see :func:`evaluate`); store them with the sensitive data.
+    """
+    if not isinstance(metrics, dict):
+        raise InvalidParameterError(f"metrics must be a dict, got {type(metrics).__name__}")
+    try:
+        text = json.dumps(metrics, indent=2, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise InvalidParameterError(f"metrics cannot be written as JSON: {err}") from err
+    from spark_dpsynth.data.io import write_text_atomically
+
+    path = write_text_atomically(directory, METRICS_FILE, text + "\n")
+    return path
+
+
+def true_aggregates(df: DataFrame, reporting_length: int) -> DataFrame:
+    """The true aggregates A_R of a prepared table: every non-empty k-tuple and its exact count, k = 1..R.
+
+    A k-tuple is k attributes (column, non-null value) from k distinct columns; its count is the number of
+    records holding all k attributes (docs/design.md section 2.1). No noise, no contribution bounding: this is the
+    set S that SDS's evaluator compares a release with (docs/design.md section 5).
+
+    Args:
+        df: a prepared table, d nullable string columns, null = empty.
+        reporting_length: R, the longest tuples (an integer >= 1; lengths above d have no tuples).
+
+    Returns:
+        A DataFrame with the schema of a release's aggregates (:data:`spark_dpsynth.release.core.AGGREGATES_SCHEMA`):
+        ``k int`` (1..min(R, d)), ``columns array<string>`` (k column names in table order),
+        ``values array<string>`` (the k non-null values), ``count bigint`` (>= 1); one row per k-tuple present
+        in ``df``. Row order is unspecified.
+
+    Raises:
+        SchemaError: a column is not a string column, a name repeats, or there are no columns.
+        InvalidParameterError: ``reporting_length`` is not an integer >= 1.
+
+    Privacy:
+        None: the counts are exact. The result is sensitive data and must never be released.
+    """
+    columns = _check_table("df", df)
+    r = v.integer("reporting_length", reporting_length, low=1)
+    plan = _SubsetPlan(len(columns), all_cells_length=0, max_length=min(r, len(columns)))
+    counts = _cell_counts(df, plan).groupBy(*plan.key_names).agg(F.sum("n").alias("count"))
+    # Subset-sized (sum of C(d, k) rows): the column names of each subset id, joined as a broadcast table.
+    names = df.sparkSession.createDataFrame(
+        [(i, [columns[c] for c in subset]) for i, subset in enumerate(plan.subsets)],
+        schema="subset int, columns array<string>",
+    )
+    values = F.slice(F.array(*(F.col(c) for c in plan.value_names)), F.lit(1), F.col("k"))
+    return counts.join(F.broadcast(names), on="subset").select(
+        F.col("k").cast("int").alias("k"),
+        F.col("columns"),
+        values.alias("values"),
+        F.col("count").cast("bigint").alias("count"),
+    )
