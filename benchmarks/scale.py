@@ -39,9 +39,13 @@ bounds. Usage::
     python benchmarks/scale.py [--datasets nist_tx,nist_tx27k,adult_1m,military] [--quick] [--skip-pacsynth]
         [--skip-scaling] [--skip-cluster] [--output output/bench/scale.json] [--cache output/bench/cache]
 
-The code: this entry point (arguments, the run order, the standalone cluster, scaling), ``scale_data.py`` (data
-sets and cache), ``scale_memory.py`` (process measurements), ``scale_workers.py`` (the measured subprocesses),
-``scale_report.py`` (the table and the targets).
+The code, by job: this entry point (arguments, the run order, the runs of ours and pac-synth per data set, the
+local[1]/local[2] scaling runs, the standalone-cluster run), ``scale_data.py`` (data sets, their builders and the
+cache), ``scale_measure.py`` (process start, peak RSS, CPU seconds, the process-tree sampler, the machine),
+``scale_workers.py`` (the body of each measured subprocess: our aggregation and synthesis, pac-synth's, the
+preparation of pac-synth's input), ``scale_report.py`` (the markdown tables and the targets). The modules sit
+beside this file and are imported from it (this directory is put on ``sys.path``), so ``python
+benchmarks/scale.py`` works from any directory.
 """
 
 from __future__ import annotations
@@ -71,8 +75,8 @@ from scale_data import (  # noqa: E402
     data_config,
     ensure_raw,
 )
-from scale_memory import run_measured  # noqa: E402
-from scale_report import _load, _machine, evaluate_targets, results_table  # noqa: E402
+from scale_measure import load_average, machine, run_measured  # noqa: E402
+from scale_report import evaluate_targets, results_table  # noqa: E402
 from scale_workers import worker_ours, worker_pacsynth, worker_prepare  # noqa: E402
 
 # ------------------------------------------------------------------------------------------ the orchestrator
@@ -316,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     results: dict[str, Any] = {
-        "machine": _machine(),
+        "machine": machine(BENCH_PYTHON),
         "settings": {
             "epsilon": args.epsilon,
             "reporting_length": args.reporting_length,
@@ -340,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         if not local.exists():
             results["datasets"].append(run_dataset(_without_pacsynth(args), args.cluster_dataset, work))
         results["cluster"] = run_cluster(args, work, local if local.exists() else None)
-    results["machine"]["load_after"] = _load()
+    results["machine"]["load_after"] = load_average()
     results["seconds"] = time.perf_counter() - started
     results["targets"] = evaluate_targets(results)
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -5,12 +5,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-T_START = time.perf_counter()
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("SPARK_DPSYNTH_SHARED_DATA", ROOT.parent / "shared" / "data"))
 BENCH_PYTHON = Path(os.environ.get("SPARK_DPSYNTH_BENCH_PYTHON", ROOT / ".venv-bench" / "bin" / "python"))

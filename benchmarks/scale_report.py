@@ -1,15 +1,8 @@
-"""The scale benchmark's report: the markdown table, the targets and the machine description."""
+"""The scale benchmark's report: the markdown tables of the results and the targets they are judged against."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
-
-from scale_data import BENCH_PYTHON  # noqa: E402
-from scale_workers import _version  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------- reporting
 
@@ -246,28 +239,3 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def _machine() -> dict[str, Any]:
-    with open("/proc/meminfo", encoding="utf-8") as f:
-        total_kb = int(f.readline().split()[1])
-    pacsynth = "not installed"
-    bench = Path(os.environ.get("SPARK_DPSYNTH_BENCH_PYTHON", BENCH_PYTHON))
-    if bench.exists():
-        found = subprocess.run(
-            [str(bench), "-c", "from importlib.metadata import version; print(version('pac-synth'))"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        pacsynth = found.stdout.strip() or "unknown"
-    return {
-        "cores": os.cpu_count(),
-        "memory_gb": total_kb / 2**20,
-        "load_before": _load(),
-        "python": sys.version.split()[0],
-        "pyspark": _version("pyspark"),
-        "pacsynth": pacsynth,
-    }

@@ -12,8 +12,8 @@ import sys
 import time
 from typing import Any
 
-from scale_data import DATASETS, RELEASE_SEED, SYNTHESIS_SEED, T_START, DatasetSpec, data_config  # noqa: E402
-from scale_memory import _proc_table, _status_kb, descendants  # noqa: E402
+from scale_data import DATASETS, RELEASE_SEED, SYNTHESIS_SEED, DatasetSpec, data_config
+from scale_measure import T_START, descendants, package_version, proc_table, status_kb
 
 # ------------------------------------------------------------------------------------------------ the workers
 
@@ -43,14 +43,14 @@ def _spark_session(master: str | None, driver_memory: str, event_log: str | None
 
 def _own_jvm_hwm_mb() -> float:
     """Peak RSS of the JVM(s) this Python process started (the local driver JVM), MB."""
-    return sum(_status_kb(pid, "VmHWM") for pid, comm in descendants(os.getpid()) if comm == "java") / 1024
+    return sum(status_kb(pid, "VmHWM") for pid, comm in descendants(os.getpid()) if comm == "java") / 1024
 
 
 def _parent_jvm_hwm_mb() -> float:
     """Peak RSS of the parent JVM (spark-submit's driver JVM started this Python process), MB."""
     ppid = os.getppid()
-    table = _proc_table()
-    return _status_kb(ppid, "VmHWM") / 1024 if table.get(ppid, (0, ""))[1] == "java" else 0.0
+    table = proc_table()
+    return status_kb(ppid, "VmHWM") / 1024 if table.get(ppid, (0, ""))[1] == "java" else 0.0
 
 
 def _release_frame(release):  # noqa: ANN001, ANN202 - Release -> (pandas aggregates, comparable manifest)
@@ -106,7 +106,7 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
         warm.append(time.perf_counter() - started)
     if warm:
         result["warm_aggregate_seconds"] = min(warm)
-    result["python_rss_after_aggregate_mb"] = _status_kb(os.getpid(), "VmHWM") / 1024
+    result["python_rss_after_aggregate_mb"] = status_kb(os.getpid(), "VmHWM") / 1024
     result["released_tuples"] = release.sizes()
     result["sensitivities"] = release.manifest["sensitivities"]
     result["delta"] = release.manifest["delta"]
@@ -132,7 +132,7 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
         result["synthesis"][mode] = {"seconds": seconds, "rows": rows, "rows_per_second": rows / seconds}
         shutil.rmtree(out, ignore_errors=True)
         _write_result(args.result, result)
-    result["python_hwm_mb"] = _status_kb(os.getpid(), "VmHWM") / 1024
+    result["python_hwm_mb"] = status_kb(os.getpid(), "VmHWM") / 1024
     result["jvm_hwm_mb"] = _own_jvm_hwm_mb() or _parent_jvm_hwm_mb()
     spark.stop()
     return result
@@ -177,7 +177,7 @@ def worker_pacsynth(args: argparse.Namespace) -> dict[str, Any]:
     synthesizer.fit(dataset)
     aggregate_s = time.perf_counter() - started
     cold_s = time.perf_counter() - T_START
-    hwm_after_fit = _status_kb(os.getpid(), "VmHWM") / 1024
+    hwm_after_fit = status_kb(os.getpid(), "VmHWM") / 1024
     aggregates = synthesizer.get_dp_aggregates(";")
     sizes: dict[int, int] = {}
     for combination in aggregates:
@@ -190,7 +190,7 @@ def worker_pacsynth(args: argparse.Namespace) -> dict[str, Any]:
     rows = synthesizer.sample(target)
     sample_s = time.perf_counter() - started
     return {
-        "pacsynth_version": _version("pac-synth"),
+        "pacsynth_version": package_version("pac-synth"),
         "threads": args.pacsynth_threads or os.cpu_count(),
         "load_seconds": load_s,
         "aggregate_seconds": aggregate_s,
@@ -201,7 +201,7 @@ def worker_pacsynth(args: argparse.Namespace) -> dict[str, Any]:
         "synthesis": {
             "sds": {"seconds": sample_s, "rows": len(rows) - 1, "rows_per_second": (len(rows) - 1) / sample_s}
         },
-        "python_hwm_mb": _status_kb(os.getpid(), "VmHWM") / 1024,
+        "python_hwm_mb": status_kb(os.getpid(), "VmHWM") / 1024,
     }
 
 
@@ -222,15 +222,6 @@ def spec_modes(spec: DatasetSpec) -> tuple[str, str, float | None]:
     if fabrication not in ("uncontrolled", "progressive", "balanced", "minimize"):
         raise ValueError(f"no pac-synth equivalent of fabrication_mode {fabrication!r}")
     return accuracy, fabrication, aggregate.get("delta")
-
-
-def _version(package: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def worker_prepare(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """spark_dpsynth: differentially private marginals and synthetic data for data-lake tables, on Apache Spark.
 
-The pipeline, one direction (docs/design.md section 1)::
+The pipeline, one direction (docs/design.md section 1.1)::
 
     table --data--> records --mechanism--> DP release --synthesizer--> synthetic table
     sensitive table + release + synthetic table --evaluation--> metrics (not private)

@@ -2,7 +2,7 @@
 
 * :class:`DataConfig` says how a table becomes records of attributes (prepare stage).
 * :class:`AggregationParams` are the privacy parameters of a DP release (docs/design.md section 2).
-* :class:`SynthesisParams` steer aggregate-seeded synthesis (docs/design.md section 4.2; docs/design.md section 4).
+* :class:`SynthesisParams` steer synthesis from a release (docs/design.md sections 4.1 and 4.2).
 
 Every check here runs before any data is read. Messages name the field, the value and the allowed range.
 """
@@ -42,7 +42,7 @@ class AccuracyMode(enum.StrEnum):
 
 
 class FabricationMode(enum.StrEnum):
-    """How the thresholds rho_k of lengths k >= 2 are set (docs/design.md section 2.5; docs/design.md section 2.5)."""
+    """How the thresholds rho_k of lengths k >= 2 are set (docs/design.md section 2.5)."""
 
     UNCONTROLLED = "uncontrolled"
     """Adaptive, eta_k = 1 for every k (threshold 0: the most fabrication)."""
@@ -59,14 +59,14 @@ class FabricationMode(enum.StrEnum):
 
 
 class Accounting(enum.StrEnum):
-    """How rho is derived from (epsilon_M, delta/2) (docs/design.md section 2)."""
+    """How rho is derived from (epsilon_M, delta/2) (docs/design.md section 2.3)."""
 
     CLASSIC = "classic"
-    """rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2: the classic conversion (Bun & Steinke 2016),
-    as SDS (docs/design.md section 2.3). The default."""
+    """rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2: the classic conversion (Bun & Steinke 2016,
+    Proposition 1.3), as SDS (docs/design.md section 2.3). The default."""
     TIGHT_ZCDP = "tight_zcdp"
-    """The largest rho whose exact zCDP -> (epsilon, delta) conversion (Canonne, Kamath, Steinke 2020, computed
-    by OpenDP) gives epsilon_M at delta/2: same guarantee, larger rho, smaller sigma."""
+    """The largest rho whose exact zCDP -> (epsilon, delta) conversion (Canonne, Kamath, Steinke 2020,
+    Proposition 12, computed by OpenDP) gives epsilon_M at delta/2: same guarantee, larger rho, smaller sigma."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class BinSpec:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """How the rows of a table become records of attributes (the prepare stage, docs/design.md section 2).
+    """How the rows of a table become records of attributes (the prepare stage, docs/design.md section 2.1).
 
     An attribute is a (column, value) pair. Empty values are not attributes: null, the empty string, a string
     of only white space, any of ``empty_values``, and ``"0"`` when ``zeros_are_empty`` and the column is not in

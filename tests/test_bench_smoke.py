@@ -27,7 +27,7 @@ def scale():
     spec.loader.exec_module(module)  # puts benchmarks/ on sys.path for its own modules
     # the entry point and the modules it is split into, as one namespace
     names: dict = {}
-    for part in ("scale_data", "scale_memory", "scale_workers", "scale_report"):
+    for part in ("scale_data", "scale_measure", "scale_workers", "scale_report"):
         names.update(vars(importlib.import_module(part)))
     names.update(vars(module))
     return types.SimpleNamespace(**names)

@@ -33,7 +33,11 @@ def test_every_public_name_resolves_and_is_listed() -> None:
 def test_importing_the_package_or_the_counting_kernels_stays_light() -> None:
     # a Spark Python worker imports the package and the kernels of the aggregation: no scipy, scikit-learn,
     # matplotlib or OpenDP (each worker paid ~1 s for them before the lazy imports)
-    for statement in ("import spark_dpsynth", "import spark_dpsynth.mechanisms._counting"):
+    for statement in (
+        "import spark_dpsynth",
+        "import spark_dpsynth.mechanisms._counting",
+        "import spark_dpsynth.evaluation.cells",  # the evaluation's cell counter
+    ):
         loaded = _modules_after(statement)
         assert not [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(HEAVY)], statement
     assert "spark_dpsynth.mechanisms.marginals" in _modules_after("from spark_dpsynth import dp_aggregate")

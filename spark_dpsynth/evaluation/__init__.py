@@ -1,16 +1,54 @@
 """Evaluation of a synthetic table and its release against the sensitive table (NOT private).
 
-* :mod:`.metrics`: ``evaluate`` (one Spark job per evaluation), ``write_metrics`` (``metrics.json``) and
-  ``true_aggregates``; the layout of the metrics dict.
-* :mod:`.cells`: cell counting on Spark (column-subset plans, the vectorized per-batch counter, the release's
-  cells, the one-shuffle aggregation).
-* :mod:`.scores`: total variation distances and SDS's evaluator, from the subset-sized aggregates.
-* :mod:`.tstr`: train on synthetic, test on real.
-* :mod:`.report`: the HTML report of the metrics.
-* :mod:`._common`: shared constants and helpers.
+Modules, by job:
+
+* :mod:`.metrics`: ``evaluate`` (the orchestration: one Spark job per evaluation, then the scores),
+  ``write_metrics`` (``metrics.json``), ``true_aggregates`` (the exact k-tuple counts SDS's evaluator compares
+  with); the layout of the metrics dict, ``METRICS_FILE``, ``METRICS_VERSION``, ``PRIVACY_KEYS``.
+* :mod:`.cells`: cell counting on Spark: column-subset plans, the vectorized per-batch counter run by
+  ``mapInArrow`` in Spark's Python workers, the release's cells, the one-shuffle aggregation.
+* :mod:`.tvd`: total variation distances of the column marginals, the worst 1-way columns.
+* :mod:`.sds_evaluator`: SDS's evaluator (preservation, suppression, fabrication, errors, leakage) by tuple
+  length and count bucket.
+* :mod:`.tstr`: ``train_synthetic_test_real`` (scikit-learn classifiers on the driver) and its bounded
+  samples on Spark.
+* :mod:`.report`: ``write_report``, the HTML page of the metrics (matplotlib).
+* :mod:`._common`: schema checks, column quoting and stage logging shared by the modules above.
+
+The public names below are imported on first use (PEP 562): Spark's Python workers import this package to
+unpickle the cell counter of :mod:`.cells`, and must not pay for scikit-learn or matplotlib.
 """
 
-from spark_dpsynth.evaluation.metrics import evaluate, true_aggregates, write_metrics
-from spark_dpsynth.evaluation.tstr import train_synthetic_test_real
+from __future__ import annotations
 
-__all__ = ["evaluate", "train_synthetic_test_real", "true_aggregates", "write_metrics"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "evaluate": "metrics",
+    "true_aggregates": "metrics",
+    "write_metrics": "metrics",
+    "train_synthetic_test_real": "tstr",
+    "write_report": "report",
+}
+"""Public name -> the module of this package that defines it."""
+
+if TYPE_CHECKING:
+    from spark_dpsynth.evaluation.metrics import evaluate, true_aggregates, write_metrics
+    from spark_dpsynth.evaluation.report import write_report
+    from spark_dpsynth.evaluation.tstr import train_synthetic_test_real
+
+__all__ = ["evaluate", "train_synthetic_test_real", "true_aggregates", "write_metrics", "write_report"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,4 +1,4 @@
-"""Shared constants and small helpers of the evaluation (validation, Spark column helpers, stage logging)."""
+"""Helpers shared by the evaluation's modules: checks of a table's schema, column quoting, stage logging."""
 
 from __future__ import annotations
 
@@ -6,62 +6,11 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from spark_dpsynth.errors import SchemaError
-
-if TYPE_CHECKING:
-    pass
-
-
-log = logging.getLogger("spark_dpsynth.evaluation")
-
-METRICS_FILE = "metrics.json"
-"""File name :func:`write_metrics` writes in its directory."""
-METRICS_VERSION = 1
-"""Version of the layout of the dict :func:`evaluate` returns; bumped when a key changes meaning or goes away."""
-
-SDS_RESOLUTION = 10
-"""SDS's default reporting resolution (``reporting_resolution`` in SDS's pipeline and web app): the count below
-which a true tuple is "rare" for the leakage count and left out of preservation unless it appears."""
-TSTR_MAX_ROWS = 100_000
-"""Default bound on the rows of each table :func:`evaluate` hands to :func:`train_synthetic_test_real`."""
-
-_SUBSET_SEPARATOR = "|"
-_BUCKET_FIRST = 10
-"""Upper bound of SDS's first count bucket (0, 10]; each next bucket doubles it (SDS's ``INITIAL_BIN``)."""
-_ONE_WAY_VALUES = 12
-"""Values per column kept for the 1-way distributions of ``one_way_worst``."""
-_WORST_COLUMNS = 4
-"""Columns in ``one_way_worst``."""
-_PRIVACY_KEYS = (
-    "epsilon",
-    "delta",
-    "rho",
-    "reporting_length",
-    "sigmas",
-    "noise_std",
-    "sensitivities",
-    "thresholds",
-    "protected_number_of_records",
-    "accounting",
-    "accuracy_mode",
-    "fabrication_mode",
-    "noise_sampler",
-    "test_mode",
-)
-"""The release manifest's entries :func:`evaluate` copies into ``privacy`` (all public, DP)."""
-_FLUSH_ROWS = 1 << 20
-"""Rows of partial counts a ``mapInArrow`` task accumulates before it yields an Arrow batch."""
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Validation, logging
-# ---------------------------------------------------------------------------------------------------------------
 
 
 def _check_table(name: str, df: DataFrame) -> tuple[str, ...]:
@@ -84,6 +33,7 @@ def _check_table(name: str, df: DataFrame) -> tuple[str, ...]:
 
 
 def _mismatch(what: str, got: tuple[str, ...], expected: tuple[str, ...]) -> str:
+    """The message of a :class:`SchemaError` for a table whose columns are not the sensitive table's."""
     missing = [c for c in expected if c not in got]
     extra = [c for c in got if c not in expected]
     if missing or extra:
@@ -94,20 +44,13 @@ def _mismatch(what: str, got: tuple[str, ...], expected: tuple[str, ...]) -> str
 
 
 def _quote(name: str) -> str:
+    """A column name as a Spark SQL identifier (back-quoted, inner back quotes doubled)."""
     return "`" + name.replace("`", "``") + "`"
 
 
-def _as_long(column: str, name: str) -> Column:
-    return F.col(column).cast("bigint").alias(name)
-
-
-def _zero(name: str) -> Column:
-    return F.lit(0).cast("bigint").alias(name)
-
-
 @contextmanager
-def _stage(name: str, progress: Callable[[str], None] | None) -> Iterator[None]:
-    """Log (and report through ``progress``) the start and end of a stage with its duration."""
+def _stage(log: logging.Logger, name: str, progress: Callable[[str], None] | None) -> Iterator[None]:
+    """Log on ``log`` (and report through ``progress``) the start and end of a stage with its duration (s)."""
     log.info("%s: started", name)
     if progress is not None:
         progress(f"{name}...")

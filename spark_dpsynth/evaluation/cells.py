@@ -1,12 +1,15 @@
 """Cell counting on Spark: column-subset plans, the vectorized per-batch cell counter (``mapInArrow``), the
 release's cells, and the one-shuffle aggregation of the sensitive, synthetic and release counts
-(docs/design.md section 5). Only subset-sized rows reach the driver."""
+(docs/design.md section 5). Only subset-sized rows reach the driver.
+
+Spark's Python workers unpickle :class:`_BatchCellCounter` and so import this module: it imports numpy, pyarrow
+and pyspark only (no scikit-learn, scipy or matplotlib).
+"""
 
 from __future__ import annotations
 
 import decimal
 import itertools
-import logging
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -17,12 +20,17 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark_dpsynth.evaluation._common import _quote
+
 if TYPE_CHECKING:
     from spark_dpsynth.release.core import Release
 
-from spark_dpsynth.evaluation._common import _BUCKET_FIRST, _FLUSH_ROWS, _ONE_WAY_VALUES, _quote
-
-log = logging.getLogger("spark_dpsynth.evaluation")
+_BUCKET_FIRST = 10
+"""Upper bound of SDS's first count bucket (0, 10]; each next bucket doubles it (SDS's ``INITIAL_BIN``)."""
+_ONE_WAY_VALUES = 12
+"""Values per column kept for the 1-way distributions of ``one_way_worst``."""
+_FLUSH_ROWS = 1 << 20
+"""Rows of partial counts a ``mapInArrow`` task accumulates before it yields an Arrow batch."""
 
 # ---------------------------------------------------------------------------------------------------------------
 # Column subsets and the vectorized cell counter

@@ -7,16 +7,20 @@ The metrics are:
 * ``rows``, ``record_expansion`` (n_syn / n - 1) and ``blank_cell_share`` of both tables;
 * ``tvd`` and ``tvd_by_subset``: the total variation distance between the sensitive and the synthetic L-way
   column marginals, for every column subset of length L = 1..``max_marginal_length``, the empty value counted
-  as a category of its own, and ``nist_k_marginal_score`` = 1000 (1 - mean 3-way TVD) (docs/design.md section 5,
-  "Plus"; NIST CRC's k-marginal metric); ``one_way_worst``: the value shares of the worst 1-way columns;
-* ``sds``: Microsoft SDS's evaluator (docs/design.md section 5; SDS ``packages/core/src/processing/evaluator``) of
+  as a category of its own, and ``nist_k_marginal_score`` = 1000 (1 - mean 3-way TVD) (docs/design.md section 5.2;
+  NIST CRC's k-marginal metric); ``one_way_worst``: the value shares of the worst 1-way columns;
+* ``sds``: Microsoft SDS's evaluator (docs/design.md section 5.1; SDS ``packages/core/src/processing/evaluator``) of
   the release's aggregates and of the synthetic table's aggregates, both against the true aggregates of the
   sensitive table (:func:`true_aggregates`), per length k = 1..R: suppressed %, fabricated %, mean absolute
   error, preservation, mean proportional error, leakage count (true tuples rarer than the resolution that
   appear); and per count bucket (10, 20, 40, ...) of the true count: preservation and errors;
 * ``tstr``: train-on-synthetic / test-on-real against train-on-real accuracy and F1 for a label column, tested
-  on held-out real rows (docs/design.md section 5; :func:`train_synthetic_test_real`);
+  on held-out real rows (docs/design.md section 5.3; :func:`train_synthetic_test_real`);
 * ``privacy``: the release manifest's privacy parameters, for the report.
+
+This module checks the inputs, runs the parts in order and assembles the dict: the cell counts on Spark are
+:mod:`spark_dpsynth.evaluation.cells`, the scores :mod:`~spark_dpsynth.evaluation.tvd`,
+:mod:`~spark_dpsynth.evaluation.sds_evaluator` and :mod:`~spark_dpsynth.evaluation.tstr`.
 
 Privacy: the evaluation reads the sensitive data and adds no noise. Its outputs (true counts of tuples, true
 number of records, exact distances, classifier scores) are NOT differentially private and must not be published
@@ -44,30 +48,19 @@ from collections.abc import Callable, Mapping
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
+from spark_dpsynth.evaluation._common import _check_table, _mismatch, _stage
+from spark_dpsynth.evaluation.cells import _aggregate, _cell_counts, _release_cells, _SubsetPlan
+from spark_dpsynth.evaluation.sds_evaluator import _bucket_bins, _sds_side
+from spark_dpsynth.evaluation.tstr import _check_label, _tstr
+from spark_dpsynth.evaluation.tvd import _one_way_worst, _tvd_metrics
 
 if TYPE_CHECKING:
     from spark_dpsynth.release.core import Release
-
-from spark_dpsynth.evaluation._common import (
-    _PRIVACY_KEYS,
-    METRICS_FILE,
-    METRICS_VERSION,
-    SDS_RESOLUTION,
-    TSTR_MAX_ROWS,
-    _as_long,
-    _check_table,
-    _mismatch,
-    _stage,
-    _zero,
-)
-from spark_dpsynth.evaluation.cells import _aggregate, _cell_counts, _release_cells, _SubsetPlan
-from spark_dpsynth.evaluation.scores import _bucket_bins, _one_way_worst, _sds_side, _tvd_metrics
-from spark_dpsynth.evaluation.tstr import _check_label, _tstr
 
 __all__ = [
     "evaluate",
@@ -80,10 +73,36 @@ __all__ = [
     "TSTR_MAX_ROWS",
 ]
 
-PRIVACY_KEYS = _PRIVACY_KEYS
-"""The release manifest's entries :func:`evaluate` copies into ``privacy`` (all public, DP)."""
+log = logging.getLogger(__name__)
 
-log = logging.getLogger("spark_dpsynth.evaluation")
+METRICS_FILE = "metrics.json"
+"""File name :func:`write_metrics` writes in its directory."""
+METRICS_VERSION = 1
+"""Version of the layout of the dict :func:`evaluate` returns; bumped when a key changes meaning or goes away."""
+
+SDS_RESOLUTION = 10
+"""SDS's default reporting resolution (``reporting_resolution`` in SDS's pipeline and web app): the count below
+which a true tuple is "rare" for the leakage count and left out of preservation unless it appears."""
+TSTR_MAX_ROWS = 100_000
+"""Default bound on the rows of each table :func:`evaluate` hands to :func:`train_synthetic_test_real`."""
+
+PRIVACY_KEYS = (
+    "epsilon",
+    "delta",
+    "rho",
+    "reporting_length",
+    "sigmas",
+    "noise_std",
+    "sensitivities",
+    "thresholds",
+    "protected_number_of_records",
+    "accounting",
+    "accuracy_mode",
+    "fabrication_mode",
+    "noise_sampler",
+    "test_mode",
+)
+"""The release manifest's entries :func:`evaluate` copies into ``privacy`` (all public, DP)."""
 
 # ---------------------------------------------------------------------------------------------------------------
 # Public API
@@ -245,10 +264,10 @@ def evaluate(
         ),
     ]
     if release is not None:
-        with _stage("release tuples to a Spark DataFrame", progress):
+        with _stage(log, "release tuples to a Spark DataFrame", progress):
             parts.append(_release_cells(release, plan, sensitive))
     stage = f"cell counts and metrics of {len(plan.subsets)} column subsets (one pass over each table)"
-    with _stage(stage, progress):
+    with _stage(log, stage, progress):
         counts = _aggregate(reduce(DataFrame.unionByName, parts), plan, sds_length, res)
     per_subset = counts.per_subset
     # Every row is in exactly one cell of a 1-column subset (no row at all: no cell, no entry).
@@ -294,7 +313,7 @@ def evaluate(
         metrics["tstr"] = _tstr(synthetic, sensitive, holdout, label, mapping, max_rows, seed, progress)
     metrics["privacy"] = None
     if release is not None:
-        metrics["privacy"] = {key: release.manifest.get(key) for key in _PRIVACY_KEYS}
+        metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
     log.info("evaluation done in %.2f s", time.perf_counter() - started)
     return metrics
 
@@ -371,3 +390,13 @@ def true_aggregates(df: DataFrame, reporting_length: int) -> DataFrame:
         values.alias("values"),
         F.col("count").cast("bigint").alias("count"),
     )
+
+
+def _as_long(column: str, name: str) -> Column:
+    """Column ``column`` cast to bigint, named ``name``."""
+    return F.col(column).cast("bigint").alias(name)
+
+
+def _zero(name: str) -> Column:
+    """A bigint 0 named ``name``."""
+    return F.lit(0).cast("bigint").alias(name)

@@ -1,5 +1,11 @@
-"""Train on synthetic, test on real (docs/design.md section 5): bounded samples on Spark, gradient-boosted
-classifiers (scikit-learn) on the driver, accuracy and F1 against train-on-real."""
+"""Train on synthetic, test on real (TSTR; docs/design.md section 5.3): bounded samples of the tables on Spark,
+gradient-boosted classifiers (scikit-learn) on the driver, accuracy and F1 against train-on-real (TRTR).
+
+scikit-learn is imported inside the functions that fit the classifiers, so importing this module stays light.
+
+Privacy: the scores are computed from the sensitive table and a held-out real table without noise; they are
+NOT differentially private and must not be shared as if they were part of the DP release.
+"""
 
 from __future__ import annotations
 
@@ -12,19 +18,17 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
+from spark_dpsynth.evaluation._common import _quote, _stage
 
 if TYPE_CHECKING:
     import pandas as pd
 
-
-from spark_dpsynth.evaluation._common import _quote, _stage
-
 __all__ = ["train_synthetic_test_real"]
 
-log = logging.getLogger("spark_dpsynth.evaluation")
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------------------------
-# Train on synthetic, test on real (docs/design.md section 5)
+# The classifiers (driver, pandas in memory)
 # ---------------------------------------------------------------------------------------------------------------
 
 _EMPTY_CATEGORY = "\x00<empty>"
@@ -45,7 +49,7 @@ def train_synthetic_test_real(
 
     The same classifier is fitted twice, once on the synthetic table and once on the real training table, to
     predict ``label`` from every other column; both are scored on the held-out real table, which neither the
-    synthesizer nor either model saw (docs/design.md section 5; docs/design.md section 5). A TSTR score close to
+    synthesizer nor either model saw (Esteban, Hyland, Ratsch 2017; docs/design.md section 5.3). A TSTR score close to
     the TRTR score means a model trained on the synthetic data can be trusted about as much as one trained on
     the real data.
 
@@ -68,8 +72,9 @@ def train_synthetic_test_real(
         label: the column to predict (a categorical column of all three tables).
         random_state: seed of the classifiers (their early-stopping validation split).
 
-        The inputs are held in memory on the driver: pass bounded samples. :func:`evaluate` passes at most
-        ``tstr_max_rows`` (default :data:`TSTR_MAX_ROWS`) rows of each table, chosen on Spark by a seeded
+        The inputs are held in memory on the driver: pass bounded samples.
+        :func:`spark_dpsynth.evaluation.metrics.evaluate` passes at most ``tstr_max_rows`` (default
+        :data:`spark_dpsynth.evaluation.metrics.TSTR_MAX_ROWS`) rows of each table, chosen on Spark by a seeded
         hash of the row (independent of partitioning).
 
     Returns:
@@ -212,13 +217,13 @@ def _tstr(
         reason = "no held-out real table (set [evaluate] holdout_filter to rows the synthesizer never saw)"
         log.warning("train-on-synthetic / test-on-real skipped: %s", reason)
         return {"label": label, "skipped": reason}
-    with _stage(f"train-on-synthetic / test-on-real: samples of at most {max_rows} rows each", progress):
+    with _stage(log, f"train-on-synthetic / test-on-real: samples of at most {max_rows} rows each", progress):
         frames = [_bounded_sample(df, max_rows, seed) for df in (synthetic, sensitive, holdout)]
     for frame in frames:
         if mapping:
             frame[label] = frame[label].replace(mapping)
     try:
-        with _stage("train-on-synthetic / test-on-real: fit and score two classifiers", progress):
+        with _stage(log, "train-on-synthetic / test-on-real: fit and score two classifiers", progress):
             result = train_synthetic_test_real(frames[0], frames[1], frames[2], label, random_state=seed)
     except InvalidParameterError as err:  # e.g. a held-out filter that selects no labelled row
         log.warning("train-on-synthetic / test-on-real skipped: %s", err)

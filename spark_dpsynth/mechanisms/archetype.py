@@ -19,8 +19,8 @@ The public profiles (rows per person, combinations of the sample columns, fill-c
 from the public table alike. The synthesizer that reads the release and the profiles (post-processing) is
 :mod:`spark_dpsynth.synthesizers.archetype`.
 
-Privacy (user-level, zCDP; Bun & Steinke 2016, Canonne, Kamath, Steinke 2020): the privacy unit is a person
-(``privacy_unit`` column; without one every row is its own person). Adding or removing one person, with any
+Privacy (user-level, zCDP; Bun & Steinke 2016, Propositions 1.3 and 1.6; Canonne, Kamath, Steinke 2020): the
+privacy unit is a person (``privacy_unit`` column; without one every row is its own person). Adding or removing one person, with any
 number of rows, changes each histogram in exactly one bin by 1: L2 sensitivity 1, because each person is
 counted once, in its majority bin, and the mixture and the domains depend on the public data only. Discrete
 Gaussian noise of scale sigma on a sensitivity-1 histogram is 1/(2 sigma^2)-zCDP, so with
@@ -30,7 +30,7 @@ largest rho whose exact conversion (OpenDP, CKS 2020 Prop. 12) gives epsilon (``
 challenge entry (float Gaussian, epsilon < 1 only) this holds for any epsilon. Values of the count column
 outside the public domain are not counted (sensitivity unchanged). Nothing else about the private data is
 released: no true count, no number of persons or rows (the manifest's numbers of persons and records are sums
-of noisy counts). See docs/design.md (mechanisms).
+of noisy counts). See docs/design.md sections 4.6 and 6.4.
 """
 
 from __future__ import annotations

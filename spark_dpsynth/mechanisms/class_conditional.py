@@ -22,7 +22,7 @@ Laplace mechanism, Dwork, McSherry, Nissim, Smith 2006, in its discrete form, Gh
 theirs from a DP-thresholded 1-way release (the k = 1 stage of
 :func:`spark_dpsynth.mechanisms.marginals.dp_aggregate`) that spends a share ``domain_epsilon_proportion`` of
 epsilon and its delta; the total is then (epsilon, delta)-DP by sequential composition. Values outside the domain
-are dropped from the histograms (sensitivity unchanged). See docs/design.md (mechanisms).
+are dropped from the histograms (sensitivity unchanged). See docs/design.md sections 4.4 and 6.3.
 
 The release has the marginals mechanism's format (:mod:`spark_dpsynth.release.core`): k = 2 tuples are the
 (attribute, label) bins with noisy count >= 1, k = 1 tuples their sums, normalized so that no tuple exceeds its

@@ -14,12 +14,13 @@
 5. on the driver: noise on every candidate (exact discrete Gaussian), thresholds, candidates of the next
    length (Apriori), then normalization.
 
-Privacy (docs/design.md section 2): (epsilon, delta)-DP with the budget split of :mod:`spark_dpsynth.privacy.accounting`:
+Privacy (docs/design.md section 2.7): (epsilon, delta)-DP with the budget split of :mod:`spark_dpsynth.privacy.accounting`:
 the protected number of records is n + discrete Laplace(1/epsilon_N) clamped >= 1; each Delta_k is an
 epsilon_Q-DP exponential-mechanism percentile over the public range 0..C(d,k); each count of a length-k
 candidate (including zero counts) gets discrete Gaussian noise of std sigma_k sqrt(Delta_k) with L2 sensitivity
 sqrt(Delta_k) after bounding each record to Delta_k tuples; 1-tuples are kept above rho_1, which pays delta/2
-(Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals"). Noise is drawn once, on the driver.
+(Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", 2022, Algorithm 1 and Theorem 1.1). Noise is drawn
+once, on the driver.
 """
 
 from __future__ import annotations
@@ -230,22 +231,24 @@ def aggregate_encoded(
                 # No candidate: every record has |W_u| = 0; the histogram is known without reading data.
                 hist = np.zeros(len(index.subsets) + 1, dtype=np.int64)
                 hist[0] = protected_n  # only its shape matters: every score is then equal
-        # Step 3: Delta_k, an epsilon_Q-DP percentile over the public range 0..C(d,k) (k=1: 0..k1_range; k>1:
-        # d counts the public columns and the private ones that released a value, a public number by then).
+        # Step 3 of docs/design.md section 2.2: Delta_k, an epsilon_Q-DP percentile over the public range 0..C(d,k)
+        # (k=1: 0..k1_range; k>1: d counts the public columns and the private ones that released a value, a public
+        # number by then).
         top = k1_range if k == 1 else math.comb(d_public, k)
         full = np.zeros(top + 1, dtype=np.int64)
         full[: min(hist.shape[0], top + 1)] = hist[: top + 1]
         full[top] += hist[top + 1 :].sum()
         sensitivity = max(1, noise.quantile(full, alpha, split.epsilon_q))
         sensitivities[k] = sensitivity
-        # Steps 4-5: bounded counts of every candidate, then noise on every one of them (zero counts included).
+        # Steps 4-5 of docs/design.md section 2.2: bounded counts of every candidate; then noise on every one of
+        # them, zero counts included (section 2.4).
         report(progress, log, f"k={k}: counting bounded {k}-tuples (sensitivity {sensitivity})")
         if len(index.keys):
             counts = backend.counts(index, sensitivity, key, value_hash)
         else:
             counts = np.zeros(0, dtype=np.int64)
         scale = split.sigmas[k - 1] * math.sqrt(sensitivity)
-        # Step 6: thresholds.
+        # Thresholds (docs/design.md section 2.5).
         threshold = thresholds_for(params, split, k, sensitivity)
         thresholds[k] = threshold
         noisy, kept = noisy_threshold(counts, scale, threshold, noise)
@@ -314,7 +317,8 @@ def _drop_columns(marginals: dict[int, Marginal], kept: list[int], d: int) -> di
 def noisy_threshold(
     counts: np.ndarray, scale: float, threshold: float, noise: NoiseSource
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Steps 5-6 for one length: noise on every candidate count, then keep what passes the threshold.
+    """Noise on every candidate count of one length, then keep what passes the threshold (docs/design.md
+    sections 2.4 and 2.5).
 
     Args:
         counts: int64 (M,) bounded counts of every candidate (zero counts included).
@@ -337,7 +341,8 @@ def _local_keys(codes: np.ndarray, radix: np.ndarray, cols: tuple[int, ...]) -> 
 
 
 def _candidates(previous: _Level, d: int, k: int, radix: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
-    """V_k: k-tuples over distinct columns all of whose (k-1)-sub-tuples were released (Apriori, step 1)."""
+    """V_k: k-tuples over distinct columns all of whose (k-1)-sub-tuples were released (Apriori; docs/design.md
+    section 2.2, step 1)."""
     prev_keys = {cols: np.sort(_local_keys(c, radix, cols)) for cols, (c, _) in previous.tuples.items()}
     out: dict[tuple[int, ...], np.ndarray] = {}
     for cols in itertools.combinations(range(d), k):
@@ -711,8 +716,9 @@ def dp_aggregate(
 
     Privacy:
         (epsilon, delta)-DP per record, or per person with a privacy unit (see the module docstring; Gopi, Mahabadi,
-        Yekhanin, "Differentially Private Marginals"; docs/design.md section 2). The binary columns of multi-value values are released only when
-        their attribute passed rho_1: the release's columns are then data-dependent but private.
+        Yekhanin, "Differentially Private Marginals", Theorem 1.1; docs/design.md section 2.7). The binary columns
+        of multi-value values are released only when their attribute passed rho_1: the release's columns are then
+        data-dependent but private.
         Nothing in the release, the logs or an error depends on the true number of records or a true count.
     """
     from pyspark.sql import functions as F

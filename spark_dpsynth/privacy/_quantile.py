@@ -1,7 +1,8 @@
 """The score of the DP percentile, shared by the production and the test-mode noise sources.
 
-The DP percentile (Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", section 3.2.1; docs/design.md
-section 2.2) is the exponential mechanism over public candidates 0..C with the score of OpenDP's
+The DP percentile (SDS, "Differentially private aggregation and synthesis", section 3.2.1; Gopi, Mahabadi,
+Yekhanin, "Differentially Private Marginals", Algorithm 1; docs/design.md section 2.2) is the exponential mechanism
+(McSherry, Talwar 2007) over public candidates 0..C with the score of OpenDP's
 ``make_quantile_score_candidates`` (Smith 2011, "Privacy-preserving statistical estimation with optimal
 convergence rates").
 """

@@ -1,8 +1,8 @@
 """Test mode: every seeded, NON-cryptographic generator of the privacy code path, in one module.
 
 A release made with these is reproducible and NOT private; its manifest says ``"test_mode": true`` and the CLI
-warns. The privacy code path (``marginals``, ``_counting``, ``_noise``, ``budget``) draws nothing from
-``random``/``np.random``; a lint test (tests/test_privacy_lint.py) keeps it so.
+warns (docs/design.md section 7.2). The rest of the private side (``privacy/``, ``data/``, ``release/``,
+``mechanisms/``) draws nothing from ``random``/``np.random``; a lint test (tests/test_privacy_lint.py) keeps it so.
 """
 
 from __future__ import annotations

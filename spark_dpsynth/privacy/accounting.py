@@ -1,7 +1,8 @@
 """Privacy accounting of a release: how epsilon (and delta) become rho, epsilon_Q and sigma_k.
 
-All formulas are from docs/design.md section 2.3 (Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals";
-the variant with the square):
+All formulas are those of docs/design.md section 2.3: Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals"
+(2022), Theorem 1.1, split as in SDS's "Differentially private aggregation and synthesis", section 3.2.2 (rho with
+the square):
 
 * epsilon = epsilon_N + epsilon_M, epsilon_N = N_p * epsilon.
 * rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2, the zCDP budget whose classic conversion
@@ -15,7 +16,7 @@ the variant with the square):
 Thresholds (docs/design.md section 2.5): rho_1 = 1 + sigma_1 sqrt(Delta_1) Phi^-1((1 - delta/2)^(1/Delta_1)) for continuous
 noise; with the discrete Gaussian we use its exact integer analogue (:func:`rho_1_threshold_discrete`); adaptive
 rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k/2) for k >= 2 (with the length's own Delta_k,
-section 6), or fixed t_k.
+docs/design.md section 6.1), or fixed t_k.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class Accountant:
     budget rho (:meth:`convert_to_rho`), shares of rho (:meth:`spend_rho`, :meth:`split_rho`) and of delta
     (:meth:`spend_delta`). :meth:`budget` is the record of every share that goes into the release manifest
     (:class:`~spark_dpsynth.release.manifest.Budget`). Composition: pure shares add up in epsilon (basic
-    composition); zCDP shares add up in rho (Bun & Steinke 2016, Lemma 2.3) and the total rho is converted once
+    composition); zCDP shares add up in rho (Bun & Steinke 2016, Lemma 1.7) and the total rho is converted once
     (Prop. 1.3, or Canonne, Kamath, Steinke 2020 Prop. 12 with ``tight_zcdp``); docs/design.md section 2.3.
 
     Args:
@@ -369,7 +370,8 @@ def rho_1_threshold(sigma_1: float, sensitivity_1: int, delta: float) -> float:
     """rho_1 = 1 + sigma_1 sqrt(Delta_1) Phi^-1((1 - delta/2)^(1/Delta_1)) (docs/design.md section 2.5).
 
     A 1-tuple held by at most Delta_1 attributes of one record passes it with probability <= delta/2, which is
-    the delta/2 the threshold pays for (Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals").
+    the delta/2 the threshold pays for (Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", Algorithm 1
+    and section 1.2).
     """
     d1 = max(int(sensitivity_1), 1)
     # Phi^-1(q) with q = (1 - delta/2)^(1/Delta_1), through the upper tail 1 - q, computed without cancellation.
@@ -412,7 +414,8 @@ def rho_1_threshold_discrete(sigma_1: float, sensitivity_1: int, delta: float) -
 
 
 def adaptive_threshold(sigma_k: float, sensitivity_k: int, eta: float) -> float:
-    """rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k / 2), 0 < eta_k <= 1 (docs/design.md section 2.5; docs/design.md section 2.5)."""
+    """rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k / 2), 0 < eta_k <= 1 (SDS, "Differentially private aggregation
+    and synthesis", section 3.3.2, with Delta_k where SDS writes Delta_1; docs/design.md sections 2.5 and 6.1)."""
     if not 0 < eta <= 1:
         raise InvalidParameterError(f"eta must be in (0, 1], got {eta!r}")
     return sigma_k * math.sqrt(max(int(sensitivity_k), 1)) * float(norm.isf(eta / 2.0))

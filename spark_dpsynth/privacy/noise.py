@@ -3,7 +3,7 @@
 * :class:`CryptographicNoise` (production): OpenDP's exact discrete Gaussian and discrete Laplace samplers and
   its noisy-max (exponential mechanism) over the operating system's cryptographic random source
   (Canonne, Kamath, Steinke 2020, "The Discrete Gaussian for Differential Privacy"; no floating-point noise:
-  Mironov 2012, Jin et al. 2022).
+  Mironov 2012, Jin et al. 2022; docs/design.md section 7.1).
 * :class:`spark_dpsynth.privacy._seeded.SeededNoise` (test mode only): the same distributions from a seeded NumPy
   generator, so that a release can be reproduced in tests. A release made with it is NOT private and its manifest
   says so. Every non-cryptographic generator lives in that one module, outside the privacy code path.

@@ -13,7 +13,7 @@ In memory, a :class:`Release` holds the same data encoded for computation: per l
 with (m_k, k) arrays of column indices and value codes and an (m_k,) array of counts. Value codes index
 ``Release.domains[column]``: the values of that column whose 1-tuple was released (passed the threshold rho_1).
 
-Privacy: everything in a release is differentially private (docs/design.md section 2). It never holds the true number
+Privacy: everything in a release is differentially private (docs/design.md section 1.5). It never holds the true number
 of records, a true count, a value that did not pass rho_1, record-level data, or the release key.
 """
 

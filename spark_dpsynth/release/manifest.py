@@ -219,8 +219,8 @@ class LengthParams:
 
 @dataclass(frozen=True)
 class MarginalsBlock:
-    """The marginals mechanism's block (Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", section 3;
-    docs/design.md section 2)."""
+    """The marginals mechanism's block (SDS, "Differentially private aggregation and synthesis", section 3;
+    docs/design.md sections 1.3 and 2)."""
 
     reporting_length: int
     """R, the longest released combination."""

@@ -1,6 +1,6 @@
 """Kernels shared by the synthesizers: partitioned sampling, exact splits, largest-remainder rounding, IPF.
 
-Each is written once and used by every synthesizer (docs/design.md, synthesis):
+Each is written once and used by every synthesizer (docs/design.md section 4.3):
 
 * :func:`sample_partitions`: the Spark plan of every synthesizer. ``spark.range(P, numPartitions=P)`` then one
   ``mapInArrow`` task per partition, which draws that partition's rows (a caller's ``draw``), puts them in a
@@ -217,7 +217,7 @@ def exact_split(
     """Split integer totals over ``parts`` partitions exactly, with no partition systematically favoured.
 
     Each total c gives c // parts to every partition; its c % parts remaining units go to the first c % parts
-    partitions of a uniformly random permutation drawn for that total (docs/design.md, synthesis: exact integer
+    partitions of a uniformly random permutation drawn for that total (docs/design.md section 4.3: exact integer
     split, remainders spread at random). The draws do not depend on ``part``, so every task computes the same
     split from a generator seeded alike.
 

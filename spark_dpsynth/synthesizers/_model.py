@@ -1,15 +1,16 @@
 """The default synthesizer's model: marginals estimated from the noisy release, a Bayesian network, raking.
 
-Synthesis in ``mode = "model"`` (docs/design.md section 4) reads only the release and works in two stages.
+Synthesis in ``mode = "model"`` (docs/design.md section 4.1) reads only the release and works in two stages.
 
 **Fit (on the driver, release-sized).** :func:`fit_release_model`
 
 1. *Measurements.* For every column subset S of size k <= min(R, 3), the release is a set of noisy counts over
    the cells of S whose values are all released (the "core" of S's marginal). A released cell is a Gaussian
    measurement y = x + N(0, s_k^2), s_k = ``manifest.marginals.lengths[k].noise_std`` (docs/design.md section 2.4). A
-   *candidate* that is not released (all its (k-1)-sub-tuples released: Apriori, step 1) is *censored*: its
-   noisy count was <= rho_k = max(``manifest.marginals.lengths[k].threshold``, 0) (step 6), which is evidence of a small
-   count, not of zero. A cell that was not even a candidate has no measurement of its own. Fabricated cells
+   *candidate* that is not released (all its (k-1)-sub-tuples released: Apriori, docs/design.md section 2.2)
+   is *censored*: its noisy count was <= rho_k = max(``manifest.marginals.lengths[k].threshold``, 0) (docs/design.md
+   section 2.5), which is evidence of a small count, not of zero. A cell that was not even a candidate has no
+   measurement of its own. Fabricated cells
    (true count 0, noise above rho_k) are released cells like any other: the shrinkage below discounts them.
    The final normalization of the release (a count clipped to its parents') is ignored.
 2. *Number of records and empty values.* Empty values are not attributes, so the release shows them only as a
@@ -46,7 +47,7 @@ the network's 3-way family marginals, and keeps n records by systematic resampli
 grows, the output distribution tends to the I-projection (maximum entropy relative to the network; Csiszar 1975)
 of the network onto the estimated marginals, whatever the partition: partitions differ only by sampling noise.
 
-Privacy: everything here reads the release only (post-processing, docs/design.md section 4).
+Privacy: everything here reads the release only (post-processing, docs/design.md sections 1.1 and 4.1).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Faithful to SDS's sampler as docs/design.md section 4.2 states it and, where tha
 implementation (``packages/core/src/processing/generator``: ``synthesizers/aggregate_seeded/mod.rs``,
 ``synthesizers/traits/consolidate.rs``, ``data_generator.rs``; ``utils/collections.rs::sample_weighted``).
 
-Rules (docs/design.md section 4.2):
+Rules (docs/design.md section 4.2; the numbers in parentheses are the sections of SDS's "Differentially private
+aggregation and synthesis", which describes the sampler):
 
 * the 1-tuple counts are attribute budgets; a record grows one attribute at a time, from columns not yet in it,
   among attributes whose budget is > 0; taking an attribute spends one unit of its budget (4.1);
@@ -253,7 +254,8 @@ def sample_records(
             counts, here this partition's share of them).
         rng: the only source of randomness; the same generator state gives the same records.
         use_synthetic_counts: weigh by released count minus already synthesized count (docs/design.md section 4.2).
-        weight_selection_percentile: percentile in [0, 100] of sub-combination counts beyond length R (4.2.2).
+        weight_selection_percentile: percentile in [0, 100] of sub-combination counts beyond length R (SDS,
+            "Differentially private aggregation and synthesis", section 4.2.2).
         target_number_of_records: emit exactly this many records, resetting budgets and synthetic counts each
             time the budgets run out (SDS); None emits until every budget is spent.
         synthetic_count_multiplier: a partition synthesizing 1/P of the data subtracts P x its own synthetic

@@ -2,7 +2,7 @@
 
 Reads only what :func:`spark_dpsynth.mechanisms.archetype.fit_archetype` released (two noisy person histograms)
 and the profiles it derived from the PUBLIC table, so its output costs no privacy budget beyond that release's
-(post-processing; docs/design.md, synthesis). The method follows the "TaxiTrip - Synthesizer" entry of the NIST
+(post-processing; docs/design.md section 4.6). The method follows the "TaxiTrip - Synthesizer" entry of the NIST
 Differential Privacy Temporal Map Challenge (public archetypes, noisy person counts, public k-way marginals).
 
 Synthesis, distributed over partitions (:func:`spark_dpsynth.synthesizers._kernels.sample_partitions`):

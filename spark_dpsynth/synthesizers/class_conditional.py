@@ -2,7 +2,7 @@
 
 Reads only what :func:`spark_dpsynth.mechanisms.class_conditional.fit_class_conditional` released (the noisy,
 clipped histograms and the protected number of records), so its output costs no privacy budget beyond that
-release's (post-processing; docs/design.md, synthesis).
+release's (post-processing; docs/design.md section 4.4).
 
 The post-processing has a naive-Bayes structure: class totals, tuples per class, conditional distributions
 P(value | class), then per class and attribute an exact-count value vector, shuffled, so that attributes are

@@ -2,7 +2,7 @@
 
 ``synthesize(release, params, spark)`` returns a DataFrame of synthetic records, with one of two synthesizers:
 
-* ``mode = "model"`` (the default): the driver fits a model to the release (release-sized work,
+* ``mode = "model"`` (the default; docs/design.md section 4.1): the driver fits a model to the release (release-sized work,
   :func:`spark_dpsynth.synthesizers._model.fit_release_model`: marginals estimated from the noisy, thresholded
   counts, a Bayesian network, raking targets); each partition draws its exact share of the number of records
   from that model (:func:`spark_dpsynth.synthesizers._model.sample_records`);
@@ -22,7 +22,7 @@ The Spark plan:
    Every partition draws from the same model (or the same release), so any one of them is a sample of it.
 
 Privacy: synthesis reads the release and nothing else, so the synthetic data are DP by post-processing
-(docs/design.md section 4): they cost no privacy budget beyond the release's. The seed drives utility randomness
+(docs/design.md sections 1.1 and 4): they cost no privacy budget beyond the release's. The seed drives utility randomness
 only; it is never logged.
 """
 
@@ -78,12 +78,14 @@ def synthesize(
     sources). The output has the protected number of records (or ``target_number_of_records``), each with one
     value per column; a column is empty (null) only where the release shows a deficit of values in it.
 
-    ``params.mode = "sds"``: the rules of docs/design.md section 4.2 (docs/design.md section 4), implemented in
-    :mod:`spark_dpsynth.synthesizers._sds_sampler`: attribute budgets are the 1-tuple counts (4.1); a record grows one
-    attribute at a time from columns not yet in it, and a candidate is eligible only if every combination of
-    length <= R it forms with the record is released (4.2); its weight is count(record + candidate) up to length
-    R (4.2.1), beyond R the ``weight_selection_percentile`` of the counts of its sub-combinations (4.2.2);
-    ``use_synthetic_counts`` subtracts what was already synthesized (4.3). Distribution (docs/design.md section 4):
+    ``params.mode = "sds"``: the rules of docs/design.md section 4.2, implemented in
+    :mod:`spark_dpsynth.synthesizers._sds_sampler`; the numbers in parentheses are the sections of SDS's
+    "Differentially private aggregation and synthesis". Attribute budgets are the 1-tuple counts (4.1); a record
+    grows one attribute at a time from columns not yet in it, and a candidate is eligible only if every
+    combination of length <= R it forms with the record is released (4.2); its weight is count(record +
+    candidate) up to length R (4.2.1), beyond R the ``weight_selection_percentile`` of the counts of its
+    sub-combinations (4.2.2); ``use_synthetic_counts`` subtracts what was already synthesized (4.3).
+    Distribution (docs/design.md section 4.3):
     each of P partitions runs that sequential sampler on its exact share of the budgets, with its own seeded
     generator.
 
@@ -127,7 +129,7 @@ def synthesize(
 
     Privacy:
         Post-processing of the (epsilon, delta)-DP release (Gopi, Mahabadi, Yekhanin, "Differentially Private
-        Marginals"): the function reads nothing but the release (counts and manifest), so the output has the
+        Marginals", Theorem 1.1; docs/design.md section 2.7): the function reads nothing but the release (counts and manifest), so the output has the
         release's guarantee.
     """
     _check_arguments(release, params, spark, progress)

@@ -1,19 +1,24 @@
-"""The scale benchmark's process measurements: the process tree, peak RSS (VmHWM), CPU seconds, a sampler."""
+"""The scale benchmark's measurements: process start (for cold times), the process tree, peak RSS (``VmHWM``),
+CPU seconds, a 0.1 s sampler of a command's process tree, and the description of the machine."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-# ------------------------------------------------------------------------------------------- process memory
+T_START = time.perf_counter()
+"""``time.perf_counter()`` when the benchmark process imported this module (its start, for cold times, s)."""
+
+# ------------------------------------------------------------------------------- process tree, RSS and CPU
 
 
-def _proc_table() -> dict[int, tuple[int, str]]:
+def proc_table() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, command name) of every process."""
     out = {}
     for entry in os.listdir("/proc"):
@@ -32,7 +37,7 @@ def _proc_table() -> dict[int, tuple[int, str]]:
 
 def descendants(root: int) -> list[tuple[int, str]]:
     """(pid, command name) of every descendant of ``root``."""
-    table = _proc_table()
+    table = proc_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -44,7 +49,7 @@ def descendants(root: int) -> list[tuple[int, str]]:
     return out
 
 
-def _status_kb(pid: int, field: str) -> int:
+def status_kb(pid: int, field: str) -> int:
     """A ``VmRSS``/``VmHWM`` field of /proc/<pid>/status in KiB (0 if the process is gone)."""
     try:
         with open(f"/proc/{pid}/status", encoding="utf-8") as f:
@@ -57,6 +62,7 @@ def _status_kb(pid: int, field: str) -> int:
 
 
 def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (0 if the process is gone)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
             stat = f.read()
@@ -93,12 +99,12 @@ class TreeSampler:
             self._stop.wait(self.interval)
 
     def sample(self) -> None:
-        now = {"root": _status_kb(self.root, "VmRSS"), "jvm": 0, "workers": 0}
+        now = {"root": status_kb(self.root, "VmRSS"), "jvm": 0, "workers": 0}
         self.cpu[self.root] = max(self.cpu.get(self.root, 0.0), _cpu_seconds(self.root))
         self.kind[self.root] = "root"
         for pid, comm in descendants(self.root):
             kind = "jvm" if comm == "java" else "workers"
-            now[kind] += _status_kb(pid, "VmRSS")
+            now[kind] += status_kb(pid, "VmRSS")
             self.cpu[pid] = max(self.cpu.get(pid, 0.0), _cpu_seconds(pid))
             self.kind[pid] = kind
         now["total"] = now["root"] + now["jvm"] + now["workers"]
@@ -138,4 +144,45 @@ def run_measured(command: list[str], env: dict[str, str], timeout: float, log: P
         "cpu_seconds": sampler.cpu_seconds,
         "cpu_seconds_by_process": sampler.cpu_by_kind,
         "log": str(log),
+    }
+
+
+# ---------------------------------------------------------------------------------------- versions, machine
+
+
+def package_version(package: str) -> str:
+    """The installed version of a distribution (``"unknown"`` when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def load_average() -> str:
+    """The 1-, 5- and 15-minute load averages, e.g. ``"1.98 2.08 2.29"``."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine(bench_python: Path) -> dict[str, Any]:
+    """Cores, memory (GiB), load average, Python, PySpark and pac-synth versions (pac-synth: of ``bench_python``,
+    unless ``SPARK_DPSYNTH_BENCH_PYTHON`` names another interpreter)."""
+    with open("/proc/meminfo", encoding="utf-8") as f:
+        total_kb = int(f.readline().split()[1])
+    pacsynth = "not installed"
+    bench = Path(os.environ.get("SPARK_DPSYNTH_BENCH_PYTHON", bench_python))
+    if bench.exists():
+        found = subprocess.run(
+            [str(bench), "-c", "from importlib.metadata import version; print(version('pac-synth'))"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        pacsynth = found.stdout.strip() or "unknown"
+    return {
+        "cores": os.cpu_count(),
+        "memory_gb": total_kb / 2**20,
+        "load_before": load_average(),
+        "python": sys.version.split()[0],
+        "pyspark": package_version("pyspark"),
+        "pacsynth": pacsynth,
     }

@@ -1,80 +1,18 @@
-"""Driver-side scores from the subset-sized aggregates: total variation distances, the worst 1-way columns, and
-SDS's evaluator per side (release or synthetic) by length and count bucket (docs/design.md section 5)."""
+"""SDS's evaluator (Microsoft SDS ``packages/core/src/processing/evaluator``), on the driver.
+
+From the subset- and bucket-sized sums of :func:`spark_dpsynth.evaluation.cells._aggregate`, per side (the
+release or the synthetic table) against the true tuples of the sensitive table: suppressed and fabricated
+tuples, preservation, proportional and absolute errors and the leakage count, by tuple length and by count
+bucket (docs/design.md section 5.1).
+"""
 
 from __future__ import annotations
 
-import itertools
-import logging
-from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    pass
-
-from spark_dpsynth.evaluation._common import _BUCKET_FIRST, _SUBSET_SEPARATOR, _WORST_COLUMNS
-from spark_dpsynth.evaluation.cells import _SubsetPlan
-
-log = logging.getLogger("spark_dpsynth.evaluation")
-
-# ---------------------------------------------------------------------------------------------------------------
-# Driver-side summaries (subset-sized)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _tvd_metrics(
-    per_subset: dict[int, dict[str, Any]], plan: _SubsetPlan, columns: tuple[str, ...]
-) -> dict[str, Any]:
-    """``tvd`` and ``tvd_by_subset`` of :func:`evaluate`, each TVD = tvd2 / (2 n n_syn) rounded once."""
-    tvd: dict[str, Any] = {}
-    by_subset: dict[str, dict[str, float]] = {}
-    for length in range(1, plan.all_cells_length + 1):
-        values: dict[str, float] = {}
-        for subset in itertools.combinations(range(plan.n_columns), length):
-            row = per_subset[plan.ids[subset]]
-            name = _SUBSET_SEPARATOR.join(columns[c] for c in subset)
-            values[name] = float(Fraction(row["tvd2"], 2 * row["rows_s"] * row["rows_y"]))
-        worst = max(values, key=lambda name: values[name])
-        tvd[str(length)] = {
-            "mean": float(np.mean(list(values.values()))),
-            "max": values[worst],
-            "count": len(values),
-            "worst": worst,
-        }
-        by_subset[str(length)] = values
-    return {"tvd": tvd, "tvd_by_subset": by_subset}
-
-
-def _one_way_worst(
-    top_values: dict[int, list[tuple[str | None, int, int]]],
-    per_subset: dict[int, dict[str, Any]],
-    plan: _SubsetPlan,
-    one_way_tvd: dict[str, float],
-) -> list[dict[str, Any]]:
-    """``one_way_worst`` of :func:`evaluate`: the value shares of the columns with the largest 1-way TVD."""
-    order = sorted(range(plan.n_columns), key=lambda c: -list(one_way_tvd.values())[c])[:_WORST_COLUMNS]
-    out = []
-    for c in order:
-        subset = plan.ids[(c,)]
-        rows_s, rows_y = per_subset[subset]["rows_s"], per_subset[subset]["rows_y"]
-        top = top_values.get(subset, [])
-        sensitive = [s / rows_s for _, s, _ in top]
-        synthetic = [y / rows_y for _, _, y in top]
-        out.append(
-            {
-                "column": list(one_way_tvd)[c],
-                "tvd": list(one_way_tvd.values())[c],
-                "values": [value for value, _, _ in top],
-                "sensitive": sensitive,
-                "synthetic": synthetic,
-                "other": {
-                    "sensitive": (rows_s - sum(s for _, s, _ in top)) / rows_s,
-                    "synthetic": (rows_y - sum(y for _, _, y in top)) / rows_y,
-                },
-            }
-        )
-    return out
+from spark_dpsynth.evaluation.cells import _BUCKET_FIRST
 
 
 def _bucket_bins(per_bucket: dict[tuple[int, int], dict[str, Any]]) -> list[int]:
@@ -84,6 +22,7 @@ def _bucket_bins(per_bucket: dict[tuple[int, int], dict[str, Any]]) -> list[int]
 
 
 def _mean(total: float, size: int) -> float | None:
+    """``total / size``, or None for an empty set (``size`` = 0)."""
     return total / size if size else None
 
 
