@@ -54,7 +54,8 @@ def _leftovers(directory: Path) -> list[str]:
         ("t.csv.gz", "file", "csv"),
         ("data", "file", "csv"),
         ("t.parquet", "dir", "parquet"),
-        ("plain_dir", "dir", "parquet"),
+        ("plain_dir", "parquet_dir", "parquet"),
+        ("csv_dir", "csv_dir", "csv"),
         ("events", "delta", "delta"),
     ],
 )
@@ -66,7 +67,25 @@ def test_guess_format(tmp_path: Path, name: str, make: str, expected: str) -> No
         path.mkdir()
         if make == "delta":
             (path / "_delta_log").mkdir()
+        if make == "parquet_dir":
+            (path / "part-0.parquet").write_bytes(b"PAR1 Parquet bytes PAR1")
+            (path / "_SUCCESS").write_bytes(b"")
+        if make == "csv_dir":
+            (path / "part-0").write_text("a\n1\n")
     assert guess_format(str(path)) == expected
+
+
+def test_guess_format_refuses_an_empty_or_mixed_directory(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / ".hidden").write_text("x")
+    with pytest.raises(InvalidParameterError, match="no data files in .*empty"):
+        guess_format(str(tmp_path / "empty"))
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "a.parquet").write_bytes(b"PAR1xxxxPAR1")
+    (mixed / "b.csv").write_text("a\n1\n")
+    with pytest.raises(InvalidParameterError, match="holds Parquet files .* and other files .*b.csv"):
+        guess_format(str(mixed))
 
 
 def test_guess_format_of_a_remote_directory_needs_a_format() -> None:

@@ -2,7 +2,7 @@
 
 Layout (every table and key is optional; unknown keys are errors that name the key)::
 
-    [input]            path | table, format ("csv" | "parquet" | "delta"), delimiter
+    [input]            path | table, format ("csv" | "parquet" | "delta"), delimiter, encoding, ragged_rows
     [output]           path, table, format, overwrite, single_csv
     [spark]            master | remote
     [run]              quiet, debug
@@ -41,7 +41,7 @@ from typing import Any
 
 from spark_dpsynth import params as _params
 from spark_dpsynth import registry
-from spark_dpsynth.data.io import FORMATS, check_table_name
+from spark_dpsynth.data.io import FORMATS, RAGGED_ROWS, check_table_name, csv_encoding
 from spark_dpsynth.errors import ConfigError, DPSynthError, InvalidParameterError
 from spark_dpsynth.mechanisms.archetype import ArchetypeParams
 from spark_dpsynth.mechanisms.class_conditional import ClassConditionalParams
@@ -49,7 +49,7 @@ from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, Synthes
 
 __all__ = ["ConfigKey", "JobConfig", "load_config", "load_document", "merge", "parse_config", "schema"]
 
-_INPUT_KEYS = {"path", "table", "format", "delimiter"}
+_INPUT_KEYS = {"path", "table", "format", "delimiter", "encoding", "ragged_rows"}
 _OUTPUT_KEYS = {"path", "table", "format", "overwrite", "single_csv", "sds_format", "join_multi_value"}
 _SPARK_KEYS = {"master", "remote"}
 _RUN_KEYS = {"quiet", "debug", "synthesizer", "release"}
@@ -95,6 +95,10 @@ class JobConfig:
     """"csv" or "parquet"; None guesses from the path (".parquet" or a directory of Parquet files)."""
     delimiter: str = ","
     """CSV field delimiter."""
+    encoding: str = "utf-8"
+    """CSV encoding (spark_dpsynth.data.io.ENCODINGS); a line not valid in it is an error."""
+    ragged_rows: str = "error"
+    """A CSV record with more or fewer fields than the header: "error" or "pad" (spark_dpsynth.data.io)."""
     input_table: str | None = None
     """Catalog table ``db.t`` read instead of ``input_path``."""
     output_path: str | None = None
@@ -302,6 +306,13 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         raise ConfigError(f"[input] delimiter must be one character, got {delimiter!r}")
     if inp.get("path") is not None and inp.get("table") is not None:
         raise ConfigError("[input] give either path or table, not both")
+    try:
+        encoding = csv_encoding(inp.get("encoding", "utf-8"))
+    except DPSynthError as err:
+        raise ConfigError(f"[input] {err}") from err
+    ragged_rows = inp.get("ragged_rows", "error")
+    if ragged_rows not in RAGGED_ROWS:
+        raise ConfigError(f"[input] ragged_rows must be one of {list(RAGGED_ROWS)}, got {ragged_rows!r}")
     out = _check_keys("output", doc.get("output", {}), _OUTPUT_KEYS)
     for section, table in (("input", inp), ("output", out)):
         if table.get("table") is not None:
@@ -338,6 +349,8 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         input_path=inp.get("path"),
         input_format=fmt,
         delimiter=delimiter,
+        encoding=encoding,
+        ragged_rows=ragged_rows,
         input_table=inp.get("table"),
         output_path=out.get("path"),
         output_table=out.get("table"),
@@ -405,6 +418,10 @@ _STATIC_KEYS = (
     ConfigKey("input", "format", "str", "input format (default: from the path; a directory with _delta_log is "
               "delta, another directory parquet, a file csv)", FORMATS),
     ConfigKey("input", "delimiter", "str", "CSV field delimiter, one character (default ',')"),
+    ConfigKey("input", "encoding", "str", "CSV encoding: utf-8 (default), us-ascii or iso-8859-1 (latin-1); a line "
+              "not valid in it is an error naming the file and line"),
+    ConfigKey("input", "ragged_rows", "str", "a CSV record with more or fewer fields than the header: error "
+              "(default) or pad (empty values added, extra fields dropped)", RAGGED_ROWS),
     ConfigKey("output", "path", "str", "output directory: release/, synthetic/, synthetic.csv, evaluation/"),
     ConfigKey("output", "table", "str", "write the synthetic data to this catalog table db.table instead of "
               "DIR/synthetic"),

@@ -14,8 +14,13 @@ a run are staged and published together (:class:`spark_dpsynth.data.io.OutputSta
 and an existing output is replaced only with ``--overwrite``.
 
 Every parameter is validated before Spark starts or any data is read; a user error prints one line
-(``spark-dpsynth: error: ...``) and exits with status 2. An unexpected failure prints its exception class only
-(its message could quote data values) and exits with status 1; ``--debug`` shows the full traceback.
+(``spark-dpsynth: error: ...``) and exits with status 2. A Spark failure caused by the input (a file in another
+format, a ragged or overlong CSV record, a corrupt gzip file, a value a filter cannot cast) is said in our words,
+naming the file, option or expression but no data value (:mod:`spark_dpsynth.cli._spark_errors`), also with
+status 2. An unexpected failure prints its exception class and Spark's error condition only (its message could
+quote data values) and exits with status 1. Spark's and PySpark's own log output is withheld
+(:func:`spark_dpsynth.data.session.configure_logging`, docs/design.md section 1.6); ``--debug`` shows it and the
+full traceback.
 """
 
 from __future__ import annotations
@@ -228,13 +233,28 @@ def load_job_config(args: argparse.Namespace) -> JobConfig:
 def read_table(spark, config: JobConfig):  # noqa: ANN001, ANN201 - SparkSession -> DataFrame
     """Read the input (a path in CSV, Parquet or Delta, or a catalog table) and apply the row filter."""
     return _read_filtered(
-        spark, config.input_path, config.input_table, config.input_format, config.delimiter, config.row_filter
+        spark,
+        config.input_path,
+        config.input_table,
+        config.input_format,
+        config.delimiter,
+        config.row_filter,
+        encoding=config.encoding,
+        ragged_rows=config.ragged_rows,
     )
 
 
-def _read_filtered(spark, path, table, fmt, delimiter, row_filter):  # noqa: ANN001, ANN202 - -> DataFrame
+def _read_filtered(spark, path, table, fmt, delimiter, row_filter, *, encoding="utf-8", ragged_rows="error"):  # noqa: ANN001, ANN202
     """A path or a catalog table (the table wins when both are set), with its row filter applied."""
-    df = read_input(spark, path=None if table else path, table=table, fmt=fmt, delimiter=delimiter)
+    df = read_input(
+        spark,
+        path=None if table else path,
+        table=table,
+        fmt=fmt,
+        delimiter=delimiter,
+        encoding=encoding,
+        ragged_rows=ragged_rows,
+    )
     return df.where(row_filter) if row_filter else df
 
 
@@ -293,15 +313,21 @@ def _outputs(command: str, config: JobConfig) -> list[str]:
 
 
 def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
-    from spark_dpsynth.data.session import get_session, is_connect
+    from spark_dpsynth.data.session import get_session
 
-    spark = get_session(master=config.master, remote=config.remote, delta=delta)
-    if not is_connect(spark):
-        try:
-            spark.sparkContext.setLogLevel("ERROR")
-        except Exception:  # noqa: BLE001 - a session without a SparkContext
-            pass
-    return spark
+    # Without --debug Spark's log output is withheld (it can quote data values): docs/design.md section 1.6.
+    return get_session(master=config.master, remote=config.remote, delta=delta, debug=config.debug)
+
+
+def _expressions(config: JobConfig | None) -> dict[str, str | None]:
+    """The Spark SQL texts the user gave, by option (an error pointing into one names the option)."""
+    if config is None:
+        return {}
+    return {
+        "--row-filter": config.row_filter,
+        "--holdout-filter": config.holdout_filter,
+        "--public-row-filter": config.public_row_filter,
+    }
 
 
 def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN001, ANN202
@@ -317,6 +343,8 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
             config.public_format,
             config.delimiter,
             config.public_row_filter,
+            encoding=config.encoding,
+            ragged_rows=config.ragged_rows,
         )
 
     context = registry.MechanismContext(spark=spark, read_public=read_public if spec.needs_public else None)
@@ -472,14 +500,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False))
+    config = None
     try:
         config = load_job_config(args)
         debug = config.debug
-        logging.basicConfig(
-            level=logging.WARNING if config.quiet else logging.INFO,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-            stream=sys.stderr,
-        )
+        from spark_dpsynth.data.session import configure_logging
+
+        configure_logging(quiet=config.quiet, debug=debug)
         command = args.command
         out_dir = config.output_path
         if not out_dir:
@@ -540,14 +567,23 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - one line, no data values, unless --debug
         if debug:
             raise
+        from spark_dpsynth.cli._spark_errors import condition_of, explain
+
+        explained = explain(err, _expressions(config))
+        if explained is not None:
+            print(f"spark-dpsynth: error: {explained}", file=sys.stderr)
+            return 2
         name = type(err).__name__
         if name in ("AnalysisException", "ParseException", "IllegalArgumentException"):
             first = str(err).splitlines()[0] if str(err) else name
             # Schema-level Spark errors (unknown column in a filter, unreadable path) name no data values.
             print(f"spark-dpsynth: error: {first[:300]}", file=sys.stderr)
             return 2
+        condition = condition_of(err)
         print(
-            f"spark-dpsynth: failed with {name}; rerun with --debug for details (may show data values)",
+            f"spark-dpsynth: failed with {name}"
+            + (f" [{condition}]" if condition else "")
+            + "; rerun with --debug for details (may show data values)",
             file=sys.stderr,
         )
         return 1

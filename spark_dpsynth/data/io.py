@@ -4,8 +4,19 @@ Sources (:func:`read_input`):
 
 * a path with a format: ``csv`` (header row, gzip allowed, every column read as a string), ``parquet`` or
   ``delta``; without a format it is guessed from the path (a directory holding ``_delta_log`` is Delta, a name
-  ending in ``.parquet`` or another directory is Parquet, anything else CSV);
+  ending in ``.parquet`` is Parquet; a local directory is Parquet when its data files start with Parquet's magic
+  bytes and CSV when none does; anything else CSV);
 * a catalog table ``db.t`` (or ``catalog.db.t``), read with ``spark.read.table``.
+
+CSV is read as RFC 4180 writes it (:data:`CSV_READ_OPTIONS`): fields quoted with ``"``, a quote inside a quoted
+field doubled (``""``), delimiters and line breaks inside quoted fields kept. The file's encoding is declared
+(``encoding``, default UTF-8) and checked before anything else reads the data: a line that is not valid in it is
+an error naming the file and the line number, never the bytes. The header is checked too: a column without a
+name, a name given twice (compared as Spark compares names) or a name Spark SQL cannot quote (a back quote, a
+control character) is an error naming the column; every other name (spaces, dots, other characters) is kept
+exactly. A record with more or fewer fields than the header is an error (``ragged_rows="error"``) or padded with
+empty values and cut (``ragged_rows="pad"``); the error never shows the record. CSV outputs are written the same
+way (:data:`CSV_WRITE_OPTIONS`), so pandas and Spark read them back with their default options.
 
 Outputs are written **atomically**: every output of a run is first written to a staging location next to its
 destination (a hidden directory ``DIR/.spark-dpsynth-staging-*`` for files, a table ``db.t__spark_dpsynth_tmp_*``
@@ -32,7 +43,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, SparkSetupError
+from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, SchemaError, SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,11 +51,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "CSV_READ_OPTIONS",
+    "CSV_WRITE_OPTIONS",
+    "ENCODINGS",
     "FORMATS",
+    "RAGGED_ROWS",
     "OutputStage",
     "atomic_path",
     "check_outputs_free",
+    "check_column_names",
     "check_table_name",
+    "csv_encoding",
     "guess_format",
     "is_delta_path",
     "local_path",
@@ -57,6 +74,55 @@ __all__ = [
 
 FORMATS = ("csv", "parquet", "delta")
 """The file formats read and written."""
+
+ENCODINGS = ("utf-8", "us-ascii", "iso-8859-1")
+"""The CSV encodings read (the ASCII-compatible ones Spark's CSV reader accepts); aliases in :func:`csv_encoding`."""
+
+_ENCODING_ALIASES = {
+    "utf-8": "utf-8",
+    "utf8": "utf-8",
+    "us-ascii": "us-ascii",
+    "ascii": "us-ascii",
+    "iso-8859-1": "iso-8859-1",
+    "iso8859-1": "iso-8859-1",
+    "latin-1": "iso-8859-1",
+    "latin1": "iso-8859-1",
+}
+
+RAGGED_ROWS = ("error", "pad")
+"""What to do with a CSV record whose number of fields differs from the header's: stop with an error naming the
+file, or pad a short record with empty values and drop the extra fields of a long one."""
+
+CSV_READ_OPTIONS: dict[str, object] = {
+    "header": True,
+    "inferSchema": False,
+    "multiLine": True,
+    "quote": '"',
+    "escape": '"',
+    "ignoreLeadingWhiteSpace": False,
+    "ignoreTrailingWhiteSpace": False,
+    "enforceSchema": False,
+}
+"""Spark CSV reader options for RFC 4180 files: ``""`` inside a quoted field is one quote (Spark's default escape
+is a backslash), quoted fields may span lines (``multiLine``: each file is parsed by one task, from its start),
+every file's header is checked against the first one's (``enforceSchema`` off)."""
+
+CSV_WRITE_OPTIONS: dict[str, object] = {
+    "header": True,
+    "emptyValue": "",
+    "quote": '"',
+    "escape": '"',
+    "ignoreLeadingWhiteSpace": False,
+    "ignoreTrailingWhiteSpace": False,
+    "encoding": "UTF-8",
+    "lineSep": "\n",
+}
+"""Spark CSV writer options for RFC 4180 output readable with pandas' and Spark's defaults: a quote inside a
+value is doubled (Spark's default writes ``\\"``), values keep their leading and trailing spaces (Spark's writer
+trims them by default), UTF-8, ``\\n`` line ends."""
+
+_PARQUET_MAGIC = b"PAR1"
+_GZIP_MAGIC = b"\x1f\x8b"
 
 _PART = r"(?:[A-Za-z_][A-Za-z0-9_]*|`[^`]+`)"
 _TABLE_NAME = re.compile(rf"^{_PART}(?:\.{_PART}){{0,2}}$")
@@ -98,8 +164,62 @@ def guess_format(path: str) -> str:
     if lower.endswith((".csv", ".csv.gz", ".tsv", ".txt", ".gz")):
         return "csv"
     if is_local(path):
-        return "parquet" if os.path.isdir(local_path(path)) else "csv"
+        if not os.path.isdir(local_path(path)):
+            return "csv"
+        files = _data_files(path)
+        parquet = [f for f in files if _magic(f) == _PARQUET_MAGIC]
+        if len(parquet) == len(files):
+            return "parquet"
+        if not parquet:
+            return "csv"
+        other = next(f for f in files if _magic(f) != _PARQUET_MAGIC)
+        raise InvalidParameterError(
+            f"{path} holds Parquet files ({parquet[0]}) and other files ({other}); give --format, or keep one "
+            "format per directory"
+        )
     raise InvalidParameterError(f"cannot tell the format of {path}; give --format one of {list(FORMATS)}")
+
+
+def _data_files(path: str) -> list[str]:
+    """The data files Spark reads at the local ``path``: the file itself, or the files under the directory
+    whose names do not start with ``_`` or ``.`` (Spark skips those), in sorted order.
+
+    Raises:
+        InvalidParameterError: a directory without data files.
+    """
+    base = local_path(path)
+    if not os.path.isdir(base):
+        return [base]
+    files = []
+    for root, dirs, names in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        files.extend(os.path.join(root, n) for n in sorted(names) if not n.startswith(("_", ".")))
+    if not files:
+        raise InvalidParameterError(
+            f"no data files in {path} (the directory is empty or holds hidden files only)"
+        )
+    return files
+
+
+def _magic(file: str) -> bytes:
+    """The first four bytes of a local file (the file's magic number, if it has one)."""
+    with open(file, "rb") as f:
+        return f.read(4)
+
+
+def csv_encoding(name: str) -> str:
+    """The canonical name (one of :data:`ENCODINGS`) of a CSV encoding name or alias (case-insensitive).
+
+    Raises:
+        InvalidParameterError: an encoding that is not read.
+    """
+    key = name.strip().lower().replace("_", "-") if isinstance(name, str) else name
+    if key not in _ENCODING_ALIASES:
+        raise InvalidParameterError(
+            f"encoding must be one of {list(ENCODINGS)} (or latin-1, ascii, utf8), got {name!r}; convert other "
+            "encodings (UTF-16, Windows code pages) to UTF-8 first, e.g. with iconv"
+        )
+    return _ENCODING_ALIASES[key]
 
 
 def check_table_name(name: str, what: str = "table") -> str:
@@ -143,8 +263,13 @@ def read_input(
     table: str | None = None,
     fmt: str | None = None,
     delimiter: str = ",",
+    encoding: str = "utf-8",
+    ragged_rows: str = "error",
 ) -> DataFrame:
-    """Read the sensitive table from a path or a catalog table (no data is read until an action runs).
+    """Read the sensitive table from a path or a catalog table.
+
+    A CSV input is checked when it is read (see the module docstring): one Spark job checks its encoding, and
+    a second reads its header; the records themselves are read when an action runs.
 
     Args:
         spark: a classic or Spark Connect session.
@@ -153,26 +278,37 @@ def read_input(
         fmt: ``"csv"``, ``"parquet"`` or ``"delta"``; None guesses from the path (see :func:`guess_format`).
             Ignored for a table (the catalog knows its format).
         delimiter: the CSV field delimiter (one character).
+        encoding: the CSV encoding, one of :data:`ENCODINGS` or an alias (:func:`csv_encoding`).
+        ragged_rows: one of :data:`RAGGED_ROWS`.
 
     Returns:
-        The table as a DataFrame; a CSV has every column as a string.
+        The table as a DataFrame; a CSV has every column as a string, named exactly as in its header.
 
     Raises:
-        InvalidParameterError: neither or both of ``path`` and ``table``, a bad table name or format, or a
-            local path that does not exist.
+        InvalidParameterError: neither or both of ``path`` and ``table``, a bad table name, format, encoding or
+            ``ragged_rows``, a local path that does not exist, a local directory without data files, a local
+            file whose bytes are not in the format (Parquet read as CSV, or the other way round), or a CSV line
+            that is not valid in ``encoding`` (naming the file and, for a local file, the line).
+        SchemaError: a CSV header with a column without a name, a name given twice or a name with a back
+            quote or a control character.
         SparkSetupError: the data is Delta and the session has no Delta Lake.
     """
     if (path is None) == (table is None):
         raise InvalidParameterError("give exactly one input: a path (--input) or a table (--input-table)")
     _check_format(fmt)
+    encoding = csv_encoding(encoding)
+    if ragged_rows not in RAGGED_ROWS:
+        raise InvalidParameterError(f"ragged_rows must be one of {list(RAGGED_ROWS)}, got {ragged_rows!r}")
     if table is not None:
         return spark.read.table(check_table_name(table, "input table"))
     assert path is not None
     if is_local(path) and not os.path.exists(local_path(path)):
         raise InvalidParameterError(f"input not found: {path}")
     fmt = fmt or guess_format(path)
+    if is_local(path) and fmt in ("csv", "parquet"):
+        _check_local_files(path, fmt)
     if fmt == "csv":
-        return spark.read.csv(path, header=True, inferSchema=False, sep=delimiter, multiLine=False)
+        return _read_csv(spark, path, delimiter=delimiter, encoding=encoding, ragged_rows=ragged_rows)
     if fmt == "parquet":
         return spark.read.parquet(path)
     try:
@@ -183,6 +319,147 @@ def read_input(
             raise _delta_error() from err
         raise
     return df
+
+
+def _check_local_files(path: str, fmt: str) -> None:
+    """Refuse local data files whose first bytes say they are not ``fmt`` (Spark would misread them: Parquet
+    bytes parsed as CSV text, or CSV text read as Parquet, whose error quotes the file's last bytes)."""
+    for file in _data_files(path):
+        magic = _magic(file)
+        if fmt == "csv" and magic == _PARQUET_MAGIC:
+            raise InvalidParameterError(f"{file} is a Parquet file, not CSV; give --format parquet")
+        if fmt == "csv" and magic[:2] == _GZIP_MAGIC and not file.lower().endswith(".gz"):
+            raise InvalidParameterError(
+                f"{file} is gzip-compressed but its name does not end in .gz (Spark picks the codec by the "
+                "name); rename it to end in .gz"
+            )
+        if fmt == "parquet" and magic != _PARQUET_MAGIC:
+            raise InvalidParameterError(f"{file} is not a Parquet file; give --format csv if it is CSV")
+
+
+def _read_csv(
+    spark: SparkSession, path: str, *, delimiter: str, encoding: str, ragged_rows: str
+) -> DataFrame:
+    """An RFC 4180 CSV (see the module docstring), after its encoding and its header were checked."""
+    from pyspark.sql import types as T
+
+    _check_encoding(spark, path, encoding)
+    options = {
+        **CSV_READ_OPTIONS,
+        "sep": delimiter,
+        "encoding": encoding,
+        "mode": "FAILFAST" if ragged_rows == "error" else "PERMISSIVE",
+    }
+    # The header row alone (one row, the column names: schema facts, not data), read as a record so that
+    # Spark's renaming of empty and duplicate names (_c2, A0, A1) does not hide them.
+    first = spark.read.options(**{**options, "header": False}).csv(path).limit(1).collect()  # <= 1 row
+    if not first:
+        raise InvalidParameterError(f"{path} has no header row (the CSV file is empty)")
+    names = list(first[0])
+    case_sensitive = str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+    check_column_names(names, where=f"the header of {path}", case_sensitive=case_sensitive)
+    schema = T.StructType([T.StructField(n, T.StringType(), True) for n in names])
+    return spark.read.options(**options).schema(schema).csv(path)
+
+
+def _shown(name: str | None, position: int) -> str:
+    """A column for an error message: its name when it looks like one, else only its position (a file read in
+    the wrong format yields "names" that are data)."""
+    if name is not None and name.isprintable() and 0 < len(name) <= 64:
+        return f"{name!r} (column {position})"
+    return f"column {position}"
+
+
+def check_column_names(names: list[str | None], *, where: str, case_sensitive: bool = False) -> None:
+    """Refuse column names the pipeline cannot carry exactly.
+
+    Names with spaces, dots and other printable characters are kept as they are (every column is addressed
+    back-quoted); these are refused: no name (empty or only spaces), a name given twice (compared without case
+    unless ``case_sensitive``, as Spark compares them), a name with a back quote or a control character.
+
+    Raises:
+        SchemaError: naming the first such column (by position only when the "name" does not look like one).
+    """
+    seen: dict[str, int] = {}
+    for position, name in enumerate(names, start=1):
+        if name is None or not name.strip():
+            raise SchemaError(f"{where}: column {position} has no name; give every column a name")
+        if "`" in name:
+            raise SchemaError(
+                f"{where}: the column name {_shown(name, position)} has a back quote (`); rename it"
+            )
+        if not name.isprintable():
+            raise SchemaError(
+                f"{where}: {_shown(None, position)} has a name with a control character; rename it"
+            )
+        key = name if case_sensitive else name.lower()
+        if key in seen:
+            raise SchemaError(
+                f"{where}: {_shown(name, position)} has the same name as column {seen[key]}"
+                + ("" if case_sensitive else " (Spark compares names without case)")
+                + "; give every column its own name"
+            )
+        seen[key] = position
+
+
+def _check_encoding(spark: SparkSession, path: str, encoding: str) -> None:
+    """Raise if a line of the CSV at ``path`` is not valid in ``encoding`` (Spark would read its bytes as
+    replacement characters, silently).
+
+    One Spark job over the raw lines (the text source: the bytes of each line, unchecked); it brings back at most
+    one file name. For a local file the line number is then found by reading that file on the driver up to the
+    first invalid line. ISO-8859-1 maps every byte to a character: nothing to check.
+
+    Raises:
+        InvalidParameterError: naming the file and, for a local file, the line; never the bytes.
+    """
+    from pyspark.sql import functions as F
+
+    if encoding == "iso-8859-1":
+        return
+    value = F.col("value")
+    bad = ~F.is_valid_utf8(value)
+    if encoding == "us-ascii":
+        bad = bad | (F.octet_length(value) != F.length(value))
+    lines = spark.read.text(path)
+    hit = lines.where(bad).select(F.col("_metadata.file_path").alias("file")).limit(1).collect()  # <= 1 row
+    if not hit:
+        return
+    from urllib.parse import unquote
+
+    file = str(hit[0]["file"])
+    where = file
+    if is_local(file):
+        where = file = unquote(local_path(file.replace("file://", "file:", 1)))
+        line = _first_invalid_line(file, encoding)
+        if line is not None:
+            where = f"{file}, line {line}"
+    raise InvalidParameterError(
+        f"{where}: not valid {encoding}; give the file's encoding with --encoding (one of {list(ENCODINGS)}) "
+        "or convert the file to UTF-8"
+    )
+
+
+def _first_invalid_line(file: str, encoding: str) -> int | None:
+    """The 1-based number of the first line of the local ``file`` (gzip by its name) not valid in ``encoding``,
+    or None when none is (or the file cannot be read)."""
+    import codecs
+    import gzip
+
+    opener = gzip.open if file.lower().endswith(".gz") else open
+    decoder = codecs.getincrementaldecoder("ascii" if encoding == "us-ascii" else encoding)()
+    line = 1
+    try:
+        with opener(file, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as err:
+                    return line + chunk.count(b"\n", 0, err.start)
+                line += chunk.count(b"\n")
+    except (OSError, EOFError):
+        return None
+    return None
 
 
 def read_output(
@@ -199,7 +476,7 @@ def read_output(
         return spark.read.table(check_table_name(table, "output table"))
     assert path is not None
     if fmt == "csv":
-        return spark.read.csv(path, header=True, inferSchema=False)
+        return spark.read.options(**CSV_READ_OPTIONS).csv(path)
     return read_input(spark, path=path, fmt=fmt)
 
 
@@ -207,7 +484,7 @@ def read_output(
 
 
 def write_frame(df: DataFrame, path: str, fmt: str, *, mode: str = "error") -> None:
-    """Write ``df`` as a directory in ``fmt`` (CSV with a header; an empty field is an empty value).
+    """Write ``df`` as a directory in ``fmt`` (CSV: :data:`CSV_WRITE_OPTIONS`; an empty field is an empty value).
 
     Raises:
         InvalidParameterError: a bad format.
@@ -217,7 +494,7 @@ def write_frame(df: DataFrame, path: str, fmt: str, *, mode: str = "error") -> N
     writer = df.write.mode(mode)
     try:
         if fmt == "csv":
-            writer.csv(path, header=True, emptyValue="")
+            writer.options(**CSV_WRITE_OPTIONS).csv(path)
         else:
             writer.format(fmt).save(path)
     except Exception as err:
@@ -230,13 +507,15 @@ def write_single_csv(df: DataFrame, path: str) -> None:
     """Write ``df`` as one CSV file with a header at the local ``path`` (through one Spark task).
 
     Meant for release-sized or laptop-sized synthetic data; on a cluster prefer a table or a Parquet directory.
+    The file is RFC 4180 (:data:`CSV_WRITE_OPTIONS`): pandas' ``read_csv`` and Spark's CSV reader with
+    ``multiLine`` read every value back as written (a value with a line break needs ``multiLine`` in Spark).
     """
     target = local_path(path)
     parts = target + ".parts"
     if os.path.exists(parts):
         shutil.rmtree(parts)
     try:
-        df.coalesce(1).write.mode("error").csv(parts, header=True, emptyValue="")
+        df.coalesce(1).write.mode("error").options(**CSV_WRITE_OPTIONS).csv(parts)
         files = sorted(f for f in os.listdir(parts) if f.startswith("part-"))
         if len(files) != 1:
             raise SparkSetupError(f"expected one CSV part file in {parts}, found {len(files)}")

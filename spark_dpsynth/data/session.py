@@ -10,6 +10,21 @@ With ``delta=True`` a classic session is built with Delta Lake: the ``delta-spar
 ``configure_spark_with_delta_pip`` adds the Delta jars (resolved from Maven, or from the local jar files listed in
 ``SPARK_DPSYNTH_DELTA_JARS`` on machines without Maven access) and the Delta SQL extension and catalog are set.
 An existing or remote session is used as it is: Delta must then be set up where Spark runs (Databricks has it).
+
+**What reaches the terminal** (docs/design.md section 1.6). Spark's and PySpark's own log messages can quote data
+values (a cast error names the value, a malformed CSV record is printed whole, a Parquet reader prints a file's
+last bytes, PySpark logs every SQL error with its query context as a JSON line). Unless ``debug`` is given:
+
+* a session built here starts its JVM with a log4j2 configuration that turns Spark's log output off
+  (:data:`QUIET_LOG4J2`, given as ``-Dlog4j2.configurationFile`` in ``spark.driver.extraJavaOptions`` and
+  ``spark.executor.extraJavaOptions``; in ``local`` mode the executors run in the driver's JVM), and a classic
+  session that exists already is set to log level ``OFF`` (:func:`gate_spark_logs`);
+* :func:`configure_logging` lets only this package's own loggers reach the log handlers, disables PySpark's
+  query-context loggers (which write to stderr themselves) and routes Python warnings through the same gate.
+
+Not covered: a Spark Connect server that is not started here logs as its operator configured it, and the
+executors of a cluster log to their own files (configure their log4j2 there, e.g. with the file this module
+writes, see :func:`quiet_log4j2_file`).
 """
 
 from __future__ import annotations
@@ -24,7 +39,41 @@ from spark_dpsynth.errors import InvalidParameterError, SparkSetupError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["get_session", "delta_builder", "default_parallelism", "is_connect"]
+__all__ = [
+    "QUIET_LOG4J2",
+    "configure_logging",
+    "default_parallelism",
+    "delta_builder",
+    "gate_spark_logs",
+    "get_session",
+    "is_connect",
+    "quiet_log4j2_file",
+]
+
+QUIET_LOG4J2 = """\
+# spark_dpsynth: Spark's own log output is withheld, because its messages can quote data values
+# (cast errors, malformed records, file bytes). Run with --debug to see it.
+# The appender is there because Spark replaces a configuration without one by its own defaults.
+status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+rootLogger.level = off
+rootLogger.appenderRef.console.ref = console
+"""
+"""The log4j2 configuration (properties format) a session built without ``debug`` starts with."""
+
+_OWN_LOGGERS = ("spark_dpsynth", "__main__")
+"""Loggers whose records pass the gate: this package's (and a job script's), which never log data values."""
+
+_PYSPARK_SELF_HANDLED = (
+    "SQLQueryContextLogger",
+    "DataFrameQueryContextLogger",
+    "pyspark.sql.connect.logging",
+)
+"""PySpark loggers with their own stderr handler (not through the root logger): disabled unless debug."""
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -75,6 +124,76 @@ def default_parallelism(spark: object) -> int:
     return parts
 
 
+def quiet_log4j2_file() -> str:
+    """Write :data:`QUIET_LOG4J2` to a file in the temporary directory (once; atomically) and return its path.
+
+    Give it to a Spark JVM you start yourself: ``--driver-java-options -Dlog4j2.configurationFile=PATH``.
+    """
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(QUIET_LOG4J2.encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"spark_dpsynth-log4j2-quiet-{digest}.properties")
+    if not os.path.isfile(path):
+        fd, tmp = tempfile.mkstemp(prefix=".spark_dpsynth-log4j2-", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(QUIET_LOG4J2)
+        os.replace(tmp, path)
+    return path
+
+
+def _quiet_java_options() -> str:
+    path = quiet_log4j2_file()
+    return f'-Dlog4j2.configurationFile="{path}"' if " " in path else f"-Dlog4j2.configurationFile={path}"
+
+
+def gate_spark_logs(spark: object, *, debug: bool = False) -> None:
+    """Turn the log output of a classic session's driver JVM off unless ``debug`` (a no-op on Spark Connect,
+    whose server logs as its operator configured it).
+
+    Used for a session this package did not start (spark-submit, a notebook), after its startup messages.
+    """
+    if debug or is_connect(spark):
+        return
+    try:
+        spark.sparkContext.setLogLevel("OFF")  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a session without a SparkContext: nothing to gate here
+        log.debug("no SparkContext to set the log level of")
+
+
+class _OwnRecordsOnly(logging.Filter):
+    """Let through the records of this package's loggers only (others may quote data values)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name.startswith(_OWN_LOGGERS)
+
+
+def configure_logging(*, quiet: bool = False, debug: bool = False) -> None:
+    """Log to stderr: this package's messages at INFO (WARNING with ``quiet``); nothing from other loggers.
+
+    Without ``debug``, only this package's loggers reach the handler (a filter on the root logger's handlers),
+    PySpark's query-context loggers (which print each SQL error, with the data value it quotes, as a JSON line)
+    and the Spark Connect client's logger are disabled, and Python warnings go through the same gate. With
+    ``debug`` every logger's records are shown, as Python and PySpark configure them.
+    """
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    from pyspark.logger import PySparkLogger
+
+    for name in _PYSPARK_SELF_HANDLED:
+        PySparkLogger.getLogger(name).disabled = not debug
+    root = logging.getLogger()
+    for handler in root.handlers:
+        for f in [f for f in handler.filters if isinstance(f, _OwnRecordsOnly)]:
+            handler.removeFilter(f)
+        if not debug:
+            handler.addFilter(_OwnRecordsOnly())
+    logging.captureWarnings(not debug)
+
+
 def delta_builder(builder: SparkSession.Builder) -> SparkSession.Builder:
     """``builder`` configured for Delta Lake (jars, SQL extension, catalog).
 
@@ -106,6 +225,7 @@ def get_session(
     remote: str | None = None,
     *,
     delta: bool = False,
+    debug: bool = False,
 ) -> SparkSession:
     """Return the active SparkSession or build one.
 
@@ -116,6 +236,8 @@ def get_session(
         remote: a Spark Connect URL (``sc://host:15002``, or ``local[2]`` for a local Connect server); builds a
             Connect session instead of a classic one.
         delta: build a new classic session with Delta Lake (see the module docstring).
+        debug: let Spark log as it is configured to (its messages can quote data values); without it a
+            session started here logs nothing from the JVM and an existing classic one is set to ``OFF``.
 
     Returns:
         The session.
@@ -128,9 +250,13 @@ def get_session(
     if remote:
         # the local Connect server's Python workers must run this interpreter (numpy, pyarrow, this package)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        return SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+        builder = SparkSession.builder.remote(remote).appName(app_name)
+        if remote.startswith("local") and not debug:  # a local Connect server starts its JVM with these
+            builder = _quiet_builder(builder)
+        return builder.getOrCreate()
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
+        gate_spark_logs(active, debug=debug)
         return active
     # Local workers must run the interpreter that has this package's dependencies (numpy, pyarrow, ...).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -146,8 +272,10 @@ def get_session(
     )
     if delta:
         builder = delta_builder(builder)
+    if not debug:
+        builder = _quiet_builder(builder)
     try:
-        return builder.getOrCreate()
+        spark = builder.getOrCreate()
     except Exception as err:
         if delta and "JAVA_GATEWAY_EXITED" in str(err):
             raise SparkSetupError(
@@ -155,3 +283,12 @@ def get_session(
                 "Central?); set SPARK_DPSYNTH_DELTA_JARS to local jar files or use spark-submit --packages"
             ) from err
         raise
+    gate_spark_logs(spark, debug=debug)  # a JVM started before (spark-submit) has its own configuration
+    return spark
+
+
+def _quiet_builder(builder: SparkSession.Builder) -> SparkSession.Builder:
+    options = _quiet_java_options()
+    return builder.config("spark.driver.extraJavaOptions", options).config(
+        "spark.executor.extraJavaOptions", options
+    )

@@ -1,0 +1,130 @@
+"""Spark's errors in our words: what is wrong (which file, which option, which expression), never a data value.
+
+Spark's messages for bad input quote the data: a cast error names the value, a malformed CSV record is printed
+whole, a Parquet reader prints a file's last bytes. :func:`explain` recognises these failures by Spark's error
+condition and the exception classes in its cause chain (text that names no data) and returns one line of its own
+(docs/design.md section 1.6). It reads the exception's text only to find those names and the file path Spark
+reports; it returns none of the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from urllib.parse import unquote
+
+__all__ = ["condition_of", "explain"]
+
+_CONDITION = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\]")
+_READ_FILE = re.compile(r"Encountered error while reading file (\S+?)\.?\s")
+_CAST_TYPES = re.compile(r'of the type "([A-Z][A-Z0-9_(), ]*)" cannot be cast to "([A-Z][A-Z0-9_(), ]*)"')
+_CORRUPT_CODEC = (
+    "Not in GZIP format",
+    "invalid distance",
+    "invalid block type",
+    "invalid stored block",
+    "invalid code lengths",
+    "incorrect header check",
+    "Unexpected end of",
+    "EOFException",
+    "ZipException",
+    "Corrupt GZIP trailer",
+)
+_DEBUG = "rerun with --debug to see Spark's message (it may show data values)"
+
+
+def condition_of(err: BaseException) -> str | None:
+    """Spark's error condition of ``err`` (e.g. ``CAST_INVALID_INPUT``), or the first one in its text."""
+    getter = getattr(err, "getCondition", None)
+    if getter is not None:
+        try:
+            condition = getter()
+        except Exception:  # noqa: BLE001 - a PySpark error without a condition
+            condition = None
+        if condition:
+            return str(condition)
+    found = _CONDITION.search(str(err))
+    return found.group(1) if found else None
+
+
+def _file(text: str) -> str | None:
+    found = _READ_FILE.search(text)
+    if not found:
+        return None
+    path = found.group(1)
+    if path.startswith("file:"):
+        path = unquote(re.sub(r"^file:(//)?", "", path))
+    return path
+
+
+def _fragment(err: BaseException) -> str | None:
+    """The expression Spark points at: a fragment of the user's SQL or the name of a DataFrame function."""
+    getter = getattr(err, "getQueryContext", None)
+    if getter is None:
+        return None
+    try:
+        contexts = getter()
+        return str(contexts[0].fragment()) if contexts else None
+    except Exception:  # noqa: BLE001 - no query context
+        return None
+
+
+def _where(fragment: str | None, expressions: Mapping[str, str | None]) -> str:
+    """`` in `fragment` (--option)`` when the fragment is in one of the user's expressions (their own text, not
+    data) or is a bare function name; else an empty string."""
+    if not fragment:
+        return ""
+    for option, text in expressions.items():
+        if text and fragment in text:
+            return f" in `{fragment}` ({option})"
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", fragment):
+        return f" in {fragment}()"
+    return ""
+
+
+def explain(err: BaseException, expressions: Mapping[str, str | None] | None = None) -> str | None:
+    """One line saying what went wrong, in words that contain no data value; None when ``err`` is not known.
+
+    Args:
+        err: an exception raised by Spark (classic or Spark Connect).
+        expressions: option name -> the Spark SQL text the user gave with it (``--row-filter`` -> ``"age >
+            18"``); an expression Spark points at is named with its option.
+
+    Returns:
+        The line (without the ``spark-dpsynth: error:`` prefix), or None.
+    """
+    text = str(err)
+    condition = condition_of(err)
+    file = _file(text)
+    the_file = file or "a file of the input"
+    if "CANNOT_READ_FILE_FOOTER" in text or "is not a Parquet file" in text:
+        return f"{the_file} is not a Parquet file; give --format csv (or the input's format)"
+    if "MALFORMED_CSV_RECORD" in text or "MALFORMED_RECORD_IN_PARSING" in text:
+        return (
+            f"{the_file}: a record has a different number of fields than the header (a ragged row, or a quote "
+            "that is not closed); fix the file, or pass --ragged-rows pad to pad short records with empty values "
+            "and drop extra fields"
+        )
+    if "TextParsingException" in text and "ArrayIndexOutOfBoundsException" in text:
+        return (
+            f"{the_file}: a record has more fields than Spark's CSV reader allows (maxColumns, 20480); check the "
+            "delimiter (--delimiter) and the quoting"
+        )
+    if "CSV header does not conform to the schema" in text or "CSV_HEADER" in text:
+        return (
+            f"the header of {the_file} differs from the first file's; every CSV file of an input must have the "
+            "same header"
+        )
+    if any(marker in text for marker in _CORRUPT_CODEC) and (file is None or file.lower().endswith(".gz")):
+        return f"{the_file} cannot be decompressed: it is not valid gzip (truncated or corrupt)"
+    where = _where(_fragment(err), expressions or {})
+    if condition == "CAST_INVALID_INPUT":
+        types = _CAST_TYPES.search(text)
+        what = f"from {types.group(1)} to {types.group(2)}" if types else "to the type asked for"
+        return f"a value of the data cannot be cast {what}{where}; use try_cast(...) to read such values as empty"
+    if where and condition:
+        return f"Spark stopped with [{condition}]{where}; {_DEBUG}"
+    if file is not None:
+        cause = f" ([{condition}])" if condition else ""
+        return f"cannot read {file}{cause}; {_DEBUG}"
+    return None
