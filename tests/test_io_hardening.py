@@ -176,10 +176,14 @@ _SPARK_TEXTS = {
 }
 
 
+_JavaError = type("Py4JJavaError", (Exception,), {"__module__": "py4j.protocol"})
+"""A stand-in for py4j's error: the text of a JVM exception."""
+
+
 @pytest.mark.parametrize("case", sorted(_SPARK_TEXTS))
 def test_spark_errors_in_our_words(case: str) -> None:
     text, expected = _SPARK_TEXTS[case]
-    line = explain(RuntimeError(text))
+    line = explain(_JavaError(text))
     assert line is not None and line.startswith(expected), line
     assert "MARKER" not in line and "90, 81" not in line
 
@@ -210,6 +214,11 @@ def test_cast_errors_name_the_option_and_types_not_the_value() -> None:
     )
     assert condition_of(err) == "CAST_INVALID_INPUT"
     assert explain(RuntimeError("something else")) is None
+    # a bracketed word in an exception that is not Spark's is not taken for a condition (it could be a value)
+    assert condition_of(RuntimeError("ValueError: [MARKER]")) is None
+    assert condition_of(_JavaError(": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] x")) == (
+        "FAILED_READ_FILE.NO_HINT"
+    )
 
 
 def test_log_gate_lets_only_our_loggers_through() -> None:

@@ -15,7 +15,9 @@ from urllib.parse import unquote
 
 __all__ = ["condition_of", "explain"]
 
-_CONDITION = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\]")
+_CONDITION = re.compile(r"(?:Exception|Error): \[([A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\]")
+"""A condition right after a Java exception's class name (``SparkException: [FAILED_READ_FILE.NO_HINT]``), where
+Spark puts it; a bracketed word elsewhere in a message could be a value."""
 _READ_FILE = re.compile(r"Encountered error while reading file (\S+?)\.?\s")
 _CAST_TYPES = re.compile(r'of the type "([A-Z][A-Z0-9_(), ]*)" cannot be cast to "([A-Z][A-Z0-9_(), ]*)"')
 _CORRUPT_CODEC = (
@@ -34,7 +36,8 @@ _DEBUG = "rerun with --debug to see Spark's message (it may show data values)"
 
 
 def condition_of(err: BaseException) -> str | None:
-    """Spark's error condition of ``err`` (e.g. ``CAST_INVALID_INPUT``), or the first one in its text."""
+    """Spark's error condition of ``err`` (e.g. ``CAST_INVALID_INPUT``): PySpark's, or for an error from Spark's
+    JVM (py4j) the first one its text gives after an exception class; None for any other exception."""
     getter = getattr(err, "getCondition", None)
     if getter is not None:
         try:
@@ -43,6 +46,8 @@ def condition_of(err: BaseException) -> str | None:
             condition = None
         if condition:
             return str(condition)
+    if not type(err).__module__.startswith(("py4j", "pyspark")):
+        return None
     found = _CONDITION.search(str(err))
     return found.group(1) if found else None
 
@@ -115,7 +120,7 @@ def explain(err: BaseException, expressions: Mapping[str, str | None] | None = N
             f"the header of {the_file} differs from the first file's; every CSV file of an input must have the "
             "same header"
         )
-    if any(marker in text for marker in _CORRUPT_CODEC) and (file is None or file.lower().endswith(".gz")):
+    if file is not None and file.lower().endswith(".gz") and any(marker in text for marker in _CORRUPT_CODEC):
         return f"{the_file} cannot be decompressed: it is not valid gzip (truncated or corrupt)"
     where = _where(_fragment(err), expressions or {})
     if condition == "CAST_INVALID_INPUT":
