@@ -25,6 +25,7 @@ __all__ = [
     "DataConfig",
     "AggregationParams",
     "SynthesisParams",
+    "MIN_DELTA",
     "MAX_MULTI_VALUES",
     "MAX_PARTITIONS",
     "MAX_RECORDS_PER_PARTITION",
@@ -32,6 +33,10 @@ __all__ = [
     "check_synthesis_size",
 ]
 
+MIN_DELTA = 1e-100
+"""Smallest ``AggregationParams.delta``: below it the quantities derived from delta (ln(2/delta), the threshold
+rho_1's tail delta/2, Phi^-1 of it) leave the floating-point range (NaN near 1e-308) or the 40-standard-deviation
+window of the discrete Gaussian tail; no meaningful guarantee needs a smaller delta."""
 MAX_MULTI_VALUES = 100_000
 """Largest ``DataConfig.max_multi_values``: the DP percentile of Delta_1 scores every candidate 0..(single-value
 columns + max_multi_values x multi-value columns) in one array on the driver."""
@@ -248,7 +253,7 @@ class AggregationParams:
     epsilon: float = 4.0
     """Total privacy budget epsilon of the release, > 0 (finite)."""
     delta: float | None = None
-    """delta in (0, 1); None derives it from the protected number of records n' as 1/(n' ln n'), <= 1e-3."""
+    """delta in [1e-100, 1); None derives it from the protected number of records n' as 1/(n' ln n'), <= 1e-3."""
     reporting_length: int = 3
     """R, the longest combination released, 1 <= R <= number of attribute columns."""
     percentile: float = 99.0
@@ -275,7 +280,9 @@ class AggregationParams:
     def __post_init__(self) -> None:
         v.positive("epsilon", self.epsilon)
         if self.delta is not None:
-            v.open_unit("delta", self.delta)
+            delta = v.open_unit("delta", self.delta)
+            if delta < MIN_DELTA:
+                raise InvalidParameterError(f"delta must be in [{MIN_DELTA:g}, 1), got {self.delta!r}")
         v.integer("reporting_length", self.reporting_length, low=1)
         q = v.finite("percentile", self.percentile)
         if not 0 < q <= 100:

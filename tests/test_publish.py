@@ -261,6 +261,52 @@ def test_output_names_must_be_plain(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------------------------- the command line
 
+ADULT = str(ROOT / "data" / "adult.csv.gz")
+
+
+def test_cli_refuses_before_spark_starts(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Parameter bounds, an unwritable destination and a live run's claim: exit 2, one line, nothing written."""
+    from spark_dpsynth.cli.main import main
+
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    out = tmp_path / "out"
+    cases = [
+        (["--output", str(out), "--target-number-of-records", "1000000000000"],
+         "argument --target-number-of-records: target_number_of_records must be <= 10000000000, got 1000000000000"),
+        (["--output", str(out), "--delta", "1e-300"], "argument --delta: delta must be in [1e-100, 1), got 1e-300"),
+        (["--output", str(afile / "out")], f"cannot write the output {afile / 'out'}: {afile} is not a directory"),
+    ]  # fmt: skip
+    for args, message in cases:
+        assert main(["pipeline", "--input", ADULT, *args]) == 2
+        assert capsys.readouterr().err.strip() == f"spark-dpsynth: error: {message}"
+    with OutputStage(None, str(out), names=("release",)):
+        assert main(["pipeline", "--input", ADULT, "--output", str(out), "--overwrite"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("spark-dpsynth: error: another run (pid ") and "\n" not in err
+        assert err.endswith(f"is writing {out / 'release'}; wait for it to finish or choose another --output")
+    assert os.listdir(out) == []
+
+
+def test_cli_refuses_a_tiny_epsilon_without_target_before_reading_data(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_dpsynth.cli import main as cli
+
+    def no_reading(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        pytest.fail("the data must not be read")
+
+    monkeypatch.setattr(cli, "read_table", no_reading)
+    out = tmp_path / "out"
+    assert cli.main(["pipeline", "--input", ADULT, "--output", str(out), "--epsilon", "1e-9", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        "spark-dpsynth: error: at epsilon 1e-09 the protected number of records has discrete Laplace noise of "
+        "scale 2e+11 (epsilon_N = 5e-12), and without --target-number-of-records the synthesizer emits about"
+    ), err
+    assert err.endswith("give --target-number-of-records or a larger epsilon")
+    assert os.listdir(out) == []
+
 
 @pytest.mark.slow
 def test_two_concurrent_pipeline_runs_have_one_winner(tmp_path: Path) -> None:

@@ -325,7 +325,7 @@ def _check_synthesis_plan(spark, config: JobConfig) -> None:  # noqa: ANN001
     """The records a pipeline will synthesize, from public values only, against the per-partition bound
     (before any data is read): the target, or for the marginals mechanism without a target the protected number
     of records, whose discrete Laplace noise of scale 1/epsilon_N alone can exceed what the session holds."""
-    from spark_dpsynth.params import check_synthesis_size
+    from spark_dpsynth.params import MAX_RECORDS_PER_PARTITION, MAX_SYNTHETIC_RECORDS, check_synthesis_size
 
     parts = _synthesis_partitions(spark, config)
     syn = config.synthesize
@@ -335,16 +335,17 @@ def _check_synthesis_plan(spark, config: JobConfig) -> None:  # noqa: ANN001
     if config.mechanism_name() != "marginals":
         return  # checked on the release, before synthesis (_check_release_size)
     agg = config.aggregate
-    scale = 1.0 / (agg.epsilon * agg.number_of_records_epsilon_proportion)
+    epsilon_n = agg.epsilon * agg.number_of_records_epsilon_proportion
+    scale = 1.0 / epsilon_n
     # With probability 1/50 the noise alone exceeds scale ln(25): about that many records, whatever the data.
-    likely = scale * math.log(25.0) * (syn.aggregate_counts_scale_factor or 1.0)
-    try:
-        check_synthesis_size(math.ceil(likely), parts, what="synthesizing about")
-    except InvalidParameterError as err:
+    likely = math.ceil(scale * math.log(25.0) * (syn.aggregate_counts_scale_factor or 1.0))
+    if likely > min(MAX_SYNTHETIC_RECORDS, parts * MAX_RECORDS_PER_PARTITION):
         raise InvalidParameterError(
             f"at epsilon {agg.epsilon:g} the protected number of records has discrete Laplace noise of scale "
-            f"{scale:.3g}, and the synthesizer emits that many records: {err}; or give a larger epsilon"
-        ) from None
+            f"{scale:.3g} (epsilon_N = {epsilon_n:.3g}), and without --target-number-of-records the synthesizer "
+            f"emits about that many records, up to {likely:.3g}: more than {parts} partitions hold (at most "
+            f"{MAX_RECORDS_PER_PARTITION} records each); give --target-number-of-records or a larger epsilon"
+        )
 
 
 def _check_release_size(spark, config: JobConfig, release) -> None:  # noqa: ANN001
