@@ -348,6 +348,27 @@ def _check_synthesis_plan(spark, config: JobConfig) -> None:  # noqa: ANN001
         )
 
 
+def _warn_hopeless_budget(config: JobConfig) -> None:
+    """Warn (before any data is read) when even the smallest possible threshold rho_1 (Delta_1 = 1, the largest
+    delta) keeps every value out of a marginals release unless it is held by more records than a table holds."""
+    if config.mechanism_name() != "marginals":
+        return
+    from spark_dpsynth.params import MAX_SYNTHETIC_RECORDS
+    from spark_dpsynth.privacy.accounting import MAX_DERIVED_DELTA, rho_1_threshold_discrete, split_budget
+
+    agg = config.aggregate
+    delta = agg.delta if agg.delta is not None else MAX_DERIVED_DELTA
+    split = split_budget(agg, delta)
+    rho_1 = rho_1_threshold_discrete(split.sigmas[0], 1, delta)
+    if rho_1 > MAX_SYNTHETIC_RECORDS:
+        log.warning(
+            "at epsilon %g a value is released only when more than %.3g records hold it (rho_1 at Delta_1 = 1): "
+            "the release will most likely be empty",
+            agg.epsilon,
+            rho_1,
+        )
+
+
 def _check_release_size(spark, config: JobConfig, release) -> None:  # noqa: ANN001
     """The records to synthesize from a release (public: its protected number of records) against the bound."""
     from spark_dpsynth.params import check_synthesis_size
@@ -607,6 +628,8 @@ def main(argv: list[str] | None = None) -> int:
         if command != "synthesize":
             _check_input(config)
             _check_mechanism(config)
+        if command in ("pipeline", "aggregate"):
+            _warn_hopeless_budget(config)
         release_dir = os.path.join(out_dir, "release")
         if command == "synthesize" and config.release:
             release_dir = config.release
