@@ -261,16 +261,27 @@ def check_writable(out_dir: str, names: Iterable[str] = ()) -> None:
     if not os.path.isdir(probe):
         raise InvalidParameterError(f"cannot write the output {out_dir}: {probe} is not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise InvalidParameterError(f"cannot write the output {probe}: permission denied")
+        raise InvalidParameterError(f"cannot write the output {probe}: {_why_not_writable(probe)}")
     for name in names:
         final = os.path.join(base, name)
         if not os.path.isdir(final) or os.path.islink(final):
             continue
+        if os.path.ismount(final):
+            raise InvalidParameterError(f"cannot replace the output {final}: it is a mount point")
         for root, _dirs, _files in os.walk(final):
             if not os.access(root, os.W_OK | os.X_OK):
                 raise InvalidParameterError(
-                    f"cannot replace the output {final}: {root} is not writable (permission denied)"
+                    f"cannot replace the output {final}: {root} is not writable ({_why_not_writable(root)})"
                 )
+
+
+def _why_not_writable(path: str) -> str:
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except OSError:
+        pass
+    return "permission denied"
 
 
 # --------------------------------------------------------------------------------------------- stagings
