@@ -390,12 +390,15 @@ def _install_interrupts(spark=None) -> None:  # noqa: ANN001
     its running Spark jobs are cancelled first (so that no task still writes into the staging directory)."""
     if threading.current_thread() is not threading.main_thread():
         return
+    from spark_dpsynth.data.session import is_connect
+
+    connect = spark is not None and is_connect(spark)
 
     def cancel() -> None:
         if spark is None:
             return
         try:
-            if hasattr(spark, "interruptAll") and not hasattr(spark, "sparkContext"):
+            if connect:
                 spark.interruptAll()
             else:
                 spark.sparkContext.cancelAllJobs()
