@@ -54,7 +54,7 @@ _EXPORTS = {
     "train_synthetic_test_real": "evaluation.tstr",
     "true_aggregates": "evaluation.metrics",
     "write_metrics": "evaluation.metrics",
-    "OutputStage": "data.io",
+    "OutputStage": "data.publish",
     "read_input": "data.io",
     "dp_aggregate": "mechanisms.marginals",
     "AccuracyMode": "params",
@@ -76,8 +76,9 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from spark_dpsynth.data.io import OutputStage, read_input
+    from spark_dpsynth.data.io import read_input
     from spark_dpsynth.data.prepare import join_multi_value, prepare
+    from spark_dpsynth.data.publish import OutputStage
     from spark_dpsynth.errors import (
         BudgetError,
         ConfigError,

@@ -25,7 +25,30 @@ __all__ = [
     "DataConfig",
     "AggregationParams",
     "SynthesisParams",
+    "MIN_DELTA",
+    "MAX_MULTI_VALUES",
+    "MAX_PARTITIONS",
+    "MAX_RECORDS_PER_PARTITION",
+    "MAX_SYNTHETIC_RECORDS",
+    "check_synthesis_size",
 ]
+
+MIN_DELTA = 1e-100
+"""Smallest ``AggregationParams.delta``: below it the quantities derived from delta (ln(2/delta), the threshold
+rho_1's tail delta/2, Phi^-1 of it) leave the floating-point range (NaN near 1e-308) or the 40-standard-deviation
+window of the discrete Gaussian tail; no meaningful guarantee needs a smaller delta."""
+MAX_MULTI_VALUES = 100_000
+"""Largest ``DataConfig.max_multi_values``: the DP percentile of Delta_1 scores every candidate 0..(single-value
+columns + max_multi_values x multi-value columns) in one array on the driver."""
+MAX_PARTITIONS = 10_000
+"""Largest ``SynthesisParams.partitions``: the driver plans every partition and splits the records (of each
+cell, for some synthesizers) over them in (cells, partitions) arrays."""
+MAX_RECORDS_PER_PARTITION = 2_000_000
+"""Most synthetic records one partition (one task) draws: it holds them as an (n, d) array of value codes, then
+as Arrow strings, and the ``model`` synthesizer rakes a pool ``pool_size_factor`` times as large in chunks."""
+MAX_SYNTHETIC_RECORDS = 10**10
+"""Largest ``SynthesisParams.target_number_of_records``: more records than this is a job for several runs, each
+writing its share (and every run holds at most :data:`MAX_RECORDS_PER_PARTITION` per partition)."""
 
 
 class AccuracyMode(enum.StrEnum):
@@ -151,7 +174,7 @@ class DataConfig:
     multi_value: Mapping[str, str] = field(default_factory=dict)
     """Multi-value columns: column name -> the delimiter (non-empty) between its values in a cell."""
     max_multi_values: int = 64
-    """Public bound, >= 1, on the values one record holds in one multi-value column: with multi-value columns
+    """Public bound, 1..100000, on the values one record holds in one multi-value column: with multi-value columns
     the DP percentile for Delta_1 searches 0..(single-value columns + this x multi-value columns), a range that
     must not depend on the data. A record with more values is still counted (sampled down to Delta_1)."""
     record_limit: int | None = None
@@ -194,7 +217,7 @@ class DataConfig:
                     raise InvalidParameterError(
                         f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from {what}"
                     )
-        v.integer("max_multi_values", self.max_multi_values, low=1)
+        v.integer("max_multi_values", self.max_multi_values, low=1, high=MAX_MULTI_VALUES)
         if self.record_limit is not None:
             v.integer("record_limit", self.record_limit, low=1)
         if self.columns is not None:
@@ -230,7 +253,7 @@ class AggregationParams:
     epsilon: float = 4.0
     """Total privacy budget epsilon of the release, > 0 (finite)."""
     delta: float | None = None
-    """delta in (0, 1); None derives it from the protected number of records n' as 1/(n' ln n'), <= 1e-3."""
+    """delta in [1e-100, 1); None derives it from the protected number of records n' as 1/(n' ln n'), <= 1e-3."""
     reporting_length: int = 3
     """R, the longest combination released, 1 <= R <= number of attribute columns."""
     percentile: float = 99.0
@@ -257,7 +280,9 @@ class AggregationParams:
     def __post_init__(self) -> None:
         v.positive("epsilon", self.epsilon)
         if self.delta is not None:
-            v.open_unit("delta", self.delta)
+            delta = v.open_unit("delta", self.delta)
+            if delta < MIN_DELTA:
+                raise InvalidParameterError(f"delta must be in [{MIN_DELTA:g}, 1), got {self.delta!r}")
         v.integer("reporting_length", self.reporting_length, low=1)
         q = v.finite("percentile", self.percentile)
         if not 0 < q <= 100:
@@ -359,8 +384,8 @@ class SynthesisParams:
     (``[run] synthesizer``) are the general choice, and this field is read only with the default
     ``aggregate_seeded``."""
     target_number_of_records: int | None = None
-    """Records to emit, >= 1; None emits the protected number of records ("model") or what the attribute
-    budgets allow ("sds")."""
+    """Records to emit, 1..10^10, at most 2000000 per partition; None emits the protected number of records
+    ("model") or what the attribute budgets allow ("sds")."""
     aggregate_counts_scale_factor: float | None = None
     """Factor > 0: "sds" multiplies the released counts (budgets and weights) by it before sampling; "model"
     emits that many times the protected number of records (when no target is given)."""
@@ -374,7 +399,7 @@ class SynthesisParams:
     """"model" only: the smallest raking pool of a partition, in records, >= 1 (small partitions rake a pool
     this large so that their output does not depend on their size)."""
     partitions: int | None = None
-    """Number of partitions that synthesize in parallel; None uses the session's default parallelism."""
+    """Number of partitions that synthesize in parallel, 1..10000; None uses the session's default parallelism."""
     seed: int | None = None
     """Seed of the utility randomness of synthesis; None draws one at random (recorded nowhere)."""
 
@@ -382,7 +407,9 @@ class SynthesisParams:
         if self.mode not in SYNTHESIS_MODES:
             raise InvalidParameterError(f"mode must be one of {list(SYNTHESIS_MODES)}, got {self.mode!r}")
         if self.target_number_of_records is not None:
-            v.integer("target_number_of_records", self.target_number_of_records, low=1)
+            v.integer(
+                "target_number_of_records", self.target_number_of_records, low=1, high=MAX_SYNTHETIC_RECORDS
+            )
         if self.aggregate_counts_scale_factor is not None:
             v.positive("aggregate_counts_scale_factor", self.aggregate_counts_scale_factor)
         w = v.finite("weight_selection_percentile", self.weight_selection_percentile)
@@ -393,9 +420,32 @@ class SynthesisParams:
         v.integer("pool_size_factor", self.pool_size_factor, low=1)
         v.integer("min_pool_size", self.min_pool_size, low=1)
         if self.partitions is not None:
-            v.integer("partitions", self.partitions, low=1)
+            v.integer("partitions", self.partitions, low=1, high=MAX_PARTITIONS)
         if self.seed is not None:
             v.integer("seed", self.seed, low=0)
+
+
+def check_synthesis_size(records: int, partitions: int, *, what: str = "synthesizing") -> None:
+    """Raise unless ``records`` synthetic records over ``partitions`` partitions fit the per-task bound
+    :data:`MAX_RECORDS_PER_PARTITION` (public numbers only: called before any data is read, or on a release).
+
+    Raises:
+        InvalidParameterError: naming the records, the partitions and the smallest number of partitions that
+            would do.
+    """
+    parts = max(int(partitions), 1)
+    if records > MAX_SYNTHETIC_RECORDS:
+        raise InvalidParameterError(
+            f"{what} {records:.4g} records is more than one run writes (at most {MAX_SYNTHETIC_RECORDS}); "
+            "set --target-number-of-records lower"
+        )
+    if records > parts * MAX_RECORDS_PER_PARTITION:
+        need = -(-int(records) // MAX_RECORDS_PER_PARTITION)
+        raise InvalidParameterError(
+            f"{what} {records:.4g} records over {parts} partitions is more than a task holds (at most "
+            f"{MAX_RECORDS_PER_PARTITION} records per partition); set --partitions to at least {need} or "
+            "lower --target-number-of-records"
+        )
 
 
 def _enum(cls: type[enum.Enum], name: str, value: object) -> enum.Enum:

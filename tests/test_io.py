@@ -14,9 +14,6 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from spark_dpsynth.data.io import (
-    OutputStage,
-    atomic_path,
-    check_outputs_free,
     check_table_name,
     guess_format,
     read_input,
@@ -25,6 +22,7 @@ from spark_dpsynth.data.io import (
     write_frame,
     write_single_csv,
 )
+from spark_dpsynth.data.publish import OutputStage, atomic_path, check_outputs_free
 from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, SparkSetupError
 from tests.conftest import ROOT
 
@@ -320,7 +318,8 @@ _DELTA_SCRIPT = textwrap.dedent(
     import sys
     from spark_dpsynth.data.session import get_session
     from spark_dpsynth.errors import SparkSetupError
-    from spark_dpsynth.data.io import OutputStage, read_input, read_output, write_frame
+    from spark_dpsynth.data.io import read_input, read_output, write_frame
+    from spark_dpsynth.data.publish import OutputStage
     try:
         spark = get_session(master="local[1]", delta=True)
     except SparkSetupError as err:

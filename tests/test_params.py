@@ -121,3 +121,37 @@ def test_adult_config_loads() -> None:
     assert config.data.columns is not None and len(config.data.columns) == 15
     assert set(config.data.bins) == {"age", "fnlwgt", "capital_gain", "capital_loss", "hours_per_week"}
     assert config.aggregate.delta == 1e-6
+
+
+# --------------------------------------------------------------------------------------------- resource bounds
+
+
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (
+            lambda: SynthesisParams(target_number_of_records=10**12),
+            r"target_number_of_records must be <= 10000000000",
+        ),
+        (lambda: SynthesisParams(partitions=10**6), r"partitions must be <= 10000, got 1000000"),
+        (lambda: DataConfig(max_multi_values=10**9), r"max_multi_values must be <= 100000"),
+        (lambda: AggregationParams(delta=1e-300), r"delta must be in \[1e-100, 1\), got 1e-300"),
+    ],
+)
+def test_parameters_that_would_exhaust_the_machine_are_refused(build, match: str) -> None:  # noqa: ANN001
+    with pytest.raises(InvalidParameterError, match=match):
+        build()
+
+
+def test_synthesis_size_is_bounded_per_partition() -> None:
+    from spark_dpsynth.params import MAX_RECORDS_PER_PARTITION, check_synthesis_size
+
+    check_synthesis_size(2 * MAX_RECORDS_PER_PARTITION, 2)
+    with pytest.raises(
+        InvalidParameterError,
+        match=r"synthesizing 4\.2e\+06 records over 2 partitions is more than a task holds \(at most 2000000 "
+        r"records per partition\); set --partitions to at least 3 or lower --target-number-of-records",
+    ):
+        check_synthesis_size(4_200_000, 2)
+    with pytest.raises(InvalidParameterError, match=r"more than one run writes"):
+        check_synthesis_size(10**11, 10_000)

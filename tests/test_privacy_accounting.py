@@ -104,3 +104,62 @@ def test_discrete_gaussian_tail_matches_sampler_scale() -> None:
         0.5 + 0.5 * (1 - discrete_gaussian_tail(3.0, 1) * 2), rel=1e-12
     )
     assert discrete_gaussian_tail(3.0, 100) < 1e-200
+
+
+# --------------------------------------------------------------------------------------------- tiny epsilon
+
+
+def _summed_tail(scale: float, m: int) -> float:
+    """The exact tail as first written: a sum over +-40 standard deviations (an array of 80 scale floats)."""
+    import numpy as np
+
+    half = int(math.ceil(40.0 * scale)) + 2
+    z = np.arange(-half, half + 1, dtype=np.float64)
+    weights = np.exp(-(z * z) / (2.0 * scale * scale))
+    return float(weights[z >= m].sum() / weights.sum())
+
+
+@pytest.mark.parametrize("scale", [0.3, 1.0, 7.5, 40.0, 333.3, 2500.0, 10_000.0])
+def test_discrete_gaussian_tail_is_the_exact_sum_at_normal_scales(scale: float) -> None:
+    for m in (0, 1, 2, int(scale), int(3 * scale) + 1, int(8 * scale) + 1):
+        assert discrete_gaussian_tail(scale, m) == _summed_tail(scale, m)
+
+
+@pytest.mark.parametrize("scale", [10_001.0, 25_000.0])
+def test_discrete_gaussian_tail_beyond_the_exact_range_is_a_tight_upper_bound(scale: float) -> None:
+    for x in (0.5, 1.0, 3.0, 5.0, 8.0):
+        m = int(x * scale)
+        exact = _summed_tail(scale, m)
+        bound = discrete_gaussian_tail(scale, m)
+        assert exact <= bound <= exact * (1 + 2 * (x + 1) / scale)
+
+
+def test_rho_1_from_the_bound_is_the_exact_threshold_or_one_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thresholds from the closed-form bound (forced at scales where the sum is still affordable) are never
+    below the exact ones and at most one count above."""
+    from spark_dpsynth.privacy import accounting
+
+    cases = [(2_000.0, 1, 1e-6), (3_500.0, 4, 1e-9), (5_000.0, 16, 1e-5), (8_000.0, 2, 1e-12)]
+    exact = [rho_1_threshold_discrete(s, d, delta) for s, d, delta in cases]
+    monkeypatch.setattr(accounting, "EXACT_TAIL_MAX_SCALE", 0.0)
+    bounded = [rho_1_threshold_discrete(s, d, delta) for s, d, delta in cases]
+    assert all(0 <= b - e <= 1 for b, e in zip(bounded, exact, strict=True)), (exact, bounded)
+
+
+def test_tiny_epsilon_thresholds_take_constant_memory() -> None:
+    import tracemalloc
+
+    from spark_dpsynth.params import AggregationParams
+    from spark_dpsynth.privacy.accounting import split_budget, thresholds_for
+
+    tracemalloc.start()
+    try:
+        for epsilon in (1e-9, 1e-6):
+            params = AggregationParams(epsilon=epsilon, delta=1e-6)
+            split = split_budget(params, 1e-6)
+            rho_1 = thresholds_for(params, split, 1, 16)
+            assert rho_1 > 4 * split.sigmas[0] * 4  # about 5 standard deviations of the 1-tuple noise
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000, f"{peak} bytes"

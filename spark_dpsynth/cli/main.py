@@ -10,8 +10,13 @@ Outputs under ``--output DIR``::
 
 Every option is also a configuration key (``--reporting-length`` is ``[aggregate] reporting_length``, see
 :func:`spark_dpsynth.cli.config.schema`); options given on the command line override the config file. The outputs of
-a run are staged and published together (:class:`spark_dpsynth.data.io.OutputStage`): a failed run changes no output,
-and an existing output is replaced only with ``--overwrite``.
+a run are staged and published all together or not at all (:class:`spark_dpsynth.data.publish.OutputStage`): a
+failed or interrupted run changes no output, an existing output is replaced only with ``--overwrite`` (which also
+removes the outputs of the command's scope that the run does not write, e.g. an earlier ``synthetic.csv`` with
+``--no-single-csv``), and of two runs writing the same outputs at once the second stops before reading any data.
+Write access to every destination and the resource bounds of the parameters (synthetic records per partition)
+are checked before any data is read. Ctrl-C (SIGINT) and SIGTERM print one line, remove the run's staging and
+exit with 130 and 143.
 
 Every parameter is validated before Spark starts or any data is read; a user error prints one line
 (``spark-dpsynth: error: ...``) and exits with status 2. A Spark failure caused by the input (a file in another
@@ -29,16 +34,17 @@ import argparse
 import dataclasses
 import json
 import logging
+import math
 import os
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
 from spark_dpsynth import registry
 from spark_dpsynth.cli.config import ConfigKey, JobConfig, load_document, merge, parse_config, schema
 from spark_dpsynth.data.io import (
-    OutputStage,
-    check_outputs_free,
     is_delta_path,
     is_local,
     local_path,
@@ -48,6 +54,7 @@ from spark_dpsynth.data.io import (
     write_frame,
     write_single_csv,
 )
+from spark_dpsynth.data.publish import OutputStage
 from spark_dpsynth.errors import (
     ConfigError,
     DPSynthError,
@@ -312,6 +319,134 @@ def _outputs(command: str, config: JobConfig) -> list[str]:
     return names
 
 
+_SCOPES = {
+    "pipeline": ("release", "synthetic", "synthetic.csv", "evaluation"),
+    "aggregate": ("release", "synthetic", "synthetic.csv", "evaluation"),
+    "synthesize": ("synthetic", "synthetic.csv", "evaluation"),
+    "evaluate": ("evaluation",),
+}
+"""The entries of DIR a command makes obsolete: its own outputs and those computed from them downstream."""
+
+
+def _stale_outputs(command: str, config: JobConfig) -> list[str]:
+    """The entries of DIR in the command's scope that it does not write: removed by an ``--overwrite`` run
+    (an earlier run's ``synthetic.csv`` must not sit beside a new release written with ``--no-single-csv``)."""
+    written = _outputs(command, config)
+    return [n for n in _SCOPES[command] if n not in written]
+
+
+def _synthesis_partitions(spark, config: JobConfig) -> int:  # noqa: ANN001
+    from spark_dpsynth.data.session import default_parallelism
+
+    return config.synthesize.partitions or default_parallelism(spark)
+
+
+def _check_synthesis_plan(spark, config: JobConfig) -> None:  # noqa: ANN001
+    """The records a pipeline will synthesize, from public values only, against the per-partition bound
+    (before any data is read): the target, or for the marginals mechanism without a target the protected number
+    of records, whose discrete Laplace noise of scale 1/epsilon_N alone can exceed what the session holds."""
+    from spark_dpsynth.params import MAX_RECORDS_PER_PARTITION, MAX_SYNTHETIC_RECORDS, check_synthesis_size
+
+    parts = _synthesis_partitions(spark, config)
+    syn = config.synthesize
+    if syn.target_number_of_records is not None:
+        check_synthesis_size(syn.target_number_of_records, parts)
+        return
+    if config.mechanism_name() != "marginals":
+        return  # checked on the release, before synthesis (_check_release_size)
+    agg = config.aggregate
+    epsilon_n = agg.epsilon * agg.number_of_records_epsilon_proportion
+    scale = 1.0 / epsilon_n
+    # With probability 1/50 the noise alone exceeds scale ln(25): about that many records, whatever the data.
+    likely = math.ceil(scale * math.log(25.0) * (syn.aggregate_counts_scale_factor or 1.0))
+    if likely > min(MAX_SYNTHETIC_RECORDS, parts * MAX_RECORDS_PER_PARTITION):
+        raise InvalidParameterError(
+            f"at epsilon {agg.epsilon:g} the protected number of records has discrete Laplace noise of scale "
+            f"{scale:.3g} (epsilon_N = {epsilon_n:.3g}), and without --target-number-of-records the synthesizer "
+            f"emits about that many records, up to {likely:.3g}: more than {parts} partitions hold (at most "
+            f"{MAX_RECORDS_PER_PARTITION} records each); give --target-number-of-records or a larger epsilon"
+        )
+
+
+def _warn_hopeless_budget(config: JobConfig) -> None:
+    """Warn (before any data is read) when even the smallest possible threshold rho_1 (Delta_1 = 1, the largest
+    delta) keeps every value out of a marginals release unless it is held by more records than a table holds."""
+    if config.mechanism_name() != "marginals":
+        return
+    from spark_dpsynth.params import MAX_SYNTHETIC_RECORDS
+    from spark_dpsynth.privacy.accounting import MAX_DERIVED_DELTA, rho_1_threshold_discrete, split_budget
+
+    agg = config.aggregate
+    delta = agg.delta if agg.delta is not None else MAX_DERIVED_DELTA
+    split = split_budget(agg, delta)
+    rho_1 = rho_1_threshold_discrete(split.sigmas[0], 1, delta)
+    if rho_1 > MAX_SYNTHETIC_RECORDS:
+        log.warning(
+            "at epsilon %g a value is released only when more than %.3g records hold it (rho_1 at Delta_1 = 1): "
+            "the release will most likely be empty",
+            agg.epsilon,
+            rho_1,
+        )
+
+
+def _check_release_size(spark, config: JobConfig, release) -> None:  # noqa: ANN001
+    """The records to synthesize from a release (public: its protected number of records) against the bound."""
+    from spark_dpsynth.params import check_synthesis_size
+
+    syn = config.synthesize
+    records = syn.target_number_of_records
+    if records is None:
+        n = release.manifest.get("protected_number_of_records") or 0
+        records = math.ceil(int(n) * (syn.aggregate_counts_scale_factor or 1.0))
+    check_synthesis_size(records, _synthesis_partitions(spark, config))
+
+
+class _Terminated(BaseException):
+    """Raised in the main thread by the SIGTERM handler (a BaseException, like KeyboardInterrupt)."""
+
+
+def _install_interrupts(spark=None) -> None:  # noqa: ANN001
+    """SIGINT raises KeyboardInterrupt and SIGTERM :class:`_Terminated` in the main thread; with a session,
+    its running Spark jobs are cancelled first (so that no task still writes into the staging directory)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    from spark_dpsynth.data.session import is_connect
+
+    connect = spark is not None and is_connect(spark)
+
+    def cancel() -> None:
+        if spark is None:
+            return
+        try:
+            if connect:
+                spark.interruptAll()
+            else:
+                spark.sparkContext.cancelAllJobs()
+        except Exception:  # noqa: BLE001 - best effort: the process exits next
+            pass
+
+    def on_sigint(signum, frame) -> None:  # noqa: ANN001
+        cancel()
+        raise KeyboardInterrupt
+
+    def on_sigterm(signum, frame) -> None:  # noqa: ANN001
+        cancel()
+        raise _Terminated
+
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def _interrupted(name: str, status: int, published: bool) -> int:
+    """One line for an interrupt; further interrupts are ignored while the process ends."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    done = "the outputs were already published" if published else "no output was changed"
+    print(f"spark-dpsynth: interrupted by {name}; {done}", file=sys.stderr)
+    return status
+
+
 def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
     from spark_dpsynth.data.session import get_session
 
@@ -366,6 +501,7 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
 def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, release_dir: str):  # noqa: ANN001, ANN202
     """Synthesize, write the synthetic data (staged) and return it as read back from where it was written."""
     spec = registry.resolve_synthesizer(release.manifest, config.requested_synthesizer())
+    _check_release_size(spark, config, release)
     synthetic = spec.load_sample()(release, config.synthesize, spark, release_dir=local_path(release_dir))
     if config.join_multi_value and release.manifest.get("multi_value_columns"):
         from spark_dpsynth.data.prepare import join_multi_value
@@ -441,7 +577,7 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
     return metrics, path
 
 
-def _summary(release, metrics: dict | None, out_dir: str) -> str:  # noqa: ANN001
+def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | None = None) -> str:  # noqa: ANN001
     m = release.manifest
     lines = [
         "",
@@ -489,19 +625,27 @@ def _summary(release, metrics: dict | None, out_dir: str) -> str:  # noqa: ANN00
             lines.append(f"  TSTR ({tstr['label']})".ljust(25) + f"skipped: {tstr['skipped']}")
         report = os.path.join(os.path.abspath(out_dir), "evaluation", "report.html")
         lines.append(f"  report (NOT private)   {report}")
-    lines.append(
-        f"  outputs                {os.path.abspath(out_dir)}/{{release,synthetic,synthetic.csv,evaluation}}"
+    entries = (
+        stage.published if stage is not None else ["release", "synthetic", "synthetic.csv", "evaluation"]
     )
+    shown = [f"{os.path.abspath(out_dir)}/{{{','.join(entries)}}}"] if entries else []
+    tables = [f"table {t}" for t in stage.published_tables] if stage is not None else []
+    lines.append("  outputs                " + ", ".join([*shown, *tables]))
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 user error, 1 unexpected failure)."""
+    """Run the command line; returns the exit status (0 ok, 2 user error, 1 unexpected failure, 130 after
+    SIGINT, 143 after SIGTERM)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False))
     config = None
+    in_main = threading.current_thread() is threading.main_thread()
+    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) if in_main else None
+    stage: OutputStage | None = None
     try:
+        _install_interrupts()
         config = load_job_config(args)
         debug = config.debug
         from spark_dpsynth.data.session import configure_logging
@@ -514,6 +658,8 @@ def main(argv: list[str] | None = None) -> int:
         if command != "synthesize":
             _check_input(config)
             _check_mechanism(config)
+        if command in ("pipeline", "aggregate"):
+            _warn_hopeless_budget(config)
         release_dir = os.path.join(out_dir, "release")
         if command == "synthesize" and config.release:
             release_dir = config.release
@@ -525,19 +671,31 @@ def main(argv: list[str] | None = None) -> int:
         syn_dir = os.path.join(out_dir, "synthetic")
         if command == "evaluate" and not config.output_table and not os.path.isdir(local_path(syn_dir)):
             raise ReleaseError(f"no synthetic data at {syn_dir}; run `spark-dpsynth synthesize` first")
-        check_outputs_free(out_dir, _outputs(command, config), overwrite=config.overwrite)
         if config.aggregate.seed is not None or config.synthesize.seed is not None:
             print(
                 "spark-dpsynth: WARNING: --seed set: test mode, the output is reproducible and NOT private",
                 file=sys.stderr,
             )
         started = time.perf_counter()
-        spark = _session(config, delta=_needs_delta(config, command))
-        table = config.output_table if command in ("pipeline", "synthesize") else None
-        if table and not config.overwrite and table_exists(spark, table):
-            raise OutputExistsError(f"output table exists: {table}; pass --overwrite to replace it")
         release = metrics = synthetic = None
-        with OutputStage(spark, out_dir, overwrite=config.overwrite) as stage:
+        # The stage claims the outputs before Spark starts: an existing output (without --overwrite), an output
+        # another live run is writing, or a destination that cannot be written stops the run here.
+        stage = OutputStage(
+            None,
+            out_dir,
+            overwrite=config.overwrite,
+            names=_outputs(command, config),
+            stale=_stale_outputs(command, config),
+        )
+        with stage:
+            spark = _session(config, delta=_needs_delta(config, command))
+            _install_interrupts(spark)
+            stage.use_session(spark)
+            table = config.output_table if command in ("pipeline", "synthesize") else None
+            if table and not config.overwrite and table_exists(spark, table):
+                raise OutputExistsError(f"output table exists: {table}; pass --overwrite to replace it")
+            if command == "pipeline":
+                _check_synthesis_plan(spark, config)
             if command in ("pipeline", "aggregate"):
                 release = _run_aggregate(spark, config, stage)
             else:
@@ -558,9 +716,13 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 stage.path("evaluation")
                 metrics, _ = _run_evaluate(spark, config, stage.staging_dir, release, synthetic=synthetic)
-        print(_summary(release, metrics, out_dir))
+        print(_summary(release, metrics, out_dir, stage))
         print(f"  wall time              {time.perf_counter() - started:.1f} s")
         return 0
+    except KeyboardInterrupt:
+        return _interrupted("SIGINT", 130, bool(stage and (stage.published or stage.published_tables)))
+    except _Terminated:
+        return _interrupted("SIGTERM", 143, bool(stage and (stage.published or stage.published_tables)))
     except DPSynthError as err:
         print(f"spark-dpsynth: error: {err}", file=sys.stderr)
         return 2
@@ -579,6 +741,11 @@ def main(argv: list[str] | None = None) -> int:
             # Schema-level Spark errors (unknown column in a filter, unreadable path) name no data values.
             print(f"spark-dpsynth: error: {first[:300]}", file=sys.stderr)
             return 2
+        if isinstance(err, OSError) and err.filename:
+            # A file-system error names a path of ours and its reason, never a data value.
+            reason = err.strerror or name
+            print(f"spark-dpsynth: error: cannot access {err.filename}: {reason}", file=sys.stderr)
+            return 2
         condition = condition_of(err)
         print(
             f"spark-dpsynth: failed with {name}"
@@ -587,6 +754,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    finally:
+        if handlers is not None:
+            signal.signal(signal.SIGINT, handlers[0])
+            signal.signal(signal.SIGTERM, handlers[1])
 
 
 if __name__ == "__main__":

@@ -18,12 +18,10 @@ exactly. A record with more or fewer fields than the header is an error (``ragge
 empty values and cut (``ragged_rows="pad"``); the error never shows the record. CSV outputs are written the same
 way (:data:`CSV_WRITE_OPTIONS`), so pandas and Spark read them back with their default options.
 
-Outputs are written **atomically**: every output of a run is first written to a staging location next to its
-destination (a hidden directory ``DIR/.spark-dpsynth-staging-*`` for files, a table ``db.t__spark_dpsynth_tmp_*``
-for a catalog table) and renamed into place only after all of them were computed (:class:`OutputStage`). A failed
-run removes its staging location and leaves the previous outputs untouched; a reader never sees a half-written
-output. An existing output is replaced only with ``overwrite=True`` (``--overwrite``); otherwise
-:class:`~spark_dpsynth.errors.OutputExistsError` is raised before anything is computed.
+The outputs of a run are staged and published all together or not at all by
+:class:`spark_dpsynth.data.publish.OutputStage` (claims, locks, rollback and the recovery of dead runs' staging
+directories; docs/design.md section 1.7); :func:`write_frame` and :func:`write_single_csv` write into its staging
+paths.
 
 Directory outputs must be on a file system the driver can rename in: a local disk, a shared mount (NFS), or on
 Databricks a Unity Catalog volume (``/Volumes/...``). Data on object stores goes to a catalog table
@@ -38,12 +36,9 @@ import logging
 import os
 import re
 import shutil
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, SchemaError, SparkSetupError
+from spark_dpsynth.errors import InvalidParameterError, SchemaError, SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -56,9 +51,6 @@ __all__ = [
     "ENCODINGS",
     "FORMATS",
     "RAGGED_ROWS",
-    "OutputStage",
-    "atomic_path",
-    "check_outputs_free",
     "check_column_names",
     "check_table_name",
     "csv_encoding",
@@ -126,8 +118,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 _PART = r"(?:[A-Za-z_][A-Za-z0-9_]*|`[^`]+`)"
 _TABLE_NAME = re.compile(rf"^{_PART}(?:\.{_PART}){{0,2}}$")
-_TMP_TABLE_SUFFIX = "__spark_dpsynth_tmp_"
-_STAGING_PREFIX = ".spark-dpsynth-staging-"
 
 
 # --------------------------------------------------------------------------------------------- paths and formats
@@ -524,211 +514,6 @@ def write_single_csv(df: DataFrame, path: str) -> None:
         shutil.rmtree(parts, ignore_errors=True)
 
 
-def _replace(staged: str, final: str) -> None:
-    """Move ``staged`` to ``final``, replacing what is there by two renames (never a half-written ``final``)."""
-    old = None
-    if os.path.lexists(final):
-        if os.path.isdir(final) and not os.path.islink(final):
-            old = os.path.join(
-                os.path.dirname(final), f".{os.path.basename(final)}.old-{uuid.uuid4().hex[:8]}"
-            )
-            os.replace(final, old)
-        # a file is replaced by the single atomic rename below
-    os.replace(staged, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-@contextmanager
-def atomic_path(path: str, *, overwrite: bool = False) -> Iterator[str]:
-    """Yield a temporary path next to the local ``path``; move it to ``path`` when the block succeeds.
-
-    Whatever the block writes at the temporary path (a file or a directory) replaces ``path`` in one rename;
-    if the block raises, the temporary path is removed and ``path`` is left as it was.
-
-    Raises:
-        OutputExistsError: ``path`` exists and ``overwrite`` is False (raised before the block runs).
-    """
-    final = os.path.abspath(local_path(path))
-    if os.path.lexists(final) and not overwrite:
-        raise OutputExistsError(f"output exists: {path}; pass --overwrite (overwrite=True) to replace it")
-    parent = os.path.dirname(final)
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        yield tmp
-        if not os.path.lexists(tmp):
-            raise SparkSetupError(f"nothing was written for {path}")
-        _replace(tmp, final)
-    finally:
-        if os.path.isdir(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
-        elif os.path.lexists(tmp):
-            os.remove(tmp)
-
-
-def check_outputs_free(out_dir: str, names: list[str] | tuple[str, ...], *, overwrite: bool) -> None:
-    """Raise if one of ``out_dir/name`` exists and ``overwrite`` is False (a file-system check, no Spark).
-
-    Raises:
-        OutputExistsError: naming the existing outputs.
-    """
-    if overwrite:
-        return
-    base = local_path(out_dir)
-    existing = [os.path.join(out_dir, n) for n in names if os.path.lexists(os.path.join(base, n))]
-    if existing:
-        raise OutputExistsError(
-            f"output exists: {', '.join(existing)}; pass --overwrite to replace "
-            + ("it" if len(existing) == 1 else "them")
-        )
-
-
 def table_exists(spark: SparkSession, name: str) -> bool:
     """True when the catalog holds the table ``name`` (a catalog lookup, no data read)."""
     return bool(spark.catalog.tableExists(check_table_name(name)))
-
-
-def _tmp_table_name(name: str) -> str:
-    parts = name.split(".")
-    last = parts[-1]
-    quoted = last.startswith("`")
-    bare = last.strip("`")
-    tmp = f"{bare}{_TMP_TABLE_SUFFIX}{uuid.uuid4().hex[:8]}"
-    parts[-1] = f"`{tmp}`" if quoted else tmp
-    return ".".join(parts)
-
-
-def write_text_atomically(directory: str, name: str, text: str) -> str:
-    """Write ``text`` (UTF-8) to ``directory/name`` through a temporary file in the same directory and a rename,
-    so a reader never sees a half-written file; creates the directory (a ``file:`` prefix is accepted).
-
-    Returns:
-        The path of the written file.
-
-    Raises:
-        OSError: the directory cannot be created or written.
-    """
-    import tempfile
-
-    directory = directory[len("file:") :] if directory.startswith("file:") else directory
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
-
-
-class OutputStage:
-    """The outputs of one run, staged and then published together (see the module docstring).
-
-    Use as a context manager: on a normal exit every staged output is moved into place (each by a rename);
-    on an exception everything staged is removed and no destination changes.
-
-    Args:
-        spark: the session (used for catalog tables only).
-        out_dir: the local output directory that receives the directory outputs.
-        overwrite: replace existing outputs (otherwise :meth:`path` and :meth:`table` raise if one exists).
-    """
-
-    def __init__(self, spark: SparkSession | None, out_dir: str, *, overwrite: bool = False) -> None:
-        self._spark = spark
-        self._out_dir = os.path.abspath(local_path(out_dir))
-        self._overwrite = overwrite
-        self._staging = os.path.join(self._out_dir, f"{_STAGING_PREFIX}{uuid.uuid4().hex[:8]}")
-        self._paths: list[str] = []
-        self._tables: list[tuple[str, str, str]] = []  # (staged, final, format)
-
-    @property
-    def out_dir(self) -> str:
-        """The final output directory."""
-        return self._out_dir
-
-    def path(self, name: str) -> str:
-        """The staging path for ``out_dir/name`` (a file or a directory the caller writes).
-
-        Raises:
-            OutputExistsError: ``out_dir/name`` exists and overwrite is off.
-        """
-        final = os.path.join(self._out_dir, name)
-        if os.path.lexists(final) and not self._overwrite:
-            raise OutputExistsError(f"output exists: {final}; pass --overwrite to replace it")
-        os.makedirs(self._staging, exist_ok=True)
-        self._paths.append(name)
-        return os.path.join(self._staging, name)
-
-    def table(self, name: str, fmt: str | None = None) -> str:
-        """The staging table for the catalog table ``name``; the caller writes it with ``saveAsTable``.
-
-        Args:
-            name: the destination table.
-            fmt: the table's format; None means the session's ``spark.sql.sources.default``.
-
-        Raises:
-            OutputExistsError: the table exists and overwrite is off.
-        """
-        assert self._spark is not None, "an OutputStage for tables needs a session"
-        check_table_name(name, "output table")
-        if not self._overwrite and table_exists(self._spark, name):
-            raise OutputExistsError(f"output table exists: {name}; pass --overwrite to replace it")
-        fmt = fmt or str(self._spark.conf.get("spark.sql.sources.default", "parquet"))
-        staged = _tmp_table_name(name)
-        self._tables.append((staged, name, fmt))
-        return staged
-
-    @property
-    def staging_dir(self) -> str:
-        """The hidden directory in ``out_dir`` where this run's directory outputs are written first."""
-        return self._staging
-
-    def __enter__(self) -> OutputStage:
-        os.makedirs(self._out_dir, exist_ok=True)
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
-        try:
-            if exc_type is None:
-                self._publish()
-        finally:
-            self._cleanup()
-
-    def _publish(self) -> None:
-        for staged, final, fmt in self._tables:
-            self._publish_table(staged, final, fmt)
-        for name in self._paths:
-            _replace(os.path.join(self._staging, name), os.path.join(self._out_dir, name))
-            log.info("output written: %s", os.path.join(self._out_dir, name))
-
-    def _publish_table(self, staged: str, final: str, fmt: str) -> None:
-        spark = self._spark
-        assert spark is not None
-        exists = table_exists(spark, final)
-        if exists and not self._overwrite:  # created by someone else while this run was computing
-            raise OutputExistsError(f"output table exists: {final}; pass --overwrite to replace it")
-        if fmt == "delta":
-            # one Delta transaction: atomic, and the table keeps its history, properties and grants
-            spark.read.table(staged).write.format("delta").mode("overwrite" if exists else "error").option(
-                "overwriteSchema", "true"
-            ).saveAsTable(final)
-            spark.sql(f"DROP TABLE IF EXISTS {staged}")
-        else:
-            if exists:
-                spark.sql(f"DROP TABLE {final}")
-            spark.sql(f"ALTER TABLE {staged} RENAME TO {final}")
-        log.info("output table written: %s", final)
-
-    def _cleanup(self) -> None:
-        if os.path.isdir(self._staging):
-            shutil.rmtree(self._staging, ignore_errors=True)
-        if self._spark is not None:
-            for staged, _, _ in self._tables:
-                try:
-                    self._spark.sql(f"DROP TABLE IF EXISTS {staged}")
-                except Exception:  # noqa: BLE001 - best effort; the name says what it is
-                    log.warning("could not drop the staging table %s", staged)

@@ -344,7 +344,7 @@ def write_metrics(metrics: dict[str, Any], directory: str) -> str:
         text = json.dumps(metrics, indent=2, allow_nan=False)
     except (TypeError, ValueError) as err:
         raise InvalidParameterError(f"metrics cannot be written as JSON: {err}") from err
-    from spark_dpsynth.data.io import write_text_atomically
+    from spark_dpsynth.data.publish import write_text_atomically
 
     path = write_text_atomically(directory, METRICS_FILE, text + "\n")
     return path

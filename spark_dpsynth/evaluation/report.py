@@ -83,7 +83,7 @@ def write_report(
     if progress is not None:
         progress("report...")
     text = render_report(metrics, title=title)
-    from spark_dpsynth.data.io import write_text_atomically
+    from spark_dpsynth.data.publish import write_text_atomically
 
     path = write_text_atomically(directory, REPORT_FILE, text)
     seconds = time.perf_counter() - started

@@ -45,6 +45,7 @@ __all__ = [
     "rho_1_threshold",
     "rho_1_threshold_discrete",
     "discrete_gaussian_tail",
+    "EXACT_TAIL_MAX_SCALE",
     "adaptive_threshold",
     "fabrication_etas",
     "thresholds_for",
@@ -379,13 +380,30 @@ def rho_1_threshold(sigma_1: float, sensitivity_1: int, delta: float) -> float:
     return 1.0 + sigma_1 * math.sqrt(d1) * float(norm.isf(tail))
 
 
+EXACT_TAIL_MAX_SCALE = 10_000.0
+"""Largest scale whose discrete Gaussian tail is summed term by term (an array of 80 x scale floats, 6.4 MB at
+most); beyond it the tail is bounded in closed form (:func:`discrete_gaussian_tail`)."""
+
+
 def discrete_gaussian_tail(scale: float, m: int) -> float:
-    """P(Z >= m) for Z ~ N_Z(0, scale^2), the discrete Gaussian (Canonne, Kamath, Steinke 2020), summed exactly
-    over the integers within 40 standard deviations (the mass beyond is below 1e-300)."""
-    half = int(math.ceil(40.0 * scale)) + 2
-    z = np.arange(-half, half + 1, dtype=np.float64)
-    weights = np.exp(-(z * z) / (2.0 * scale * scale))
-    return float(weights[z >= m].sum() / weights.sum())
+    """P(Z >= m) for Z ~ N_Z(0, scale^2), the discrete Gaussian (Canonne, Kamath, Steinke 2020).
+
+    For scale <= :data:`EXACT_TAIL_MAX_SCALE`: summed exactly over the integers within 40 standard deviations
+    (the mass beyond is below 1e-300). For a larger scale (a tiny epsilon), in constant time and memory, an
+    upper bound that is tight to a relative 1/scale: with f(z) = exp(-z^2 / (2 scale^2)), the normalizer
+    sum_z f(z) >= scale sqrt(2 pi) (Poisson summation: scale sqrt(2 pi) (1 + 2 sum_k exp(-2 pi^2 scale^2 k^2)),
+    every term >= 0), and for m >= 0, f decreasing on [m, inf): sum_{z >= m} f(z) <= f(m) + integral_m^inf f.
+    So P(Z >= m) <= Phi-bar(m / scale) + phi(m / scale) / scale, which makes a threshold from it only safer.
+    """
+    if scale <= EXACT_TAIL_MAX_SCALE:
+        half = int(math.ceil(40.0 * scale)) + 2
+        z = np.arange(-half, half + 1, dtype=np.float64)
+        weights = np.exp(-(z * z) / (2.0 * scale * scale))
+        return float(weights[z >= m].sum() / weights.sum())
+    if m <= 0:
+        return 1.0  # the trivial upper bound (the thresholds only ask for m >= 1)
+    x = m / scale
+    return float(min(1.0, norm.sf(x) + norm.pdf(x) / scale))
 
 
 def rho_1_threshold_discrete(sigma_1: float, sensitivity_1: int, delta: float) -> float:

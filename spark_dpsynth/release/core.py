@@ -197,7 +197,7 @@ class Release:
         Raises:
             OutputExistsError: ``path`` exists and ``overwrite`` is False.
         """
-        from spark_dpsynth.data.io import atomic_path
+        from spark_dpsynth.data.publish import atomic_path
 
         with atomic_path(path, overwrite=overwrite) as tmp:
             os.makedirs(tmp)

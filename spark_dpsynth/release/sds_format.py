@@ -144,7 +144,7 @@ def write_sds_files(release: Release, directory: str) -> tuple[str, str]:
     Raises:
         ReleaseError: a column name or released value cannot be written in SDS's format.
     """
-    from spark_dpsynth.data.io import write_text_atomically
+    from spark_dpsynth.data.publish import write_text_atomically
 
     tsv = write_text_atomically(directory, SDS_TSV_FILE, to_sds_tsv(release))
     js = write_text_atomically(

@@ -1,0 +1,351 @@
+"""Publishing outputs all together or not at all: claims, the publish-time check, rollback on a failure at any
+step, stale outputs, dead runs' staging, interrupts (no Spark: the stage's directory logic alone), and one slow
+test with two real concurrent CLI runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_dpsynth.data import publish
+from spark_dpsynth.data.publish import (
+    BACKUP_PREFIX,
+    STAGING_PREFIX,
+    OutputStage,
+    check_writable,
+    clean_dead_stagings,
+    signals_deferred,
+)
+from spark_dpsynth.errors import InvalidParameterError, OutputExistsError
+from tests.conftest import ROOT
+
+NAMES = ("release", "synthetic", "synthetic.csv", "evaluation")
+
+
+def snapshot(directory: Path) -> dict[str, bytes | None]:
+    """Every entry under ``directory``: relative path -> file bytes (None for a directory)."""
+    return {
+        str(p.relative_to(directory)): (None if p.is_dir() else p.read_bytes())
+        for p in sorted(directory.rglob("*"))
+    }
+
+
+def hidden(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("."))
+
+
+def write_outputs(stage: OutputStage, tag: str, names=NAMES) -> None:
+    for name in names:
+        target = Path(stage.path(name))
+        if name.endswith(".csv"):
+            target.write_text(f"{tag}\n")
+        else:
+            target.mkdir()
+            (target / "part-0").write_text(f"{tag} {name}\n")
+
+
+@pytest.fixture
+def old_run(tmp_path: Path) -> Path:
+    """An output directory holding a complete earlier run."""
+    with OutputStage(None, str(tmp_path), names=NAMES) as stage:
+        write_outputs(stage, "old")
+    assert hidden(tmp_path) == []
+    return tmp_path
+
+
+def test_a_run_publishes_every_output_at_once(tmp_path: Path) -> None:
+    with OutputStage(None, str(tmp_path), names=NAMES) as stage:
+        write_outputs(stage, "new")
+        assert sorted(os.listdir(tmp_path)) == [os.path.basename(stage.staging_dir)], "nothing published yet"
+    assert sorted(os.listdir(tmp_path)) == sorted(NAMES)
+    assert stage.published == list(NAMES)
+    assert (tmp_path / "synthetic.csv").read_text() == "new\n"
+
+
+@pytest.mark.parametrize("failing_step", range(9))
+def test_a_publish_failure_at_any_step_leaves_the_previous_outputs_exactly(
+    old_run: Path, monkeypatch: pytest.MonkeyPatch, failing_step: int
+) -> None:
+    """Four outputs aside, four in, one journal commit: whichever rename fails, everything is rolled back."""
+    before = snapshot(old_run)
+    real = os.replace
+    calls = {"n": 0, "fired": False}
+
+    def replace(src, dst):  # noqa: ANN001, ANN202 - fails once, at the chosen step
+        journal = os.path.basename(str(src)).startswith(".journal.json")
+        if not journal:
+            calls["n"] += 1
+        if not calls["fired"]:
+            if not journal and calls["n"] == failing_step + 1:
+                calls["fired"] = True
+                raise PermissionError(13, "Permission denied (injected)", str(dst))
+            if journal and calls["n"] >= 8 and failing_step == 8:  # the commit record cannot be written
+                calls["fired"] = True
+                raise OSError(28, "No space left on device (injected)")
+        return real(src, dst)
+
+    with pytest.raises(OSError, match="injected"):
+        with OutputStage(None, str(old_run), overwrite=True, names=NAMES) as stage:
+            write_outputs(stage, "new")
+            monkeypatch.setattr(publish.os, "replace", replace)
+    monkeypatch.setattr(publish.os, "replace", real)
+    assert snapshot(old_run) == before
+    assert hidden(old_run) == []
+
+
+def test_an_interrupt_inside_the_stage_changes_nothing(old_run: Path) -> None:
+    before = snapshot(old_run)
+    with pytest.raises(KeyboardInterrupt):
+        with OutputStage(None, str(old_run), overwrite=True, names=NAMES) as stage:
+            write_outputs(stage, "new")
+            raise KeyboardInterrupt
+    assert snapshot(old_run) == before and hidden(old_run) == []
+
+
+def test_overwrite_removes_the_stale_outputs_of_the_scope(old_run: Path) -> None:
+    """--overwrite --no-single-csv: the earlier synthetic.csv (another table's rows) does not survive."""
+    with OutputStage(
+        None,
+        str(old_run),
+        overwrite=True,
+        names=("release", "synthetic", "evaluation"),
+        stale=("synthetic.csv",),
+    ) as stage:
+        write_outputs(stage, "new", ("release", "synthetic", "evaluation"))
+    assert sorted(os.listdir(old_run)) == ["evaluation", "release", "synthetic"]
+    assert stage.published == ["release", "synthetic", "evaluation"]
+    assert (old_run / "release" / "part-0").read_text() == "new release\n"
+
+
+def test_without_overwrite_an_existing_output_or_stale_one_is_refused_before_anything_runs(
+    old_run: Path,
+) -> None:
+    with pytest.raises(OutputExistsError, match=r"output exists: .*release; pass --overwrite"):
+        OutputStage(None, str(old_run), names=("release",)).__enter__()
+    with pytest.raises(OutputExistsError, match=r"output exists: .*synthetic.csv"):
+        with OutputStage(None, str(old_run), names=(), stale=("synthetic.csv",)):
+            pytest.fail("the block must not run")
+    assert hidden(old_run) == []
+
+
+def test_the_no_overwrite_check_is_made_again_at_publish_time(tmp_path: Path) -> None:
+    """Another writer created an output while this run computed: this run fails, the other's output stays."""
+    with pytest.raises(OutputExistsError, match=r"output exists: .*release; pass --overwrite"):
+        with OutputStage(None, str(tmp_path), names=("release", "evaluation")) as stage:
+            write_outputs(stage, "late", ("release", "evaluation"))
+            (tmp_path / "release").mkdir()
+            (tmp_path / "release" / "theirs").write_text("first\n")
+    assert snapshot(tmp_path) == {"release": None, "release/theirs": b"first\n"}
+
+
+def test_a_live_run_claiming_the_same_outputs_stops_the_second_before_it_starts(tmp_path: Path) -> None:
+    with OutputStage(None, str(tmp_path), names=NAMES) as first:
+        with pytest.raises(OutputExistsError, match=r"another run \(pid \d+ on .*\) is writing .*release"):
+            OutputStage(None, str(tmp_path), overwrite=True, names=("release",)).__enter__()
+        with OutputStage(None, str(tmp_path), names=("other",)) as second:  # disjoint outputs: fine
+            Path(second.path("other")).write_text("x\n")
+        assert os.path.isdir(first.staging_dir), "a live run's staging is never removed"
+        assert clean_dead_stagings(str(tmp_path)) == []
+        write_outputs(first, "first")
+    assert sorted(os.listdir(tmp_path)) == sorted([*NAMES, "other"]) and hidden(tmp_path) == []
+
+
+_DYING_RUN = textwrap.dedent(
+    """
+    import os, sys
+    from spark_dpsynth.data import publish
+    from spark_dpsynth.data.publish import OutputStage
+    out, mode = sys.argv[1], sys.argv[2]
+    names = ("release", "synthetic.csv")
+    stage = OutputStage(None, out, overwrite=True, names=names).__enter__()
+    os.mkdir(stage.path("release")); open(os.path.join(stage.path("release"), "m"), "w").write("dead\\n")
+    open(stage.path("synthetic.csv"), "w").write("dead\\n")
+    if mode == "publishing":  # killed between renames: one old output aside, one new output in
+        real, calls = os.replace, []
+        def replace(src, dst):
+            if not os.path.basename(str(src)).startswith(".journal"):
+                calls.append(src)
+                if len(calls) == 4:
+                    os._exit(9)
+            return real(src, dst)
+        publish.os.replace = replace
+        stage.__exit__(None, None, None)
+    os._exit(9)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["computing", "publishing"])
+def test_a_dead_runs_staging_is_rolled_back_and_removed_by_the_next_run(old_run: Path, mode: str) -> None:
+    before = snapshot(old_run)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", _DYING_RUN, str(old_run), mode], env=env, timeout=60)
+    assert result.returncode == 9
+    left = hidden(old_run)
+    assert any(n.startswith(STAGING_PREFIX) for n in left)
+    if mode == "publishing":
+        assert any(n.startswith(BACKUP_PREFIX) for n in left) and snapshot(old_run) != before
+    with OutputStage(None, str(old_run), names=("other",)) as stage:  # any later run on the directory
+        Path(stage.path("other")).write_text("x\n")
+    after = snapshot(old_run)
+    assert after.pop("other") == b"x\n"
+    assert after == before, "the previous outputs are back, exactly"
+    assert hidden(old_run) == []
+
+
+def test_a_legacy_staging_without_owner_is_removed_only_when_old(tmp_path: Path) -> None:
+    old = tmp_path / f"{STAGING_PREFIX}abcd1234"
+    (old / "release").mkdir(parents=True)
+    recent = tmp_path / f"{STAGING_PREFIX}ef567890"
+    recent.mkdir()
+    past = time.time() - publish.LEGACY_STAGING_SECONDS - 60
+    for p in (old, old / "release"):
+        os.utime(p, (past, past))
+    assert clean_dead_stagings(str(tmp_path)) == [str(old)]
+    assert hidden(tmp_path) == [recent.name]
+
+
+def test_write_access_is_checked_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    with pytest.raises(
+        InvalidParameterError, match=rf"cannot write the output {afile}/out: .* is not a directory"
+    ):
+        with OutputStage(None, str(afile / "out"), names=("release",)):
+            pytest.fail("the block must not run")
+    (tmp_path / "out" / "evaluation" / "sub").mkdir(parents=True)
+    locked = str(tmp_path / "out" / "evaluation" / "sub")
+    real = os.access
+    monkeypatch.setattr(publish.os, "access", lambda p, mode: p != locked and real(p, mode))
+    with pytest.raises(
+        InvalidParameterError, match=rf"cannot replace the output .*evaluation: {locked} is not"
+    ):
+        with OutputStage(None, str(tmp_path / "out"), overwrite=True, names=("evaluation",)):
+            pytest.fail("the block must not run")
+    check_writable(str(tmp_path / "out"), ["release"])  # absent outputs need only the directory
+    monkeypatch.setattr(publish.os, "access", lambda p, mode: False)
+    with pytest.raises(InvalidParameterError, match=r"cannot write the output .*: permission denied"):
+        check_writable(str(tmp_path / "new" / "out"))
+    assert hidden(tmp_path / "out") == []
+
+
+def test_signals_are_deferred_while_renaming() -> None:
+    seen: list[str] = []
+    previous = signal.signal(signal.SIGUSR1, lambda *a: seen.append("handled"))
+    try:
+        sigs = {signal.SIGINT, signal.SIGTERM}
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+        with signals_deferred():
+            assert sigs <= signal.pthread_sigmask(signal.SIG_BLOCK, set())
+            seen.append("inside")
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == old
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert seen == ["inside"]
+
+
+def test_output_names_must_be_plain(tmp_path: Path) -> None:
+    for bad in ("", ".hidden", "a/b", "../x"):
+        with pytest.raises(InvalidParameterError, match="plain file or directory name"):
+            OutputStage(None, str(tmp_path), names=(bad,))
+
+
+# --------------------------------------------------------------------------------------------- the command line
+
+ADULT = str(ROOT / "data" / "adult.csv.gz")
+
+
+def test_cli_refuses_before_spark_starts(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Parameter bounds, an unwritable destination and a live run's claim: exit 2, one line, nothing written."""
+    from spark_dpsynth.cli.main import main
+
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    out = tmp_path / "out"
+    cases = [
+        (["--output", str(out), "--target-number-of-records", "1000000000000"],
+         "argument --target-number-of-records: target_number_of_records must be <= 10000000000, got 1000000000000"),
+        (["--output", str(out), "--delta", "1e-300"], "argument --delta: delta must be in [1e-100, 1), got 1e-300"),
+        (["--output", str(afile / "out")], f"cannot write the output {afile / 'out'}: {afile} is not a directory"),
+    ]  # fmt: skip
+    for args, message in cases:
+        assert main(["pipeline", "--input", ADULT, *args]) == 2
+        assert capsys.readouterr().err.strip() == f"spark-dpsynth: error: {message}"
+    with OutputStage(None, str(out), names=("release",)):
+        assert main(["pipeline", "--input", ADULT, "--output", str(out), "--overwrite"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("spark-dpsynth: error: another run (pid ") and "\n" not in err
+        assert err.endswith(f"is writing {out / 'release'}; wait for it to finish or choose another --output")
+    assert os.listdir(out) == []
+
+
+def test_cli_refuses_a_tiny_epsilon_without_target_before_reading_data(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_dpsynth.cli import main as cli
+
+    def no_reading(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        pytest.fail("the data must not be read")
+
+    monkeypatch.setattr(cli, "read_table", no_reading)
+    out = tmp_path / "out"
+    assert cli.main(["pipeline", "--input", ADULT, "--output", str(out), "--epsilon", "1e-9", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        "spark-dpsynth: error: at epsilon 1e-09 the protected number of records has discrete Laplace noise of "
+        "scale 2e+11 (epsilon_N = 5e-12), and without --target-number-of-records the synthesizer emits about"
+    ), err
+    assert err.endswith("give --target-number-of-records or a larger epsilon")
+    assert os.listdir(out) == []
+
+
+@pytest.mark.slow
+def test_two_concurrent_pipeline_runs_have_one_winner(tmp_path: Path) -> None:
+    """Two real runs to one --output at once: one succeeds, the other exits 2 with one line; the output is the
+    winner's, whole."""
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "spark_dpsynth", "pipeline", "--input", str(ROOT / "data" / "adult.csv.gz")]
+    args += ["--output", str(out), "--columns", "age,sex,race", "--reporting-length", "2", "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = [(p.wait(timeout=900), *p.communicate()) for p in procs]
+    codes = sorted(r[0] for r in results)
+    assert codes == [0, 2], results
+    loser = next(r for r in results if r[0] == 2)
+    lines = loser[2].strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("spark-dpsynth: error: "), loser[2]
+    assert "another run" in lines[0] or "output exists" in lines[0]
+    assert sorted(os.listdir(out)) == sorted(NAMES)
+    assert (out / "release" / "manifest.json").is_file()
+
+
+@pytest.mark.slow
+def test_sigterm_removes_the_staging_and_exits_143(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "spark_dpsynth", "pipeline", "--input", str(ROOT / "data" / "adult.csv.gz")]
+    args += ["--output", str(out), "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        args, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and not (out.is_dir() and any(out.glob(f"{STAGING_PREFIX}*/release"))):
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=120)
+    _, err = proc.communicate()
+    assert code == 143, err
+    assert err.strip().splitlines()[-1] == "spark-dpsynth: interrupted by SIGTERM; no output was changed"
+    assert os.listdir(out) == []
