@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.estimation._factor import other_axes
 from spark_dpsynth.estimation.domain import Clique, Domain, Measurement
 from spark_dpsynth.estimation.model import GraphicalModel, _Structure
 
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ITERATIONS = 500
 """Mirror-descent iterations of :func:`estimate` when none are given."""
+_ARMIJO = 0.5
+"""Share of the first-order decrease a step must achieve to be kept."""
 _GROW = 1.5
 """Factor of the step size after an accepted step."""
 _SHRINK = 0.5
@@ -148,7 +151,16 @@ def estimate(
         for c, values in warm_start.potentials.items():
             theta[c] = values.copy()
 
-    measured_cliques = list(precision)
+    # each measured clique's marginal is summed from the smallest already-summed table that holds it
+    measured_cliques = sorted(precision, key=lambda c: (-len(c), domain.cells(c), c))
+    sources: dict[Clique, tuple[Clique | None, tuple[int, ...]]] = {}
+    for i, c in enumerate(measured_cliques):
+        holders = [b for b in measured_cliques[:i] if set(c) <= set(b) and len(b) > len(c)]
+        if holders:
+            src = min(holders, key=domain.cells)
+            sources[c] = (src, other_axes(c, src))
+        else:
+            sources[c] = (None, structure.reduce[c])
 
     def evaluate(
         beliefs: list[np.ndarray],
@@ -159,13 +171,19 @@ def estimate(
         grad: dict[Clique, np.ndarray] = {}
         loss = constant
         for c in measured_cliques:
-            node = structure.assign[c]
-            if node not in probs:
-                probs[node] = np.exp(beliefs[node])
-            mu_c = probs[node].sum(axis=structure.reduce[c]).reshape(domain.shape(c))
+            src, axes = sources[c]
+            if src is None:
+                node = structure.assign[c]
+                if node not in probs:
+                    probs[node] = np.exp(beliefs[node])
+                table = probs[node]
+            else:
+                table = mu[src]
+            mu_c = table.sum(axis=axes) if axes else table
             mu[c] = mu_c
-            grad[c] = precision[c] * mu_c - weighted[c]
-            loss += precision[c] * float(np.sum(mu_c**2)) - 2.0 * float(np.sum(mu_c * weighted[c]))
+            w = weighted[c]
+            grad[c] = precision[c] * mu_c - w
+            loss += float(np.vdot(grad[c] - w, mu_c))
         return 0.5 * loss, mu, grad
 
     beliefs = structure.calibrate(structure.clique_potentials(theta), total)
@@ -181,8 +199,8 @@ def estimate(
                 trial_beliefs = structure.calibrate(structure.clique_potentials(trial), total)
                 propagations += 1
                 trial_loss, trial_mu, trial_grad = evaluate(trial_beliefs)
-                predicted = sum(float(np.sum(grad[c] * (mu[c] - trial_mu[c]))) for c in measured_cliques)
-                if loss - trial_loss >= 0.5 * predicted:
+                predicted = sum(float(np.vdot(grad[c], mu[c] - trial_mu[c])) for c in measured_cliques)
+                if loss - trial_loss >= _ARMIJO * predicted:
                     theta, beliefs, loss, mu, grad = trial, trial_beliefs, trial_loss, trial_mu, trial_grad
                     alpha *= _GROW
                     accepted = True
