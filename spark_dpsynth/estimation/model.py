@@ -43,6 +43,8 @@ from spark_dpsynth.estimation.junction_tree import JunctionTree
 
 __all__ = ["GraphicalModel"]
 
+_SPAN = 600.0
+"""Widest range (nats) of an upward message for which the downward messages reuse the parent's exponential."""
 _EINSUM_LETTERS = 52
 """The most distinct axes ``numpy.einsum`` accepts in one contraction."""
 
@@ -88,7 +90,13 @@ class _Structure:
         return psi
 
     def calibrate(self, psi: list[np.ndarray], total: float) -> list[np.ndarray]:
-        """Log beliefs (log expected counts) of the maximal cliques, summing to ``total`` (module docstring)."""
+        """Log beliefs (log expected counts) of the maximal cliques, summing to ``total`` (module docstring).
+
+        The downward messages of a clique are computed from one exponential of its belief, shifted by its
+        maximum: delta_{p->i} = log sum (exp(beta_p - m) exp(-(delta_{i->p} - min delta_{i->p}))) + m - min, which
+        is exact while the upward message spans less than :data:`_SPAN` nats; wider ones (never met with counts)
+        take the log-sum-exp of beta_p - delta_{i->p} itself.
+        """
         tree = self.tree
         beliefs = [p.copy() for p in psi]
         up: dict[int, np.ndarray] = {}
@@ -96,12 +104,32 @@ class _Structure:
             msg = logsumexp(beliefs[i], self.up_axes[i], keepdims=True).reshape(self.in_parent[i])
             up[i] = msg
             beliefs[tree.parent[i]] += msg
+        scaled: dict[int, tuple[np.ndarray, float]] = {}
         for i in tree.preorder[1:]:
             p = tree.parent[i]
-            msg = logsumexp(beliefs[p] - up[i], self.down_axes[i], keepdims=True).reshape(self.in_child[i])
-            beliefs[i] += msg
+            msg = None
+            u = up[i]
+            low, high = float(u.min()), float(u.max())
+            if np.isfinite(low) and high - low < _SPAN:
+                if p not in scaled:
+                    top = float(beliefs[p].max())
+                    scaled[p] = (np.exp(beliefs[p] - top), top)
+                e, top = scaled[p]
+                with np.errstate(divide="ignore"):
+                    s = np.log(np.sum(e * np.exp(low - u), axis=self.down_axes[i], keepdims=True))
+                if not np.isneginf(s).any():
+                    msg = s + (top - low)
+            if msg is None:
+                msg = logsumexp(beliefs[p] - u, self.down_axes[i], keepdims=True)
+            beliefs[i] += msg.reshape(self.in_child[i])
         # calibrated: every belief has the same sum Z, read off the root's
-        shift = np.log(total) - float(logsumexp(beliefs[tree.preorder[0]], tuple(range(beliefs[0].ndim))))
+        root = tree.preorder[0]
+        if root in scaled:
+            e, top = scaled[root]
+            log_z = float(np.log(e.sum())) + top
+        else:
+            log_z = float(logsumexp(beliefs[root], tuple(range(beliefs[root].ndim))))
+        shift = np.log(total) - log_z
         for b in beliefs:
             b += shift
         return beliefs

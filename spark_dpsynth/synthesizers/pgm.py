@@ -41,7 +41,7 @@ __all__ = ["FIT_ITERATIONS", "fit_release", "release_domain", "release_measureme
 
 log = logging.getLogger(__name__)
 
-FIT_ITERATIONS = 1000
+FIT_ITERATIONS = 500
 """Mirror-descent iterations of the synthesizer's fit (docs/design.md section 4.8)."""
 _ROWS_STREAM = 0x70676D72
 """Seed stream of the partitions' shares of the rows."""
