@@ -279,57 +279,79 @@ class GraphicalModel:
         return self._probs
 
     def _eliminate(self, query: Clique) -> np.ndarray:
-        """Counts over ``query`` (domain order) by variable elimination over the covering subtree's clique-tree
-        measure prod beta_i / prod beta_S (module docstring)."""
+        """Counts over ``query`` (domain order) by variable elimination on the covering subtree.
+
+        For any node r of the subtree, its joint is beta_r prod_{i != r} beta_i / beta_{S_i}, S_i the separator of
+        i with its neighbour towards r (module docstring). Elimination runs towards r: each node sums its belief
+        down to its separators and query columns, multiplies it with its neighbours' messages and sums out every
+        column that is neither in its separator towards r nor in the query. A message holds a separator plus the
+        query columns met below it, so r is chosen to minimize the work, sum over nodes of the cells of the
+        clique times the query columns carried into it.
+        """
         tree = self.tree
         nodes = self._covering_subtree(query)
         inside = set(nodes)
-        probs = self._probabilities()
-        factors: list[tuple[Clique, np.ndarray]] = [(self.cliques[i], probs[i]) for i in nodes]
+        adjacent: dict[int, list[int]] = {i: [] for i in nodes}
         for i in nodes:
-            if tree.parent[i] in inside:
-                sep = tree.separator(i)
-                sep_counts = probs[i].sum(axis=other_axes(sep, self.cliques[i]))
+            p = tree.parent[i]
+            if p in inside:
+                adjacent[i].append(p)
+                adjacent[p].append(i)
+        wanted = set(query)
+        sets = {i: set(self.cliques[i]) for i in nodes}
+
+        def orient(root: int) -> tuple[list[int], dict[int, int]]:
+            order, towards = [root], {root: -1}
+            for i in order:
+                for j in adjacent[i]:
+                    if j not in towards:
+                        towards[j] = i
+                        order.append(j)
+            return order, towards
+
+        def work(root: int) -> float:
+            order, towards = orient(root)
+            carried: dict[int, set[str]] = {}
+            total = 0.0
+            for i in reversed(order):
+                below = (
+                    set().union(*(carried[j] for j in adjacent[i] if towards.get(j) == i))
+                    if adjacent[i]
+                    else set()
+                )
+                total += self.domain.cells(sets[i] | below)
+                carried[i] = below | (wanted & sets[i])
+            return total
+
+        root = min(nodes, key=lambda r: (work(r), r)) if len(nodes) > 1 else nodes[0]
+        order, towards = orient(root)
+        probs = self._probabilities()
+        messages: dict[int, tuple[Clique, np.ndarray]] = {}
+        for i in reversed(order):
+            kids = [j for j in adjacent[i] if towards[j] == i]
+            clique = self.cliques[i]
+            up = towards[i]
+            sep = tuple(n for n in clique if n in sets[up]) if up >= 0 else ()
+            needed = set(sep) | (wanted & sets[i])
+            for j in kids:
+                needed.update(n for n in clique if n in sets[j])
+            reduced = tuple(n for n in clique if n in needed)
+            counts = (
+                probs[i].sum(axis=other_axes(reduced, clique)) if len(reduced) < len(clique) else probs[i]
+            )
+            factors: list[tuple[Clique, np.ndarray]] = [(reduced, counts)]
+            if up >= 0:
+                sep_counts = counts.sum(axis=other_axes(sep, reduced)) if sep != reduced else counts
                 inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > 0)
                 factors.append((sep, inverse))
-        scope = union(self.domain, [c for c, _ in factors])
-        if len(scope) <= _EINSUM_LETTERS:
-            label = {n: j for j, n in enumerate(scope)}
-            args: list[object] = []
-            for c, f in factors:
-                args += [f, [label[n] for n in c]]
-            return np.asarray(np.einsum(*args, [label[n] for n in query], optimize="greedy"))
-        return self._eliminate_log(query, nodes)
-
-    def _eliminate_log(self, query: Clique, nodes: list[int]) -> np.ndarray:
-        """As :meth:`_eliminate`, in log space with a greedy min-size order (for scopes too wide for einsum)."""
-        tree = self.tree
-        inside = set(nodes)
-        wanted = set(query)
-        factors: list[tuple[Clique, np.ndarray]] = [(self.cliques[i], self._beliefs[i]) for i in nodes]
-        for i in nodes:
-            if tree.parent[i] in inside:
-                sep = tree.separator(i)
-                factors.append((sep, -logsumexp(self._beliefs[i], other_axes(sep, self.cliques[i]))))
-        eliminate = set(union(self.domain, [c for c, _ in factors])) - wanted
-        while eliminate:
-            scopes = [c for c, _ in factors]
-            v = min(
-                sorted(eliminate, key=self.domain.index),
-                key=lambda u: self.domain.cells(union(self.domain, [c for c in scopes if u in c])),  # noqa: B023
-            )
-            eliminate.discard(v)
-            involved = [(c, f) for c, f in factors if v in c]
-            factors = [(c, f) for c, f in factors if v not in c]
-            scope = union(self.domain, [c for c, _ in involved])
-            product = np.zeros(self.domain.shape(scope))
-            for c, f in involved:
-                product = product + f.reshape(broadcast_shape(self.domain, c, scope))
-            factors.append((tuple(n for n in scope if n != v), logsumexp(product, (scope.index(v),))))
-        log_counts = np.zeros(self.domain.shape(query))
-        for c, f in factors:
-            log_counts = log_counts + np.asarray(f).reshape(broadcast_shape(self.domain, c, query))
-        return np.exp(log_counts - log_counts.max())
+            factors.extend(messages.pop(j) for j in kids)
+            scope = union(self.domain, [c for c, _ in factors])
+            keep = set(sep) | (wanted & set(scope))
+            out = tuple(n for n in scope if n in keep)
+            messages[i] = (out, _contract(factors, out))
+        scope, table = messages[root]
+        assert set(scope) == wanted
+        return table
 
     # ------------------------------------------------------------------------------------ sampling
     def sample(self, n: int, rng: np.random.Generator, *, rounded: bool = False) -> np.ndarray:
@@ -376,6 +398,18 @@ class GraphicalModel:
                 out[:, self.domain.index(c)] = col
             done.update(new)
         return out
+
+
+def _contract(factors: list[tuple[Clique, np.ndarray]], out: Clique) -> np.ndarray:
+    """sum over the columns not in ``out`` of the product of ``factors`` (numpy einsum), axes in ``out``'s order."""
+    names = list(dict.fromkeys(n for c, _ in factors for n in c))
+    if len(names) > _EINSUM_LETTERS:
+        raise InvalidParameterError(f"a product over {len(names)} columns is too wide to contract")
+    label = {n: j for j, n in enumerate(names)}
+    args: list[object] = []
+    for c, f in factors:
+        args += [f, [label[n] for n in c]]
+    return np.asarray(np.einsum(*args, [label[n] for n in out], optimize="greedy"))
 
 
 def _draw_rows(table: np.ndarray, rows: np.ndarray, rng: np.random.Generator, rounded: bool) -> np.ndarray:
