@@ -186,7 +186,7 @@ def test_noiseless_measurements_are_recovered() -> None:
     assert model.total == pytest.approx(table.sum())
     worst = max(np.abs(model.project(c) - marginal(table, DOMAIN, c)).max() for c in MEASURED)
     assert worst < 0.05  # counts, of 5,216 records: every measured marginal is met to 1e-5 of the total
-    assert model.fit_report.iterations == 1000 and model.fit_report.loss < 1e-3
+    assert 0 < model.fit_report.iterations <= 1000 and model.fit_report.loss < 1e-3  # stops when converged
 
 
 def test_noisy_measurements_beat_the_normalized_noisy_tables() -> None:

@@ -191,9 +191,12 @@ class JunctionTree:
         # root: the largest clique; a deterministic order for everything else
         nodes = sorted(maximal, key=lambda c: (-_cells(domain, c), sorted(c)))
         m = len(nodes)
+        cells = [_cells(domain, c) for c in nodes]
+        # among maximum-weight trees, prefer edges between small cliques: every neighbour of a clique costs one
+        # pass over it per propagation, so large cliques should be leaves
         edges = sorted(
             ((len(nodes[i] & nodes[j]), i, j) for i in range(m) for j in range(i + 1, m)),
-            key=lambda e: (-e[0], e[1], e[2]),
+            key=lambda e: (-e[0], cells[e[1]] + cells[e[2]], e[1], e[2]),
         )
         root_of = list(range(m))
 

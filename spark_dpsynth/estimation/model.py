@@ -43,8 +43,6 @@ from spark_dpsynth.estimation.junction_tree import JunctionTree
 
 __all__ = ["GraphicalModel"]
 
-_SPAN = 600.0
-"""Widest range (nats) of an upward message for which the downward messages reuse the parent's exponential."""
 _EINSUM_LETTERS = 52
 """The most distinct axes ``numpy.einsum`` accepts in one contraction."""
 
@@ -92,10 +90,10 @@ class _Structure:
     def calibrate(self, psi: list[np.ndarray], total: float) -> list[np.ndarray]:
         """Log beliefs (log expected counts) of the maximal cliques, summing to ``total`` (module docstring).
 
-        The downward messages of a clique are computed from one exponential of its belief, shifted by its
-        maximum: delta_{p->i} = log sum (exp(beta_p - m) exp(-(delta_{i->p} - min delta_{i->p}))) + m - min, which
-        is exact while the upward message spans less than :data:`_SPAN` nats; wider ones (never met with counts)
-        take the log-sum-exp of beta_p - delta_{i->p} itself.
+        The downward messages of a clique come from one exponential of its belief, shifted by its maximum m
+        (Hugin's division form, Koller and Friedman section 10.3): delta_{p->i} = log sum_{C_p \\ S} exp(beta_p - m)
+        + m - delta_{i->p}; a separator value whose slice underflows takes the log-sum-exp of
+        beta_p - delta_{i->p} itself.
         """
         tree = self.tree
         beliefs = [p.copy() for p in psi]
@@ -107,20 +105,16 @@ class _Structure:
         scaled: dict[int, tuple[np.ndarray, float]] = {}
         for i in tree.preorder[1:]:
             p = tree.parent[i]
-            msg = None
-            u = up[i]
-            low, high = float(u.min()), float(u.max())
-            if np.isfinite(low) and high - low < _SPAN:
-                if p not in scaled:
-                    top = float(beliefs[p].max())
-                    scaled[p] = (np.exp(beliefs[p] - top), top)
-                e, top = scaled[p]
-                with np.errstate(divide="ignore"):
-                    s = np.log(np.sum(e * np.exp(low - u), axis=self.down_axes[i], keepdims=True))
-                if not np.isneginf(s).any():
-                    msg = s + (top - low)
-            if msg is None:
-                msg = logsumexp(beliefs[p] - u, self.down_axes[i], keepdims=True)
+            if p not in scaled:
+                top = float(beliefs[p].max())
+                scaled[p] = (np.exp(beliefs[p] - top), top)
+            e, top = scaled[p]
+            with np.errstate(divide="ignore"):
+                marginal = np.log(np.sum(e, axis=self.down_axes[i], keepdims=True))
+            if np.isneginf(marginal).any():  # a slice underflowed: the exact log-sum-exp
+                msg = logsumexp(beliefs[p] - up[i], self.down_axes[i], keepdims=True)
+            else:
+                msg = marginal + top - up[i].reshape(marginal.shape)
             beliefs[i] += msg.reshape(self.in_child[i])
         # calibrated: every belief has the same sum Z, read off the root's
         root = tree.preorder[0]
