@@ -33,6 +33,7 @@ vectorized and works per partition (docs/design.md section 4.8).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +41,9 @@ from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.estimation._factor import broadcast_shape, logsumexp, other_axes, union
 from spark_dpsynth.estimation.domain import Clique, Domain
 from spark_dpsynth.estimation.junction_tree import JunctionTree
+
+if TYPE_CHECKING:
+    from spark_dpsynth.estimation.mirror_descent import FitReport
 
 __all__ = ["GraphicalModel"]
 
@@ -138,7 +142,11 @@ class GraphicalModel:
         cliques (tuple[Clique, ...]): the maximal cliques of its junction tree, in domain order.
         total (float): the number of records it describes (its marginals sum to it).
         potentials (dict[Clique, np.ndarray]): the log-potential theta_c of every model clique (domain order).
+        fit_report (FitReport | None): how :func:`~spark_dpsynth.estimation.estimate` fitted it (None when built
+            from potentials).
     """
+
+    fit_report: FitReport | None
 
     def __init__(
         self,
@@ -200,6 +208,7 @@ class GraphicalModel:
         self._structure = structure
         self._beliefs = beliefs
         self._probs: list[np.ndarray] | None = None
+        self.fit_report = None
         self.tree = structure.tree
         self.cliques = structure.tree.cliques
 
@@ -400,7 +409,7 @@ def _contract(factors: list[tuple[Clique, np.ndarray]], out: Clique) -> np.ndarr
     if len(names) > _EINSUM_LETTERS:
         raise InvalidParameterError(f"a product over {len(names)} columns is too wide to contract")
     label = {n: j for j, n in enumerate(names)}
-    args: list[object] = []
+    args: list[Any] = []
     for c, f in factors:
         args += [f, [label[n] for n in c]]
     return np.asarray(np.einsum(*args, [label[n] for n in out], optimize="greedy"))
@@ -428,15 +437,15 @@ def _draw_rows(table: np.ndarray, rows: np.ndarray, rng: np.random.Generator, ro
     local = np.searchsorted(used, rows)
     flat = (cum[used] + np.arange(used.shape[0])[:, None]).ravel()
     if rounded:
-        order = np.lexsort((rng.random(n), local))
+        order = np.lexsort((rng.random(size=(n,)), local))
         sorted_rows = local[order]
         starts = np.searchsorted(sorted_rows, np.arange(used.shape[0]))
         counts = np.diff(np.append(starts, n))
         position = np.arange(n) - starts[sorted_rows]
-        offset = rng.random(used.shape[0])
+        offset = rng.random(size=(used.shape[0],))
         u = np.empty(n)
         u[order] = (position + offset[sorted_rows]) / counts[sorted_rows]
     else:
-        u = rng.random(n)
+        u = rng.random(size=(n,))
     found = np.searchsorted(flat, local + u, side="right")
     return np.clip(found - local * k, 0, k - 1).astype(np.int64)
