@@ -237,7 +237,7 @@ class GraphicalModel:
         canonical = self.domain.canonical(names)
         node = self.tree.containing(canonical)
         if node is not None:
-            counts = self.belief(node).sum(axis=other_axes(canonical, self.cliques[node]))
+            counts = self._probabilities()[node].sum(axis=other_axes(canonical, self.cliques[node]))
         else:
             counts = self._eliminate(canonical)
         counts = np.asarray(counts, dtype=np.float64).reshape(self.domain.shape(canonical))
@@ -386,7 +386,7 @@ class GraphicalModel:
             new = tuple(c for c in clique if c not in done)
             if not new:
                 continue
-            counts = self.belief(node)
+            counts = self._probabilities()[node]
             order = [clique.index(c) for c in sep + new]
             table = counts.transpose(order).reshape(self.domain.cells(sep), self.domain.cells(new))
             if sep:
