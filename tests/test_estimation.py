@@ -208,6 +208,20 @@ def test_noisy_measurements_beat_the_normalized_noisy_tables() -> None:
     assert model_error < 0.8 * plain_error
 
 
+def test_the_fit_stops_when_the_loss_stops_decreasing() -> None:
+    table = true_table(5, DOMAIN)
+    rng = np.random.default_rng(6)
+    measurements = [
+        Measurement(c, marginal(table, DOMAIN, c) + rng.normal(0, 30.0, DOMAIN.shape(c)), 30.0)
+        for c in MEASURED
+    ]
+    early = estimate(DOMAIN, measurements, iterations=2000, tolerance=1e-4)
+    full = estimate(DOMAIN, measurements, iterations=2000, tolerance=0.0)
+    assert early.fit_report.iterations < full.fit_report.iterations
+    # stopped within 1e-4 x 10 windows' worth of the loss the full run reaches
+    assert early.fit_report.loss <= full.fit_report.loss * (1 + 1e-3)
+
+
 def test_the_total_is_an_inverse_variance_mean_of_the_table_sums() -> None:
     small = Measurement(("a",), np.array([40.0, 60.0]), 1.0)  # sum 100, variance 2
     wide = Measurement(("b", "c"), np.full((3, 4), 10.0), 2.0)  # sum 120, variance 48
@@ -243,6 +257,7 @@ def test_warm_start_and_extra_cliques() -> None:
         (lambda: estimate(DOMAIN, [Measurement(("z",), np.zeros(3), 1.0)]), "not a column"),
         (lambda: estimate(DOMAIN, []), "measurements or a total"),
         (lambda: estimate(DOMAIN, [], total=10.0, iterations=-1), "iterations"),
+        (lambda: estimate(DOMAIN, [], total=10.0, tolerance=-1.0), "tolerance"),
         (lambda: GraphicalModel(DOMAIN).sample(-1, np.random.default_rng(0)), "n must be"),
     ],
 )
