@@ -264,6 +264,21 @@ MECHANISMS: dict[str, MechanismSpec] = {
         needs_public=True,
         keeps_rows=True,
     ),
+    "workload": MechanismSpec(
+        name="workload",
+        summary="DP-selected marginals (AIM rounds or an MST preset) measured over the released 1-way domain",
+        section="workload",
+        params="spark_dpsynth.params:WorkloadParams",
+        run=f"{_M}.workload:run",
+        synthesizers=("pgm", "independent"),
+        inherited={
+            **_BUDGET,
+            "accounting": "aggregate.accounting",
+            "reporting_length": "aggregate.reporting_length",
+            "percentile": "aggregate.percentile",
+            "number_of_records_epsilon_proportion": "aggregate.number_of_records_epsilon_proportion",
+        },
+    ),
 }
 """Mechanism name -> its entry."""
 
