@@ -1,6 +1,7 @@
 """The DP release: what a mechanism publishes and a synthesizer reads.
 
-* :mod:`.core`: :class:`Release` (columns, released domains, k-way marginals) and its on-disk layout.
+* :mod:`.core`: :class:`Release` (columns, released domains, k-way marginals, measured marginals) and its
+  on-disk layout.
 * :mod:`.manifest`: :class:`Manifest`, the frozen, typed record of a release's mechanism, budget and parameters.
 * :mod:`.sds_format`: SDS's aggregates files (TSV and JSON), read and written.
 """
@@ -10,14 +11,30 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from spark_dpsynth.release.core import AGGREGATES_SCHEMA, Marginal, Release
+from spark_dpsynth.release.core import (
+    AGGREGATES_SCHEMA,
+    MEASUREMENTS_SCHEMA,
+    Marginal,
+    MeasuredMarginal,
+    Release,
+)
 from spark_dpsynth.release.manifest import Budget, BudgetShare, Manifest
 from spark_dpsynth.release.sds_format import read_sds
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["AGGREGATES_SCHEMA", "Budget", "BudgetShare", "Manifest", "Marginal", "Release", "load_release"]
+__all__ = [
+    "AGGREGATES_SCHEMA",
+    "MEASUREMENTS_SCHEMA",
+    "Budget",
+    "BudgetShare",
+    "Manifest",
+    "Marginal",
+    "MeasuredMarginal",
+    "Release",
+    "load_release",
+]
 
 SDS_SUFFIXES = (".tsv", ".json", ".txt", ".csv")
 """Endings of the SDS aggregates files :func:`load_release` reads (any other file is an error)."""

@@ -8,10 +8,23 @@ On disk a release is a directory::
                        values: array<string> (the k values), count: bigint (noisy, normalized, > 0)
       manifest.json    privacy parameters (epsilon, delta, rho, sigmas, sensitivities, thresholds,
                        protected_number_of_records, columns, ...), see ``spark_dpsynth.mechanisms.marginals``
+      measurements/    (only when the release has measured marginals) Parquet, one row per cell of every
+                       measured marginal, schema marginal: int (index into the manifest's ``measurements``
+                       list), cell: bigint (C-order flat index into the marginal's table), value: double (the
+                       noisy count); the manifest's ``measurements`` list gives each one's ``columns`` (names)
+                       and ``std`` (docs/design.md section 4.8)
 
 In memory, a :class:`Release` holds the same data encoded for computation: per length k, a :class:`Marginal`
 with (m_k, k) arrays of column indices and value codes and an (m_k,) array of counts. Value codes index
 ``Release.domains[column]``: the values of that column whose 1-tuple was released (passed the threshold rho_1).
+
+A release may also carry *measured marginals* (:class:`MeasuredMarginal`): full noisy contingency tables over
+cliques of columns, every cell included (zero cells too), neither thresholded nor rounded, each with the standard
+deviation of its Gaussian noise. Their cells index the *measurement domain* of a column c: codes
+``0 .. len(domains[c]) - 1`` are the released values ``domains[c]``, and code ``len(domains[c])`` is the *empty
+category* (empty cells, and values that did not pass the 1-tuple threshold), so column c has
+``len(domains[c]) + 1`` cells (:meth:`Release.measurement_sizes`). The ``pgm`` synthesizer estimates a graphical
+model from them (docs/design.md section 4.8).
 
 Privacy: everything in a release is differentially private (docs/design.md section 1.5). It never holds the true number
 of records, a true count, a value that did not pass rho_1, record-level data, or the release key.
@@ -34,10 +47,12 @@ from spark_dpsynth.release.manifest import Manifest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Marginal", "Release", "AGGREGATES_SCHEMA"]
+__all__ = ["AGGREGATES_SCHEMA", "MEASUREMENTS_SCHEMA", "Marginal", "MeasuredMarginal", "Release"]
 
 AGGREGATES_SCHEMA = "k int, columns array<string>, values array<string>, count bigint"
 """Spark DDL schema of ``release/aggregates``."""
+MEASUREMENTS_SCHEMA = "marginal int, cell long, value double"
+"""Spark DDL schema of ``release/measurements`` (present only when the release has measured marginals)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,58 @@ class Marginal:
         return int(self.counts.shape[0])
 
 
+@dataclass(frozen=True, eq=False)
+class MeasuredMarginal:
+    """One measured marginal: a full noisy contingency table over a clique of columns.
+
+    The cells follow the measurement domain of each column (module docstring): ``len(domains[c]) + 1`` cells,
+    the last one the empty category. The noise is Gaussian (or discrete Gaussian) with standard deviation
+    ``std`` on every cell, independent across cells and marginals, so the table is a measurement
+    y = M x + N(0, std^2 I) of the data's contingency table x in the sense of McKenna, Sheldon and Miklau,
+    "Graphical-model based estimation and inference for differential privacy" (ICML 2019), section 3.
+    """
+
+    columns: tuple[int, ...]
+    """Column indices into ``Release.columns``, strictly ascending (the clique), at least one."""
+    values: np.ndarray
+    """float64 array with one axis per column, of ``len(domains[c]) + 1`` cells each: the noisy count of every
+    cell, zero cells included; may be negative (not thresholded, not rounded)."""
+    std: float
+    """Noise standard deviation of every cell, in counts, > 0 and finite."""
+
+    def __post_init__(self) -> None:
+        cols = tuple(int(c) for c in self.columns)
+        if not cols or any(c < 0 for c in cols) or any(b <= a for a, b in zip(cols, cols[1:], strict=False)):
+            raise ReleaseError(
+                f"a measured marginal's columns must be non-negative and strictly ascending, got {self.columns!r}"
+            )
+        values = np.asarray(self.values, dtype=np.float64)
+        if values.ndim != len(cols):
+            raise ReleaseError(
+                f"a measured marginal over columns {cols} must have {len(cols)} axes, got {values.ndim}"
+            )
+        if not np.all(np.isfinite(values)):
+            raise ReleaseError(f"the measured marginal over columns {cols} has non-finite cells")
+        std = float(self.std)
+        if not (np.isfinite(std) and std > 0):
+            raise ReleaseError(f"a measured marginal's std must be > 0 and finite, got {self.std!r}")
+        object.__setattr__(self, "columns", cols)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "std", std)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MeasuredMarginal):
+            return NotImplemented
+        return (
+            self.columns == other.columns
+            and self.std == other.std
+            and self.values.shape == other.values.shape
+            and bool(np.array_equal(self.values, other.values))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @dataclass(frozen=True)
 class Release:
     """A DP release (see the module docstring for the on-disk layout)."""
@@ -75,9 +142,32 @@ class Release:
     manifest: Manifest
     """The privacy parameters and provenance (:class:`~spark_dpsynth.release.manifest.Manifest`, frozen), as
     written to ``manifest.json``; a plain JSON dict given here is validated into one."""
+    measurements: tuple[MeasuredMarginal, ...] = ()
+    """The measured marginals (full noisy tables over cliques, module docstring), in the order of the
+    manifest's ``measurements`` list; empty for the mechanisms that release thresholded k-tuples only."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "manifest", Manifest.from_json(self.manifest))
+        measurements = tuple(self.measurements)
+        d = len(self.columns)
+        for m in measurements:
+            if not isinstance(m, MeasuredMarginal):
+                raise ReleaseError(f"measurements must be MeasuredMarginal, got {type(m).__name__}")
+            if m.columns[-1] >= d:
+                raise ReleaseError(
+                    f"a measured marginal names column index {m.columns[-1]}, the release has {d}"
+                )
+            expected = tuple(len(self.domains[c]) + 1 for c in m.columns)
+            if m.values.shape != expected:
+                raise ReleaseError(
+                    f"the measured marginal over {[self.columns[c] for c in m.columns]} has shape "
+                    f"{m.values.shape}, its measurement domain is {expected} (released values + empty)"
+                )
+        object.__setattr__(self, "measurements", measurements)
+
+    def measurement_sizes(self) -> tuple[int, ...]:
+        """Per column, the size of its measurement domain: its released values plus the empty category."""
+        return tuple(len(d) + 1 for d in self.domains)
 
     @property
     def reporting_length(self) -> int:
@@ -208,9 +298,38 @@ class Release:
                 else spark.createDataFrame([], schema=AGGREGATES_SCHEMA)
             )
             df.coalesce(1).write.mode("error").parquet(os.path.join(tmp, "aggregates"))
+            doc = self.manifest.to_json()
+            if self.measurements:
+                doc["measurements"] = self._measurements_manifest()
+                cells = _measurement_cells(self.measurements)
+                spark.createDataFrame(cells, schema=MEASUREMENTS_SCHEMA).coalesce(1).write.mode(
+                    "error"
+                ).parquet(os.path.join(tmp, "measurements"))
             with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as f:
-                json.dump(self.manifest.to_json(), f, indent=2, sort_keys=True)
+                json.dump(doc, f, indent=2, sort_keys=True)
                 f.write("\n")
+
+    def _measurements_manifest(self) -> list[dict[str, Any]]:
+        """The manifest's ``measurements`` list for :attr:`measurements`: the mechanism's own list (which may
+        hold more keys, e.g. ``rho`` and ``round``) when it matches them, else ``columns`` and ``std`` only.
+
+        Raises:
+            ReleaseError: the manifest lists measurements that differ from :attr:`measurements`.
+        """
+        own = self.manifest.get("measurements")
+        made = [{"columns": [self.columns[c] for c in m.columns], "std": m.std} for m in self.measurements]
+        if own is None:
+            return made
+        entries = [dict(e) for e in own]
+        if len(entries) != len(made) or any(
+            list(e.get("columns", ())) != m["columns"] or float(e.get("std", -1.0)) != m["std"]
+            for e, m in zip(entries, made, strict=False)
+        ):
+            raise ReleaseError(
+                "the manifest's measurements list does not match the release's measured marginals "
+                "(same order, columns and std expected)"
+            )
+        return [{**e, "columns": list(e["columns"])} for e in entries]
 
     @classmethod
     def load(cls, path: str, spark: SparkSession) -> Release:
@@ -242,7 +361,27 @@ class Release:
         pdf: pd.DataFrame = spark.read.schema(AGGREGATES_SCHEMA).parquet(agg_path).toPandas()  # type: ignore[assignment]
         pdf["columns"] = pdf["columns"].map(list)
         pdf["values"] = pdf["values"].map(list)
-        return cls.from_pandas(pdf, manifest)
+        release = cls.from_pandas(pdf, manifest)
+        listed = manifest.get("measurements") if isinstance(manifest, dict) else None
+        meas_path = os.path.join(path, "measurements")
+        if not listed:
+            if os.path.isdir(meas_path):
+                raise ReleaseError(
+                    f"release at {path!r} has measurements but its manifest does not list them"
+                )
+            return release
+        if not os.path.isdir(meas_path):
+            raise ReleaseError(f"release at {path!r} lists measurements but has no measurements directory")
+        # Release-sized: the measured cells are the DP release itself (the mechanism bounds their number).
+        cells: pd.DataFrame = spark.read.schema(MEASUREMENTS_SCHEMA).parquet(meas_path).toPandas()  # type: ignore[assignment]
+        measured = _read_measurements(listed, cells, release)
+        return cls(
+            columns=release.columns,
+            domains=release.domains,
+            marginals=release.marginals,
+            manifest=release.manifest,
+            measurements=measured,
+        )
 
 
 def _sorted_marginal(columns: np.ndarray, values: np.ndarray, counts: np.ndarray) -> Marginal:
@@ -255,6 +394,63 @@ def _sorted_marginal(columns: np.ndarray, values: np.ndarray, counts: np.ndarray
     return Marginal(
         columns=columns.astype(np.int16), values=values.astype(np.int32), counts=counts.astype(np.int64)
     )
+
+
+def _measurement_cells(measurements: tuple[MeasuredMarginal, ...]) -> pd.DataFrame:
+    """Every cell of the measured marginals, in the ``release/measurements`` layout."""
+    frames = [
+        pd.DataFrame(
+            {
+                "marginal": np.full(m.values.size, i, dtype=np.int32),
+                "cell": np.arange(m.values.size, dtype=np.int64),
+                "value": m.values.ravel(order="C"),
+            }
+        )
+        for i, m in enumerate(measurements)
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _read_measurements(listed: Any, cells: pd.DataFrame, release: Release) -> tuple[MeasuredMarginal, ...]:
+    """The measured marginals from the manifest's list and the ``measurements`` cells.
+
+    Raises:
+        ReleaseError: an entry names an unknown column or lacks ``std``, or a table has missing, duplicate or
+            out-of-range cells.
+    """
+    index = {c: i for i, c in enumerate(release.columns)}
+    sizes = release.measurement_sizes()
+    by_marginal = {
+        int(k): g
+        for k, g in cells.groupby("marginal", sort=True)  # type: ignore[call-overload]
+    }
+    if set(by_marginal) - set(range(len(listed))):
+        raise ReleaseError("the measurements directory has cells of a marginal its manifest does not list")
+    out = []
+    for i, entry in enumerate(listed):
+        try:
+            cols = [index[str(c)] for c in entry["columns"]]
+            std = float(entry["std"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ReleaseError(
+                f"the manifest's measurement {i} is malformed or names an unknown column"
+            ) from err
+        order = np.argsort(cols, kind="stable")
+        shape = tuple(sizes[c] for c in cols)
+        size = int(np.prod(shape, dtype=np.int64))
+        group = by_marginal.get(i)
+        cell = np.empty(0, np.int64) if group is None else group["cell"].to_numpy(np.int64)
+        if (
+            cell.size != size
+            or np.unique(cell).size != size
+            or (size and (cell.min() < 0 or cell.max() >= size))
+        ):
+            raise ReleaseError(f"measured marginal {i} does not have exactly one value per cell of its table")
+        table = np.empty(size, dtype=np.float64)
+        table[cell] = group["value"].to_numpy(np.float64)  # type: ignore[index]
+        table = table.reshape(shape).transpose(order)
+        out.append(MeasuredMarginal(columns=tuple(cols[j] for j in order), values=table, std=std))
+    return tuple(out)
 
 
 def _local(path: str) -> str:

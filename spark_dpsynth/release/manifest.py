@@ -51,7 +51,7 @@ __all__ = [
 FORMAT_VERSION = 1
 """Version of the manifest layout written by this package (readers accept it and every earlier one)."""
 
-MECHANISMS = ("marginals", "class_conditional", "archetype")
+MECHANISMS = ("marginals", "class_conditional", "archetype", "workload")
 """The mechanism names a manifest may carry (the registry's; kept here so the release does not import it)."""
 
 

@@ -1,0 +1,123 @@
+"""The release's measured marginals (docs/design.md section 4.8): validation and the save/load round trip."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spark_dpsynth.errors import ReleaseError
+from spark_dpsynth.release import MeasuredMarginal, Release
+
+
+def measured_release(*, listed: bool = True) -> Release:
+    aggregates = pd.DataFrame(
+        {
+            "k": [1, 1, 1, 1, 1],
+            "columns": [["A"], ["A"], ["B"], ["B"], ["C"]],
+            "values": [["a"], ["b"], ["x"], ["y"], ["u"]],
+            "count": [60, 30, 50, 40, 90],
+        }
+    )
+    rng = np.random.default_rng(0)
+    measurements = (
+        MeasuredMarginal(columns=(0,), values=np.array([60.5, 29.0, 10.25]), std=2.5),
+        MeasuredMarginal(columns=(0, 2), values=rng.normal(10, 5, size=(3, 2)), std=3.0),
+        MeasuredMarginal(columns=(0, 1, 2), values=rng.normal(5, 5, size=(3, 3, 2)), std=4.0),
+    )
+    manifest = {
+        "columns": ["A", "B", "C"],
+        "mechanism": "workload",
+        "reporting_length": 1,
+        "protected_number_of_records": 100,
+        "epsilon": 1.0,
+        "delta": 1e-6,
+        "test_mode": True,
+    }
+    if listed:
+        manifest["measurements"] = [
+            {"columns": ["A"], "std": 2.5, "rho": 0.1, "round": 0},
+            {"columns": ["A", "C"], "std": 3.0, "rho": 0.1, "round": 1},
+            {"columns": ["A", "B", "C"], "std": 4.0, "rho": 0.1, "round": 2},
+        ]
+    base = Release.from_pandas(aggregates, manifest)
+    return Release(base.columns, base.domains, base.marginals, base.manifest, measurements=measurements)
+
+
+def test_a_release_without_measurements_is_unchanged() -> None:
+    aggregates = pd.DataFrame({"k": [1], "columns": [["A"]], "values": [["a"]], "count": [5]})
+    release = Release.from_pandas(aggregates, {"columns": ["A"], "reporting_length": 1})
+    assert release.measurements == ()
+    assert release.measurement_sizes() == (2,)
+
+
+@pytest.mark.parametrize(
+    ("columns", "values", "std", "match"),
+    [
+        ((1, 0), np.zeros((3, 3)), 1.0, "strictly ascending"),
+        ((), np.zeros(()), 1.0, "strictly ascending"),
+        ((0,), np.zeros((3, 3)), 1.0, "must have 1 axes"),
+        ((0,), np.array([1.0, np.nan, 0.0]), 1.0, "non-finite"),
+        ((0,), np.zeros(3), 0.0, "std must be > 0"),
+        ((0,), np.zeros(3), float("inf"), "std must be > 0"),
+    ],
+)
+def test_measured_marginals_are_validated(columns, values, std, match) -> None:  # noqa: ANN001
+    with pytest.raises(ReleaseError, match=match):
+        MeasuredMarginal(columns=columns, values=values, std=std)
+
+
+def test_the_release_checks_the_measurement_domain() -> None:
+    release = measured_release()
+    wrong = MeasuredMarginal(columns=(1,), values=np.zeros(2), std=1.0)  # B has 2 values + empty = 3 cells
+    with pytest.raises(ReleaseError, match="measurement domain is \\(3,\\)"):
+        Release(release.columns, release.domains, release.marginals, release.manifest, measurements=(wrong,))
+    outside = MeasuredMarginal(columns=(3,), values=np.zeros(2), std=1.0)
+    with pytest.raises(ReleaseError, match="column index 3"):
+        Release(
+            release.columns, release.domains, release.marginals, release.manifest, measurements=(outside,)
+        )
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_measurements_survive_save_and_load(spark, tmp_path, listed: bool) -> None:  # noqa: ANN001
+    release = measured_release(listed=listed)
+    assert release.manifest.mechanism == "workload"
+    path = str(tmp_path / "release")
+    release.save(path, spark)
+    with open(tmp_path / "release" / "manifest.json", encoding="utf-8") as f:
+        doc = json.load(f)
+    assert [e["columns"] for e in doc["measurements"]] == [["A"], ["A", "C"], ["A", "B", "C"]]
+    assert [e["std"] for e in doc["measurements"]] == [2.5, 3.0, 4.0]
+    if listed:  # the mechanism's own keys are kept
+        assert [e["round"] for e in doc["measurements"]] == [0, 1, 2]
+    back = Release.load(path, spark)
+    assert back.measurements == release.measurements
+    assert back.domains == release.domains and back.sizes() == release.sizes()
+
+
+def test_a_manifest_that_contradicts_the_measurements_is_refused(spark, tmp_path) -> None:  # noqa: ANN001
+    release = measured_release()
+    doc = release.manifest.to_json()
+    doc["measurements"][1]["std"] = 9.0
+    bad = Release(release.columns, release.domains, release.marginals, doc, measurements=release.measurements)
+    with pytest.raises(ReleaseError, match="does not match"):
+        bad.save(str(tmp_path / "bad"), spark)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_loading_incomplete_measurements_fails(spark, tmp_path) -> None:  # noqa: ANN001
+    release = measured_release()
+    path = tmp_path / "release"
+    release.save(str(path), spark)
+    cells = spark.read.parquet(str(path / "measurements")).where("NOT (marginal = 2 AND cell = 5)")
+    cells.toPandas().to_parquet(tmp_path / "cells.parquet")
+    import shutil
+
+    shutil.rmtree(path / "measurements")
+    (path / "measurements").mkdir()
+    shutil.copy(tmp_path / "cells.parquet", path / "measurements" / "part-0.parquet")
+    with pytest.raises(ReleaseError, match="exactly one value per cell"):
+        Release.load(str(path), spark)
