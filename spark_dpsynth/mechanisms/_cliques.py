@@ -183,7 +183,9 @@ class SparkCliqueCounter:
 
             def pairs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 k, n = task(batches)
-                yield pa.RecordBatch.from_arrays([pa.array(k, pa.int64()), pa.array(n, pa.int64())], ["i", "n"])
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(k, pa.int64()), pa.array(n, pa.int64())], ["i", "n"]
+                )
 
             def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 for b in batches:
