@@ -16,6 +16,7 @@ __all__ = [
     "ReleaseError",
     "OutputExistsError",
     "SparkSetupError",
+    "ModelSizeError",
 ]
 
 
@@ -49,3 +50,7 @@ class OutputExistsError(DPSynthError):
 
 class SparkSetupError(DPSynthError):
     """Spark cannot be set up as asked (e.g. Delta Lake requested but its jars cannot be loaded)."""
+
+
+class ModelSizeError(InvalidParameterError):
+    """A graphical model would need more cells than the caller allows (its junction tree is too large)."""

@@ -1,0 +1,148 @@
+"""The domain of a table's columns and the noisy marginals measured over it.
+
+A :class:`Domain` names the columns (attributes) in table order and gives each its number of values; a value is
+an integer code ``0 .. size - 1``. A clique is a tuple of column names; in *domain order* its names appear in
+the order of :attr:`Domain.names`, and every table over a clique has one axis per name, in that order. A
+:class:`Measurement` is a noisy table over a clique with the standard deviation of its Gaussian noise: the
+measurement y = M_C x + N(0, std^2 I) of McKenna, Sheldon and Miklau, "Graphical-model based estimation and
+inference for differential privacy" (ICML 2019), section 3, with M_C the marginalization onto clique C.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from spark_dpsynth.errors import InvalidParameterError
+
+__all__ = ["Clique", "Domain", "Measurement"]
+
+Clique = tuple[str, ...]
+"""A tuple of distinct column names."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Column names and their numbers of values (codes ``0 .. size - 1``)."""
+
+    names: tuple[str, ...]
+    """Column names, in table order, distinct."""
+    sizes: tuple[int, ...]
+    """Per column, its number of values, >= 1."""
+
+    def __post_init__(self) -> None:
+        names = tuple(str(n) for n in self.names)
+        sizes = tuple(self.sizes)
+        if len(names) != len(sizes):
+            raise InvalidParameterError(
+                f"a domain needs one size per name, got {len(names)} names, {len(sizes)} sizes"
+            )
+        if len(set(names)) != len(names):
+            raise InvalidParameterError(f"domain names must be distinct, got {list(names)}")
+        for name, size in zip(names, sizes, strict=True):
+            if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+                raise InvalidParameterError(
+                    f"the size of column {name!r} must be an integer >= 1, got {size!r}"
+                )
+        object.__setattr__(self, "names", names)
+        object.__setattr__(self, "sizes", tuple(int(s) for s in sizes))
+        object.__setattr__(self, "_index", {n: i for i, n in enumerate(names)})
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index  # type: ignore[attr-defined]
+
+    def index(self, name: str) -> int:
+        """The position of column ``name``.
+
+        Raises:
+            InvalidParameterError: ``name`` is not a column of the domain.
+        """
+        try:
+            return int(self._index[name])  # type: ignore[attr-defined]
+        except KeyError:
+            raise InvalidParameterError(
+                f"{name!r} is not a column of the domain {list(self.names)}"
+            ) from None
+
+    def size(self, name: str) -> int:
+        """The number of values of column ``name``."""
+        return self.sizes[self.index(name)]
+
+    def canonical(self, clique: Iterable[str]) -> Clique:
+        """``clique`` in domain order.
+
+        Raises:
+            InvalidParameterError: a name is unknown or repeated.
+        """
+        names = tuple(clique)
+        if len(set(names)) != len(names):
+            raise InvalidParameterError(f"a clique's columns must be distinct, got {list(names)}")
+        return tuple(sorted(names, key=self.index))
+
+    def shape(self, clique: Iterable[str]) -> tuple[int, ...]:
+        """The shape of a table over ``clique`` (one axis per name, in the order given)."""
+        return tuple(self.size(n) for n in clique)
+
+    def cells(self, clique: Iterable[str]) -> int:
+        """The number of cells of a table over ``clique`` (an exact integer)."""
+        return math.prod(self.shape(clique))
+
+
+@dataclass(frozen=True, eq=False)
+class Measurement:
+    """A noisy marginal: ``values`` = the clique's table of counts + independent Gaussian noise of std ``std``.
+
+    Sources: McKenna, Sheldon and Miklau (ICML 2019), section 3 (a measurement is a linear query of the data's
+    contingency table plus noise; here the query is a marginal).
+    """
+
+    clique: Clique
+    """Column names, distinct (domain order is expected; other orders are accepted by :func:`estimate` with the
+    table's axes in the same order as the names)."""
+    values: np.ndarray
+    """float64, one axis per clique name, ``domain.size(name)`` cells each: noisy counts (may be negative)."""
+    std: float
+    """Noise standard deviation of every cell, in counts, > 0 and finite."""
+
+    def __post_init__(self) -> None:
+        clique = tuple(str(c) for c in self.clique)
+        if not clique or len(set(clique)) != len(clique):
+            raise InvalidParameterError(
+                f"a measurement's clique must be non-empty and distinct, got {list(clique)}"
+            )
+        values = np.asarray(self.values, dtype=np.float64)
+        if values.ndim != len(clique):
+            raise InvalidParameterError(
+                f"the measurement over {list(clique)} must have {len(clique)} axes, got shape {values.shape}"
+            )
+        if not np.all(np.isfinite(values)):
+            raise InvalidParameterError(f"the measurement over {list(clique)} has non-finite values")
+        std = float(self.std)
+        if not (math.isfinite(std) and std > 0):
+            raise InvalidParameterError(f"std must be > 0 and finite, got {self.std!r}")
+        object.__setattr__(self, "clique", clique)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "std", std)
+
+    def in_domain_order(self, domain: Domain) -> Measurement:
+        """The same measurement with its clique in domain order (the table's axes permuted alike).
+
+        Raises:
+            InvalidParameterError: a name is not in ``domain`` or the table's shape does not match it.
+        """
+        canonical = domain.canonical(self.clique)
+        if self.values.shape != domain.shape(self.clique):
+            raise InvalidParameterError(
+                f"the measurement over {list(self.clique)} has shape {self.values.shape}, the domain gives "
+                f"{domain.shape(self.clique)}"
+            )
+        if canonical == self.clique:
+            return self
+        order = [self.clique.index(n) for n in canonical]
+        return Measurement(canonical, np.ascontiguousarray(self.values.transpose(order)), self.std)

@@ -1,0 +1,350 @@
+"""A graphical model over a domain: log-potentials on cliques, belief propagation, projection, sampling.
+
+The model is the exponential family of McKenna, Sheldon and Miklau, "Graphical-model based estimation and
+inference for differential privacy" (ICML 2019), section 4: over the cells x of the full domain,
+
+    p(x) = (1 / Z) exp( sum_c theta_c(x_c) ),
+
+one log-potential table theta_c per model clique c, scaled to ``total`` records. Inference runs on a junction
+tree of the cliques (:mod:`.junction_tree`): each theta_c is added to a maximal clique that contains it, and
+sum-product belief propagation in log space (Koller and Friedman, "Probabilistic Graphical Models", 2009,
+section 10.2, algorithm 10.2 "upward-downward") calibrates the tree:
+
+    collect (leaves to root):   delta_{i->p}(s) = logsumexp_{C_i \\ S} ( psi_i + sum_{k child of i} delta_{k->i} )
+    distribute (root to leaves): delta_{p->i}(s) = logsumexp_{C_p \\ S} ( beta_p - delta_{i->p} )
+    belief:                      beta_i = psi_i + sum of every incoming message,
+
+then every belief is shifted so that it sums to ``total`` in probability space. Beliefs of neighbouring cliques
+then agree on their separators, and beta_i is the log of the model's expected counts over C_i.
+
+A marginal over a clique Q contained in a maximal clique is read off its belief. Otherwise the smallest subtree of
+the junction tree that covers Q is taken; on it the joint is prod beta_i / prod beta_S (the beliefs over the
+subtree's separators; Koller and Friedman section 10.3.1, the clique-tree measure), and variable elimination
+with a greedy min-size order (Koller and Friedman section 9.3) sums out the columns not in Q.
+
+Sampling is ancestral along the tree (the root clique's joint, then each clique's new columns given its
+separator): :meth:`GraphicalModel.sample` draws records independently; with ``rounded=True`` the draw is
+systematic (one uniform per group, Kitagawa 1996), so that every group of records that share a separator value
+splits over the new columns' cells with counts within one of their expected counts. This is the idea of
+private-pgm's ``synthetic_data``, which rounds expected counts, done with systematic sampling so that it is
+vectorized and works per partition (docs/design.md section 4.8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.estimation._factor import broadcast_shape, logsumexp, other_axes, union
+from spark_dpsynth.estimation.domain import Clique, Domain
+from spark_dpsynth.estimation.junction_tree import JunctionTree
+
+__all__ = ["GraphicalModel"]
+
+
+class _Structure:
+    """The junction tree of a set of model cliques and where each clique's potential goes (reused by the
+    estimator across iterations)."""
+
+    def __init__(self, domain: Domain, cliques: Iterable[Clique], *, max_cells: int | None = None) -> None:
+        self.domain = domain
+        self.model_cliques: tuple[Clique, ...] = tuple(dict.fromkeys(domain.canonical(c) for c in cliques))
+        self.tree = JunctionTree.build(domain, self.model_cliques, max_cells=max_cells)
+        tree = self.tree
+        self.assign: dict[Clique, int] = {}
+        self.expand: dict[Clique, tuple[int, ...]] = {}
+        self.reduce: dict[Clique, tuple[int, ...]] = {}
+        for c in self.model_cliques:
+            node = tree.containing(c)
+            assert node is not None  # every model clique is in the triangulated graph
+            self.assign[c] = node
+            self.expand[c] = broadcast_shape(domain, c, tree.cliques[node])
+            self.reduce[c] = other_axes(c, tree.cliques[node])
+        self.shapes = [domain.shape(c) for c in tree.cliques]
+        self.up_axes: list[tuple[int, ...]] = []
+        self.down_axes: list[tuple[int, ...]] = []
+        self.in_parent: list[tuple[int, ...]] = []
+        self.in_child: list[tuple[int, ...]] = []
+        for i, clique in enumerate(tree.cliques):
+            p = tree.parent[i]
+            sep = tree.separator(i)
+            parent = tree.cliques[p] if p >= 0 else ()
+            self.up_axes.append(other_axes(sep, clique))
+            self.down_axes.append(other_axes(sep, parent))
+            self.in_parent.append(broadcast_shape(domain, sep, parent))
+            self.in_child.append(broadcast_shape(domain, sep, clique))
+
+    def clique_potentials(self, theta: Mapping[Clique, np.ndarray]) -> list[np.ndarray]:
+        """psi_i: the sum of the potentials assigned to each maximal clique, on its axes."""
+        psi = [np.zeros(s) for s in self.shapes]
+        for c, values in theta.items():
+            node = self.assign[c]
+            psi[node] += values.reshape(self.expand[c])
+        return psi
+
+    def calibrate(self, psi: list[np.ndarray], total: float) -> list[np.ndarray]:
+        """Log beliefs (log expected counts) of the maximal cliques, summing to ``total`` (module docstring)."""
+        tree = self.tree
+        beliefs = [p.copy() for p in psi]
+        up: dict[int, np.ndarray] = {}
+        for i in reversed(tree.preorder[1:]):
+            msg = logsumexp(beliefs[i], self.up_axes[i], keepdims=True).reshape(self.in_parent[i])
+            up[i] = msg
+            beliefs[tree.parent[i]] += msg
+        for i in tree.preorder[1:]:
+            p = tree.parent[i]
+            msg = logsumexp(beliefs[p] - up[i], self.down_axes[i], keepdims=True).reshape(self.in_child[i])
+            beliefs[i] += msg
+        log_total = np.log(total)
+        for b in beliefs:
+            b += log_total - logsumexp(b, tuple(range(b.ndim)))
+        return beliefs
+
+
+class GraphicalModel:
+    """A graphical model fitted to measured marginals (module docstring); built by
+    :func:`spark_dpsynth.estimation.estimate`, or directly from potentials.
+
+    Attributes:
+        domain (Domain): the columns.
+        cliques (tuple[Clique, ...]): the maximal cliques of its junction tree, in domain order.
+        total (float): the number of records it describes (its marginals sum to it).
+        potentials (dict[Clique, np.ndarray]): the log-potential theta_c of every model clique (domain order).
+    """
+
+    def __init__(
+        self,
+        domain: Domain,
+        potentials: Mapping[Iterable[str], np.ndarray] | None = None,
+        total: float = 1.0,
+        *,
+        cliques: Iterable[Iterable[str]] = (),
+        max_cells: int | None = None,
+    ) -> None:
+        """Build and calibrate the model.
+
+        Args:
+            domain: the columns.
+            potentials: clique -> log-potential table (shape ``domain.shape(clique)``, axes in the clique's
+                order); None: none (the uniform distribution).
+            total: the number of records, > 0.
+            cliques: more model cliques, with zero potentials.
+            max_cells: the largest junction tree allowed (float cells); None: no limit.
+
+        Raises:
+            InvalidParameterError: a potential's shape does not match its clique, or ``total`` <= 0.
+            ModelSizeError: the junction tree needs more than ``max_cells`` cells.
+        """
+        theta: dict[Clique, np.ndarray] = {}
+        for clique, values in (potentials or {}).items():
+            names = tuple(clique)
+            arr = np.asarray(values, dtype=np.float64)
+            if arr.shape != domain.shape(names):
+                raise InvalidParameterError(
+                    f"the potential over {list(names)} has shape {arr.shape}, expected {domain.shape(names)}"
+                )
+            canonical = domain.canonical(names)
+            arr = arr.transpose([names.index(n) for n in canonical])
+            theta[canonical] = theta[canonical] + arr if canonical in theta else np.ascontiguousarray(arr)
+        for c in cliques:
+            theta.setdefault(domain.canonical(c), np.zeros(domain.shape(domain.canonical(c))))
+        if not (np.isfinite(total) and total > 0):
+            raise InvalidParameterError(f"total must be > 0 and finite, got {total!r}")
+        structure = _Structure(domain, theta, max_cells=max_cells)
+        self._init(
+            structure, theta, float(total), structure.calibrate(structure.clique_potentials(theta), total)
+        )
+
+    @classmethod
+    def _from_parts(
+        cls, structure: _Structure, theta: dict[Clique, np.ndarray], total: float, beliefs: list[np.ndarray]
+    ) -> GraphicalModel:
+        model = cls.__new__(cls)
+        model._init(structure, theta, total, beliefs)
+        return model
+
+    def _init(
+        self, structure: _Structure, theta: dict[Clique, np.ndarray], total: float, beliefs: list[np.ndarray]
+    ) -> None:
+        self.domain = structure.domain
+        self.total = float(total)
+        self.potentials = theta
+        self._structure = structure
+        self._beliefs = beliefs
+        self.tree = structure.tree
+        self.cliques = structure.tree.cliques
+
+    def size(self) -> int:
+        """The number of float cells of its junction tree."""
+        return self.tree.size()
+
+    def belief(self, node: int) -> np.ndarray:
+        """The expected counts over maximal clique ``cliques[node]`` (float64, its shape; sums to total)."""
+        return np.exp(self._beliefs[node])
+
+    # ------------------------------------------------------------------------------------ projection
+    def project(self, clique: Iterable[str]) -> np.ndarray:
+        """The model's expected counts over ``clique``.
+
+        Args:
+            clique: column names (any order; the result's axes follow it).
+
+        Returns:
+            float64 array of shape ``domain.shape(clique)``, >= 0, summing to :attr:`total`.
+
+        Raises:
+            InvalidParameterError: a name is unknown or repeated.
+        """
+        names = tuple(clique)
+        canonical = self.domain.canonical(names)
+        node = self.tree.containing(canonical)
+        if node is not None:
+            counts = self.belief(node).sum(axis=other_axes(canonical, self.cliques[node]))
+        else:
+            counts = self._eliminate(canonical)
+        counts = np.asarray(counts, dtype=np.float64).reshape(self.domain.shape(canonical))
+        s = counts.sum()
+        if s > 0:
+            counts *= self.total / s
+        if canonical != names:
+            counts = counts.transpose([canonical.index(n) for n in names])
+        return counts
+
+    def _eliminate(self, query: Clique) -> np.ndarray:
+        """Counts over ``query`` (domain order) by variable elimination over the smallest covering subtree."""
+        tree = self.tree
+        wanted = set(query)
+        # terminals: cliques covering the query, greedily (most uncovered columns first)
+        terminals: list[int] = []
+        left = set(wanted)
+        while left:
+            best = max(range(len(self.cliques)), key=lambda i: (len(left & set(self.cliques[i])), -i))
+            terminals.append(best)
+            left -= set(self.cliques[best])
+
+        # the subtree: union of the paths from each terminal to the first one
+        def path_to_root(i: int) -> list[int]:
+            out = [i]
+            while tree.parent[out[-1]] >= 0:
+                out.append(tree.parent[out[-1]])
+            return out
+
+        nodes: set[int] = set()
+        anchor = path_to_root(terminals[0])
+        for t in terminals:
+            path = path_to_root(t)
+            common = next(n for n in path if n in set(anchor))
+            nodes.update(path[: path.index(common) + 1])
+            nodes.update(anchor[: anchor.index(common) + 1])
+        # factors: beliefs of the subtree's cliques, minus those of its separators (log space)
+        factors: list[tuple[Clique, np.ndarray]] = [(self.cliques[i], self._beliefs[i]) for i in nodes]
+        for i in nodes:
+            p = tree.parent[i]
+            if p >= 0 and p in nodes:
+                sep = tree.separator(i)
+                sep_belief = logsumexp(self._beliefs[i], other_axes(sep, self.cliques[i]))
+                factors.append((sep, -sep_belief))
+        eliminate = set(union(self.domain, [c for c, _ in factors])) - wanted
+        while eliminate:
+            scopes = [c for c, _ in factors]
+            v = min(
+                sorted(eliminate, key=self.domain.index),
+                key=lambda u: self.domain.cells(union(self.domain, [c for c in scopes if u in c])),  # noqa: B023
+            )
+            eliminate.discard(v)
+            involved = [(c, f) for c, f in factors if v in c]
+            factors = [(c, f) for c, f in factors if v not in c]
+            scope = union(self.domain, [c for c, _ in involved])
+            product = np.zeros(self.domain.shape(scope))
+            for c, f in involved:
+                product = product + f.reshape(broadcast_shape(self.domain, c, scope))
+            axis = scope.index(v)
+            factors.append((tuple(n for n in scope if n != v), logsumexp(product, (axis,))))
+        log_counts = np.zeros(self.domain.shape(query))
+        for c, f in factors:
+            log_counts = log_counts + np.asarray(f).reshape(broadcast_shape(self.domain, c, query))
+        return np.exp(log_counts - log_counts.max())
+
+    # ------------------------------------------------------------------------------------ sampling
+    def sample(self, n: int, rng: np.random.Generator, *, rounded: bool = False) -> np.ndarray:
+        """Draw ``n`` records by ancestral sampling along the junction tree (module docstring).
+
+        Args:
+            n: number of records, >= 0.
+            rng: the generator of every draw.
+            rounded: False: records independent and identically distributed; True: systematic draws, so that
+                the root clique's cells get counts within one of n x their probability, and every group of
+                records that share a separator value splits over the next clique's new cells with counts within
+                one of their expected counts (the idea of private-pgm's ``synthetic_data``; the rows are then in
+                no particular order, shuffle them before use).
+
+        Returns:
+            int64 array (n, len(domain)): value codes, columns in domain order.
+
+        Raises:
+            InvalidParameterError: ``n`` < 0.
+        """
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+            raise InvalidParameterError(f"n must be an integer >= 0, got {n!r}")
+        n = int(n)
+        out = np.zeros((n, len(self.domain)), dtype=np.int64)
+        done: set[str] = set()
+        for node in self.tree.preorder:
+            clique = self.cliques[node]
+            sep = tuple(c for c in clique if c in done)
+            new = tuple(c for c in clique if c not in done)
+            if not new:
+                continue
+            counts = self.belief(node)
+            order = [clique.index(c) for c in sep + new]
+            table = counts.transpose(order).reshape(self.domain.cells(sep), self.domain.cells(new))
+            if sep:
+                rows = np.ravel_multi_index(
+                    tuple(out[:, self.domain.index(c)] for c in sep), self.domain.shape(sep)
+                ).astype(np.int64)
+            else:
+                rows = np.zeros(n, dtype=np.int64)
+            cells = _draw_rows(table, rows, rng, rounded)
+            codes = np.unravel_index(cells, self.domain.shape(new))
+            for c, col in zip(new, codes, strict=True):
+                out[:, self.domain.index(c)] = col
+            done.update(new)
+        return out
+
+
+def _draw_rows(table: np.ndarray, rows: np.ndarray, rng: np.random.Generator, rounded: bool) -> np.ndarray:
+    """For each record, a column of ``table`` (rows x cells, non-negative weights) drawn from its row.
+
+    One search over the concatenated cumulative distributions of all rows, each shifted by its row number:
+    record r's uniform u in [0, 1) is looked up as row(r) + u. Rows of zero weight are uniform.
+    """
+    n = rows.shape[0]
+    k = table.shape[1]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k == 1:
+        return np.zeros(n, dtype=np.int64)
+    weights = np.maximum(table, 0.0)
+    sums = weights.sum(axis=1, keepdims=True)
+    weights = np.where(sums > 0, weights / np.where(sums > 0, sums, 1.0), 1.0 / k)
+    cum = np.cumsum(weights, axis=1)
+    cum[:, -1] = 1.0
+    used = np.unique(rows)
+    # only the rows that hold records: keeps the search table small when the separator is large
+    local = np.searchsorted(used, rows)
+    flat = (cum[used] + np.arange(used.shape[0])[:, None]).ravel()
+    if rounded:
+        order = np.lexsort((rng.random(n), local))
+        sorted_rows = local[order]
+        starts = np.searchsorted(sorted_rows, np.arange(used.shape[0]))
+        counts = np.diff(np.append(starts, n))
+        position = np.arange(n) - starts[sorted_rows]
+        offset = rng.random(used.shape[0])
+        u = np.empty(n)
+        u[order] = (position + offset[sorted_rows]) / counts[sorted_rows]
+    else:
+        u = rng.random(n)
+    found = np.searchsorted(flat, local + u, side="right")
+    return np.clip(found - local * k, 0, k - 1).astype(np.int64)
