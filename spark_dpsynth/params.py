@@ -256,12 +256,20 @@ class AggregationParams:
     """Test mode: a seed makes every draw reproducible with a NON-cryptographic generator; the release is then
     not private and its manifest says ``"test_mode": true``. None (the default) draws privacy noise from the
     operating system's cryptographic source."""
+    max_column_subsets: int = 20_000
+    """Planner: the largest C(d, k) (column subsets of one length, >= 1) the job counts; each record is looked
+    up in every subset, so the work grows as records x C(d, k). Beyond it the job stops before reading data."""
+    max_candidates: int = 2_000_000
+    """Planner: the most candidate k-tuples of one length (>= 1) the job counts and noises on the driver;
+    beyond it the job stops before counting that length."""
 
     def __post_init__(self) -> None:
         v.positive("epsilon", self.epsilon)
         if self.delta is not None:
             v.open_unit("delta", self.delta)
         v.integer("reporting_length", self.reporting_length, low=1)
+        v.integer("max_column_subsets", self.max_column_subsets, low=1)
+        v.integer("max_candidates", self.max_candidates, low=1)
         q = v.finite("percentile", self.percentile)
         if not 0 < q <= 100:
             raise InvalidParameterError(f"percentile must be in (0, 100], got {self.percentile!r}")
@@ -333,11 +341,33 @@ class AggregationParams:
         return tuple(1.0 for _ in range(r))
 
     def check_columns(self, n_columns: int) -> None:
-        """Raise if the reporting length exceeds the number of attribute columns (a schema fact, not data)."""
+        """Raise if the reporting length exceeds the number of attribute columns (a schema fact, not data), or
+        if the longest length has more column subsets than the planner allows (:meth:`check_subsets`)."""
         if self.reporting_length > n_columns:
             raise InvalidParameterError(
                 f"reporting_length must be <= the number of attribute columns ({n_columns}), "
                 f"got {self.reporting_length}"
+            )
+        self.check_subsets(n_columns)
+
+    def check_subsets(self, n_columns: int, k: int | None = None) -> None:
+        """The planner's first check, from public values only: C(d, k) column subsets of length k (default R)
+        must not exceed ``max_column_subsets`` (the counting work is records x C(d, k), and the noise of every
+        k-tuple grows with Delta_k <= C(d, k)).
+
+        Raises:
+            InvalidParameterError: naming the count and what to change.
+        """
+        import math
+
+        k = self.reporting_length if k is None else k
+        subsets = math.comb(n_columns, k)
+        if subsets > self.max_column_subsets:
+            raise InvalidParameterError(
+                f"reporting length {k} over {n_columns} columns means {subsets:,} column subsets per record "
+                f"(max_column_subsets {self.max_column_subsets:,}): the counting work and the noise grow as "
+                f"C(d, k); use --synthesizer pgm (DP-selected marginals), or --reporting-length {k - 1}, "
+                "or fewer columns"
             )
 
 

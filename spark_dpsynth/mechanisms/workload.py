@@ -383,11 +383,17 @@ def _aim(
             epsilon = math.sqrt(8.0 * (1.0 - alpha) * remaining)
         size_limit = params.max_model_cells * min(1.0, (used + round_rho) / rho)
         pool = _aim_candidates(candidates_all, measured_cliques, d, wide, params, key, t)
-        model_cliques = [tuple(names[x] for x in c) for c in model.cliques]
+        model_cliques = [tuple(c) for c in model.cliques]
+        covers = [set(c) for c in model_cliques]
+        current = junction_tree_size(domain, model_cliques)
         feasible = []
         for c in pool:
             named = tuple(names[x] for x in c)
-            if junction_tree_size(domain, [*model_cliques, named]) <= size_limit:
+            if any(set(named) <= m for m in covers):
+                grown = current  # already inside a maximal clique: the tree does not change
+            else:
+                grown = junction_tree_size(domain, [*model_cliques, named])
+            if grown <= size_limit:
                 feasible.append(c)
         if not feasible:
             feasible = [c for c in pool if len(c) == 1]
