@@ -313,6 +313,12 @@ SYNTHESIZERS: dict[str, SynthesizerSpec] = {
         mechanisms=("archetype",),
         sample=f"{_S}.archetype:sample",
     ),
+    "pgm": SynthesizerSpec(
+        name="pgm",
+        summary="records sampled from a graphical model estimated from the measured marginals (Private-PGM)",
+        mechanisms=("workload",),
+        sample=f"{_S}.pgm:sample",
+    ),
 }
 """Synthesizer name -> its entry."""
 

@@ -9,7 +9,7 @@ docs/design.md section 4.8. Modules, in pipeline order:
   (:class:`JunctionTree`) and its size (:func:`junction_tree_size`, the model-size cap).
 * :mod:`.model`: :class:`GraphicalModel`: log-potentials, belief propagation in log space, ``project`` onto any
   clique, ancestral ``sample`` (independent or systematic).
-* :mod:`.estimate`: :func:`estimate`, Private-PGM's mirror descent (McKenna, Sheldon and Miklau, ICML 2019), and
+* :mod:`.mirror_descent`: :func:`estimate`, Private-PGM's mirror descent (McKenna, Sheldon and Miklau, ICML 2019), and
   :func:`estimate_total`.
 * :mod:`._factor`: log-space table helpers (broadcasting, log-sum-exp).
 """
@@ -17,13 +17,13 @@ docs/design.md section 4.8. Modules, in pipeline order:
 from __future__ import annotations
 
 from spark_dpsynth.estimation.domain import Clique, Domain, Measurement
-from spark_dpsynth.estimation.estimate import DEFAULT_ITERATIONS, FitReport, estimate, estimate_total
 from spark_dpsynth.estimation.junction_tree import (
     JunctionTree,
     elimination_order,
     junction_tree_size,
     maximal_cliques,
 )
+from spark_dpsynth.estimation.mirror_descent import DEFAULT_ITERATIONS, FitReport, estimate, estimate_total
 from spark_dpsynth.estimation.model import GraphicalModel
 
 __all__ = [

@@ -28,12 +28,22 @@ def other_axes(sub: Sequence[str], sup: Sequence[str]) -> tuple[int, ...]:
 
 
 def logsumexp(x: np.ndarray, axes: tuple[int, ...], *, keepdims: bool = False) -> np.ndarray:
-    """log(sum(exp(x))) over ``axes``, computed stably (shift by the maximum); all -inf gives -inf."""
+    """log(sum(exp(x))) over ``axes``, computed stably; an all -inf slice gives -inf.
+
+    The fast path shifts by the global maximum (one pass, one exp); the slices whose sum then underflows to 0
+    although they hold a finite entry are recomputed with their own maximum.
+    """
     if not axes:
-        return x.copy() if keepdims else x.copy()
+        return x.copy()
+    top = float(np.max(x)) if x.size else -np.inf
+    if np.isfinite(top):
+        with np.errstate(under="ignore", divide="ignore"):
+            out = np.log(np.sum(np.exp(x - top), axis=axes, keepdims=True)) + top
+        if not np.isneginf(out).any():
+            return out if keepdims else np.squeeze(out, axis=axes)
     m = np.max(x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
+    with np.errstate(under="ignore", divide="ignore", invalid="ignore"):
         out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
     return out if keepdims else np.squeeze(out, axis=axes)
 

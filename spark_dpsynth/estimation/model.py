@@ -43,6 +43,11 @@ from spark_dpsynth.estimation.junction_tree import JunctionTree
 
 __all__ = ["GraphicalModel"]
 
+_SPAN = 600.0
+"""Widest range (nats) of an upward message for which the downward messages reuse the parent's exponential."""
+_EINSUM_LETTERS = 52
+"""The most distinct axes ``numpy.einsum`` accepts in one contraction."""
+
 
 class _Structure:
     """The junction tree of a set of model cliques and where each clique's potential goes (reused by the
@@ -85,7 +90,13 @@ class _Structure:
         return psi
 
     def calibrate(self, psi: list[np.ndarray], total: float) -> list[np.ndarray]:
-        """Log beliefs (log expected counts) of the maximal cliques, summing to ``total`` (module docstring)."""
+        """Log beliefs (log expected counts) of the maximal cliques, summing to ``total`` (module docstring).
+
+        The downward messages of a clique are computed from one exponential of its belief, shifted by its
+        maximum: delta_{p->i} = log sum (exp(beta_p - m) exp(-(delta_{i->p} - min delta_{i->p}))) + m - min, which
+        is exact while the upward message spans less than :data:`_SPAN` nats; wider ones (never met with counts)
+        take the log-sum-exp of beta_p - delta_{i->p} itself.
+        """
         tree = self.tree
         beliefs = [p.copy() for p in psi]
         up: dict[int, np.ndarray] = {}
@@ -93,13 +104,34 @@ class _Structure:
             msg = logsumexp(beliefs[i], self.up_axes[i], keepdims=True).reshape(self.in_parent[i])
             up[i] = msg
             beliefs[tree.parent[i]] += msg
+        scaled: dict[int, tuple[np.ndarray, float]] = {}
         for i in tree.preorder[1:]:
             p = tree.parent[i]
-            msg = logsumexp(beliefs[p] - up[i], self.down_axes[i], keepdims=True).reshape(self.in_child[i])
-            beliefs[i] += msg
-        log_total = np.log(total)
+            msg = None
+            u = up[i]
+            low, high = float(u.min()), float(u.max())
+            if np.isfinite(low) and high - low < _SPAN:
+                if p not in scaled:
+                    top = float(beliefs[p].max())
+                    scaled[p] = (np.exp(beliefs[p] - top), top)
+                e, top = scaled[p]
+                with np.errstate(divide="ignore"):
+                    s = np.log(np.sum(e * np.exp(low - u), axis=self.down_axes[i], keepdims=True))
+                if not np.isneginf(s).any():
+                    msg = s + (top - low)
+            if msg is None:
+                msg = logsumexp(beliefs[p] - u, self.down_axes[i], keepdims=True)
+            beliefs[i] += msg.reshape(self.in_child[i])
+        # calibrated: every belief has the same sum Z, read off the root's
+        root = tree.preorder[0]
+        if root in scaled:
+            e, top = scaled[root]
+            log_z = float(np.log(e.sum())) + top
+        else:
+            log_z = float(logsumexp(beliefs[root], tuple(range(beliefs[root].ndim))))
+        shift = np.log(total) - log_z
         for b in beliefs:
-            b += log_total - logsumexp(b, tuple(range(b.ndim)))
+            b += shift
         return beliefs
 
 
@@ -173,6 +205,7 @@ class GraphicalModel:
         self.potentials = theta
         self._structure = structure
         self._beliefs = beliefs
+        self._probs: list[np.ndarray] | None = None
         self.tree = structure.tree
         self.cliques = structure.tree.cliques
 
@@ -182,7 +215,7 @@ class GraphicalModel:
 
     def belief(self, node: int) -> np.ndarray:
         """The expected counts over maximal clique ``cliques[node]`` (float64, its shape; sums to total)."""
-        return np.exp(self._beliefs[node])
+        return self._probabilities()[node].copy()
 
     # ------------------------------------------------------------------------------------ projection
     def project(self, clique: Iterable[str]) -> np.ndarray:
@@ -212,40 +245,72 @@ class GraphicalModel:
             counts = counts.transpose([canonical.index(n) for n in names])
         return counts
 
-    def _eliminate(self, query: Clique) -> np.ndarray:
-        """Counts over ``query`` (domain order) by variable elimination over the smallest covering subtree."""
+    def _covering_subtree(self, query: Clique) -> list[int]:
+        """The nodes of a small connected subtree whose cliques cover ``query``: greedy cover by the cliques with
+        the most uncovered columns, joined by their tree paths."""
         tree = self.tree
-        wanted = set(query)
-        # terminals: cliques covering the query, greedily (most uncovered columns first)
+        left = set(query)
         terminals: list[int] = []
-        left = set(wanted)
         while left:
             best = max(range(len(self.cliques)), key=lambda i: (len(left & set(self.cliques[i])), -i))
             terminals.append(best)
             left -= set(self.cliques[best])
 
-        # the subtree: union of the paths from each terminal to the first one
         def path_to_root(i: int) -> list[int]:
             out = [i]
             while tree.parent[out[-1]] >= 0:
                 out.append(tree.parent[out[-1]])
             return out
 
-        nodes: set[int] = set()
         anchor = path_to_root(terminals[0])
+        on_anchor = set(anchor)
+        nodes: set[int] = set()
         for t in terminals:
             path = path_to_root(t)
-            common = next(n for n in path if n in set(anchor))
+            common = next(n for n in path if n in on_anchor)
             nodes.update(path[: path.index(common) + 1])
             nodes.update(anchor[: anchor.index(common) + 1])
-        # factors: beliefs of the subtree's cliques, minus those of its separators (log space)
+        return sorted(nodes)
+
+    def _probabilities(self) -> list[np.ndarray]:
+        """The expected counts of every maximal clique (cached)."""
+        if self._probs is None:
+            self._probs = [np.exp(b) for b in self._beliefs]
+        return self._probs
+
+    def _eliminate(self, query: Clique) -> np.ndarray:
+        """Counts over ``query`` (domain order) by variable elimination over the covering subtree's clique-tree
+        measure prod beta_i / prod beta_S (module docstring)."""
+        tree = self.tree
+        nodes = self._covering_subtree(query)
+        inside = set(nodes)
+        probs = self._probabilities()
+        factors: list[tuple[Clique, np.ndarray]] = [(self.cliques[i], probs[i]) for i in nodes]
+        for i in nodes:
+            if tree.parent[i] in inside:
+                sep = tree.separator(i)
+                sep_counts = probs[i].sum(axis=other_axes(sep, self.cliques[i]))
+                inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > 0)
+                factors.append((sep, inverse))
+        scope = union(self.domain, [c for c, _ in factors])
+        if len(scope) <= _EINSUM_LETTERS:
+            label = {n: j for j, n in enumerate(scope)}
+            args: list[object] = []
+            for c, f in factors:
+                args += [f, [label[n] for n in c]]
+            return np.asarray(np.einsum(*args, [label[n] for n in query], optimize="greedy"))
+        return self._eliminate_log(query, nodes)
+
+    def _eliminate_log(self, query: Clique, nodes: list[int]) -> np.ndarray:
+        """As :meth:`_eliminate`, in log space with a greedy min-size order (for scopes too wide for einsum)."""
+        tree = self.tree
+        inside = set(nodes)
+        wanted = set(query)
         factors: list[tuple[Clique, np.ndarray]] = [(self.cliques[i], self._beliefs[i]) for i in nodes]
         for i in nodes:
-            p = tree.parent[i]
-            if p >= 0 and p in nodes:
+            if tree.parent[i] in inside:
                 sep = tree.separator(i)
-                sep_belief = logsumexp(self._beliefs[i], other_axes(sep, self.cliques[i]))
-                factors.append((sep, -sep_belief))
+                factors.append((sep, -logsumexp(self._beliefs[i], other_axes(sep, self.cliques[i]))))
         eliminate = set(union(self.domain, [c for c, _ in factors])) - wanted
         while eliminate:
             scopes = [c for c, _ in factors]
@@ -260,8 +325,7 @@ class GraphicalModel:
             product = np.zeros(self.domain.shape(scope))
             for c, f in involved:
                 product = product + f.reshape(broadcast_shape(self.domain, c, scope))
-            axis = scope.index(v)
-            factors.append((tuple(n for n in scope if n != v), logsumexp(product, (axis,))))
+            factors.append((tuple(n for n in scope if n != v), logsumexp(product, (scope.index(v),))))
         log_counts = np.zeros(self.domain.shape(query))
         for c, f in factors:
             log_counts = log_counts + np.asarray(f).reshape(broadcast_shape(self.domain, c, query))

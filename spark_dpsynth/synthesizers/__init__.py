@@ -6,5 +6,7 @@ imports), so a synthetic table carries exactly the guarantee of the release it c
 * :mod:`.marginals`: the ``model`` synthesizer (graphical model fitted to the noisy marginals) and the ``sds``
   aggregate-seeded sampler, over a marginals release.
 * :mod:`.class_conditional`, :mod:`.archetype`: the samplers of those mechanisms' releases.
+* :mod:`.pgm`: the ``pgm`` synthesizer: a graphical model estimated from a release's measured marginals
+  (:mod:`spark_dpsynth.estimation`), sampled over partitions.
 * :mod:`._kernels`: partitioned sampling, exact splits, largest-remainder rounding, shared by all of them.
 """

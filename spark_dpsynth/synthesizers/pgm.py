@@ -1,0 +1,163 @@
+"""The ``pgm`` synthesizer: records sampled from a graphical model estimated from the release's measured marginals.
+
+For releases that carry measured marginals (``Release.measurements``: full noisy tables over cliques of columns,
+with their noise std), such as those of the ``workload`` mechanism. Two stages (docs/design.md section 4.8):
+
+1. **Fit, on the driver** (release-sized): :func:`fit_release` builds the measurement domain (per column its
+   released values plus the empty category) and runs Private-PGM (McKenna, Sheldon and Miklau, "Graphical-model
+   based estimation and inference for differential privacy", ICML 2019) through
+   :func:`spark_dpsynth.estimation.estimate`: the graphical model whose clique marginals best fit every measured
+   marginal (1-, 2-, 3-way and longer alike), each weighted by its noise precision 1/std^2. The number of records
+   of the model is estimated from the tables' sums.
+2. **Sample, on the executors**: ``sample_partitions`` (docs/design.md section 4.3) runs one task per partition;
+   partition p draws its exact share n_p of the target (``exact_split``) from the model by ancestral sampling
+   along its junction tree, systematically (:meth:`GraphicalModel.sample` with ``rounded=True``): every group of
+   the partition's records that share a separator value splits over the next clique's cells with counts within
+   one of their expected counts, so the output's marginals follow the model's closely. Codes are decoded to the
+   released values; the empty category is written as null.
+
+Privacy: post-processing of the release (it reads the measured marginals, their std and the protected number of
+records, nothing else); the randomness of sampling is utility randomness (docs/design.md section 7.3).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+
+import numpy as np
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_dpsynth._progress import report
+from spark_dpsynth.errors import InvalidParameterError, ReleaseError
+from spark_dpsynth.estimation import Domain, GraphicalModel, Measurement, estimate
+from spark_dpsynth.params import SynthesisParams
+from spark_dpsynth.release.core import Release
+from spark_dpsynth.synthesizers._kernels import exact_split, sample_partitions
+
+__all__ = ["FIT_ITERATIONS", "fit_release", "release_domain", "release_measurements", "sample"]
+
+log = logging.getLogger(__name__)
+
+FIT_ITERATIONS = 500
+"""Mirror-descent iterations of the synthesizer's fit (docs/design.md section 4.8)."""
+_ROWS_STREAM = 0x70676D72
+"""Seed stream of the partitions' shares of the rows."""
+_DRAW_STREAM = 0x70676D64
+"""Seed stream of the records a partition draws."""
+
+
+def release_domain(release: Release) -> Domain:
+    """The measurement domain of a release: its columns, each with its released values plus the empty category."""
+    return Domain(release.columns, release.measurement_sizes())
+
+
+def release_measurements(release: Release) -> list[Measurement]:
+    """The release's measured marginals as estimator measurements (clique = column names, in table order).
+
+    Raises:
+        ReleaseError: the release has no measured marginal.
+    """
+    if not release.measurements:
+        raise ReleaseError(
+            f"the pgm synthesizer samples releases with measured marginals (the workload mechanism); this "
+            f"release of the {release.manifest.mechanism!r} mechanism has none: use one of its own synthesizers"
+        )
+    return [
+        Measurement(tuple(release.columns[c] for c in m.columns), m.values, m.std)
+        for m in release.measurements
+    ]
+
+
+def fit_release(
+    release: Release, *, iterations: int = FIT_ITERATIONS, max_cells: int | None = None
+) -> GraphicalModel:
+    """The graphical model estimated from the release's measured marginals (module docstring, stage 1).
+
+    Args:
+        release: a release with measured marginals.
+        iterations: mirror-descent iterations, >= 0.
+        max_cells: the largest junction tree allowed, in float cells; None: no limit.
+
+    Returns:
+        The model over :func:`release_domain` (``model.fit_report`` says how the fit went).
+
+    Raises:
+        ReleaseError: the release has no measured marginal.
+        ModelSizeError: the junction tree of the measured cliques needs more than ``max_cells`` cells.
+    """
+    return estimate(
+        release_domain(release), release_measurements(release), iterations=iterations, max_cells=max_cells
+    )
+
+
+def sample(
+    release: Release,
+    params: SynthesisParams,
+    spark: SparkSession,
+    *,
+    release_dir: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> DataFrame:
+    """Sample a synthetic table from a graphical model fitted to the release's measured marginals.
+
+    Args:
+        release: a release with measured marginals (``release.measurements``).
+        params: ``target_number_of_records`` (default: the protected number of records n', times
+            ``aggregate_counts_scale_factor`` when set; the model's estimated number of records when the
+            manifest has no n'), ``partitions`` P (default: the session's parallelism) and ``seed`` (None: drawn
+            from ``secrets``); the other fields are ignored.
+        spark: the session (DataFrame API only: Spark Connect works).
+        release_dir: unused (the release holds everything it reads).
+        progress: optional callback receiving short progress messages.
+
+    Returns:
+        DataFrame with the columns ``release.columns``, nullable strings (null = the empty category), exactly the
+        target number of rows in P partitions; the same (seed, P) gives the same rows in the same order.
+
+    Raises:
+        InvalidParameterError: ``params`` is not a SynthesisParams.
+        ReleaseError: the release has no measured marginal.
+    """
+    if not isinstance(params, SynthesisParams):
+        raise InvalidParameterError(f"params must be a SynthesisParams, got {type(params).__name__}")
+    measurements = release_measurements(release)
+    domain = release_domain(release)
+    report(progress, log, f"pgm: fitting a graphical model to {len(measurements)} measured marginals")
+    started = time.perf_counter()
+    model = estimate(domain, measurements, iterations=FIT_ITERATIONS)
+    fit = model.fit_report
+    report(
+        progress,
+        log,
+        f"pgm: fitted in {time.perf_counter() - started:.1f} s ({fit.iterations} iterations, "
+        f"{len(model.cliques)} junction-tree cliques, {fit.cells} cells)",
+    )
+    target = params.target_number_of_records
+    if target is None:
+        n = release.manifest.protected_number_of_records
+        base = float(n) if n is not None else model.total
+        target = max(1, round(base * (params.aggregate_counts_scale_factor or 1.0)))
+    seed = params.seed if params.seed is not None else secrets.randbits(63)
+    empty = np.array([len(d) for d in release.domains], dtype=np.int64)
+
+    def draw(part: int, parts: int) -> np.ndarray:
+        """The partition's rows as int32 codes (n_p, d), -1 = empty."""
+        share_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_ROWS_STREAM,)))
+        n_part = int(exact_split(np.array([target], dtype=np.int64), parts, share_rng, part)[0])
+        rng = np.random.default_rng(np.random.SeedSequence([seed, part], spawn_key=(_DRAW_STREAM,)))
+        codes = model.sample(n_part, rng, rounded=True)
+        return np.where(codes == empty, -1, codes).astype(np.int32)
+
+    report(progress, log, f"pgm: sampling {target} records")
+    return sample_partitions(
+        spark,
+        draw,
+        columns=release.columns,
+        domains=release.domains,
+        seed=seed,
+        partitions=params.partitions,
+        label="pgm",
+    )

@@ -1,0 +1,300 @@
+"""spark_dpsynth.estimation: junction trees, belief propagation, Private-PGM estimation, sampling (numpy only)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from spark_dpsynth.errors import InvalidParameterError, ModelSizeError
+from spark_dpsynth.estimation import (
+    Domain,
+    GraphicalModel,
+    JunctionTree,
+    Measurement,
+    estimate,
+    estimate_total,
+    junction_tree_size,
+    maximal_cliques,
+)
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def joint_of(model: GraphicalModel) -> np.ndarray:
+    """The full joint table of a small model, by brute force: exp(sum of potentials), scaled to its total."""
+    domain = model.domain
+    log_p = np.zeros(domain.sizes)
+    for clique, theta in model.potentials.items():
+        shape = [domain.size(n) if n in clique else 1 for n in domain.names]
+        log_p = log_p + theta.reshape(shape)
+    p = np.exp(log_p - log_p.max())
+    return p / p.sum() * model.total
+
+
+def marginal(joint: np.ndarray, domain: Domain, clique: tuple[str, ...]) -> np.ndarray:
+    axes = tuple(i for i, n in enumerate(domain.names) if n not in clique)
+    table = joint.sum(axis=axes)
+    order = sorted(clique, key=domain.index)
+    return table.transpose([order.index(n) for n in clique])
+
+
+def random_model(
+    seed: int, domain: Domain, cliques: list[tuple[str, ...]], scale: float = 1.5
+) -> GraphicalModel:
+    rng = np.random.default_rng(seed)
+    potentials = {c: rng.normal(0, scale, domain.shape(c)) for c in cliques}
+    return GraphicalModel(domain, potentials, total=1000.0)
+
+
+def is_junction_tree(tree: JunctionTree) -> bool:
+    """Running intersection: for every column, the nodes holding it form a connected subtree."""
+    for name in tree.domain.names:
+        holding = {i for i, c in enumerate(tree.cliques) if name in c}
+        roots = [i for i in holding if tree.parent[i] not in holding]
+        if len(roots) != 1:
+            return False
+    return True
+
+
+DOMAIN = Domain(("a", "b", "c", "d", "e", "f"), (2, 3, 4, 2, 3, 2))
+
+
+# ------------------------------------------------------------------------------------------- junction trees
+
+
+def test_a_chain_keeps_its_edges_as_cliques() -> None:
+    domain = Domain(("a", "b", "c", "d"), (2, 3, 4, 5))
+    cliques = [("a", "b"), ("b", "c"), ("c", "d")]
+    assert sorted(maximal_cliques(domain, cliques)) == sorted(cliques)
+    assert junction_tree_size(domain, cliques) == 6 + 12 + 20
+    tree = JunctionTree.build(domain, cliques)
+    assert is_junction_tree(tree) and tree.size() == 38
+
+
+def test_a_cycle_is_triangulated_with_one_chord() -> None:
+    domain = Domain(("a", "b", "c", "d"), (2, 2, 2, 2))
+    cycle = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")]
+    found = maximal_cliques(domain, cycle)
+    assert len(found) == 2 and all(len(c) == 3 for c in found)
+    shared = set(found[0]) & set(found[1])
+    assert len(shared) == 2  # the chord
+    assert junction_tree_size(domain, cycle) == 16
+
+
+def test_columns_in_no_clique_get_their_own() -> None:
+    domain = Domain(("a", "b", "c"), (2, 3, 4))
+    tree = JunctionTree.build(domain, [("a", "b")])
+    assert sorted(tree.cliques) == [("a", "b"), ("c",)]
+    assert tree.separator(1) == () and is_junction_tree(tree)
+
+
+def test_the_size_limit_is_enforced_before_anything_is_built() -> None:
+    cliques = [("a", "b", "c"), ("c", "d", "e")]
+    size = junction_tree_size(DOMAIN, cliques)
+    assert size == 24 + 24 + 2  # abc, cde, f
+    JunctionTree.build(DOMAIN, cliques, max_cells=size)
+    with pytest.raises(ModelSizeError, match=f"needs {size} cells, more than the limit of {size - 1}"):
+        JunctionTree.build(DOMAIN, cliques, max_cells=size - 1)
+    measurements = [Measurement(c, np.ones(DOMAIN.shape(c)), 1.0) for c in cliques]
+    with pytest.raises(ModelSizeError):
+        estimate(DOMAIN, measurements, max_cells=10)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_graphs_give_junction_trees(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    names = tuple(f"x{i}" for i in range(12))
+    domain = Domain(names, tuple(int(s) for s in rng.integers(2, 5, 12)))
+    cliques = [tuple(rng.choice(names, size=int(rng.integers(2, 4)), replace=False)) for _ in range(10)]
+    tree = JunctionTree.build(domain, cliques)
+    assert is_junction_tree(tree)
+    for c in cliques:  # every clique fits in a maximal clique
+        assert tree.containing(c) is not None
+    assert tree.size() == junction_tree_size(domain, cliques)
+
+
+# ------------------------------------------------------------------------------------------- inference
+
+CLIQUES = [("a", "b"), ("b", "c"), ("c", "d", "e"), ("a", "e"), ("f",)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_belief_propagation_gives_the_brute_force_marginals(seed: int) -> None:
+    model = random_model(seed, DOMAIN, CLIQUES)
+    joint = joint_of(model)
+    for k in (1, 2, 3):
+        for clique in itertools.combinations(DOMAIN.names, k):
+            np.testing.assert_allclose(
+                model.project(clique), marginal(joint, DOMAIN, clique), rtol=1e-9, atol=1e-9
+            )
+
+
+def test_projection_across_junction_tree_cliques_is_exact() -> None:
+    model = random_model(7, DOMAIN, CLIQUES)
+    joint = joint_of(model)
+    spanning = ("b", "d", "f")  # in no maximal clique
+    assert model.tree.containing(spanning) is None
+    np.testing.assert_allclose(model.project(spanning), marginal(joint, DOMAIN, spanning), rtol=1e-9)
+    reordered = ("f", "a", "d", "c")  # any order: axes follow the request
+    result = model.project(reordered)
+    assert result.shape == (2, 2, 2, 4)
+    np.testing.assert_allclose(result, marginal(joint, DOMAIN, reordered), rtol=1e-9)
+
+
+def test_the_log_space_elimination_agrees_with_einsum() -> None:
+    model = random_model(3, DOMAIN, CLIQUES)
+    query = ("b", "d", "f")
+    nodes = model._covering_subtree(query)
+    log_way = model._eliminate_log(query, nodes)
+    np.testing.assert_allclose(log_way / log_way.sum(), model.project(query) / model.total, rtol=1e-9)
+
+
+def test_extreme_potentials_stay_finite() -> None:
+    rng = np.random.default_rng(0)
+    potentials = {c: rng.normal(0, 400, DOMAIN.shape(c)) for c in CLIQUES}
+    model = GraphicalModel(DOMAIN, potentials, total=50.0)
+    for clique in [("a", "b"), ("c", "d", "e"), ("b", "f"), ("a", "c")]:
+        counts = model.project(clique)
+        assert np.all(np.isfinite(counts)) and counts.sum() == pytest.approx(50.0)
+
+
+# ------------------------------------------------------------------------------------------- estimation
+
+
+def true_table(seed: int, domain: Domain, n: int = 5000) -> np.ndarray:
+    """A data set's contingency table: n records of a random model with strong dependencies."""
+    model = random_model(seed, domain, CLIQUES, scale=2.0)
+    records = model.sample(n, np.random.default_rng(seed))
+    flat = np.ravel_multi_index(tuple(records.T), domain.sizes)
+    return np.bincount(flat, minlength=math.prod(domain.sizes)).reshape(domain.sizes).astype(float)
+
+
+MEASURED = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("a", "e"), ("c", "d", "e"), ("f",), ("e", "f")]
+
+
+def test_noiseless_measurements_are_recovered() -> None:
+    # every cell positive (one record added to each): the fit is interior and mirror descent converges linearly;
+    # with empty cells the optimum has potentials at -inf and is approached sublinearly
+    table = true_table(1, DOMAIN) + 1.0
+    measurements = [Measurement(c, marginal(table, DOMAIN, c), 1.0) for c in MEASURED]
+    model = estimate(DOMAIN, measurements, iterations=1000)
+    assert model.total == pytest.approx(table.sum())
+    worst = max(np.abs(model.project(c) - marginal(table, DOMAIN, c)).max() for c in MEASURED)
+    assert worst < 0.05  # counts, of 5,216 records: every measured marginal is met to 1e-5 of the total
+    assert model.fit_report.iterations == 1000 and model.fit_report.loss < 1e-3
+
+
+def test_noisy_measurements_beat_the_normalized_noisy_tables() -> None:
+    table = true_table(2, DOMAIN)
+    n = table.sum()
+    rng = np.random.default_rng(3)
+    std = 40.0
+    measurements = [
+        Measurement(c, marginal(table, DOMAIN, c) + rng.normal(0, std, DOMAIN.shape(c)), std)
+        for c in MEASURED
+    ]
+    model = estimate(DOMAIN, measurements, iterations=500)
+    model_error = plain_error = 0.0
+    for m in measurements:
+        truth = marginal(table, DOMAIN, m.clique) / n
+        plain = np.clip(m.values, 0, None)
+        model_error += np.abs(model.project(m.clique) / model.total - truth).sum()
+        plain_error += np.abs(plain / plain.sum() - truth).sum()
+    assert model_error < 0.8 * plain_error
+
+
+def test_the_total_is_an_inverse_variance_mean_of_the_table_sums() -> None:
+    small = Measurement(("a",), np.array([40.0, 60.0]), 1.0)  # sum 100, variance 2
+    wide = Measurement(("b", "c"), np.full((3, 4), 10.0), 2.0)  # sum 120, variance 48
+    expected = (100 / 2 + 120 / 48) / (1 / 2 + 1 / 48)
+    assert estimate_total([small, wide]) == pytest.approx(expected)
+    assert estimate_total([Measurement(("a",), np.array([-5.0, -3.0]), 1.0)]) == 1.0
+    assert estimate(DOMAIN, [small], iterations=0).total == pytest.approx(100.0)
+    assert estimate(DOMAIN, [small], iterations=0, total=77.0).total == 77.0
+
+
+def test_warm_start_and_extra_cliques() -> None:
+    table = true_table(4, DOMAIN)
+    measurements = [Measurement(c, marginal(table, DOMAIN, c), 5.0) for c in MEASURED[:4]]
+    first = estimate(DOMAIN, measurements, iterations=300, cliques=[("a", "f")])
+    assert first.tree.containing(("a", "f")) is not None
+    np.testing.assert_allclose(first.potentials[("a", "f")], 0.0)  # never measured: never moved
+    more = measurements + [Measurement(("e", "f"), marginal(table, DOMAIN, ("e", "f")), 5.0)]
+    cold = estimate(DOMAIN, more, iterations=20)
+    warm = estimate(DOMAIN, more, iterations=20, warm_start=first)
+    assert warm.fit_report.loss < cold.fit_report.loss
+    assert set(first.potentials) <= set(warm.potentials)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: Domain(("a", "a"), (2, 2)), "distinct"),
+        (lambda: Domain(("a",), (0,)), "integer >= 1"),
+        (lambda: Domain(("a", "b"), (2,)), "one size per name"),
+        (lambda: Measurement(("a",), np.zeros((2, 2)), 1.0), "must have 1 axes"),
+        (lambda: Measurement(("a",), np.zeros(2), -1.0), "std must be > 0"),
+        (lambda: estimate(DOMAIN, [Measurement(("a",), np.zeros(3), 1.0)]), "shape"),
+        (lambda: estimate(DOMAIN, [Measurement(("z",), np.zeros(3), 1.0)]), "not a column"),
+        (lambda: estimate(DOMAIN, []), "measurements or a total"),
+        (lambda: estimate(DOMAIN, [], total=10.0, iterations=-1), "iterations"),
+        (lambda: GraphicalModel(DOMAIN).sample(-1, np.random.default_rng(0)), "n must be"),
+    ],
+)
+def test_invalid_inputs_are_named(call, match: str) -> None:  # noqa: ANN001
+    with pytest.raises(InvalidParameterError, match=match):
+        call()
+
+
+# ------------------------------------------------------------------------------------------- sampling
+
+
+def test_independent_samples_follow_the_model() -> None:
+    model = random_model(5, DOMAIN, CLIQUES)
+    n = 200_000
+    records = model.sample(n, np.random.default_rng(11))
+    assert records.shape == (n, 6) and records.dtype == np.int64
+    for clique in [("a", "b"), ("c", "d", "e"), ("a", "e"), ("b", "d")]:
+        idx = [DOMAIN.index(c) for c in clique]
+        flat = np.ravel_multi_index(tuple(records[:, idx].T), DOMAIN.shape(clique))
+        observed = np.bincount(flat, minlength=DOMAIN.cells(clique)) / n
+        p = model.project(clique).ravel() / model.total
+        # each share is binomial: 5 standard errors (a false alarm has probability < 1e-5 per cell)
+        assert np.all(np.abs(observed - p) <= 5 * np.sqrt(p * (1 - p) / n) + 1e-12)
+
+
+def test_a_wrong_model_is_rejected_by_the_sampling_check() -> None:
+    """The 5-standard-error check above has power: samples of one model fail against another."""
+    model = random_model(5, DOMAIN, CLIQUES)
+    other = random_model(6, DOMAIN, CLIQUES)
+    n = 200_000
+    records = other.sample(n, np.random.default_rng(11))
+    flat = np.ravel_multi_index(tuple(records[:, [2, 3, 4]].T), DOMAIN.shape(("c", "d", "e")))
+    observed = np.bincount(flat, minlength=DOMAIN.cells(("c", "d", "e"))) / n
+    p = model.project(("c", "d", "e")).ravel() / model.total
+    assert np.any(np.abs(observed - p) > 5 * np.sqrt(p * (1 - p) / n))
+
+
+def test_rounded_samples_match_expected_counts_within_one() -> None:
+    model = random_model(8, DOMAIN, CLIQUES)
+    n = 997
+    records = model.sample(n, np.random.default_rng(1), rounded=True)
+    root = model.cliques[model.tree.preorder[0]]
+    idx = [DOMAIN.index(c) for c in root]
+    flat = np.ravel_multi_index(tuple(records[:, idx].T), DOMAIN.shape(root))
+    counts = np.bincount(flat, minlength=DOMAIN.cells(root))
+    expected = model.project(root).ravel() / model.total * n
+    assert np.all(np.abs(counts - expected) < 1.0)
+    # every clique's marginal is close: within one per cell of each separator group, hence a few records
+    for clique in model.cliques:
+        idx = [DOMAIN.index(c) for c in clique]
+        flat = np.ravel_multi_index(tuple(records[:, idx].T), DOMAIN.shape(clique))
+        counts = np.bincount(flat, minlength=DOMAIN.cells(clique))
+        expected = model.project(clique).ravel() / model.total * n
+        assert np.abs(counts - expected).max() < 3.0
+    again = model.sample(n, np.random.default_rng(1), rounded=True)
+    np.testing.assert_array_equal(records, again)
+    assert model.sample(0, np.random.default_rng(1)).shape == (0, 6)

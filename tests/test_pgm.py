@@ -1,0 +1,104 @@
+"""The pgm synthesizer (docs/design.md section 4.8): a graphical model fitted to measured marginals, sampled."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spark_dpsynth import registry
+from spark_dpsynth.errors import InvalidParameterError, ReleaseError
+from spark_dpsynth.params import SynthesisParams
+from spark_dpsynth.release import MeasuredMarginal, Release
+from spark_dpsynth.synthesizers import pgm
+
+# The true joint of (A, B) over the measurement domain: A in {a, b, empty}, B in {x, y, z, empty}; C in {u, empty}
+# is independent of both. Rows: A; columns: B.
+JOINT_AB = np.array(
+    [
+        [300.0, 100.0, 0.0, 100.0],
+        [0.0, 200.0, 150.0, 50.0],
+        [50.0, 0.0, 50.0, 0.0],
+    ]
+)
+C_SHARES = np.array([0.75, 0.25])
+
+
+def measured_release(*, measured: bool = True) -> Release:
+    aggregates = pd.DataFrame(
+        {
+            "k": [1] * 6,
+            "columns": [["A"], ["A"], ["B"], ["B"], ["B"], ["C"]],
+            "values": [["a"], ["b"], ["x"], ["y"], ["z"], ["u"]],
+            "count": [500, 400, 350, 300, 200, 750],
+        }
+    )
+    n = JOINT_AB.sum()  # 1000
+    manifest = {
+        "columns": ["A", "B", "C"],
+        "mechanism": "workload",
+        "synthesizers": ["pgm"],
+        "reporting_length": 1,
+        "protected_number_of_records": 1000,
+        "epsilon": 1.0,
+        "delta": 1e-6,
+        "test_mode": True,
+    }
+    base = Release.from_pandas(aggregates, manifest)
+    measurements = (
+        MeasuredMarginal(columns=(0, 1), values=JOINT_AB + 0.5, std=1.0),  # small "noise": a constant offset
+        MeasuredMarginal(columns=(2,), values=C_SHARES * n, std=2.0),
+        MeasuredMarginal(columns=(0,), values=JOINT_AB.sum(axis=1), std=2.0),
+    )
+    return Release(
+        base.columns,
+        base.domains,
+        base.marginals,
+        base.manifest,
+        measurements=measurements if measured else (),
+    )
+
+
+def test_the_release_resolves_to_pgm() -> None:
+    release = measured_release()
+    assert registry.resolve_synthesizer(release.manifest).name == "pgm"
+    domain = pgm.release_domain(release)
+    assert domain.sizes == (3, 4, 2)
+    model = pgm.fit_release(release, iterations=300)
+    np.testing.assert_allclose(model.project(("A", "B")) / model.total, JOINT_AB / JOINT_AB.sum(), atol=2e-3)
+
+
+def test_pgm_end_to_end(spark) -> None:  # noqa: ANN001
+    release = measured_release()
+    spec = registry.synthesizer("pgm")
+    params = SynthesisParams(target_number_of_records=20_000, partitions=3, seed=5)
+    messages: list[str] = []
+    out = spec.synthesize(release, params, spark, progress=messages.append)
+    assert out.columns == ["A", "B", "C"]
+    assert out.rdd.getNumPartitions() == 3
+    pdf = out.toPandas()
+    assert len(pdf) == 20_000
+    assert any(m.startswith("pgm: fitted") for m in messages)
+    filled = pdf.fillna("<empty>")
+    shares = filled.groupby(["A", "B"]).size() / len(pdf)
+    expected = JOINT_AB / JOINT_AB.sum()
+    labels_a, labels_b = ["a", "b", "<empty>"], ["x", "y", "z", "<empty>"]
+    for i, a in enumerate(labels_a):
+        for j, b in enumerate(labels_b):
+            # systematic per-partition sampling: each cell within a few records of 20,000 x its share, plus
+            # the fit's error (measured cells are off by 0.5 of 1,000); 0.005 is 100 records
+            assert shares.get((a, b), 0.0) == pytest.approx(expected[i, j], abs=0.005), (a, b)
+    assert filled["C"].value_counts(normalize=True)["u"] == pytest.approx(0.75, abs=0.005)
+    assert set(pdf["B"].dropna()) <= {"x", "y", "z"} and pdf["B"].isna().any()
+    again = spec.synthesize(release, params, spark).toPandas()
+    pd.testing.assert_frame_equal(pdf, again)
+    default = spec.synthesize(release, SynthesisParams(partitions=2, seed=1), spark).count()
+    assert default == 1000  # the protected number of records
+
+
+def test_a_release_without_measurements_is_refused(spark) -> None:  # noqa: ANN001
+    release = measured_release(measured=False)
+    with pytest.raises(ReleaseError, match="samples releases with measured marginals"):
+        pgm.sample(release, SynthesisParams(), spark)
+    with pytest.raises(InvalidParameterError, match="SynthesisParams"):
+        pgm.sample(measured_release(), object(), spark)  # type: ignore[arg-type]
