@@ -508,8 +508,9 @@ class WorkloadParams:
     recounted per round in bounded Spark passes (int64 cells: 8 bytes each)."""
     max_cells_per_pass: int = 4_000_000
     """Cells (>= 1) of clique tables counted in one Spark pass (bounds each task's and the driver's arrays)."""
-    estimation_iterations: int = 250
-    """Iterations (>= 1) of the estimator in each round (the final estimate is the synthesizer's)."""
+    estimation_iterations: int = 100
+    """AIM: iterations (>= 1) of the estimator in each round, warm-started from the previous round's model
+    (the synthesizer makes its own final fit)."""
 
     def __post_init__(self) -> None:
         v.positive("epsilon", self.epsilon)

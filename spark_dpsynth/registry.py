@@ -298,7 +298,7 @@ SYNTHESIZERS: dict[str, SynthesizerSpec] = {
     "independent": SynthesizerSpec(
         name="independent",
         summary="each column drawn independently from its released 1-way marginal (a baseline)",
-        mechanisms=("marginals",),
+        mechanisms=("marginals", "workload"),
         sample=f"{_S}.independent:sample",
     ),
     "class_conditional": SynthesizerSpec(
