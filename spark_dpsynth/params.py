@@ -492,11 +492,12 @@ class WorkloadParams:
     """AIM: share in (0, 1) of each round's rho spent on the exponential-mechanism choice (AIM's 1 - alpha);
     the rest measures the chosen clique."""
     rounds: int | None = None
-    """AIM: the planned number of rounds T >= 1 that sets the first round's rho (rho / T per round, AIM's
-    16 d when None); annealing spends the budget in fewer."""
-    max_rounds: int = 200
+    """AIM: the planned number of rounds T >= 1 that sets the first round's rho (rho / T per round; None:
+    4 d, where AIM uses 16 d: fewer, larger rounds keep the driver's fits few); annealing spends the budget in
+    fewer."""
+    max_rounds: int = 100
     """AIM: the largest number of rounds (>= 1); the last round spends what is left of the budget."""
-    max_model_cells: int = 2_000_000
+    max_model_cells: int = 500_000
     """AIM: cap (>= 1) on the junction-tree size of the model, in cells (AIM's model-size cap of 80 MB is
     10^7 float64 cells); candidates that would exceed ``max_model_cells`` x (rho used / rho) are not scored."""
     max_clique_cells: int = 200_000
@@ -508,7 +509,7 @@ class WorkloadParams:
     recounted per round in bounded Spark passes (int64 cells: 8 bytes each)."""
     max_cells_per_pass: int = 4_000_000
     """Cells (>= 1) of clique tables counted in one Spark pass (bounds each task's and the driver's arrays)."""
-    estimation_iterations: int = 100
+    estimation_iterations: int = 50
     """AIM: iterations (>= 1) of the estimator in each round, warm-started from the previous round's model
     (the synthesizer makes its own final fit)."""
 
