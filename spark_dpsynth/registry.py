@@ -236,6 +236,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
         params="spark_dpsynth.params:AggregationParams",
         run=f"{_M}.marginals:run",
         synthesizers=("model", "sds", "independent"),
+        check=f"{_M}.marginals:check_data",
     ),
     "class_conditional": MechanismSpec(
         name="class_conditional",

@@ -844,6 +844,17 @@ def _data_manifest(config: DataConfig) -> dict[str, object]:
     }
 
 
+def check_data(params: AggregationParams, data: DataConfig) -> None:
+    """The planner's check before Spark starts (docs/design.md section 4.7): with the columns configured, C(d, R)
+    column subsets must fit ``max_column_subsets`` (a multi-value column counts once: a lower bound).
+
+    Raises:
+        InvalidParameterError: naming the count and what to change.
+    """
+    if data.columns is not None:
+        params.check_subsets(len(data.columns))
+
+
 def run(df, params: AggregationParams, data: DataConfig, context):  # noqa: ANN001, ANN201 - DataFrame, MechanismContext -> Fitted
     """The registry's entry point of the marginals mechanism: :func:`dp_aggregate` (see there for the schema,
     the errors and the privacy guarantee); the release is all it writes."""
