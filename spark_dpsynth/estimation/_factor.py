@@ -35,11 +35,12 @@ def logsumexp(x: np.ndarray, axes: tuple[int, ...], *, keepdims: bool = False) -
     """
     if not axes:
         return x.copy()
-    top = float(np.max(x)) if x.size else -np.inf
-    if np.isfinite(top):
-        with np.errstate(under="ignore", divide="ignore"):
-            out = np.log(np.sum(np.exp(x - top), axis=axes, keepdims=True)) + top
-        if not np.isneginf(out).any():
+    top = x.max() if x.size else -np.inf
+    if -np.inf < top < np.inf:
+        sums = np.exp(x - top).sum(axis=axes, keepdims=True)
+        if sums.min() > 0:
+            out = np.log(sums)
+            out += top
             return out if keepdims else np.squeeze(out, axis=axes)
     m = np.max(x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)

@@ -21,6 +21,7 @@ Adaptive and Iterative Mechanism for Differentially Private Synthetic Data", VLD
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -54,11 +55,10 @@ def _eliminate(domain: Domain, adj: list[set[int]], rule: str) -> tuple[list[int
         size = logsize[v] + sum(logsize[u] for u in adj[v])
         if rule == "min_size":
             return (round(size, 9), 0.0, v)
-        nbrs = list(adj[v])
-        fill = sum(
-            1 for a in range(len(nbrs)) for b in range(a + 1, len(nbrs)) if nbrs[b] not in adj[nbrs[a]]
-        )
-        return (float(fill), round(size, 9), v)
+        nbrs = adj[v]
+        degree = len(nbrs)
+        present = sum(len(adj[u] & nbrs) for u in nbrs) // 2  # edges already among the neighbours
+        return (float(degree * (degree - 1) // 2 - present), round(size, 9), v)
 
     scores = {v: score(v) for v in alive}
     order: list[int] = []
@@ -99,6 +99,21 @@ def _best_triangulation(
     domain: Domain, cliques: Iterable[Iterable[str]]
 ) -> tuple[list[int], list[frozenset[int]]]:
     adj = _adjacency(domain, cliques)
+    edges = frozenset((i, j) for i, nbrs in enumerate(adj) for j in nbrs if i < j)
+    order, maximal = _triangulate(domain, edges)
+    return list(order), list(maximal)
+
+
+@functools.lru_cache(maxsize=4096)
+def _triangulate(
+    domain: Domain, edges: frozenset[tuple[int, int]]
+) -> tuple[tuple[int, ...], tuple[frozenset[int], ...]]:
+    """The better of the two greedy triangulations of a graph (cached: a selection loop asks for the same graph
+    again and again, e.g. for every candidate already covered by the model's edges)."""
+    adj: list[set[int]] = [set() for _ in domain.names]
+    for i, j in edges:
+        adj[i].add(j)
+        adj[j].add(i)
     best: tuple[int, list[int], list[frozenset[int]]] | None = None
     for rule in _RULES:
         order, created = _eliminate(domain, adj, rule)
@@ -107,7 +122,7 @@ def _best_triangulation(
         if best is None or total < best[0]:
             best = (total, order, maximal)
     assert best is not None
-    return best[1], best[2]
+    return tuple(best[1]), tuple(best[2])
 
 
 def elimination_order(domain: Domain, cliques: Iterable[Iterable[str]]) -> list[str]:
@@ -176,9 +191,12 @@ class JunctionTree:
         # root: the largest clique; a deterministic order for everything else
         nodes = sorted(maximal, key=lambda c: (-_cells(domain, c), sorted(c)))
         m = len(nodes)
+        cells = [_cells(domain, c) for c in nodes]
+        # among maximum-weight trees, prefer edges between small cliques: every neighbour of a clique costs one
+        # pass over it per propagation, so large cliques should be leaves
         edges = sorted(
             ((len(nodes[i] & nodes[j]), i, j) for i in range(m) for j in range(i + 1, m)),
-            key=lambda e: (-e[0], e[1], e[2]),
+            key=lambda e: (-e[0], cells[e[1]] + cells[e[2]], e[1], e[2]),
         )
         root_of = list(range(m))
 

@@ -33,6 +33,7 @@ vectorized and works per partition (docs/design.md section 4.8).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,10 +42,11 @@ from spark_dpsynth.estimation._factor import broadcast_shape, logsumexp, other_a
 from spark_dpsynth.estimation.domain import Clique, Domain
 from spark_dpsynth.estimation.junction_tree import JunctionTree
 
+if TYPE_CHECKING:
+    from spark_dpsynth.estimation.mirror_descent import FitReport
+
 __all__ = ["GraphicalModel"]
 
-_SPAN = 600.0
-"""Widest range (nats) of an upward message for which the downward messages reuse the parent's exponential."""
 _EINSUM_LETTERS = 52
 """The most distinct axes ``numpy.einsum`` accepts in one contraction."""
 
@@ -92,10 +94,10 @@ class _Structure:
     def calibrate(self, psi: list[np.ndarray], total: float) -> list[np.ndarray]:
         """Log beliefs (log expected counts) of the maximal cliques, summing to ``total`` (module docstring).
 
-        The downward messages of a clique are computed from one exponential of its belief, shifted by its
-        maximum: delta_{p->i} = log sum (exp(beta_p - m) exp(-(delta_{i->p} - min delta_{i->p}))) + m - min, which
-        is exact while the upward message spans less than :data:`_SPAN` nats; wider ones (never met with counts)
-        take the log-sum-exp of beta_p - delta_{i->p} itself.
+        The downward messages of a clique come from one exponential of its belief, shifted by its maximum m
+        (Hugin's division form, Koller and Friedman section 10.3): delta_{p->i} = log sum_{C_p \\ S} exp(beta_p - m)
+        + m - delta_{i->p}; a separator value whose slice underflows takes the log-sum-exp of
+        beta_p - delta_{i->p} itself.
         """
         tree = self.tree
         beliefs = [p.copy() for p in psi]
@@ -107,20 +109,16 @@ class _Structure:
         scaled: dict[int, tuple[np.ndarray, float]] = {}
         for i in tree.preorder[1:]:
             p = tree.parent[i]
-            msg = None
-            u = up[i]
-            low, high = float(u.min()), float(u.max())
-            if np.isfinite(low) and high - low < _SPAN:
-                if p not in scaled:
-                    top = float(beliefs[p].max())
-                    scaled[p] = (np.exp(beliefs[p] - top), top)
-                e, top = scaled[p]
-                with np.errstate(divide="ignore"):
-                    s = np.log(np.sum(e * np.exp(low - u), axis=self.down_axes[i], keepdims=True))
-                if not np.isneginf(s).any():
-                    msg = s + (top - low)
-            if msg is None:
-                msg = logsumexp(beliefs[p] - u, self.down_axes[i], keepdims=True)
+            if p not in scaled:
+                top = float(beliefs[p].max())
+                scaled[p] = (np.exp(beliefs[p] - top), top)
+            e, top = scaled[p]
+            with np.errstate(divide="ignore"):
+                marginal = np.log(np.sum(e, axis=self.down_axes[i], keepdims=True))
+            if np.isneginf(marginal).any():  # a slice underflowed: the exact log-sum-exp
+                msg = logsumexp(beliefs[p] - up[i], self.down_axes[i], keepdims=True)
+            else:
+                msg = marginal + top - up[i].reshape(marginal.shape)
             beliefs[i] += msg.reshape(self.in_child[i])
         # calibrated: every belief has the same sum Z, read off the root's
         root = tree.preorder[0]
@@ -144,7 +142,11 @@ class GraphicalModel:
         cliques (tuple[Clique, ...]): the maximal cliques of its junction tree, in domain order.
         total (float): the number of records it describes (its marginals sum to it).
         potentials (dict[Clique, np.ndarray]): the log-potential theta_c of every model clique (domain order).
+        fit_report (FitReport | None): how :func:`~spark_dpsynth.estimation.estimate` fitted it (None when built
+            from potentials).
     """
+
+    fit_report: FitReport | None
 
     def __init__(
         self,
@@ -206,6 +208,7 @@ class GraphicalModel:
         self._structure = structure
         self._beliefs = beliefs
         self._probs: list[np.ndarray] | None = None
+        self.fit_report = None
         self.tree = structure.tree
         self.cliques = structure.tree.cliques
 
@@ -234,7 +237,7 @@ class GraphicalModel:
         canonical = self.domain.canonical(names)
         node = self.tree.containing(canonical)
         if node is not None:
-            counts = self.belief(node).sum(axis=other_axes(canonical, self.cliques[node]))
+            counts = self._probabilities()[node].sum(axis=other_axes(canonical, self.cliques[node]))
         else:
             counts = self._eliminate(canonical)
         counts = np.asarray(counts, dtype=np.float64).reshape(self.domain.shape(canonical))
@@ -279,57 +282,79 @@ class GraphicalModel:
         return self._probs
 
     def _eliminate(self, query: Clique) -> np.ndarray:
-        """Counts over ``query`` (domain order) by variable elimination over the covering subtree's clique-tree
-        measure prod beta_i / prod beta_S (module docstring)."""
+        """Counts over ``query`` (domain order) by variable elimination on the covering subtree.
+
+        For any node r of the subtree, its joint is beta_r prod_{i != r} beta_i / beta_{S_i}, S_i the separator of
+        i with its neighbour towards r (module docstring). Elimination runs towards r: each node sums its belief
+        down to its separators and query columns, multiplies it with its neighbours' messages and sums out every
+        column that is neither in its separator towards r nor in the query. A message holds a separator plus the
+        query columns met below it, so r is chosen to minimize the work, sum over nodes of the cells of the
+        clique times the query columns carried into it.
+        """
         tree = self.tree
         nodes = self._covering_subtree(query)
         inside = set(nodes)
-        probs = self._probabilities()
-        factors: list[tuple[Clique, np.ndarray]] = [(self.cliques[i], probs[i]) for i in nodes]
+        adjacent: dict[int, list[int]] = {i: [] for i in nodes}
         for i in nodes:
-            if tree.parent[i] in inside:
-                sep = tree.separator(i)
-                sep_counts = probs[i].sum(axis=other_axes(sep, self.cliques[i]))
+            p = tree.parent[i]
+            if p in inside:
+                adjacent[i].append(p)
+                adjacent[p].append(i)
+        wanted = set(query)
+        sets = {i: set(self.cliques[i]) for i in nodes}
+
+        def orient(root: int) -> tuple[list[int], dict[int, int]]:
+            order, towards = [root], {root: -1}
+            for i in order:
+                for j in adjacent[i]:
+                    if j not in towards:
+                        towards[j] = i
+                        order.append(j)
+            return order, towards
+
+        def work(root: int) -> float:
+            order, towards = orient(root)
+            carried: dict[int, set[str]] = {}
+            total = 0.0
+            for i in reversed(order):
+                below = (
+                    set().union(*(carried[j] for j in adjacent[i] if towards.get(j) == i))
+                    if adjacent[i]
+                    else set()
+                )
+                total += self.domain.cells(sets[i] | below)
+                carried[i] = below | (wanted & sets[i])
+            return total
+
+        root = min(nodes, key=lambda r: (work(r), r)) if len(nodes) > 1 else nodes[0]
+        order, towards = orient(root)
+        probs = self._probabilities()
+        messages: dict[int, tuple[Clique, np.ndarray]] = {}
+        for i in reversed(order):
+            kids = [j for j in adjacent[i] if towards[j] == i]
+            clique = self.cliques[i]
+            up = towards[i]
+            sep = tuple(n for n in clique if n in sets[up]) if up >= 0 else ()
+            needed = set(sep) | (wanted & sets[i])
+            for j in kids:
+                needed.update(n for n in clique if n in sets[j])
+            reduced = tuple(n for n in clique if n in needed)
+            counts = (
+                probs[i].sum(axis=other_axes(reduced, clique)) if len(reduced) < len(clique) else probs[i]
+            )
+            factors: list[tuple[Clique, np.ndarray]] = [(reduced, counts)]
+            if up >= 0:
+                sep_counts = counts.sum(axis=other_axes(sep, reduced)) if sep != reduced else counts
                 inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > 0)
                 factors.append((sep, inverse))
-        scope = union(self.domain, [c for c, _ in factors])
-        if len(scope) <= _EINSUM_LETTERS:
-            label = {n: j for j, n in enumerate(scope)}
-            args: list[object] = []
-            for c, f in factors:
-                args += [f, [label[n] for n in c]]
-            return np.asarray(np.einsum(*args, [label[n] for n in query], optimize="greedy"))
-        return self._eliminate_log(query, nodes)
-
-    def _eliminate_log(self, query: Clique, nodes: list[int]) -> np.ndarray:
-        """As :meth:`_eliminate`, in log space with a greedy min-size order (for scopes too wide for einsum)."""
-        tree = self.tree
-        inside = set(nodes)
-        wanted = set(query)
-        factors: list[tuple[Clique, np.ndarray]] = [(self.cliques[i], self._beliefs[i]) for i in nodes]
-        for i in nodes:
-            if tree.parent[i] in inside:
-                sep = tree.separator(i)
-                factors.append((sep, -logsumexp(self._beliefs[i], other_axes(sep, self.cliques[i]))))
-        eliminate = set(union(self.domain, [c for c, _ in factors])) - wanted
-        while eliminate:
-            scopes = [c for c, _ in factors]
-            v = min(
-                sorted(eliminate, key=self.domain.index),
-                key=lambda u: self.domain.cells(union(self.domain, [c for c in scopes if u in c])),  # noqa: B023
-            )
-            eliminate.discard(v)
-            involved = [(c, f) for c, f in factors if v in c]
-            factors = [(c, f) for c, f in factors if v not in c]
-            scope = union(self.domain, [c for c, _ in involved])
-            product = np.zeros(self.domain.shape(scope))
-            for c, f in involved:
-                product = product + f.reshape(broadcast_shape(self.domain, c, scope))
-            factors.append((tuple(n for n in scope if n != v), logsumexp(product, (scope.index(v),))))
-        log_counts = np.zeros(self.domain.shape(query))
-        for c, f in factors:
-            log_counts = log_counts + np.asarray(f).reshape(broadcast_shape(self.domain, c, query))
-        return np.exp(log_counts - log_counts.max())
+            factors.extend(messages.pop(j) for j in kids)
+            scope = union(self.domain, [c for c, _ in factors])
+            keep = set(sep) | (wanted & set(scope))
+            out = tuple(n for n in scope if n in keep)
+            messages[i] = (out, _contract(factors, out))
+        scope, table = messages[root]
+        assert set(scope) == wanted
+        return table
 
     # ------------------------------------------------------------------------------------ sampling
     def sample(self, n: int, rng: np.random.Generator, *, rounded: bool = False) -> np.ndarray:
@@ -361,7 +386,7 @@ class GraphicalModel:
             new = tuple(c for c in clique if c not in done)
             if not new:
                 continue
-            counts = self.belief(node)
+            counts = self._probabilities()[node]
             order = [clique.index(c) for c in sep + new]
             table = counts.transpose(order).reshape(self.domain.cells(sep), self.domain.cells(new))
             if sep:
@@ -376,6 +401,18 @@ class GraphicalModel:
                 out[:, self.domain.index(c)] = col
             done.update(new)
         return out
+
+
+def _contract(factors: list[tuple[Clique, np.ndarray]], out: Clique) -> np.ndarray:
+    """sum over the columns not in ``out`` of the product of ``factors`` (numpy einsum), axes in ``out``'s order."""
+    names = list(dict.fromkeys(n for c, _ in factors for n in c))
+    if len(names) > _EINSUM_LETTERS:
+        raise InvalidParameterError(f"a product over {len(names)} columns is too wide to contract")
+    label = {n: j for j, n in enumerate(names)}
+    args: list[Any] = []
+    for c, f in factors:
+        args += [f, [label[n] for n in c]]
+    return np.asarray(np.einsum(*args, [label[n] for n in out], optimize="greedy"))
 
 
 def _draw_rows(table: np.ndarray, rows: np.ndarray, rng: np.random.Generator, rounded: bool) -> np.ndarray:
@@ -400,15 +437,15 @@ def _draw_rows(table: np.ndarray, rows: np.ndarray, rng: np.random.Generator, ro
     local = np.searchsorted(used, rows)
     flat = (cum[used] + np.arange(used.shape[0])[:, None]).ravel()
     if rounded:
-        order = np.lexsort((rng.random(n), local))
+        order = np.lexsort((rng.random(size=(n,)), local))
         sorted_rows = local[order]
         starts = np.searchsorted(sorted_rows, np.arange(used.shape[0]))
         counts = np.diff(np.append(starts, n))
         position = np.arange(n) - starts[sorted_rows]
-        offset = rng.random(used.shape[0])
+        offset = rng.random(size=(used.shape[0],))
         u = np.empty(n)
         u[order] = (position + offset[sorted_rows]) / counts[sorted_rows]
     else:
-        u = rng.random(n)
+        u = rng.random(size=(n,))
     found = np.searchsorted(flat, local + u, side="right")
     return np.clip(found - local * k, 0, k - 1).astype(np.int64)

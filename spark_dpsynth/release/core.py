@@ -446,9 +446,9 @@ def _read_measurements(listed: Any, cells: pd.DataFrame, release: Release) -> tu
             or (size and (cell.min() < 0 or cell.max() >= size))
         ):
             raise ReleaseError(f"measured marginal {i} does not have exactly one value per cell of its table")
-        table = np.empty(size, dtype=np.float64)
-        table[cell] = group["value"].to_numpy(np.float64)  # type: ignore[index]
-        table = table.reshape(shape).transpose(order)
+        flat = np.empty(size, dtype=np.float64)
+        flat[cell] = group["value"].to_numpy(np.float64)  # type: ignore[index]
+        table = flat.reshape(shape).transpose(order)
         out.append(MeasuredMarginal(columns=tuple(cols[j] for j in order), values=table, std=std))
     return tuple(out)
 

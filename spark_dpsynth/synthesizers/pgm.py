@@ -129,6 +129,7 @@ def sample(
     started = time.perf_counter()
     model = estimate(domain, measurements, iterations=FIT_ITERATIONS)
     fit = model.fit_report
+    assert fit is not None  # estimate() always reports
     report(
         progress,
         log,
