@@ -14,7 +14,11 @@ For each data set (UCI Adult's train split with ``conf/adult.toml``; NIST's Texa
 
 Prints one table and writes the same rows as JSON (``DIR/quality.json``). Usage::
 
-    python benchmarks/quality.py [--output DIR] [--epsilons 1,4] [--modes model,sds] [--datasets adult,nist_tx]
+    python benchmarks/quality.py [--output DIR] [--epsilons 1,4] [--modes model,sds,aim,mst]
+        [--datasets adult,nist_tx,nist_national]
+
+Modes ``aim`` and ``mst`` run the workload mechanism (docs/design.md section 4.7) with that selection, in test
+mode, and sample with the ``pgm`` synthesizer; their ``rel_s`` column is their own release time.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -45,7 +50,15 @@ DATASETS: dict[str, dict[str, Any]] = {
         "label": None,
         "holdout_filter": None,
     },
+    "nist_national": {
+        "config": ROOT / "conf" / "nist_acs.toml",
+        "input": SHARED_DATA / "nist_national2019.csv.gz",
+        "label": None,
+        "holdout_filter": None,
+    },
 }
+WORKLOAD_MODES = {"aim": "aim", "mst": "mst"}
+"""Modes run by the workload mechanism (docs/design.md section 4.7) with this selection, sampled by ``pgm``."""
 RELEASE_SEED = 20240501
 """Seed of the test-mode releases (reproducible, not private)."""
 SYNTHESIS_SEED = 7
@@ -72,10 +85,12 @@ def run_dataset(
     spark, name: str, epsilons: list[float], modes: list[str], partitions: int, work: str
 ) -> list:  # noqa: ANN001
     """Benchmark rows (dicts) of one data set: one release per epsilon, every mode on it."""
+    from spark_dpsynth import registry
     from spark_dpsynth.cli.config import load_config
     from spark_dpsynth.data.prepare import prepare, resolve_columns
     from spark_dpsynth.evaluation import evaluate, train_synthetic_test_real
     from spark_dpsynth.mechanisms.marginals import dp_aggregate
+    from spark_dpsynth.mechanisms.workload import fit_workload
     from spark_dpsynth.synthesizers.marginals import synthesize
 
     spec = DATASETS[name]
@@ -95,28 +110,52 @@ def run_dataset(
         real_test = holdout.limit(TSTR_MAX_ROWS).toPandas()
     rows = []
     for epsilon in epsilons:
-        params = dataclasses.replace(config.aggregate, epsilon=epsilon, seed=RELEASE_SEED)
-        started = time.perf_counter()
-        release = dp_aggregate(train, params, data_config)
-        aggregate_s = time.perf_counter() - started
+        release = None
         for mode in modes:
-            synth_params = dataclasses.replace(
-                config.synthesize, mode=mode, seed=SYNTHESIS_SEED, partitions=partitions
-            )
+            if mode in WORKLOAD_MODES:
+                wparams = dataclasses.replace(
+                    config.workload,
+                    epsilon=epsilon,
+                    delta=config.aggregate.delta,
+                    reporting_length=config.aggregate.reporting_length,
+                    selection=WORKLOAD_MODES[mode],
+                    seed=RELEASE_SEED,
+                )
+                started = time.perf_counter()
+                mode_release = fit_workload(train, wparams, data_config)
+                aggregate_s = time.perf_counter() - started
+            else:
+                if release is None:
+                    params = dataclasses.replace(config.aggregate, epsilon=epsilon, seed=RELEASE_SEED)
+                    started = time.perf_counter()
+                    release = dp_aggregate(train, params, data_config)
+                    marginals_s = time.perf_counter() - started
+                mode_release, aggregate_s = release, marginals_s
             path = os.path.join(work, f"{name}-eps{epsilon:g}-{mode}")
             started = time.perf_counter()
-            synthesize(release, synth_params, spark).write.mode("overwrite").parquet(path)
+            if mode in WORKLOAD_MODES:
+                synthetic_df = registry.synthesizer("pgm").synthesize(
+                    mode_release,
+                    dataclasses.replace(config.synthesize, seed=SYNTHESIS_SEED, partitions=partitions),
+                    spark,
+                )
+            else:
+                synth_params = dataclasses.replace(
+                    config.synthesize, mode=mode, seed=SYNTHESIS_SEED, partitions=partitions
+                )
+                synthetic_df = synthesize(mode_release, synth_params, spark)
+            synthetic_df.write.mode("overwrite").parquet(path)
             synthesis_s = time.perf_counter() - started
             synthetic = spark.read.parquet(path)
             started = time.perf_counter()
-            metrics = evaluate(sensitive, synthetic, release, max_marginal_length=3)
+            metrics = evaluate(sensitive, synthetic, mode_release, max_marginal_length=3)
             evaluation_s = time.perf_counter() - started
             row = {
                 "dataset": name,
                 "epsilon": epsilon,
-                "delta": release.manifest.get("delta"),
+                "delta": mode_release.manifest.get("delta"),
                 "mode": mode,
-                "protected_number_of_records": release.protected_number_of_records,
+                "protected_number_of_records": mode_release.protected_number_of_records,
                 "rows": metrics["rows"]["synthetic"],
                 "rows_sensitive": metrics["rows"]["sensitive"],
                 "blank_cell_share": metrics["blank_cell_share"]["synthetic"],
@@ -127,6 +166,7 @@ def run_dataset(
                 "aggregate_seconds": aggregate_s,
                 "synthesis_seconds": synthesis_s,
                 "evaluation_seconds": evaluation_s,
+                "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             }
             if spec["label"]:
                 # bounded by TSTR_MAX_ROWS (see above)
@@ -143,7 +183,7 @@ def run_dataset(
 
 HEADER = (
     f"{'dataset':8} {'eps':>4} {'mode':6} {'rows':>7} {'n_prot':>7} {'rows/n':>7} {'blank':>6} {'blank_r':>7} "
-    f"{'tvd1':>6} {'tvd2':>6} {'tvd3':>6} {'tstr':>6} {'trtr':>6} {'syn_s':>6}"
+    f"{'tvd1':>6} {'tvd2':>6} {'tvd3':>6} {'tstr':>6} {'trtr':>6} {'rel_s':>6} {'syn_s':>6}"
 )
 
 
@@ -158,7 +198,7 @@ def _format_row(row: dict) -> str:
         f"{row['protected_number_of_records']:>7} {ratio:>+7.2%} {row['blank_cell_share']:>6.3f} "
         f"{row['blank_cell_share_sensitive']:>7.3f} {row['tvd_1']:>6.3f} {row['tvd_2']:>6.3f} "
         f"{row['tvd_3']:>6.3f} {num('tstr_accuracy', '6.3f'):>6} {num('trtr_accuracy', '6.3f'):>6} "
-        f"{row['synthesis_seconds']:>6.1f}"
+        f"{row['aggregate_seconds']:>6.1f} {row['synthesis_seconds']:>6.1f}"
     )
 
 
@@ -168,7 +208,11 @@ def main(argv: list[str] | None = None) -> int:
         "--output", default=str(ROOT / "output" / "bench-quality"), help="directory of quality.json"
     )
     parser.add_argument("--epsilons", default="1,4", help="comma-separated epsilons")
-    parser.add_argument("--modes", default="model,sds", help="comma-separated synthesis modes")
+    parser.add_argument(
+        "--modes",
+        default="model,sds,aim,mst",
+        help="comma-separated: model, sds (marginals mechanism), aim, mst (workload mechanism + pgm)",
+    )
     parser.add_argument("--datasets", default="adult,nist_tx", help=f"comma-separated, of {sorted(DATASETS)}")
     parser.add_argument("--partitions", type=int, default=4, help="synthesis partitions")
     args = parser.parse_args(argv)

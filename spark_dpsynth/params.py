@@ -3,6 +3,7 @@
 * :class:`DataConfig` says how a table becomes records of attributes (prepare stage).
 * :class:`AggregationParams` are the privacy parameters of a DP release (docs/design.md section 2).
 * :class:`SynthesisParams` steer synthesis from a release (docs/design.md sections 4.1 and 4.2).
+* :class:`WorkloadParams` are the parameters of the ``workload`` mechanism (docs/design.md section 4.7).
 
 Every check here runs before any data is read. Messages name the field, the value and the allowed range.
 """
@@ -31,6 +32,8 @@ __all__ = [
     "MAX_RECORDS_PER_PARTITION",
     "MAX_SYNTHETIC_RECORDS",
     "check_synthesis_size",
+    "Selection",
+    "WorkloadParams",
 ]
 
 MIN_DELTA = 1e-100
@@ -276,6 +279,12 @@ class AggregationParams:
     """Test mode: a seed makes every draw reproducible with a NON-cryptographic generator; the release is then
     not private and its manifest says ``"test_mode": true``. None (the default) draws privacy noise from the
     operating system's cryptographic source."""
+    max_column_subsets: int = 20_000
+    """Planner: the largest C(d, k) (column subsets of one length, >= 1) the job counts; each record is looked
+    up in every subset, so the work grows as records x C(d, k). Beyond it the job stops before reading data."""
+    max_candidates: int = 2_000_000
+    """Planner: the most candidate k-tuples of one length (>= 1) the job counts and noises on the driver;
+    beyond it the job stops before counting that length."""
 
     def __post_init__(self) -> None:
         v.positive("epsilon", self.epsilon)
@@ -284,6 +293,8 @@ class AggregationParams:
             if delta < MIN_DELTA:
                 raise InvalidParameterError(f"delta must be in [{MIN_DELTA:g}, 1), got {self.delta!r}")
         v.integer("reporting_length", self.reporting_length, low=1)
+        v.integer("max_column_subsets", self.max_column_subsets, low=1)
+        v.integer("max_candidates", self.max_candidates, low=1)
         q = v.finite("percentile", self.percentile)
         if not 0 < q <= 100:
             raise InvalidParameterError(f"percentile must be in (0, 100], got {self.percentile!r}")
@@ -355,11 +366,33 @@ class AggregationParams:
         return tuple(1.0 for _ in range(r))
 
     def check_columns(self, n_columns: int) -> None:
-        """Raise if the reporting length exceeds the number of attribute columns (a schema fact, not data)."""
+        """Raise if the reporting length exceeds the number of attribute columns (a schema fact, not data), or
+        if the longest length has more column subsets than the planner allows (:meth:`check_subsets`)."""
         if self.reporting_length > n_columns:
             raise InvalidParameterError(
                 f"reporting_length must be <= the number of attribute columns ({n_columns}), "
                 f"got {self.reporting_length}"
+            )
+        self.check_subsets(n_columns)
+
+    def check_subsets(self, n_columns: int, k: int | None = None) -> None:
+        """The planner's first check, from public values only: C(d, k) column subsets of length k (default R)
+        must not exceed ``max_column_subsets`` (the counting work is records x C(d, k), and the noise of every
+        k-tuple grows with Delta_k <= C(d, k)).
+
+        Raises:
+            InvalidParameterError: naming the count and what to change.
+        """
+        import math
+
+        k = self.reporting_length if k is None else k
+        subsets = math.comb(n_columns, k)
+        if subsets > self.max_column_subsets:
+            raise InvalidParameterError(
+                f"reporting length {k} over {n_columns} columns means {subsets:,} column subsets per record "
+                f"(max_column_subsets {self.max_column_subsets:,}): the counting work and the noise grow as "
+                f"C(d, k); use --synthesizer pgm (DP-selected marginals), or --reporting-length {k - 1}, "
+                "or fewer columns"
             )
 
 
@@ -456,3 +489,114 @@ def _enum(cls: type[enum.Enum], name: str, value: object) -> enum.Enum:
     except ValueError:
         allowed = [m.value for m in cls]
         raise InvalidParameterError(f"{name} must be one of {allowed}, got {value!r}") from None
+
+
+class Selection(enum.StrEnum):
+    """How the ``workload`` mechanism chooses the cliques it measures (docs/design.md section 4.7)."""
+
+    AIM = "aim"
+    """Adaptive rounds: an exponential-mechanism choice among candidate cliques scored by the estimate's error
+    minus the noise a measurement would add, with budget annealing (McKenna, Mullins, Sheldon, Miklau, "AIM: An
+    Adaptive and Iterative Mechanism for Differentially Private Synthetic Data", VLDB 2022, Algorithm 1)."""
+    MST = "mst"
+    """The cheap preset: 1-way tables, then a maximum spanning tree of 2-way cliques chosen by the exponential
+    mechanism (McKenna, Miklau, Sheldon, "Winning the NIST Contest: A scalable and general approach to
+    differentially private synthetic data", 2021, section 4)."""
+
+
+@dataclass(frozen=True)
+class WorkloadParams:
+    """Parameters of the ``workload`` mechanism: DP selection and measurement of marginals (cliques) over the
+    released 1-way domain (docs/design.md section 4.7).
+
+    Budget: epsilon_N = ``number_of_records_epsilon_proportion`` x epsilon for the protected number of records
+    (discrete Laplace), the rest converted to rho-zCDP at delta/2 as the marginals mechanism does; the other
+    delta/2 pays for the threshold of the 1-way value discovery. rho is split: ``domain_rho_proportion`` for the
+    discovery of the values of columns without public bins, the rest for the selection rounds and their
+    measurements (each round's rho in the manifest).
+    """
+
+    epsilon: float = 4.0
+    """Total privacy budget epsilon, > 0 (from ``[aggregate] epsilon``)."""
+    delta: float | None = None
+    """delta in (0, 1); None derives it from the protected number of records as the marginals mechanism does
+    (from ``[aggregate] delta``)."""
+    accounting: Accounting = Accounting.CLASSIC
+    """How rho follows from (epsilon, delta/2) (from ``[aggregate] accounting``)."""
+    reporting_length: int = 3
+    """R, the largest clique measured (>= 1; the workload is every clique of R columns; from
+    ``[aggregate] reporting_length``)."""
+    percentile: float = 99.0
+    """Q in (0, 100]: with multi-value columns, the DP percentile of attributes per record that sets the
+    sensitivity Delta_1 of the 1-way discovery (from ``[aggregate] percentile``)."""
+    number_of_records_epsilon_proportion: float = 0.005
+    """N_p in (0, 1): share of epsilon spent on the protected number of records (from ``[aggregate]``)."""
+    seed: int | None = None
+    """Test mode: reproducible, NON-cryptographic noise (not private; from ``[aggregate] seed``)."""
+    selection: Selection = Selection.AIM
+    """``aim`` (adaptive rounds) or ``mst`` (maximum spanning tree of 2-way cliques)."""
+    domain_rho_proportion: float = 0.1
+    """Share of rho in (0, 1) spent on discovering the values of the columns without public bins (unused, and
+    given to the rounds, when every column has public bins)."""
+    selection_rho_proportion: float = 0.1
+    """AIM: share in (0, 1) of each round's rho spent on the exponential-mechanism choice (AIM's 1 - alpha);
+    the rest measures the chosen clique."""
+    rounds: int | None = None
+    """AIM: the planned number of rounds T >= 1 that sets the first round's rho (rho / T per round; None:
+    4 d, where AIM uses 16 d: fewer, larger rounds keep the driver's fits few); annealing spends the budget in
+    fewer."""
+    max_rounds: int = 100
+    """AIM: the largest number of rounds (>= 1); the last round spends what is left of the budget."""
+    max_model_cells: int = 500_000
+    """AIM: cap (>= 1) on the junction-tree size of the model, in cells (AIM's model-size cap of 80 MB is
+    10^7 float64 cells); candidates that would exceed ``max_model_cells`` x (rho used / rho) are not scored."""
+    max_clique_cells: int = 200_000
+    """Candidates whose table has more cells than this (>= 1) are pruned before anything is counted."""
+    max_candidates_per_round: int = 2_000
+    """AIM: at most this many candidate cliques (>= 1) scored per round (pruned in a fixed public order)."""
+    max_candidate_cells: int = 20_000_000
+    """Cells (>= 1) of true candidate marginals the driver caches between rounds; beyond it, candidates are
+    recounted per round in bounded Spark passes (int64 cells: 8 bytes each)."""
+    max_cells_per_pass: int = 4_000_000
+    """Cells (>= 1) of clique tables counted in one Spark pass (bounds each task's and the driver's arrays)."""
+    estimation_iterations: int = 50
+    """AIM: iterations (>= 1) of the estimator in each round, warm-started from the previous round's model
+    (the synthesizer makes its own final fit)."""
+
+    def __post_init__(self) -> None:
+        v.positive("epsilon", self.epsilon)
+        if self.delta is not None:
+            v.open_unit("delta", self.delta)
+        object.__setattr__(self, "accounting", _enum(Accounting, "accounting", self.accounting))
+        object.__setattr__(self, "selection", _enum(Selection, "selection", self.selection))
+        v.integer("reporting_length", self.reporting_length, low=1)
+        q = v.finite("percentile", self.percentile)
+        if not 0 < q <= 100:
+            raise InvalidParameterError(f"percentile must be in (0, 100], got {self.percentile!r}")
+        v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
+        v.open_unit("domain_rho_proportion", self.domain_rho_proportion)
+        v.open_unit("selection_rho_proportion", self.selection_rho_proportion)
+        if self.rounds is not None:
+            v.integer("rounds", self.rounds, low=1)
+        v.integer("max_rounds", self.max_rounds, low=1)
+        for name in (
+            "max_model_cells",
+            "max_clique_cells",
+            "max_candidates_per_round",
+            "max_candidate_cells",
+            "max_cells_per_pass",
+            "estimation_iterations",
+        ):
+            v.integer(name, getattr(self, name), low=1)
+        if self.max_clique_cells > self.max_cells_per_pass:
+            raise InvalidParameterError(
+                f"max_clique_cells must be <= max_cells_per_pass ({self.max_cells_per_pass}), "
+                f"got {self.max_clique_cells}"
+            )
+        if self.seed is not None:
+            v.integer("seed", self.seed, low=0)
+
+    @property
+    def test_mode(self) -> bool:
+        """True when a seed makes the release reproducible (and therefore not private)."""
+        return self.seed is not None

@@ -236,6 +236,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
         params="spark_dpsynth.params:AggregationParams",
         run=f"{_M}.marginals:run",
         synthesizers=("model", "sds", "independent"),
+        check=f"{_M}.marginals:check_data",
     ),
     "class_conditional": MechanismSpec(
         name="class_conditional",
@@ -264,6 +265,21 @@ MECHANISMS: dict[str, MechanismSpec] = {
         needs_public=True,
         keeps_rows=True,
     ),
+    "workload": MechanismSpec(
+        name="workload",
+        summary="DP-selected marginals (AIM rounds or an MST preset) measured over the released 1-way domain",
+        section="workload",
+        params="spark_dpsynth.params:WorkloadParams",
+        run=f"{_M}.workload:run",
+        synthesizers=("pgm", "independent"),
+        inherited={
+            **_BUDGET,
+            "accounting": "aggregate.accounting",
+            "reporting_length": "aggregate.reporting_length",
+            "percentile": "aggregate.percentile",
+            "number_of_records_epsilon_proportion": "aggregate.number_of_records_epsilon_proportion",
+        },
+    ),
 }
 """Mechanism name -> its entry."""
 
@@ -283,7 +299,7 @@ SYNTHESIZERS: dict[str, SynthesizerSpec] = {
     "independent": SynthesizerSpec(
         name="independent",
         summary="each column drawn independently from its released 1-way marginal (a baseline)",
-        mechanisms=("marginals",),
+        mechanisms=("marginals", "workload"),
         sample=f"{_S}.independent:sample",
     ),
     "class_conditional": SynthesizerSpec(

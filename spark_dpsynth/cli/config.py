@@ -13,6 +13,7 @@ Layout (every table and key is optional; unknown keys are errors that name the k
     [synthesize]       the fields of SynthesisParams
     [evaluate]         max_marginal_length, ...
     [class_conditional] the fields of ClassConditionalParams not taken from [aggregate] (domains, ...)
+    [workload]         the fields of WorkloadParams not taken from [aggregate] (selection, caps, ...)
     [archetype]        public_input | public_table, public_format, public_row_filter, and the fields of
                        spark_dpsynth.mechanisms.archetype.ArchetypeParams (column roles; [archetype.fill] COL = [cond])
 
@@ -45,7 +46,7 @@ from spark_dpsynth.data.io import FORMATS, RAGGED_ROWS, check_table_name, csv_en
 from spark_dpsynth.errors import ConfigError, DPSynthError, InvalidParameterError
 from spark_dpsynth.mechanisms.archetype import ArchetypeParams
 from spark_dpsynth.mechanisms.class_conditional import ClassConditionalParams
-from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, SynthesisParams
+from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, SynthesisParams, WorkloadParams
 
 __all__ = ["ConfigKey", "JobConfig", "load_config", "load_document", "merge", "parse_config", "schema"]
 
@@ -154,6 +155,9 @@ class JobConfig:
     class_conditional: ClassConditionalParams = field(default_factory=ClassConditionalParams)
     """[class_conditional]: settings of the class-conditional mechanism (its budget comes from [aggregate],
     its class column from [evaluate] label)."""
+    workload: WorkloadParams = field(default_factory=WorkloadParams)
+    """[workload]: settings of the workload mechanism (selection, caps; its budget and reporting length come
+    from [aggregate])."""
     public_input: str | None = None
     """[archetype] public_input: the public table of the archetype synthesizer (a path, like [input] path)."""
     public_table: str | None = None

@@ -586,8 +586,14 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
         + (f" (rho={m['rho']:.4g})" if "rho" in m else f" ({m.get('synthesizer', 'release')})"),
         f"  protected n            {m['protected_number_of_records']}",
         "  released tuples        " + ", ".join(f"k={k}: {n}" for k, n in release.sizes().items()),
-        "  sensitivities          " + ", ".join(f"k={k}: {v}" for k, v in m["sensitivities"].items()),
+        "  sensitivities          "
+        + ", ".join(f"k={k}: {v}" for k, v in (m.get("sensitivities") or {}).items()),
     ]
+    if release.manifest.mechanism == "workload":
+        lines[5:6] = [
+            f"  measured marginals     {len(release.measurements)} in {len(m['rounds'])} rounds "
+            f"({m['selection']} selection)"
+        ]
     if release.manifest.mechanism == "archetype":
         lines[3:6] = [
             f"  privacy unit           {m.get('privacy_unit_column') or m['privacy_unit']}",

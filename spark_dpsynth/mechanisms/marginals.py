@@ -218,8 +218,16 @@ def aggregate_encoded(
     for k in range(1, r + 1):
         t0 = time.perf_counter()
         if k > 1:
+            # Planner (docs/design.md section 4.7): stop before counting a length that cannot fit.
+            params.check_subsets(d_public, k)
             tuples_by_subset = _candidates(levels[k - 1], d, k, radix)
             index = CandidateIndex.build(k, d, survivors_lut, radix, tuples_by_subset)
+            if len(index.keys) > params.max_candidates:
+                raise InvalidParameterError(
+                    f"length {k} has {len(index.keys):,} candidate {k}-tuples (max_candidates "
+                    f"{params.max_candidates:,}): too many to count and noise on the driver; use "
+                    f"--synthesizer pgm (DP-selected marginals), or --reporting-length {k - 1}"
+                )
             if len(index.keys):
                 report(
                     progress,
@@ -731,6 +739,9 @@ def dp_aggregate(
     assert config.columns is not None
     if not config.multi_value:
         params.check_columns(len(config.columns))
+    else:
+        # A multi-value column gives at least one attribute column: a lower bound, checked before any read.
+        params.check_subsets(len(config.columns))
     started = time.perf_counter()
     report(
         progress, log, f"aggregate: {len(config.columns)} columns, reporting length {params.reporting_length}"
@@ -831,6 +842,17 @@ def _data_manifest(config: DataConfig) -> dict[str, object]:
             "record_limit": config.record_limit,
         },
     }
+
+
+def check_data(params: AggregationParams, data: DataConfig) -> None:
+    """The planner's check before Spark starts (docs/design.md section 4.7): with the columns configured, C(d, R)
+    column subsets must fit ``max_column_subsets`` (a multi-value column counts once: a lower bound).
+
+    Raises:
+        InvalidParameterError: naming the count and what to change.
+    """
+    if data.columns is not None:
+        params.check_subsets(len(data.columns))
 
 
 def run(df, params: AggregationParams, data: DataConfig, context):  # noqa: ANN001, ANN201 - DataFrame, MechanismContext -> Fitted

@@ -60,3 +60,8 @@ class SeededNoise:
         # Exponential mechanism as Gumbel-max: P(c) proportional to exp(-epsilon score(c) / (2 sensitivity)).
         utility = -scores.astype(np.float64) * float(epsilon) / (2.0 * sensitivity)
         return int(np.argmax(utility + self._rng.gumbel(size=utility.shape[0])))
+
+    def exponential(self, scores: np.ndarray, sensitivity: float, rho: float) -> int:
+        # Gumbel-max: P(i) proportional to exp(sqrt(2 rho) scores[i] / sensitivity) (see NoiseSource.exponential).
+        utility = np.asarray(scores, dtype=np.float64) * math.sqrt(2.0 * rho) / float(sensitivity)
+        return int(np.argmax(utility + self._rng.gumbel(size=utility.shape[0])))

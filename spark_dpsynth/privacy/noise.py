@@ -7,7 +7,7 @@
 * :class:`spark_dpsynth.privacy._seeded.SeededNoise` (test mode only): the same distributions from a seeded NumPy
   generator, so that a release can be reproduced in tests. A release made with it is NOT private and its manifest
   says so. Every non-cryptographic generator lives in that one module, outside the privacy code path.
-* :class:`NoNoise` (internal, tests of exact worked examples): zero noise and exact percentiles.
+* :class:`NoNoise` (internal, tests of exact worked examples): zero noise, exact percentiles, the best score.
 
 The DP percentile (docs/design.md section 2.2) is the exponential mechanism over the public candidates 0..C(d,k) with the
 score of OpenDP's ``make_quantile_score_candidates`` (Smith 2011): for alpha = num/den,
@@ -50,6 +50,12 @@ class NoiseSource(Protocol):
         """An epsilon-DP alpha-quantile of values 0..len(histogram)-1 (histogram[v] = number of records with v)."""
         ...
 
+    def exponential(self, scores: np.ndarray, sensitivity: float, rho: float) -> int:
+        """The exponential mechanism in its rho-zCDP form: index i with probability proportional to
+        exp(sqrt(2 rho) scores[i] / sensitivity) (an epsilon = sqrt(8 rho) exponential mechanism; bounded-range
+        analysis, Cesar and Rogers 2021, as AIM uses it)."""
+        ...
+
 
 class CryptographicNoise:
     """Exact samplers of OpenDP over the OS's cryptographic random source (production)."""
@@ -90,6 +96,16 @@ class CryptographicNoise:
         scale = dp.binary_search_param(make, d_in=sensitivity, d_out=float(epsilon))
         return int(make(scale)([int(s) for s in scores]))
 
+    def exponential(self, scores: np.ndarray, sensitivity: float, rho: float) -> int:
+        # OpenDP's report-noisy-max with Gumbel noise under zCDP: rho = (sensitivity / scale)^2 / 2, i.e. the
+        # exponential mechanism of epsilon = 2 sensitivity / scale with its bounded-range rho = epsilon^2 / 8.
+        dp = self._dp
+        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)
+        scale = float(sensitivity) / float(np.sqrt(2.0 * rho))
+        m = dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)
+        assert m.map(float(sensitivity)) <= rho * (1 + 1e-9)
+        return int(m([float(x) for x in np.asarray(scores, dtype=np.float64)]))
+
 
 class NoNoise:
     """No noise and exact percentiles: for tests that reproduce worked examples exactly. Never private."""
@@ -106,6 +122,9 @@ class NoNoise:
     def quantile(self, histogram: np.ndarray, alpha: float, epsilon: float) -> int:
         scores, _ = quantile_scores(histogram, alpha)
         return int(np.argmin(scores))
+
+    def exponential(self, scores: np.ndarray, sensitivity: float, rho: float) -> int:
+        return int(np.argmax(np.asarray(scores, dtype=np.float64)))
 
 
 def noise_source_for(seed: int | None) -> NoiseSource:

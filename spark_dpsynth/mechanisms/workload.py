@@ -1,0 +1,866 @@
+"""The ``workload`` mechanism: DP-selected marginals (AIM rounds or the MST preset), measured on Spark.
+
+Instead of every column subset of length k <= R (the marginals mechanism, whose noise and work grow as
+C(d, k)), it measures only the cliques a DP selection chooses, as full noisy tables over a fixed domain, for a
+graphical-model estimator to fit (:mod:`spark_dpsynth.estimation`, the ``pgm`` synthesizer). The steps
+(docs/design.md section 4.7):
+
+1. **Domain discovery.** Columns with public bins have their bin labels as domain. The values of the other
+   columns are private: the marginals mechanism's 1-way step releases them (every value present is a
+   candidate; Delta_1 = the number of such columns, or with multi-value columns a DP percentile of attributes
+   per record; exact discrete Gaussian noise of std sigma_1 sqrt(Delta_1); the threshold rho_1 that pays
+   delta/2; Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", Algorithm 1). The fixed domain of
+   column j is its released values plus one empty category (empty cells and unreleased values).
+2. **Encoding.** The records are encoded once to codes over the fixed domain (``mapInArrow``, cached
+   patterns with their multiplicity); every record adds 1 to exactly one cell of a clique's table, so a table
+   has L2 sensitivity 1 (add/remove one record, or one person with a privacy unit: their rows are one record).
+3. **Selection and measurement.** AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1): the 1-way
+   tables first, then rounds that choose one clique by the exponential mechanism over candidates scored
+   w_r (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) sigma n_r) and measure it with discrete Gaussian noise; the
+   per-round budget grows fourfold (sigma halves, epsilon doubles) when a measurement changed the estimate
+   less than its expected noise, and the last round spends what is left. MST (McKenna, Miklau, Sheldon,
+   "Winning the NIST Contest", 2021): rho/3 for the 1-way tables, rho/3 for d - 1 exponential-mechanism
+   choices of a maximum spanning tree of 2-way cliques scored against independent columns, rho/3 to measure
+   them. True candidate marginals are counted on Spark in bounded passes (:mod:`._cliques`) and cached on the
+   driver within ``max_candidate_cells``.
+
+Privacy: zCDP composition (Bun & Steinke 2016, Lemma 1.7) of the discovery (the percentile's epsilon_Q^2/2,
+the counts' 1/(2 sigma_1^2)), every measurement (1/(2 sigma^2): discrete Gaussian, Canonne, Kamath, Steinke
+2020, Theorem 14) and every exponential-mechanism choice (epsilon^2/8: the bounded-range analysis of Cesar and
+Rogers 2021, as in AIM), converted once to (epsilon - epsilon_N, delta/2)-DP; the discrete Laplace count of
+records spends epsilon_N, the threshold rho_1 delta/2. The manifest lists every round's rho and choice; no true
+count, score or candidate statistic is written or logged.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import itertools
+import logging
+import math
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from spark_dpsynth._progress import Progress, report
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.mechanisms._cliques import CliqueCounter, clique_cells
+from spark_dpsynth.params import DataConfig, Selection, WorkloadParams
+from spark_dpsynth.privacy.accounting import Accountant, delta_from_protected_n, rho_1_threshold_discrete
+from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
+from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
+from spark_dpsynth.release.core import Marginal, MeasuredMarginal, Release, _sorted_marginal
+from spark_dpsynth.release.manifest import FORMAT_VERSION
+
+__all__ = ["fit_workload", "select_and_measure", "check_plan", "run", "Discovery", "Plan"]
+
+log = logging.getLogger(__name__)
+
+_PERCENTILE_SHARE = 0.05
+"""Share of the discovery's rho spent on the DP percentile of Delta_1 (only with multi-value columns)."""
+
+
+# ------------------------------------------------------------------------------------------------ planner
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The work of a workload release, estimated from public values and the DP 1-way domain sizes."""
+
+    columns: int
+    """d, the number of attribute columns measured."""
+    candidates: int
+    """Candidate cliques (size <= R, at most ``max_clique_cells`` cells)."""
+    pruned: int
+    """Cliques left out because their table exceeds ``max_clique_cells``."""
+    one_way_cells: int
+    """Cells of the d 1-way tables (each measured first)."""
+    largest_candidate_cells: int
+    """Cells of the largest candidate table."""
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "columns": self.columns,
+            "candidates": self.candidates,
+            "pruned_by_size": self.pruned,
+            "one_way_cells": self.one_way_cells,
+            "largest_candidate_cells": self.largest_candidate_cells,
+        }
+
+
+def check_plan(sizes: Sequence[int], params: WorkloadParams) -> Plan:
+    """Estimate the work from the domain sizes (public after discovery) and stop when it cannot fit.
+
+    The candidate cliques are every subset of at most R columns whose table has at most ``max_clique_cells``
+    cells; they are counted from the sizes without being enumerated when there are many (only the counts of
+    cliques by size matter for the plan).
+
+    Raises:
+        InvalidParameterError: the 1-way tables alone exceed ``max_model_cells`` (the model could not even hold
+            them), naming what to change.
+    """
+    d = len(sizes)
+    one_way = int(sum(sizes))
+    if one_way > params.max_model_cells:
+        raise InvalidParameterError(
+            f"the {d} one-way tables need {one_way:,} model cells, more than max_model_cells "
+            f"({params.max_model_cells:,}); raise [workload] max_model_cells or bin the widest columns"
+        )
+    r = min(params.reporting_length, d)
+    total = sum(math.comb(d, k) for k in range(1, r + 1))
+    if total <= 200_000:
+        kept = [c for c in _all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
+        largest = max((clique_cells(sizes, c) for c in kept), default=1)
+        return Plan(d, len(kept), total - len(kept), one_way, largest)
+    # Too many to enumerate: the pruning is estimated from the largest sizes (an upper bound on the cells).
+    top = sorted(sizes, reverse=True)
+    largest = min(params.max_clique_cells, int(np.prod(top[:r], dtype=np.float64)))
+    return Plan(d, total, 0, one_way, largest)
+
+
+def _all_cliques(d: int, r: int) -> Iterable[tuple[int, ...]]:
+    for k in range(1, r + 1):
+        yield from itertools.combinations(range(d), k)
+
+
+# --------------------------------------------------------------------------------------- the selection core
+
+
+@dataclass
+class _State:
+    """What the selection has released so far (all DP): measurements, rounds, the estimate."""
+
+    measurements: list[MeasuredMarginal] = field(default_factory=list)
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _TrueTables:
+    """True clique tables of candidates (private, never written): cached on the driver up to a cell budget,
+    the rest recounted per request in bounded Spark passes."""
+
+    def __init__(self, counter: CliqueCounter, max_cached_cells: int, max_cells_per_pass: int) -> None:
+        self._counter = counter
+        self._cache: dict[tuple[int, ...], np.ndarray] = {}
+        self._cached = 0
+        self._budget = max_cached_cells
+        self._per_pass = max_cells_per_pass
+
+    def get(self, cliques: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
+        missing = [c for c in dict.fromkeys(cliques) if c not in self._cache]
+        out = {c: self._cache[c] for c in cliques if c in self._cache}
+        if missing:
+            for c, t in zip(missing, self._counter.tables(missing, self._per_pass), strict=True):
+                out[c] = t
+                if self._cached + t.size <= self._budget:
+                    self._cache[c] = t
+                    self._cached += t.size
+        return out
+
+
+def _measure(
+    table: np.ndarray, clique: tuple[int, ...], sigma: float, noise: NoiseSource
+) -> MeasuredMarginal:
+    """The table plus independent discrete Gaussian noise N_Z(0, sigma^2) on every cell (zero cells included)."""
+    noisy = table.astype(np.int64).ravel() + noise.discrete_gaussian(sigma, table.size)
+    return MeasuredMarginal(columns=clique, values=noisy.reshape(table.shape).astype(np.float64), std=sigma)
+
+
+def _record(
+    state: _State,
+    acct: Accountant,
+    m: MeasuredMarginal,
+    names: Sequence[str],
+    round_no: int,
+    label: str,
+) -> None:
+    rho = 1.0 / (2.0 * m.std * m.std)
+    acct.spend_rho(label, rho, "discrete Gaussian (full clique table, L2 sensitivity 1)")
+    state.measurements.append(m)
+    state.entries.append(
+        {"columns": [names[c] for c in m.columns], "std": m.std, "rho": rho, "round": round_no}
+    )
+
+
+def _candidate_order(cliques: list[tuple[int, ...]], key: bytes, round_no: int) -> list[tuple[int, ...]]:
+    """A data-independent pseudo-random order of cliques (keyed hash: a fresh public sample per round)."""
+
+    def h(c: tuple[int, ...]) -> bytes:
+        return hashlib.blake2b(f"{round_no}:{c}".encode(), key=key, digest_size=8).digest()
+
+    return sorted(cliques, key=h)
+
+
+def select_and_measure(
+    counter: CliqueCounter,
+    names: tuple[str, ...],
+    rho: float,
+    params: WorkloadParams,
+    acct: Accountant,
+    noise: NoiseSource,
+    *,
+    progress: Progress | None = None,
+    order_key: bytes | None = None,
+) -> tuple[list[MeasuredMarginal], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Choose and measure cliques under DP with a budget ``rho`` (the selection core, on any counter).
+
+    Args:
+        counter: the records over the fixed domain (Spark, or NumPy in tests); it returns true tables only to
+            this function, which releases nothing but noisy tables and exponential-mechanism choices.
+        names: column names (for the manifest), in domain order.
+        rho: the zCDP budget of the selection and measurements (spent in ``acct``).
+        params: ``selection``, ``reporting_length``, caps, rounds.
+        acct: the accountant (its rho already set); every round's shares are recorded in it.
+        noise: the noise source.
+        progress: optional callback, one message per stage.
+        order_key: the key of the public pseudo-random candidate order (default: fresh from ``secrets``).
+
+    Returns:
+        (measured marginals, their manifest entries ``{"columns", "std", "rho", "round"}``, the rounds'
+        manifest entries).
+    """
+    sizes = tuple(int(s) for s in counter.sizes)
+    key = order_key if order_key is not None else secrets.token_bytes(16)
+    tables = _TrueTables(counter, params.max_candidate_cells, params.max_cells_per_pass)
+    if params.selection is Selection.MST:
+        state = _mst(tables, sizes, names, rho, params, acct, noise, progress)
+    else:
+        state = _aim(tables, sizes, names, rho, params, acct, noise, progress, key)
+    return state.measurements, state.entries, state.rounds
+
+
+# ------------------------------------------------------------------------------------------------------ MST
+
+
+def _mst(
+    tables: _TrueTables,
+    sizes: tuple[int, ...],
+    names: tuple[str, ...],
+    rho: float,
+    params: WorkloadParams,
+    acct: Accountant,
+    noise: NoiseSource,
+    progress: Progress | None,
+) -> _State:
+    """MST (McKenna, Miklau, Sheldon 2021, section 4): rho/3 each for the 1-way tables, the tree's d - 1
+    exponential-mechanism choices, and the d - 1 chosen 2-way tables."""
+    state = _State()
+    d = len(sizes)
+    ones = [(j,) for j in range(d)]
+    # d tables of sensitivity 1 each at std sigma_1: rho/3 in total.
+    sigma1 = math.sqrt(d / (2.0 * rho / 3.0))
+    true1 = tables.get(ones)
+    for c in ones:
+        _record(state, acct, _measure(true1[c], c, sigma1, noise), names, 0, f"measure_1way_{names[c[0]]}")
+    state.rounds.append({"round": 0, "kind": "1-way tables", "rho": d / (2 * sigma1**2), "sigma": sigma1})
+    if d < 2:
+        return state
+    # Independent-columns estimate from the noisy 1-way tables (post-processing).
+    total = float(np.mean([max(m.values.sum(), 1.0) for m in state.measurements]))
+    probs = []
+    for m in state.measurements:
+        p = np.clip(m.values, 0, None)
+        probs.append(p / p.sum() if p.sum() > 0 else np.full(p.shape, 1.0 / p.size))
+    pairs = [
+        c for c in itertools.combinations(range(d), 2) if clique_cells(sizes, c) <= params.max_clique_cells
+    ]
+    report(progress, log, f"workload (mst): scoring {len(pairs)} 2-way cliques")
+    true2 = tables.get(pairs)
+    # Scores are private: used only by the exponential mechanism below, never logged or written.
+    scores = {c: float(np.abs(true2[c] - total * np.outer(probs[c[0]], probs[c[1]])).sum()) for c in pairs}
+    del true2
+    # Kruskal with DP choices: each step picks among the edges joining two components.
+    parent = list(range(d))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    steps = d - 1
+    rho_step = rho / 3.0 / steps
+    chosen: list[tuple[int, int]] = []
+    for t in range(steps):
+        options = [c for c in pairs if find(c[0]) != find(c[1])]
+        if not options:
+            break
+        i = noise.exponential(np.array([scores[c] for c in options]), 1.0, rho_step)
+        acct.spend_rho(
+            f"select_tree_edge_{t + 1}",
+            rho_step,
+            "exponential mechanism (MST edge by L1 error of independent columns, sensitivity 1)",
+            epsilon=math.sqrt(8 * rho_step),
+        )
+        a, b = options[i]
+        parent[find(a)] = find(b)
+        chosen.append((a, b))
+    state.rounds.append(
+        {
+            "round": 1,
+            "kind": "maximum spanning tree (exponential mechanism per edge)",
+            "rho": rho_step * len(chosen),
+            "rho_per_choice": rho_step,
+            "chosen": [[names[a], names[b]] for a, b in chosen],
+        }
+    )
+    if chosen:
+        left = rho - d / (2 * sigma1**2) - rho_step * len(chosen)
+        sigma2 = math.sqrt(len(chosen) / (2.0 * left))
+        true2 = tables.get(chosen)
+        for c in chosen:
+            _record(
+                state,
+                acct,
+                _measure(true2[c], c, sigma2, noise),
+                names,
+                2,
+                f"measure_{'_'.join(names[x] for x in c)}",
+            )
+        state.rounds.append({"round": 2, "kind": "2-way tables of the tree", "rho": left, "sigma": sigma2})
+    return state
+
+
+# ------------------------------------------------------------------------------------------------------ AIM
+
+
+def _aim(
+    tables: _TrueTables,
+    sizes: tuple[int, ...],
+    names: tuple[str, ...],
+    rho: float,
+    params: WorkloadParams,
+    acct: Accountant,
+    noise: NoiseSource,
+    progress: Progress | None,
+    key: bytes,
+) -> _State:
+    """AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1) over the candidates of
+    :func:`_aim_candidates`, with the estimator of :mod:`spark_dpsynth.estimation`."""
+    from spark_dpsynth.estimation import Domain, Measurement, estimate, junction_tree_size
+
+    state = _State()
+    d = len(sizes)
+    r = min(params.reporting_length, d)
+    domain = Domain(names=tuple(names), sizes=tuple(sizes))
+    rounds_planned = params.rounds if params.rounds is not None else 4 * d
+    alpha = 1.0 - params.selection_rho_proportion
+    sigma = math.sqrt(rounds_planned / (2.0 * alpha * rho))
+    epsilon = math.sqrt(8.0 * (1.0 - alpha) * rho / rounds_planned)
+    if d / (2.0 * sigma**2) > rho:
+        sigma = math.sqrt(d / (2.0 * rho * alpha))
+    used = 0.0
+
+    def as_measurements() -> list[Any]:
+        return [Measurement(tuple(names[c] for c in m.columns), m.values, m.std) for m in state.measurements]
+
+    # Round 0: every 1-way table (AIM, Algorithm 1, line 2).
+    ones = [(j,) for j in range(d)]
+    true1 = tables.get(ones)
+    for c in ones:
+        m = _measure(true1[c], c, sigma, noise)
+        _record(state, acct, m, names, 0, f"round_0_measure_{names[c[0]]}")
+        used += 1.0 / (2 * sigma**2)
+    state.rounds.append({"round": 0, "kind": "1-way tables", "rho": used, "sigma": sigma})
+    report(progress, log, f"workload (aim): 1-way tables measured (sigma {sigma:.3g}); fitting the model")
+    model = estimate(domain, as_measurements(), iterations=params.estimation_iterations)
+    candidates_all = [c for c in _all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
+    wide = len(candidates_all) > params.max_candidates_per_round
+    measured_cliques: list[tuple[int, ...]] = list(ones)
+    t = 0
+    while used < rho * (1 - 1e-9) and t < params.max_rounds:
+        t += 1
+        remaining = rho - used
+        round_rho = 1.0 / (2 * sigma**2) + epsilon**2 / 8.0
+        final = remaining < 2 * round_rho or t == params.max_rounds
+        if final:
+            sigma = math.sqrt(1.0 / (2.0 * alpha * remaining))
+            epsilon = math.sqrt(8.0 * (1.0 - alpha) * remaining)
+        size_limit = params.max_model_cells * min(1.0, (used + round_rho) / rho)
+        pool = _aim_candidates(candidates_all, measured_cliques, d, wide, params, key, t)
+        model_cliques = [tuple(c) for c in model.cliques]
+        covers = [set(c) for c in model_cliques]
+        current = junction_tree_size(domain, model_cliques)
+        feasible = []
+        for c in pool:
+            named = tuple(names[x] for x in c)
+            if any(set(named) <= m for m in covers):
+                grown = current  # already inside a maximal clique: the tree does not change
+            else:
+                grown = junction_tree_size(domain, [*model_cliques, named])
+            if grown <= size_limit:
+                feasible.append(c)
+        if not feasible:
+            feasible = [c for c in pool if len(c) == 1]
+        true = tables.get(feasible)
+        # Scores are private: used only by the exponential mechanism below, never logged or written.
+        scores = np.empty(len(feasible))
+        for i, c in enumerate(feasible):
+            est = model.project(tuple(names[x] for x in c))
+            n_cells = true[c].size
+            scores[i] = len(c) * (
+                float(np.abs(true[c] - est).sum()) - math.sqrt(2 / math.pi) * sigma * n_cells
+            )
+        i = noise.exponential(scores, float(r), epsilon**2 / 8.0)
+        del scores
+        chosen = feasible[i]
+        acct.spend_rho(
+            f"round_{t}_selection",
+            epsilon**2 / 8.0,
+            "exponential mechanism (AIM score, sensitivity R)",
+            epsilon=epsilon,
+        )
+        before = model.project(tuple(names[x] for x in chosen))
+        m = _measure(true[chosen], chosen, sigma, noise)
+        del true
+        _record(state, acct, m, names, t, f"round_{t}_measure")
+        used += epsilon**2 / 8.0 + 1.0 / (2 * sigma**2)
+        if chosen not in measured_cliques:
+            measured_cliques.append(chosen)
+        state.rounds.append(
+            {
+                "round": t,
+                "rho": epsilon**2 / 8.0 + 1.0 / (2 * sigma**2),
+                "rho_selection": epsilon**2 / 8.0,
+                "rho_measurement": 1.0 / (2 * sigma**2),
+                "epsilon_selection": epsilon,
+                "sigma": sigma,
+                "candidates": len(feasible),
+                "chosen": [names[x] for x in chosen],
+            }
+        )
+        report(
+            progress,
+            log,
+            f"workload (aim): round {t}: {[names[x] for x in chosen]} of {len(feasible)} candidates "
+            f"(sigma {sigma:.3g}, rho used {used / rho:.0%})",
+        )
+        model = estimate(domain, as_measurements(), iterations=params.estimation_iterations, warm_start=model)
+        after = model.project(tuple(names[x] for x in chosen))
+        # Annealing (AIM, Algorithm 1, lines 14-16): both estimates are DP, so this test is post-processing.
+        if (
+            not final
+            and float(np.abs(after - before).sum()) <= math.sqrt(2 / math.pi) * sigma * m.values.size
+        ):
+            sigma /= 2.0
+            epsilon *= 2.0
+        if final:
+            break
+    return state
+
+
+def _aim_candidates(
+    candidates_all: list[tuple[int, ...]],
+    measured: list[tuple[int, ...]],
+    d: int,
+    wide: bool,
+    params: WorkloadParams,
+    key: bytes,
+    round_no: int,
+) -> list[tuple[int, ...]]:
+    """The cliques scored in one round (public: from sizes, earlier DP choices and a keyed public order).
+
+    Narrow tables: every clique of size <= R within ``max_clique_cells``. Wide tables (more than
+    ``max_candidates_per_round``): the cliques that extend a measured clique by one column (how AIM's model
+    grows) plus every 2-way clique, in a fresh keyed pseudo-random order per round, cut to
+    ``max_candidates_per_round``; the extensions come first so that the model can grow beyond pairs.
+    """
+    if not wide:
+        return candidates_all
+    allowed = set(candidates_all)
+    ext: set[tuple[int, ...]] = set()
+    for c in measured:
+        if len(c) >= params.reporting_length or len(c) < 2:
+            continue
+        for j in range(d):
+            if j not in c:
+                e = tuple(sorted((*c, j)))
+                if e in allowed:
+                    ext.add(e)
+    pairs = [c for c in candidates_all if len(c) == 2]
+    ordered = _candidate_order(sorted(ext), key, round_no) + _candidate_order(pairs, key, round_no)
+    return ordered[: params.max_candidates_per_round]
+
+
+# ---------------------------------------------------------------------------------------------- on Spark
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """The public outcome of the 1-way domain discovery (the manifest's ``domain_discovery``)."""
+
+    domains: tuple[tuple[str, ...], ...]
+    """Per column, its released (or public) values, sorted for discovered columns, in bin order for binned."""
+    kept: tuple[int, ...]
+    """Indices of the columns kept (derived multi-value columns that released nothing are dropped)."""
+    counts: dict[tuple[int, int], int]
+    """(column, value code) -> noisy count of the released value (discovered columns only)."""
+    manifest: dict[str, Any]
+    """Sensitivity, std, threshold, rho, the discovered and the public-domain columns."""
+
+
+def fit_workload(
+    df,  # noqa: ANN001 - pyspark.sql.DataFrame
+    params: WorkloadParams | None = None,
+    data_config: DataConfig | None = None,
+    *,
+    noise: NoiseSource | None = None,
+    progress: Progress | None = None,
+) -> Release:
+    """Release DP-selected marginals of a table (see the module docstring; docs/design.md section 4.7).
+
+    Args:
+        df: the sensitive table (any schema); a row is a record, or with ``data_config.privacy_unit`` the rows
+            of one person are one record.
+        params: the budget, the selection (``aim`` or ``mst``), the reporting length R and the caps.
+        data_config: columns, empty values, public bins, privacy unit, multi-value columns, record limit.
+        noise: the noise source (default production noise, or test-mode noise when ``params.seed`` is set).
+        progress: optional callback, one message per stage (never a statistic of the data).
+
+    Returns:
+        The :class:`~spark_dpsynth.release.core.Release`: ``measurements`` (the full noisy tables of the chosen
+        cliques over the released 1-way domain plus an empty category), 1-tuples of the released values (for
+        the evaluation and the ``independent`` synthesizer), a manifest with the budget, every round and every
+        measurement.
+
+    Raises:
+        SchemaError: a configured column is not in ``df`` (before any data is read).
+        InvalidParameterError: the reporting length exceeds the number of columns (before any data is read);
+            the plan does not fit (after discovery, before any clique is counted), naming what to change.
+
+    Privacy:
+        (epsilon, delta)-DP per record (or person): see the module docstring and docs/design.md section 4.7.
+    """
+    from pyspark.sql import functions as F
+
+    from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
+    from spark_dpsynth.mechanisms import _cliques
+    from spark_dpsynth.mechanisms.marginals import (
+        _data_manifest,
+        _distinct_values,
+        _release_key,
+        _SparkBackend,
+        _versions,
+    )
+
+    params = params if params is not None else WorkloadParams()
+    data_config = data_config if data_config is not None else DataConfig()
+    config = resolve_columns(df.columns, data_config)
+    assert config.columns is not None
+    if not config.multi_value and params.reporting_length > len(config.columns):
+        raise InvalidParameterError(
+            f"reporting_length must be <= the number of attribute columns ({len(config.columns)}), "
+            f"got {params.reporting_length}"
+        )
+    noise = noise if noise is not None else noise_source_for(params.seed)
+    started = time.perf_counter()
+    report(progress, log, f"workload ({params.selection.value}): {len(config.columns)} columns")
+    prepared = prepare(df, config)
+    names: tuple[str, ...] = config.columns
+    derived: dict[str, tuple[str, str]] = {}
+    cached = prepared = prepared.persist() if config.merges_rows else prepared
+    encoded = None
+    backend = None
+    try:
+        if config.privacy_unit is not None:
+            check_privacy_units(prepared, config)
+        if config.multi_value:
+            values = {c: _distinct_values(prepared, c) for c in config.multi_value}  # private, driver only
+            prepared, names, derived = expand_multi_value(prepared, config, values)
+            del values
+        d = len(names)
+        positional = tuple(f"_a{j}" for j in range(d))
+        prepared = prepared.select(
+            *[F.col(f"`{c}`").alias(p) for c, p in zip(names, positional, strict=True)]
+        )
+        backend = _SparkBackend(prepared, positional)
+        acct = Accountant(float(params.epsilon), accounting=params.accounting)
+        eps_n = acct.spend_epsilon(
+            "number_of_records",
+            params.number_of_records_epsilon_proportion,
+            "discrete Laplace (count of records)",
+        )
+        public = _public_domains(names, config, derived)
+        discovery, protected_n, delta = _discover(
+            backend, names, public, derived, config, params, acct, eps_n, noise, progress, _release_key
+        )
+        kept = discovery.kept
+        sizes = tuple(len(discovery.domains[j]) + 1 for j in kept)
+        kept_names = tuple(names[j] for j in kept)
+        if params.reporting_length > len(kept):
+            raise InvalidParameterError(
+                f"reporting_length must be <= the number of released columns ({len(kept)}), "
+                f"got {params.reporting_length}"
+            )
+        plan = check_plan(sizes, params)
+        report(
+            progress,
+            log,
+            f"workload: plan {plan.candidates:,} candidate cliques ({plan.pruned:,} pruned by size), "
+            f"1-way cells {plan.one_way_cells:,}",
+        )
+        # Fixed-domain encoding of the patterns, cached: every later pass reads only this.
+        luts = [discovery.manifest["_luts"][j] for j in kept]
+        assert backend._encoded is not None  # the dictionary-encoded patterns, made by the discovery
+        dict_cols = backend._encoded.select(*[f"c{j}" for j in kept], "n")
+        encoded = _cliques.encode_fixed_domain(dict_cols, luts, sizes).persist()
+        encoded.count()  # materialize the cache before the dictionary-encoded patterns are dropped (not logged)
+        counter = _cliques.SparkCliqueCounter(encoded, sizes, backend._partitions)
+        backend.release_cache()
+        backend = None
+        rho_rest = acct.rho - sum(s.rho or 0.0 for s in acct.budget().shares)  # type: ignore[operator]
+        measurements, entries, rounds = select_and_measure(
+            counter, kept_names, rho_rest, params, acct, noise, progress=progress
+        )
+    finally:
+        if backend is not None:
+            backend.release_cache()
+        if encoded is not None:
+            encoded.unpersist()
+        if cached is not None and config.merges_rows:
+            cached.unpersist()
+
+    domains = tuple(discovery.domains[j] for j in kept)
+    ones = _one_tuples(domains, measurements)
+    disc = {k: v for k, v in discovery.manifest.items() if not k.startswith("_")}
+    budget = acct.budget()
+    manifest: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "mechanism": "workload",
+        "synthesizers": list(synthesizers_for("workload")),
+        "budget": budget.to_json(),
+        "created_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "test_mode": bool(noise.test_mode),
+        "noise_sampler": noise.name,
+        "columns": list(kept_names),
+        "privacy_unit": "record",
+        "reporting_length": params.reporting_length,
+        "epsilon": float(params.epsilon),
+        "delta": float(delta),
+        "rho": float(acct.rho or 0.0),
+        "accounting": params.accounting.value,
+        "epsilon_n": eps_n,
+        "selection": params.selection.value,
+        "protected_number_of_records": int(protected_n),
+        "domain_discovery": disc,
+        "plan": plan.to_json(),
+        "rounds": rounds,
+        "measurements": entries,
+        "released_tuples": {"1": len(ones)},
+        "parameters": {
+            "epsilon": params.epsilon,
+            "delta": params.delta,
+            "accounting": params.accounting.value,
+            "reporting_length": params.reporting_length,
+            "selection": params.selection.value,
+            "domain_rho_proportion": params.domain_rho_proportion,
+            "selection_rho_proportion": params.selection_rho_proportion,
+            "rounds": params.rounds,
+            "max_rounds": params.max_rounds,
+            "max_model_cells": params.max_model_cells,
+            "max_clique_cells": params.max_clique_cells,
+            "max_candidates_per_round": params.max_candidates_per_round,
+            "max_candidate_cells": params.max_candidate_cells,
+            "max_cells_per_pass": params.max_cells_per_pass,
+            "estimation_iterations": params.estimation_iterations,
+            "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
+            "percentile": params.percentile,
+            "seed": params.seed,
+        },
+        "versions": _versions(),
+    }
+    manifest.update(_data_manifest(config))
+    if derived:
+        manifest["multi_value_columns"] = {
+            c: {
+                "column": derived[c][0],
+                "value": derived[c][1],
+                "delimiter": config.multi_value[derived[c][0]],
+            }
+            for c in kept_names
+            if c in derived
+        }
+    release = Release(
+        columns=kept_names,
+        domains=domains,
+        marginals={1: ones},
+        manifest=manifest,
+        measurements=tuple(measurements),
+    )
+    report(
+        progress,
+        log,
+        f"workload: {len(measurements)} marginals measured in {len(rounds)} rounds, "
+        f"{time.perf_counter() - started:.1f} s",
+    )
+    return release
+
+
+def _public_domains(
+    names: tuple[str, ...], config: DataConfig, derived: dict[str, tuple[str, str]]
+) -> dict[int, tuple[str, ...]]:
+    """Columns whose values are public: binned columns (their labels and passthrough codes)."""
+    out = {}
+    for j, c in enumerate(names):
+        if c in config.bins and c not in derived:
+            spec = config.bins[c]
+            out[j] = tuple(spec.interval_labels()) + tuple(spec.passthrough)
+    return out
+
+
+def _discover(
+    backend,  # noqa: ANN001 - the marginals mechanism's Spark backend
+    names: tuple[str, ...],
+    public: dict[int, tuple[str, ...]],
+    derived: dict[str, tuple[str, str]],
+    config: DataConfig,
+    params: WorkloadParams,
+    acct: Accountant,
+    eps_n: float,
+    noise: NoiseSource,
+    progress: Progress | None,
+    release_key,  # noqa: ANN001 - callable(seed) -> int
+) -> tuple[Discovery, int, float]:
+    """The 1-way domain discovery (the marginals mechanism's k = 1 step over the columns without public
+    values), the protected number of records and delta; converts the rest of epsilon to rho in ``acct``."""
+    from spark_dpsynth.mechanisms import _counting
+    from spark_dpsynth.mechanisms._counting import CandidateIndex
+    from spark_dpsynth.mechanisms.marginals import noisy_threshold
+
+    d = len(names)
+    dictionary = backend.dictionary()  # private (values present): only released values are ever written
+    disc_cols = [j for j in range(d) if j not in public]
+    index_cols = disc_cols if disc_cols else list(range(d))
+    radix1 = np.array([len(v) for v in dictionary], dtype=np.int64)
+    index = CandidateIndex.build(
+        1,
+        d,
+        tuple(np.arange(len(v), dtype=np.int32) for v in dictionary),
+        radix1,
+        {(j,): np.arange(len(dictionary[j]), dtype=np.int64)[:, None] for j in index_cols},
+    )
+    report(progress, log, f"workload: discovering the values of {len(disc_cols)} columns without public bins")
+    hist = backend.histogram(index)
+    true_n = int(hist.sum())
+    protected_n = max(1, true_n + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
+    del true_n
+    delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
+    acct.declare_delta(
+        delta, "given" if params.delta is not None else "derived from the protected number of records"
+    )
+    eps_rest = acct.spend_rest_of_epsilon("zcdp", "rho-zCDP mechanisms below, converted once")
+    rho = acct.convert_to_rho(eps_rest, delta)
+    acct.spend_delta("zcdp_conversion", delta / 2.0, "rho-zCDP -> (epsilon - epsilon_N, delta/2)-DP")
+    luts: list[np.ndarray] = []
+    domains: list[tuple[str, ...]] = []
+    counts: dict[tuple[int, int], int] = {}
+    manifest: dict[str, Any] = {
+        "public_columns": [names[j] for j in public],
+        "columns": [names[j] for j in disc_cols],
+    }
+    if disc_cols:
+        rho_disc = rho * params.domain_rho_proportion
+        private = [j for j in disc_cols if names[j] in derived]
+        n_single = len(disc_cols) - len(private)
+        if private:
+            # A record can hold many values of a multi-value column: Delta_1 is a DP percentile over the public
+            # range 0..(single columns + max_multi_values x multi-value columns).
+            top = n_single + config.max_multi_values * len(config.multi_value)
+            rho_q = rho_disc * _PERCENTILE_SHARE
+            eps_q = math.sqrt(2.0 * rho_q)
+            full = np.zeros(top + 1, dtype=np.int64)
+            full[: min(hist.shape[0], top + 1)] = hist[: top + 1]
+            full[top] += hist[top + 1 :].sum()
+            sensitivity = max(1, noise.quantile(full, params.percentile / 100.0, eps_q))
+            acct.spend_rho(
+                "discovery_percentile",
+                rho_q,
+                "exponential mechanism (DP percentile of Delta_1)",
+                epsilon=eps_q,
+            )
+            rho_counts = rho_disc - rho_q
+        else:
+            # Each record has at most one value per single-value column.
+            sensitivity = len(disc_cols)
+            rho_counts = rho_disc
+        sigma1 = 1.0 / math.sqrt(2.0 * rho_counts)
+        acct.spend_rho(
+            "discovery_counts", rho_counts, "discrete Gaussian (1-way counts of the values present)"
+        )
+        acct.spend_delta("discovery_threshold", delta / 2.0, "threshold rho_1 on the noisy 1-way counts")
+        key = release_key(params.seed)
+        value_hash = tuple(_counting.value_hashes(list(vals), j) for j, vals in enumerate(dictionary))
+        true_counts = backend.counts(index, sensitivity, key, value_hash)
+        scale = sigma1 * math.sqrt(sensitivity)
+        threshold = rho_1_threshold_discrete(sigma1, sensitivity, delta)
+        noisy, keep = noisy_threshold(true_counts, scale, threshold, noise)
+        del true_counts
+        subset_idx, codes = index.decode(index.keys[keep])
+        kept_noisy = noisy[keep]
+        released: dict[int, list[tuple[int, int]]] = {}
+        for s, c, n in zip(
+            index.subsets[subset_idx][:, 0].tolist(), codes[:, 0].tolist(), kept_noisy.tolist(), strict=True
+        ):
+            released.setdefault(int(s), []).append((int(c), int(n)))
+        manifest.update(
+            {
+                "sensitivity": int(sensitivity),
+                "sigma": sigma1,
+                "noise_std": scale,
+                "threshold": threshold,
+                "rho": rho_disc,
+            }
+        )
+    else:
+        released = {}
+        acct.spend_delta("discovery_threshold", delta / 2.0, "unused: every column has public values")
+    for j in range(d):
+        lut = np.full(len(dictionary[j]), -1, dtype=np.int32)
+        if j in public:
+            pos = {v: i for i, v in enumerate(public[j])}
+            for i, val in enumerate(dictionary[j]):
+                lut[i] = pos.get(val, -1)
+            domains.append(public[j])
+        else:
+            found = sorted(released.get(j, []))
+            for new, (old, n) in enumerate(found):
+                lut[old] = new
+                counts[(j, new)] = n
+            domains.append(tuple(dictionary[j][old] for old, _ in found))
+        luts.append(lut)
+    del dictionary
+    kept = tuple(j for j in range(d) if names[j] not in derived or len(domains[j]))
+    manifest["_luts"] = luts
+    return Discovery(tuple(domains), kept, counts, manifest), protected_n, delta
+
+
+def _one_tuples(domains: tuple[tuple[str, ...], ...], measurements: Sequence[MeasuredMarginal]) -> Marginal:
+    """The released values as 1-tuples with counts from the noisy 1-way tables (post-processing: the latest
+    measurement of each column, rounded, at least 1), for the evaluation and the ``independent`` synthesizer."""
+    latest: dict[int, np.ndarray] = {}
+    for m in measurements:
+        if len(m.columns) == 1:
+            latest[m.columns[0]] = m.values
+    cols, vals, counts = [], [], []
+    for j, dom in enumerate(domains):
+        table = latest.get(j)
+        for i in range(len(dom)):
+            n = 1 if table is None else max(1, int(round(float(table[i]))))
+            cols.append([j])
+            vals.append([i])
+            counts.append(n)
+    return _sorted_marginal(
+        np.array(cols, dtype=np.int16).reshape(-1, 1),
+        np.array(vals, dtype=np.int32).reshape(-1, 1),
+        np.array(counts, dtype=np.int64),
+    )
+
+
+def run(df, params: WorkloadParams, data: DataConfig, context: MechanismContext) -> Fitted:  # noqa: ANN001 - DataFrame
+    """The registry's entry point: :func:`fit_workload` (see there for the errors and the guarantee)."""
+    return Fitted(release=fit_workload(df, params, data, progress=context.progress))

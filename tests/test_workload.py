@@ -1,0 +1,245 @@
+"""The workload mechanism: parameters, clique counting (NumPy and Spark), budget, manifest, planner."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter, SparkCliqueCounter, passes
+from spark_dpsynth.mechanisms.workload import check_plan, fit_workload, select_and_measure
+from spark_dpsynth.params import AggregationParams, DataConfig, Selection, WorkloadParams
+from spark_dpsynth.privacy._seeded import SeededNoise
+from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.noise import NoNoise
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epsilon": 0}, "epsilon must be > 0"),
+        ({"delta": 1.5}, "delta must be in"),
+        ({"reporting_length": 0}, "reporting_length must be >= 1"),
+        ({"selection": "best"}, "selection must be one of"),
+        ({"domain_rho_proportion": 1.0}, "domain_rho_proportion must be in"),
+        ({"selection_rho_proportion": 0.0}, "selection_rho_proportion must be in"),
+        ({"rounds": 0}, "rounds must be >= 1"),
+        ({"max_rounds": 0}, "max_rounds must be >= 1"),
+        ({"max_model_cells": 0}, "max_model_cells must be >= 1"),
+        ({"max_candidates_per_round": -1}, "max_candidates_per_round must be >= 1"),
+        ({"max_clique_cells": 10, "max_cells_per_pass": 5}, "max_clique_cells must be <= max_cells_per_pass"),
+        ({"estimation_iterations": 0}, "estimation_iterations must be >= 1"),
+        ({"percentile": 0}, "percentile must be in"),
+        ({"seed": -1}, "seed must be >= 0"),
+    ],
+)
+def test_params_validation(kwargs: dict, match: str) -> None:
+    with pytest.raises(InvalidParameterError, match=match):
+        WorkloadParams(**kwargs)
+
+
+def test_params_enum_from_string() -> None:
+    assert WorkloadParams(selection="mst").selection is Selection.MST
+
+
+def _codes(n: int = 400, seed: int = 3) -> tuple[np.ndarray, tuple[int, ...]]:
+    rng = np.random.default_rng(seed)
+    sizes = (3, 4, 2, 5)
+    a = rng.integers(0, 3, n)
+    b = (a + rng.integers(0, 2, n)) % 4
+    c = rng.integers(0, 2, n)
+    d = (b + c + rng.integers(0, 2, n)) % 5
+    return np.stack([a, b, c, d], axis=1), sizes
+
+
+def test_local_counts_equal_crosstabs() -> None:
+    codes, sizes = _codes()
+    counter = LocalCliqueCounter(codes, sizes)
+    cliques = [(0,), (1, 3), (0, 2, 3)]
+    tables = counter.tables(cliques, 1000)
+    frame = pd.DataFrame(codes, columns=list("abcd"))
+    assert tables[0].tolist() == np.bincount(codes[:, 0], minlength=3).tolist()
+    ct = pd.crosstab(frame["b"], frame["d"]).reindex(index=range(4), columns=range(5), fill_value=0)
+    assert np.array_equal(tables[1], ct.to_numpy())
+    three = frame.groupby(["a", "c", "d"]).size()
+    for (x, y, z), n in three.items():
+        assert tables[2][x, y, z] == n
+    assert tables[2].sum() == len(codes)
+
+
+def test_passes_respect_the_cell_budget() -> None:
+    sizes = (10, 10, 10, 10)
+    cliques = [(0, 1), (1, 2), (2, 3), (0, 1, 2)]
+    batches = passes(cliques, sizes, 250)
+    assert batches == [[0, 1], [2], [3]]
+    assert sorted(i for b in batches for i in b) == [0, 1, 2, 3]
+
+
+def test_spark_counts_equal_crosstabs(spark) -> None:
+    codes, sizes = _codes(600)
+    mult = np.ones(len(codes), dtype=np.int64)
+    pdf = pd.DataFrame({f"c{j}": codes[:, j].astype("int32") for j in range(4)})
+    pdf["n"] = mult
+    encoded = spark.createDataFrame(pdf).repartition(3)
+    counter = SparkCliqueCounter(encoded, sizes, 3)
+    cliques = [(0, 1), (2,), (0, 1, 3), (1, 2, 3)]
+    # a small pass budget forces several passes
+    got = counter.tables(cliques, 100)
+    want = LocalCliqueCounter(codes, sizes).tables(cliques, 10**6)
+    assert counter.passes == 2
+    for g, w in zip(got, want, strict=True):
+        assert np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("selection", ["mst", "aim"])
+def test_budget_adds_up_and_no_true_count_is_recorded(selection: str) -> None:
+    codes, sizes = _codes(500)
+    acct = Accountant(2.0, 1e-6)
+    rho = acct.convert_to_rho(2.0, 1e-6)
+    params = WorkloadParams(
+        epsilon=2.0, delta=1e-6, selection=selection, max_rounds=6, estimation_iterations=20
+    )
+    names = ("a", "b", "c", "d")
+    measurements, entries, rounds = select_and_measure(
+        LocalCliqueCounter(codes, sizes), names, rho, params, acct, SeededNoise(5), order_key=b"k"
+    )
+    spent = sum(s.rho or 0.0 for s in acct.budget().shares)
+    assert spent == pytest.approx(rho, rel=1e-9)
+    assert sum(r["rho"] for r in rounds) == pytest.approx(rho, rel=1e-9)
+    selection_rho = sum(s.rho or 0.0 for s in acct.budget().shares if s.mechanism.startswith("exponential"))
+    assert sum(e["rho"] for e in entries) + selection_rho == pytest.approx(rho, rel=1e-9)
+    assert len(measurements) == len(entries) >= len(names)
+    assert all(m.values.shape == tuple(sizes[c] for c in m.columns) for m in measurements)
+    # Nothing written holds a true count: the manifest entries are budget, std, names and rounds only.
+    text = json.dumps({"entries": entries, "rounds": rounds})
+    true_tables = LocalCliqueCounter(codes, sizes).tables([m.columns for m in measurements], 10**6)
+    for m, t in zip(measurements, true_tables, strict=True):
+        assert not np.array_equal(m.values, t)  # every table is noisy
+    assert "score" not in text
+
+
+def test_mst_without_noise_picks_the_true_tree() -> None:
+    """With the noise off (NoNoise: the exponential mechanism is an argmax), MST picks the pairs that differ
+    most from independence: the generating chain a - b - d - c."""
+    codes, sizes = _codes(3000)
+    acct = Accountant(4.0, 1e-6)
+    rho = acct.convert_to_rho(4.0, 1e-6)
+    _, _, rounds = select_and_measure(
+        LocalCliqueCounter(codes, sizes),
+        ("a", "b", "c", "d"),
+        rho,
+        WorkloadParams(selection="mst"),
+        acct,
+        NoNoise(),
+    )
+    tree = {tuple(sorted(e)) for e in rounds[1]["chosen"]}
+    assert tree == {("a", "b"), ("b", "d"), ("c", "d")}
+
+
+def test_plan_prunes_by_size_and_refuses_a_model_too_small() -> None:
+    plan = check_plan((10, 10, 100, 2), WorkloadParams(max_clique_cells=1000))
+    assert plan.candidates + plan.pruned == 4 + 6 + 4
+    assert plan.pruned == 3  # (0, 1, 2): 10,000 cells; (0, 2, 3) and (1, 2, 3): 2,000
+    with pytest.raises(InvalidParameterError, match="max_model_cells"):
+        check_plan((1000, 1000), WorkloadParams(max_model_cells=1500, max_clique_cells=1000))
+
+
+def test_marginals_planner_refuses_before_reading_data(spark, monkeypatch) -> None:
+    """76 columns at R = 3 is 70,300 subsets per record: the job stops with one line before any data is read."""
+    import spark_dpsynth.data.prepare as prep
+    from spark_dpsynth.mechanisms.marginals import dp_aggregate
+
+    def no_read(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("data was read")
+
+    monkeypatch.setattr(prep, "prepare", no_read)
+    df = spark.createDataFrame([tuple("x" * 76)], ", ".join(f"c{i} string" for i in range(76)))
+    with pytest.raises(
+        InvalidParameterError, match=r"70,300 column subsets.*--synthesizer pgm.*--reporting-length 2"
+    ):
+        dp_aggregate(df, AggregationParams(epsilon=4, delta=1e-6, reporting_length=3))
+    assert math.comb(76, 2) <= AggregationParams().max_column_subsets
+
+
+def _small_table(spark):  # noqa: ANN001, ANN202
+    rng = np.random.default_rng(11)
+    n = 800
+    a = rng.choice(["x", "y", "z"], n)
+    b = np.where(rng.random(n) < 0.8, a, "w")
+    age = rng.integers(15, 80, n).astype(str)
+    c = np.where(rng.random(n) < 0.1, "", rng.choice(["p", "q"], n))
+    return spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "age": age, "c": c}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("selection", ["mst", "aim"])
+def test_fit_workload_on_spark(spark, selection: str) -> None:
+    from spark_dpsynth.params import BinSpec
+
+    df = _small_table(spark)
+    data = DataConfig(bins={"age": BinSpec(edges=(30, 50, 70))})
+    params = WorkloadParams(
+        epsilon=3.0, delta=1e-6, selection=selection, seed=7, max_rounds=4, estimation_iterations=20
+    )
+    release = fit_workload(df, params, data)
+    m = release.manifest
+    assert m.mechanism == "workload" and m["selection"] == selection and m["test_mode"]
+    assert release.domains[release.columns.index("age")] == ("<30", "[30, 50)", "[50, 70)", ">=70")
+    assert set(release.domains[0]) <= {"x", "y", "z"}
+    shares = m["budget"]["shares"]
+    assert sum(s["rho"] or 0.0 for s in shares) == pytest.approx(m["rho"], rel=1e-9)
+    assert sum(s["delta"] or 0.0 for s in shares) == pytest.approx(m["delta"], rel=1e-9)
+    assert len(m["measurements"]) == len(release.measurements) >= 4
+    assert [e["columns"] for e in m["measurements"]] == [
+        [release.columns[c] for c in x.columns] for x in release.measurements
+    ]
+    text = json.dumps(m.to_json())
+    assert '"800"' not in text and " 800," not in text and ": 800" not in text  # the true n is nowhere
+    assert m["protected_number_of_records"] != 800
+
+
+def test_synthesizers_of_workload() -> None:
+    from spark_dpsynth import registry
+
+    assert registry.mechanism("workload").synthesizers == ("pgm", "independent")
+    assert "workload" in registry.synthesizer("independent").mechanisms
+
+
+def test_all_subsets_of_small_tables_are_candidates() -> None:
+    sizes = (3, 3, 3, 3, 3)
+    plan = check_plan(sizes, WorkloadParams())
+    assert plan.candidates == sum(math.comb(5, k) for k in (1, 2, 3))
+    assert plan.largest_candidate_cells == 27
+
+
+@pytest.mark.slow
+def test_pipeline_pgm_on_adult(tmp_path) -> None:  # noqa: ANN001
+    """End to end through the CLI: `pipeline --synthesizer pgm` on Adult (test mode), the release lists its
+    rounds and measurements, the summary prints, and the synthetic data keeps the 3-way marginals."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    out = tmp_path / "out"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_DPSYNTH_MASTER="local[2]")
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_dpsynth", "pipeline", "--config", "conf/adult.toml", "--input",
+         "data/adult.csv.gz", "--output", str(out), "--epsilon", "1", "--delta", "1e-6", "--synthesizer", "pgm",
+         "--seed", "3", "--no-single-csv"],
+        capture_output=True, text=True, timeout=1800, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "measured marginals" in result.stdout
+    manifest = json.loads((out / "release" / "manifest.json").read_text())
+    assert manifest["mechanism"] == "workload" and manifest["selection"] == "aim"
+    assert len(manifest["rounds"]) >= 2 and len(manifest["measurements"]) >= 15
+    rho = sum(s["rho"] or 0.0 for s in manifest["budget"]["shares"])
+    assert rho == pytest.approx(manifest["rho"], rel=1e-9)
+    metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
+    assert metrics["tvd"]["3"]["mean"] < 0.12
