@@ -23,7 +23,7 @@ from spark_dpsynth.params import BinSpec, DataConfig
 from spark_dpsynth.release.core import Release
 
 RNG = np.random.default_rng(20261123)
-# 40 and 50 divide the grid size m = 1000 and are below the accuracy: the quantiles, hence KS and W1, are exact.
+# 40 and 50 divide the grid size m = 10,000 and are below the accuracy: the quantiles, hence KS and W1, are exact.
 AGE_S = RNG.integers(0, 90, 40).astype(float)  # with ties
 AGE_Y = RNG.integers(10, 95, 50).astype(float)
 INCOME_S = np.round(RNG.lognormal(10, 1, 40), 2)

@@ -38,7 +38,7 @@ __all__ = [
     "EMPTY_COLUMN_SHARE",
 ]
 
-EMPTY_COLUMN_SHARE = 0.1
+EMPTY_COLUMN_SHARE = 0.5
 """A column is listed when its released values cover less than this share of the protected number of records,
 or when its synthetic share of non-empty cells is less than this share of its sensitive one."""
 

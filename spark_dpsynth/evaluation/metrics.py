@@ -232,8 +232,8 @@ def evaluate(
         * ``empty_columns``: the columns that released nothing or almost nothing, one dict per column, in
           table order (:mod:`spark_dpsynth.evaluation.coverage`; docs/design.md section 5.4): with a release,
           ``released_values`` and ``released_share`` (the release's 1-tuples of the column, their noisy counts
-          / n'), listed when no value or less than 10% of n' was released; ``sensitive_empty_share`` and
-          ``synthetic_empty_share``, listed when the synthetic share of non-empty cells is below 10% of the
+          / n'), listed when no value or less than 50% of n' was released; ``sensitive_empty_share`` and
+          ``synthetic_empty_share``, listed when the synthetic share of non-empty cells is below 50% of the
           sensitive one; ``binned``, ``advice`` (what to do).
         * ``numeric``: None without numeric columns; else
           :func:`spark_dpsynth.evaluation.numeric.numeric_metrics`'s dict: per column the Kolmogorov-Smirnov

@@ -79,7 +79,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-GRID_SIZE = 1000
+GRID_SIZE = 10_000
 """Default m: quantiles at the probabilities i / m, i = 0..m, of every numeric column (KS error <= 1/m + 2/A)."""
 ACCURACY = 10_000
 """Default A, ``percentile_approx``'s accuracy: its quantiles have a rank error of at most n / A records."""
@@ -141,9 +141,10 @@ def numeric_metrics(
             double (``try_cast`` after trimming; "" is empty).
         synthetic: the synthetic table: every column of ``columns``, of any type (its own, or strings).
         columns: the columns to compare, each in both tables; None: :func:`numeric_columns_of` ``sensitive``.
-        grid_size: m, an integer in [10, 100000]: quantiles at the probabilities i / m (see the module
+        grid_size: m, an integer in [10, 100000] (default 10,000): quantiles at the probabilities i / m (see the module
             docstring for the error bounds).
-        accuracy: A, an integer in [100, 10^7]: ``percentile_approx``'s accuracy (relative rank error 1/A).
+        accuracy: A, an integer in [100, 10^7]: ``percentile_approx``'s accuracy (relative rank error 1/A;
+            default 10,000).
 
     Returns:
         None when there is no column to compare; else a JSON-serialisable dict (docs/design.md section 5.4):
