@@ -588,7 +588,7 @@ def _numeric_section(numeric: dict[str, Any] | None) -> str:
             ax.step(e["cdf"]["synthetic"], probs, where="post", color=_SYNTHETIC_COLOR, label="synthetic")
             ax.set_ylim(0, 1.02)
             ax.set_ylabel("CDF")
-            ax.set_xlabel(e["scale"], fontsize=7)
+            ax.set_xlabel(column if e["kind"] == "number" else f"{column} ({e['scale']})", fontsize=7)
             ax.set_title(f"{column} (KS {e['ks']:.3f}, W1 {_g(e['wasserstein'])})", fontsize=9)
             ax.legend(fontsize=7)
         for ax in axes[len(worst) :]:
