@@ -79,6 +79,7 @@ _EVALUATE_KEYS = {
     "holdout_filter",
     "label_values",
     "tstr_max_rows",
+    "numeric_columns",
 }
 _FORMATS = FORMATS
 
@@ -149,6 +150,9 @@ class JobConfig:
     test file ends its labels with a period)."""
     tstr_max_rows: int = 100_000
     """Rows of each table (synthetic, sensitive, held-out) at most handed to the classifiers on the driver."""
+    numeric_columns: tuple[str, ...] | None = None
+    """Columns compared as numbers (KS, Wasserstein-1, correlations), e.g. numbers held as strings in a CSV;
+    none: the input's numeric, date and timestamp columns and the columns with [data.bins]."""
     archetype: ArchetypeParams = field(default_factory=ArchetypeParams)
     """[archetype]: column roles and settings of the archetype synthesizer (its budget comes from [aggregate],
     its privacy unit from [data] privacy_unit)."""
@@ -284,6 +288,12 @@ def _evaluate_settings(table: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"[evaluate] {key} must be an integer >= 1, got {value!r}")
         out[key] = value
+    numeric = table.get("numeric_columns")
+    if numeric is not None and (
+        not isinstance(numeric, list | tuple) or not all(isinstance(c, str) and c for c in numeric)
+    ):
+        raise ConfigError(f"[evaluate] numeric_columns must be a list of column names, got {numeric!r}")
+    out["numeric_columns"] = None if numeric is None else tuple(numeric)
     values = table.get("label_values", {})
     if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
         raise ConfigError(f"[evaluate] label_values must be a table of strings, got {values!r}")

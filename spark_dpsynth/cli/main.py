@@ -527,6 +527,7 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
 def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, synthetic=None):  # noqa: ANN001, ANN202
     from spark_dpsynth.data.prepare import prepare_for_release, resolve_columns, split_multi_value
     from spark_dpsynth.evaluation.metrics import evaluate, write_metrics
+    from spark_dpsynth.evaluation.numeric import typed_sensitive_table
     from spark_dpsynth.evaluation.report import write_report
     from spark_dpsynth.release.core import Release
 
@@ -547,6 +548,10 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
             f"the columns {list(data.columns or ())} differ from the release's {list(release.columns)}"
         )
     sensitive = prepare_for_release(df, data, release.columns, release.manifest)
+    typed_sensitive, numeric_columns = typed_sensitive_table(
+        df, data, release.columns, config.numeric_columns
+    )
+    typed_synthetic = synthetic
     synthetic = split_multi_value(synthetic, release.columns, release.manifest)
     holdout = None
     if config.label and config.holdout_filter:
@@ -565,6 +570,9 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         label=config.label,
         label_values=config.label_values,
         tstr_max_rows=config.tstr_max_rows,
+        numeric_columns=numeric_columns,
+        typed_sensitive=typed_sensitive,
+        typed_synthetic=typed_synthetic,
     )
     if not release.marginals:
         from spark_dpsynth.evaluation.metrics import PRIVACY_KEYS
@@ -629,8 +637,17 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
             )
         elif tstr:
             lines.append(f"  TSTR ({tstr['label']})".ljust(25) + f"skipped: {tstr['skipped']}")
+        numeric = metrics.get("numeric")
+        if numeric and numeric["worst"]:
+            lines.append(
+                "  worst numeric columns  "
+                + ", ".join(f"{c} KS {numeric['by_column'][c]['ks']:.3f}" for c in numeric["worst"])
+            )
         report = os.path.join(os.path.abspath(out_dir), "evaluation", "report.html")
         lines.append(f"  report (NOT private)   {report}")
+    from spark_dpsynth.evaluation.coverage import column_warnings
+
+    lines += [f"  EMPTY COLUMN           {line}" for line in column_warnings(release, metrics)]
     entries = (
         stage.published if stage is not None else ["release", "synthetic", "synthetic.csv", "evaluation"]
     )

@@ -10,6 +10,10 @@ Modules, by job:
 * :mod:`.tvd`: total variation distances of the column marginals, the worst 1-way columns.
 * :mod:`.sds_evaluator`: SDS's evaluator (preservation, suppression, fabrication, errors, leakage) by tuple
   length and count bucket.
+* :mod:`.numeric`: ``numeric_metrics``, the Kolmogorov-Smirnov and Wasserstein-1 distances of the numeric,
+  date and timestamp columns and the difference of their Pearson correlations (one aggregation pass per table).
+* :mod:`.coverage`: ``release_coverage`` (public, from the release) and ``synthetic_coverage``: the columns
+  that released nothing or almost nothing, with what to do (``column_warnings``).
 * :mod:`.tstr`: ``train_synthetic_test_real`` (scikit-learn classifiers on the driver) and its bounded
   samples on Spark.
 * :mod:`.report`: ``write_report``, the HTML page of the metrics (matplotlib).
@@ -29,16 +33,30 @@ _EXPORTS = {
     "true_aggregates": "metrics",
     "write_metrics": "metrics",
     "train_synthetic_test_real": "tstr",
+    "numeric_metrics": "numeric",
+    "release_coverage": "coverage",
+    "column_warnings": "coverage",
     "write_report": "report",
 }
 """Public name -> the module of this package that defines it."""
 
 if TYPE_CHECKING:
+    from spark_dpsynth.evaluation.coverage import column_warnings, release_coverage
     from spark_dpsynth.evaluation.metrics import evaluate, true_aggregates, write_metrics
+    from spark_dpsynth.evaluation.numeric import numeric_metrics
     from spark_dpsynth.evaluation.report import write_report
     from spark_dpsynth.evaluation.tstr import train_synthetic_test_real
 
-__all__ = ["evaluate", "train_synthetic_test_real", "true_aggregates", "write_metrics", "write_report"]
+__all__ = [
+    "column_warnings",
+    "evaluate",
+    "numeric_metrics",
+    "release_coverage",
+    "train_synthetic_test_real",
+    "true_aggregates",
+    "write_metrics",
+    "write_report",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,11 @@ The metrics are:
   sensitive table (:func:`true_aggregates`), per length k = 1..R: suppressed %, fabricated %, mean absolute
   error, preservation, mean proportional error, leakage count (true tuples rarer than the resolution that
   appear); and per count bucket (10, 20, 40, ...) of the true count: preservation and errors;
+* ``empty_share_by_column`` and ``empty_columns``: the columns that released nothing or almost nothing
+  (:mod:`~spark_dpsynth.evaluation.coverage`);
+* ``numeric``: per numeric, date or timestamp column the Kolmogorov-Smirnov and Wasserstein-1 distances, and the
+  difference of the Pearson correlation matrices (docs/design.md section 5.4; :mod:`~spark_dpsynth.evaluation.numeric`,
+  one more aggregation pass over each table);
 * ``tstr``: train-on-synthetic / test-on-real against train-on-real accuracy and F1 for a label column, tested
   on held-out real rows (docs/design.md section 5.3; :func:`train_synthetic_test_real`);
 * ``privacy``: the release manifest's privacy parameters, for the report.
@@ -44,7 +49,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +60,8 @@ from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation._common import _check_table, _mismatch, _stage
 from spark_dpsynth.evaluation.cells import _aggregate, _cell_counts, _release_cells, _SubsetPlan
+from spark_dpsynth.evaluation.coverage import merge_coverage, release_coverage, synthetic_coverage
+from spark_dpsynth.evaluation.numeric import check_numeric_columns, numeric_metrics
 from spark_dpsynth.evaluation.sds_evaluator import _bucket_bins, _sds_side
 from spark_dpsynth.evaluation.tstr import _check_label, _tstr
 from spark_dpsynth.evaluation.tvd import _one_way_worst, _tvd_metrics
@@ -122,6 +129,9 @@ def evaluate(
     tstr_max_rows: int = TSTR_MAX_ROWS,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    numeric_columns: Sequence[str] | None = None,
+    typed_sensitive: DataFrame | None = None,
+    typed_synthetic: DataFrame | None = None,
 ) -> dict[str, Any]:
     r"""Compare the synthetic table, and optionally the release, with the sensitive table.
 
@@ -153,6 +163,13 @@ def evaluate(
             the row, the same rows whatever the partitioning.
         seed: seed of that hash and of the classifiers (an integer).
         progress: called with a short message when a stage starts and ends (e.g. to drive a progress bar).
+        numeric_columns: the columns to compare as numbers, dates or timestamps (``numeric``); None: the
+            numeric, date and timestamp columns of ``typed_sensitive`` (none without it).
+        typed_sensitive: the sensitive table with its own column types (e.g. the input before
+            :func:`~spark_dpsynth.data.prepare.prepare`, empty cells null), holding ``numeric_columns``;
+            default ``sensitive`` (strings, cast to double).
+        typed_synthetic: the synthetic table as the synthesizer wrote it (its own types or strings); default
+            ``synthetic``.
 
     Returns:
         A JSON-serialisable dict with these keys (lengths are decimal strings ``"1"``, ``"2"``, ...; a value
@@ -210,6 +227,18 @@ def evaluate(
             SDS's mean proportional error: the mean over the non-empty count buckets of their mean
             proportional error (SDS also averages in empty buckets as 0; we skip them).
 
+        * ``empty_share_by_column``: column -> ``{"sensitive": e_s, "synthetic": e_y}``, the share of its
+          empty cells in each table.
+        * ``empty_columns``: the columns that released nothing or almost nothing, one dict per column, in
+          table order (:mod:`spark_dpsynth.evaluation.coverage`; docs/design.md section 5.4): with a release,
+          ``released_values`` and ``released_share`` (the release's 1-tuples of the column, their noisy counts
+          / n'), listed when no value or less than 50% of n' was released; ``sensitive_empty_share`` and
+          ``synthetic_empty_share``, listed when the synthetic share of non-empty cells is below 50% of the
+          sensitive one; ``binned``, ``advice`` (what to do).
+        * ``numeric``: None without numeric columns; else
+          :func:`spark_dpsynth.evaluation.numeric.numeric_metrics`'s dict: per column the Kolmogorov-Smirnov
+          and Wasserstein-1 distances (on quantiles from ``percentile_approx``, error bounds stated), the
+          castable share of its values, and the difference of the Pearson correlation matrices.
         * ``tstr``: None without ``label``; else, when it ran, :func:`train_synthetic_test_real`'s dict plus
           ``max_rows`` and ``skipped`` = None; when it could not run, ``{"label": label, "skipped": reason}``.
         * ``privacy``: None without a release; else the release manifest's public privacy parameters
@@ -221,7 +250,8 @@ def evaluate(
     Raises:
         SchemaError: the two tables' columns differ (names or order), a column is not a string column, a
             column name repeats, there are no columns, the release's or the held-out table's columns are not
-            the tables' columns, or ``label`` is not a column.
+            the tables' columns, ``label`` is not a column, or a numeric column is missing from a typed table,
+            repeats, or is neither numeric, date, timestamp nor string.
         InvalidParameterError: ``max_marginal_length``, ``resolution`` or ``tstr_max_rows`` is not an integer
             >= 1, ``seed`` is not an integer, ``label_values`` is not a mapping of strings, ``progress`` is not
             callable, or a table has no rows (the distributions are undefined).
@@ -244,6 +274,11 @@ def evaluate(
     if release is not None and tuple(release.columns) != columns:
         raise SchemaError(_mismatch("the release", tuple(release.columns), columns))
     mapping = _check_label(label, label_values, columns)
+    typed_s = sensitive if typed_sensitive is None else typed_sensitive
+    typed_y = synthetic if typed_synthetic is None else typed_synthetic
+    if numeric_columns is None and typed_sensitive is None:
+        numeric_columns = ()
+    numeric_kinds = check_numeric_columns(typed_s, typed_y, numeric_columns)
     if label is not None and holdout is not None:
         hold_columns = _check_table("holdout", holdout)
         if hold_columns != columns:
@@ -292,6 +327,20 @@ def evaluate(
             "synthetic": blank_y / (n_syn * d),
         },
     }
+    empty_shares = {
+        c: {
+            "sensitive": per_subset[plan.ids[(i,)]]["blank_s"] / n,
+            "synthetic": per_subset[plan.ids[(i,)]]["blank_y"] / n_syn,
+        }
+        for i, c in enumerate(columns)
+    }
+    metrics["empty_share_by_column"] = empty_shares
+    binned = set(((release.manifest.get("data") or {}).get("bins") or {}) if release is not None else ())
+    metrics["empty_columns"] = merge_coverage(
+        release_coverage(release) if release is not None else [],
+        synthetic_coverage(empty_shares, binned=binned),
+        columns,
+    )
     metrics.update(_tvd_metrics(per_subset, plan, columns))
     three_way = metrics["tvd"].get("3")
     metrics["nist_k_marginal_score"] = 1000.0 * (1.0 - three_way["mean"]) if three_way else None
@@ -308,6 +357,11 @@ def evaluate(
                 for side_name, side in (("release", "r"), ("synthetic", "y"))
             },
         }
+    metrics["numeric"] = None
+    if numeric_kinds:
+        stage = f"numeric metrics of {len(numeric_kinds)} column(s) (one pass over each table)"
+        with _stage(log, stage, progress):
+            metrics["numeric"] = numeric_metrics(typed_s, typed_y, tuple(numeric_kinds))
     metrics["tstr"] = None
     if label is not None:
         metrics["tstr"] = _tstr(synthetic, sensitive, holdout, label, mapping, max_rows, seed, progress)

@@ -3,7 +3,9 @@
 ``write_report(metrics, directory)`` writes ``directory/report.html`` from the dict :func:`spark_dpsynth.evaluation.metrics.
 evaluate` returns (the content of ``metrics.json``): a banner saying the page compares against the sensitive data
 and is not private, the privacy parameters of the release (copied from its manifest into ``metrics["privacy"]``),
-the headline numbers (:func:`headline_numbers`), SDS's evaluator tables, and plots drawn with matplotlib's Agg
+the headline numbers (:func:`headline_numbers`), the columns that released nothing or almost nothing, SDS's
+evaluator tables, the numeric columns' distances (KS, Wasserstein-1, overlaid CDFs of the worst columns,
+sensitive / synthetic / difference correlation heatmaps; docs/design.md section 5.4), and plots drawn with matplotlib's Agg
 renderer (no display, no global pyplot state) and embedded as base64 PNG ``data:`` URIs, so the page has no
 external resource and can be mailed or archived as one file.
 
@@ -104,8 +106,10 @@ def render_report(metrics: dict[str, Any], *, title: str = "spark_dpsynth evalua
         _banner(metrics),
         _privacy_section(metrics.get("privacy")),
         _headline_section(metrics),
+        _empty_columns_section(metrics.get("empty_columns")),
         _sds_section(metrics.get("sds")),
         _tvd_section(metrics),
+        _numeric_section(metrics.get("numeric")),
         _tstr_section(metrics.get("tstr")),
     ]
     body = "\n".join(s for s in sections if s)
@@ -148,6 +152,12 @@ def headline_numbers(metrics: dict[str, Any]) -> list[tuple[str, str, Any, str]]
             add(f"{prefix}.mean_absolute_error", f"{side}: mean absolute error (records)", "dec2")
             add(f"{prefix}.mean_proportional_error", f"{side}: mean proportional error", "dec")
             add(f"{prefix}.leakage_count", f"{side}: leakage count (rare combinations present)", "int")
+    add("numeric.correlation.max_abs_difference", "numeric columns: largest correlation difference", "dec")
+    add(
+        "numeric.correlation.frobenius_norm",
+        "numeric columns: Frobenius norm of the correlation difference",
+        "dec",
+    )
     tstr = metrics.get("tstr")
     if tstr and not tstr.get("skipped"):
         add("tstr.tstr_accuracy", f"TSTR accuracy ({tstr['label']})", "pct")
@@ -507,6 +517,120 @@ def _tvd_section(metrics: dict[str, Any]) -> str:
     out.append(_table(["L", "column subsets", "mean TVD", "worst TVD", "worst subset"], rows, "sds"))
     out.append("</section>")
     return "".join(out)
+
+
+def _empty_columns_section(entries: list[dict[str, Any]] | None) -> str:
+    if not entries:
+        return ""
+    from spark_dpsynth.evaluation.coverage import describe
+
+    items = "".join(f"<li>{_e(describe(e))}</li>" for e in entries)
+    return (
+        '<section id="empty-columns"><h2>Columns that released nothing or almost nothing</h2>'
+        "<p>Released values and their share of the protected number of records come from the release (public); "
+        "the empty shares compare the synthetic cells with the sensitive ones (not private).</p>"
+        f"<ul>{items}</ul></section>"
+    )
+
+
+def _numeric_section(numeric: dict[str, Any] | None) -> str:
+    if not numeric:
+        return ""
+    by_column = numeric["by_column"]
+    out = ['<section id="numeric"><h2>Numeric columns: distributions and correlations</h2>']
+    out.append(
+        "<p>Per numeric column (dates in days, timestamps in seconds since 1970-01-01), the Kolmogorov-Smirnov "
+        "distance sup |F - G| and the Wasserstein-1 distance, the integral of |F - G| dx (in the column's unit), "
+        "between the sensitive (F) and synthetic (G) distributions of its numbers, computed on Spark from "
+        f"quantiles at {numeric['grid_size'] + 1} probabilities (percentile_approx, accuracy "
+        f"{numeric['accuracy']:,}): the KS distance is within {numeric['ks_error_bound']:.4f} of the exact one, "
+        "the Wasserstein distance within the bound shown. Castable share: the share of non-empty values that "
+        "are numbers (bin labels are not).</p>"
+    )
+    rows = []
+    for column, e in by_column.items():
+        rows.append(
+            [
+                _e(column),
+                _format(e["ks"], "dec"),
+                _g(e["wasserstein"]) + ("" if e["wasserstein_error_bound"] is None else
+                                       f" &plusmn; {_g(e['wasserstein_error_bound'])}"),
+                _format(e["wasserstein_normalized"], "dec"),
+                _g(e["sensitive"]["mean"]) + " / " + _g(e["synthetic"]["mean"]),
+                _format(e["sensitive"]["castable_share"], "pct") + " / "
+                + _format(e["synthetic"]["castable_share"], "pct"),
+                _e(e["skipped"] or ""),
+            ]
+        )  # fmt: skip
+    out.append(
+        _table(
+            [
+                "column",
+                "KS",
+                "Wasserstein-1",
+                "W1 / sensitive std",
+                "mean: sensitive / synthetic",
+                "castable share: sensitive / synthetic",
+                "skipped",
+            ],
+            rows,
+            "sds",
+        )
+    )
+    worst = numeric.get("worst") or []
+    if worst:
+        probs = numeric["cdf_probabilities"]
+        fig = Figure(figsize=(9.6, 2.8 * math.ceil(len(worst) / 2)))
+        axes = fig.subplots(math.ceil(len(worst) / 2), 2, squeeze=False).ravel()
+        for ax, column in zip(axes, worst, strict=False):
+            e = by_column[column]
+            ax.step(e["cdf"]["sensitive"], probs, where="post", color=_REAL_COLOR, label="sensitive")
+            ax.step(e["cdf"]["synthetic"], probs, where="post", color=_SYNTHETIC_COLOR, label="synthetic")
+            ax.set_ylim(0, 1.02)
+            ax.set_ylabel("CDF")
+            ax.set_xlabel(column if e["kind"] == "number" else f"{column} ({e['scale']})", fontsize=7)
+            ax.set_title(f"{column} (KS {e['ks']:.3f}, W1 {_g(e['wasserstein'])})", fontsize=9)
+            ax.legend(fontsize=7)
+        for ax in axes[len(worst) :]:
+            ax.set_visible(False)
+        fig.suptitle("Sensitive vs synthetic CDFs of the numeric columns with the largest KS distance")
+        fig.tight_layout()
+        out.append(_png(fig, "CDFs of the worst numeric columns", "plot-numeric-cdf"))
+    corr = numeric.get("correlation")
+    if corr:
+        names = corr["columns"]
+        d = len(names)
+        size = max(3.2, 0.4 * d + 1.6)
+        fig = Figure(figsize=(3 * size + 1.5, size))
+        axes = fig.subplots(1, 3)
+        panels = (("sensitive", "RdBu_r", 1.0), ("synthetic", "RdBu_r", 1.0), ("difference", "PuOr_r", None))
+        for ax, (key, cmap, limit) in zip(axes, panels, strict=True):
+            grid = np.array([[_nan(x) for x in row] for row in corr[key]])
+            bound = limit or max(float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 0.0, 1e-9)
+            image = ax.imshow(grid, cmap=cmap, vmin=-bound, vmax=bound)
+            ax.set_xticks(range(d), names, rotation=90, fontsize=7)
+            ax.set_yticks(range(d), names, fontsize=7)
+            if d <= 12:
+                for i in range(d):
+                    for j in range(d):
+                        if not math.isnan(grid[i, j]):
+                            ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=6)
+            ax.set_title({"difference": "synthetic - sensitive"}.get(key, key), fontsize=9)
+            fig.colorbar(image, ax=ax, shrink=0.7)
+        fig.suptitle("Pearson correlations of the numeric columns")
+        out.append(_png(fig, "correlation heatmaps", "plot-numeric-correlation"))
+        out.append(
+            "<p>Correlation difference over the column pairs: mean |difference| "
+            f"{_format(corr['mean_abs_difference'], 'dec')}, largest {_format(corr['max_abs_difference'], 'dec')}"
+            f" ({_e(' / '.join(corr['max_pair'] or []))}), Frobenius norm {_format(corr['frobenius_norm'], 'dec')}."
+            "</p>"
+        )
+    out.append("</section>")
+    return "".join(out)
+
+
+def _g(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
 
 
 def _tstr_section(tstr: dict[str, Any] | None) -> str:
