@@ -50,6 +50,7 @@ from spark_dpsynth.errors import (
     OutputExistsError,
     ReleaseError,
 )
+from spark_dpsynth.synthesizers._types import restore_types
 
 log = logging.getLogger("spark_dpsynth.cli.main")
 
@@ -228,13 +229,28 @@ def load_job_config(args: argparse.Namespace) -> JobConfig:
 def read_table(spark, config: JobConfig):  # noqa: ANN001, ANN201 - SparkSession -> DataFrame
     """Read the input (a path in CSV, Parquet or Delta, or a catalog table) and apply the row filter."""
     return _read_filtered(
-        spark, config.input_path, config.input_table, config.input_format, config.delimiter, config.row_filter
+        spark,
+        config.input_path,
+        config.input_table,
+        config.input_format,
+        config.delimiter,
+        config.row_filter,
+        infer_schema=config.infer_schema,
+        schema=config.input_schema,
     )
 
 
-def _read_filtered(spark, path, table, fmt, delimiter, row_filter):  # noqa: ANN001, ANN202 - -> DataFrame
+def _read_filtered(spark, path, table, fmt, delimiter, row_filter, *, infer_schema=False, schema=None):  # noqa: ANN001, ANN202 - -> DataFrame
     """A path or a catalog table (the table wins when both are set), with its row filter applied."""
-    df = read_input(spark, path=None if table else path, table=table, fmt=fmt, delimiter=delimiter)
+    df = read_input(
+        spark,
+        path=None if table else path,
+        table=table,
+        fmt=fmt,
+        delimiter=delimiter,
+        infer_schema=infer_schema,
+        schema=schema,
+    )
     return df.where(row_filter) if row_filter else df
 
 
@@ -343,6 +359,8 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
         from spark_dpsynth.data.prepare import join_multi_value
 
         synthetic = join_multi_value(synthetic, release.columns, release.manifest)
+    # The input's column types (docs/design.md section 2.8), for every synthesizer: bin labels never reach the output.
+    synthetic = restore_types(synthetic, release.manifest, seed=config.synthesize.seed)
     fmt = config.output_format or "parquet"
     if config.output_table:
         staged = stage.table(config.output_table, config.output_format)
@@ -361,7 +379,12 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
 
 
 def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, synthetic=None):  # noqa: ANN001, ANN202
-    from spark_dpsynth.data.prepare import prepare_for_release, resolve_columns, split_multi_value
+    from spark_dpsynth.data.prepare import (
+        prepare_for_release,
+        resolve_columns,
+        split_multi_value,
+        synthetic_for_release,
+    )
     from spark_dpsynth.evaluation.metrics import evaluate, write_metrics
     from spark_dpsynth.evaluation.report import write_report
     from spark_dpsynth.release.core import Release
@@ -383,7 +406,9 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
             f"the columns {list(data.columns or ())} differ from the release's {list(release.columns)}"
         )
     sensitive = prepare_for_release(df, data, release.columns, release.manifest)
-    synthetic = split_multi_value(synthetic, release.columns, release.manifest)
+    synthetic = synthetic_for_release(
+        split_multi_value(synthetic, release.columns, release.manifest), release.columns, release.manifest
+    )
     holdout = None
     if config.label and config.holdout_filter:
         # The held-out real rows: the same input without row_filter, selected by holdout_filter, prepared alike.

@@ -143,6 +143,8 @@ def read_input(
     table: str | None = None,
     fmt: str | None = None,
     delimiter: str = ",",
+    infer_schema: bool = False,
+    schema: str | None = None,
 ) -> DataFrame:
     """Read the sensitive table from a path or a catalog table (no data is read until an action runs).
 
@@ -153,9 +155,14 @@ def read_input(
         fmt: ``"csv"``, ``"parquet"`` or ``"delta"``; None guesses from the path (see :func:`guess_format`).
             Ignored for a table (the catalog knows its format).
         delimiter: the CSV field delimiter (one character).
+        infer_schema: CSV only: infer the column types with Spark's ``inferSchema`` (a pass over the file; the
+            types are then treated as public schema metadata, docs/design.md section 2.8); False reads every
+            column as a string.
+        schema: CSV only: the declared schema as a Spark DDL string (``"age INT, name STRING"``); it wins over
+            ``infer_schema`` and reads no data to find the types.
 
     Returns:
-        The table as a DataFrame; a CSV has every column as a string.
+        The table as a DataFrame; a CSV has the declared or inferred types, else every column as a string.
 
     Raises:
         InvalidParameterError: neither or both of ``path`` and ``table``, a bad table name or format, or a
@@ -172,7 +179,11 @@ def read_input(
         raise InvalidParameterError(f"input not found: {path}")
     fmt = fmt or guess_format(path)
     if fmt == "csv":
-        return spark.read.csv(path, header=True, inferSchema=False, sep=delimiter, multiLine=False)
+        reader = spark.read
+        if schema is not None:
+            reader = reader.schema(schema)
+        infer = infer_schema and schema is None
+        return reader.csv(path, header=True, inferSchema=infer, sep=delimiter, multiLine=False)
     if fmt == "parquet":
         return spark.read.parquet(path)
     try:
