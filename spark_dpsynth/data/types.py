@@ -98,8 +98,8 @@ def column_types(schema: T.StructType, config: DataConfig) -> dict[str, ColumnTy
     """The type and scale of every attribute column (``config.columns`` resolved), from the schema only.
 
     A numeric, date or timestamp column is binned unless it is in ``config.categorical``; a column with public
-    bins (``config.bins``) is binned whatever its type (a string column of numbers: scale ``real``). Multi-value
-    columns are categories.
+    bins (``config.bins``) is binned whatever its type (a string column of numbers: scale ``integer`` when every
+    edge and bound is an integer, else ``real``). Multi-value columns are categories.
     """
     assert config.columns is not None
     fields = {f.name: f for f in schema.fields}
@@ -110,7 +110,9 @@ def column_types(schema: T.StructType, config: DataConfig) -> dict[str, ColumnTy
         if name in config.categorical or name in config.multi_value:
             scale = "category"
         elif name in config.bins and scale == "category":
-            scale = "real"
+            b = config.bins[name]
+            bounds = [*b.edges, *(x for x in (b.lower, b.upper) if x is not None)]
+            scale = "integer" if all(float(x).is_integer() for x in bounds) else "real"
         out[name] = ColumnType(name=name, type=f.dataType.simpleString(), nullable=f.nullable, scale=scale)
     return out
 

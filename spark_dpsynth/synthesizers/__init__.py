@@ -7,4 +7,6 @@ imports), so a synthetic table carries exactly the guarantee of the release it c
   aggregate-seeded sampler, over a marginals release.
 * :mod:`.class_conditional`, :mod:`.archetype`: the samplers of those mechanisms' releases.
 * :mod:`._kernels`: partitioned sampling, exact splits, largest-remainder rounding, shared by all of them.
+* :mod:`._types`: :func:`~spark_dpsynth.synthesizers._types.restore_types`, the input's column types back on any
+  synthesizer's output, from the manifest's ``column_types`` (docs/design.md section 2.8).
 """

@@ -9,8 +9,9 @@ then returned unchanged):
   inside its bin [lo, hi): reals uniformly, integers (and dates, in days) uniformly among the integers of
   [lo, hi), timestamps uniformly in seconds. The open bins use the configuration's public bounds
   (``lower``/``upper``) when given; otherwise the bin ``<e0`` is drawn in an interval as wide as its neighbour,
-  [e0 - (e1 - e0), e0), and ``>=e_m`` in [e_m, e_m + (e_m - e_(m-1))) (width 1 when there is one edge). A label
-  that is not a bin (a ``passthrough`` code) becomes null. Bin labels never reach the output;
+  [e0 - (e1 - e0), e0), and ``>=e_m`` in [e_m, e_m + (e_m - e_(m-1))) (width 1 when there is one edge). A
+  ``passthrough`` code stays as it is, cast to the column's type (a string column keeps NIST's ``"N"``); any
+  other label that is not a bin becomes null. Bin labels never reach the output;
 * a **category** column is cast to its input type (``"39"`` back to the integer 39; a string stays);
 * the columns keep the synthetic table's order, which is the input's (the release's column order).
 
@@ -133,8 +134,13 @@ def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: in
         if bins and scale != "category":
             intervals = bin_intervals(bins)
             u = F.rand(None if base is None else base + j)
-            drawn = _draw(col.cast("string"), intervals, scale, u, bins.get("upper") is not None)
-            out.append(_restore(drawn, scale, type_name).alias(name))
+            label = col.cast("string")
+            drawn = _draw(label, intervals, scale, u, bins.get("upper") is not None)
+            value = _restore(drawn, scale, type_name)
+            passthrough = [str(x) for x in bins.get("passthrough") or ()]
+            if passthrough:
+                value = F.when(label.isin(*passthrough), label.try_cast(type_name)).otherwise(value)
+            out.append(value.alias(name))
         elif type_name == "string":
             out.append(col)
         else:
