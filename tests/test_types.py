@@ -175,3 +175,17 @@ def test_dp_aggregate_end_to_end_types_in_manifest(spark) -> None:
     )
     assert m["empty_counts"]["n"] == 0 or abs(m["empty_counts"]["n"]) < 10
     assert numeric_view(df, {}).columns == df.columns
+
+
+def test_the_model_writes_empty_cells_only_where_they_were_measured() -> None:
+    from spark_dpsynth.privacy._seeded import SeededNoise
+    from spark_dpsynth.synthesizers._model import estimate_marginals
+
+    # p: never empty, a rare value suppressed by rho_1; q: empty in 25% of the records
+    rows = [("a", "x"), ("b", None), ("a", "y"), ("b", "x")] * 500 + [("rare", "x")]
+    params = AggregationParams(epsilon=2.0, delta=1e-6, reporting_length=2)
+    release = aggregate_encoded(LocalBackend.from_rows(rows, 2), ("p", "q"), params, noise=SeededNoise(4))
+    assert "rare" not in release.domains[0]
+    est = estimate_marginals(release)
+    assert est.has_empty.tolist() == [False, True]
+    assert est.tables[(1,)][-1] == pytest.approx(0.25, abs=0.03)
