@@ -799,6 +799,7 @@ def dp_aggregate(
         new_bins = dp_bins(records, types, need, config.dp_bins, split.epsilon_b, noise)
         config = dataclasses.replace(config, bins={**config.bins, **new_bins})
         sources.update({c: "dp_quantiles" for c in need})
+    assert config.columns is not None
     prepared = prepare(df, config)
     names: tuple[str, ...] = config.columns
     derived: dict[str, tuple[str, str]] = {}
