@@ -43,8 +43,10 @@ def test_grid_is_public_sorted_and_cells_match_searchsorted(spark, scale) -> Non
         assert np.all(grid == np.round(grid)) and 0.0 in grid and 99.0 in grid and 110.0 in grid
     probes = [-1e20, -3.7e4, -31.0, -30.0, -1.0, -0.0004, 0.0, 0.0004, 1.0, 1.05, 9.9, 10.0, 29.0, 30.0, 30.5]
     probes += [99.0, 100.0, 105.0, 110.0, 17897.0, 17897.5, 1.6e9, 9.95e18, 1e20]
-    df = spark.createDataFrame([(float(x),) for x in probes], "x double")
+    df = spark.createDataFrame([(float(x),) for x in probes] + [(None,), (float("nan"),)], "x double")
     got = [r["c"] for r in df.select(_grid_cell(F.col("x"), scale, len(grid)).alias("c")).collect()]
+    assert got[-2:] == [None, None]  # an empty value falls in no cell
+    got = got[:-2]
     if scale == "timestamp":
         want = np.searchsorted(grid, np.floor(np.array(probes) / 86400.0) * 86400.0, side="right")
     elif scale == "date":
@@ -117,12 +119,15 @@ def test_restore_types_draws_inside_the_bin_and_restores_the_schema(spark) -> No
             ("[1, 10)", "[1, 10)", "<10957", "[1000000000, 1600000000)", "a"),
             ("<1", ">=10", ">=18262", "<1000000000", None),
         ]
-        * 50,
+        * 50
+        + [(None, None, None, None, None)],
         "n string, x string, d string, t string, s string",
     )
     typed = restore_types(labels, manifest, seed=3)
     assert typed.schema == df.schema
     rows = typed.collect()
+    assert tuple(rows[-1]) == (None,) * 5  # empty cells stay empty
+    rows = rows[:-1]
     for r in rows[0::2]:
         assert 1 <= r["n"] < 10 and 1 <= r["x"] < 10 and r["d"] < dt.date(2000, 1, 1)
         assert dt.datetime(2001, 9, 9) <= r["t"] < dt.datetime(2020, 9, 14) and r["s"] == "a"

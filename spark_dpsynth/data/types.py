@@ -164,9 +164,12 @@ def _grid_cell(x: Column, scale: str, size: int) -> Column:
     arithmetic only: the decade and the two leading digits of |x|.
     """
     if scale in ("date", "timestamp"):
+        missing = x.isNull() | F.isnan(x)
         x = F.least(F.greatest(x, F.lit(-1e13)), F.lit(1e13))  # far outside the grid; floor stays in a long
         day = F.floor(x / F.lit(86400.0)) if scale == "timestamp" else F.floor(x)
-        return F.least(F.greatest(day - F.lit(_DATE_MIN) + F.lit(1), F.lit(0)), F.lit(size)).cast("int")
+        cell = F.least(F.greatest(day - F.lit(_DATE_MIN) + F.lit(1), F.lit(0)), F.lit(size))
+        # least/greatest skip nulls: a null or NaN must stay out of every cell, not fall in one
+        return F.when(missing, F.lit(None)).otherwise(cell).cast("int")
     low, high = _DECADES[scale]
     units = _UNIT_POINTS[scale]
     k = units + (high - low + 1) * 90  # positive grid points
@@ -194,7 +197,9 @@ def _grid_cell(x: Column, scale: str, size: int) -> Column:
     # x >= 0: the k negative points and 0 are <= x; x < 0: the negative points -g_j with g_j >= |x|.
     nonneg = F.lit(k + 1) + pos
     negative = F.lit(k) - (neg_count - F.when(neg_exact, F.lit(1)).otherwise(F.lit(0)))
-    return F.when(x >= 0, nonneg).otherwise(negative).cast("int")
+    # least/greatest skip nulls: a null or NaN must stay out of every cell, not fall in one
+    missing = x.isNull() | F.isnan(x)
+    return F.when(missing, F.lit(None)).when(x >= 0, nonneg).otherwise(negative).cast("int")
 
 
 def bin_quantile_levels(n_bins: int) -> tuple[float, ...]:

@@ -136,7 +136,8 @@ def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: in
             u = F.rand(None if base is None else base + j)
             label = col.cast("string")
             drawn = _draw(label, intervals, scale, u, bins.get("upper") is not None)
-            value = _restore(drawn, scale, type_name)
+            # an empty cell stays empty (least/greatest below would turn a null into a bound)
+            value = F.when(label.isNull(), F.lit(None)).otherwise(_restore(drawn, scale, type_name))
             passthrough = [str(x) for x in bins.get("passthrough") or ()]
             if passthrough:
                 value = F.when(label.isin(*passthrough), label.try_cast(type_name)).otherwise(value)
