@@ -286,10 +286,15 @@ def _edges_from_cells(grid: np.ndarray, chosen: list[int], scale: str) -> BinSpe
     def upper(c: int) -> float:
         return float(grid[min(c, size - 1)])
 
-    edges = {lower(c) for c in chosen}
     inner = chosen[1:-1]
+    edges = {lower(c) for c in inner}
     edges |= {upper(c) for c in set(inner) if inner.count(c) > 1}
-    edges.add(upper(chosen[-1]))
+    # The outer levels (1/(2b), 1 - 1/(2b)) can land far outside the data: a spike at the end of the range (many
+    # zeros at the 5% level) leaves little score between the right cell and the cells beyond the data. Their
+    # edges are kept within one inner span of the inner edges; this reads DP outputs only (post-processing).
+    span = max(edges) - min(edges)
+    edges.add(max(lower(chosen[0]), min(edges) - span))
+    edges.add(min(upper(chosen[-1]), max(edges) + span))
     values = sorted(edges)
     if scale in ("integer", "date"):
         values = sorted({float(math.ceil(x)) for x in values})
