@@ -87,7 +87,9 @@ def _where(fragment: str | None, expressions: Mapping[str, str | None]) -> str:
     return ""
 
 
-def explain(err: BaseException, expressions: Mapping[str, str | None] | None = None) -> str | None:
+def explain(
+    err: BaseException, expressions: Mapping[str, str | None] | None = None, input_path: str | None = None
+) -> str | None:
     """One line saying what went wrong, in words that contain no data value; None when ``err`` is not known.
 
     Args:
@@ -101,7 +103,7 @@ def explain(err: BaseException, expressions: Mapping[str, str | None] | None = N
     text = str(err)
     condition = condition_of(err)
     file = _file(text)
-    the_file = file or "a file of the input"
+    the_file = file or input_path or "a file of the input"
     if "CANNOT_READ_FILE_FOOTER" in text or "is not a Parquet file" in text:
         return f"{the_file} is not a Parquet file; give --format csv (or the input's format)"
     if "MALFORMED_CSV_RECORD" in text or "MALFORMED_RECORD_IN_PARSING" in text:

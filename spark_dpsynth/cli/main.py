@@ -766,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         from spark_dpsynth.cli._spark_errors import condition_of, explain
 
-        explained = explain(err, _expressions(config))
+        explained = explain(err, _expressions(config), config.input_path if config is not None else None)
         if explained is not None:
             print(f"spark-dpsynth: error: {explained}", file=sys.stderr)
             return 2

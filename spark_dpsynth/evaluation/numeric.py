@@ -333,7 +333,7 @@ def typed_sensitive_table(
         zero = config.zeros_are_empty and c not in config.sensitive_zeros
         empty = empty_to_null(raw, config.empty_values, zero).isNull()
         cleaned.append(F.when(~empty, raw).alias(c))
-    if config.privacy_unit is None:
+    if config.privacy_unit is None or not names:
         return df.select(*cleaned), names
     merged = df.select(F.col(_quote(config.privacy_unit)).alias("__unit"), *cleaned)
     return merged.groupBy("__unit").agg(*[F.max(_quote(c)).alias(c) for c in names]).drop("__unit"), names
