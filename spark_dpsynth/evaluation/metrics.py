@@ -203,9 +203,10 @@ def evaluate(
         * ``record_expansion`` (float): n_syn / n - 1 (SDS's evaluator; docs/design.md section 5).
         * ``blank_cell_share``: ``{"sensitive": s, "synthetic": s_syn}``, the share in [0, 1] of null cells
           among the n * d (resp. n_syn * d) cells (docs/design.md section 5).
-        * ``tvd``: per length L, ``{"mean": m, "max": x, "count": c, "subsets_total": C(d, L), "sampled":
-          bool, "worst": "colA|colB"}`` over the c compared L-column subsets (c = C(d, L) unless sampled; a
-          sampled length also has ``"subsets"``, the column indices of its c subsets) of the total variation distance 0.5 * sum over cells |p - q| in [0, 1], p (q) =
+        * ``tvd``: per length L, ``{"mean": m, "max": x, "count": c, "worst": "colA|colB"}`` over the c
+          compared L-column subsets (c = C(d, L) unless sampled; a sampled length also has ``"sampled": True``,
+          ``"subsets_total": C(d, L)`` and ``"subsets"``, the column indices of its c subsets) of the total
+          variation distance 0.5 * sum over cells |p - q| in [0, 1], p (q) =
           the cell's count in the sensitive (synthetic) table / n (n_syn), the empty value being a category
           of its own; ``worst`` names the subset with the largest TVD (first in ``tvd_by_subset`` order).
         * ``tvd_by_subset``: per length L, ``{"colA|colB": tvd, ...}`` for every L-column subset, columns

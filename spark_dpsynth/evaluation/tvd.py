@@ -25,8 +25,9 @@ def _tvd_metrics(
 ) -> dict[str, Any]:
     """``tvd`` and ``tvd_by_subset`` of :func:`evaluate`, each TVD = tvd2 / (2 n n_syn) rounded once.
 
-    Per length the mean is over the plan's subsets: all C(d, L) of them, or its seeded sample (``sampled``
-    True, ``count`` < ``subsets_total``, and ``subsets`` lists the sampled subsets' column indices).
+    Per length the mean is over the plan's subsets: all C(d, L) of them, or its seeded sample (then the entry
+    also has ``sampled`` = True, ``subsets_total`` = C(d, L) > ``count``, and ``subsets``, the sampled subsets'
+    column indices).
     """
     tvd: dict[str, Any] = {}
     by_subset: dict[str, dict[str, float]] = {}
@@ -42,12 +43,12 @@ def _tvd_metrics(
             "mean": float(np.mean(list(values.values()))),
             "max": values[worst],
             "count": len(values),
-            "subsets_total": plan.totals[length],
-            "sampled": plan.sampled[length],
             "worst": worst,
         }
         if plan.sampled[length]:
-            tvd[str(length)]["subsets"] = [list(s) for s in subsets]
+            tvd[str(length)].update(
+                subsets_total=plan.totals[length], sampled=True, subsets=[list(s) for s in subsets]
+            )
         by_subset[str(length)] = values
     return {"tvd": tvd, "tvd_by_subset": by_subset}
 
