@@ -80,6 +80,8 @@ _EVALUATE_KEYS = {
     "label_values",
     "tstr_max_rows",
     "numeric_columns",
+    "max_subsets",
+    "subset_seed",
 }
 _FORMATS = FORMATS
 
@@ -150,6 +152,12 @@ class JobConfig:
     test file ends its labels with a period)."""
     tstr_max_rows: int = 100_000
     """Rows of each table (synthetic, sensitive, held-out) at most handed to the classifiers on the driver."""
+    max_subsets: int = 2_000
+    """Most L-column subsets the evaluation compares per length L >= 2 (0: all); a length with more, e.g. the
+    70,300 3-column subsets of 76 columns, is compared on a seeded sample of that many, and the metrics and
+    the report say so."""
+    subset_seed: int = 0
+    """Seed of the public choice of the sampled column subsets (from the column count only, never the data)."""
     numeric_columns: tuple[str, ...] | None = None
     """Columns compared as numbers (KS, Wasserstein-1, correlations), e.g. numbers held as strings in a CSV;
     none: the input's numeric, date and timestamp columns and the columns with [data.bins]."""
@@ -287,6 +295,13 @@ def _evaluate_settings(table: dict[str, Any]) -> dict[str, Any]:
         value = table.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"[evaluate] {key} must be an integer >= 1, got {value!r}")
+        out[key] = value
+    for key, default, low in (("max_subsets", 2_000, 0), ("subset_seed", 0, None)):
+        value = table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+            raise ConfigError(
+                f"[evaluate] {key} must be an integer{f' >= {low}' if low is not None else ''}, got {value!r}"
+            )
         out[key] = value
     numeric = table.get("numeric_columns")
     if numeric is not None and (

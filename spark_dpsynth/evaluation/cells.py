@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import decimal
 import itertools
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -43,22 +44,91 @@ class _SubsetPlan:
     Subsets are ordered by length, then lexicographically by column index; a subset's id is its position.
     Subsets of length <= ``all_cells_length`` keep every cell (the empty value is a category); longer ones, up
     to ``max_length``, keep only cells without an empty value (the non-empty k-tuples of docs/design.md section 2.2).
+
+    With ``max_subsets`` > 0, a length L >= 2 with more than ``max_subsets`` subsets (C(d, L) > max_subsets)
+    keeps ``max_subsets`` of them, drawn uniformly without replacement by :func:`sample_subsets` from the
+    column count, L and ``seed`` only (never from the data: the choice is public and the same on every run);
+    every 1-column subset is always kept (the row counts and blank shares come from them).
     """
 
-    def __init__(self, n_columns: int, *, all_cells_length: int, max_length: int) -> None:
+    def __init__(
+        self,
+        n_columns: int,
+        *,
+        all_cells_length: int,
+        max_length: int,
+        max_subsets: int = 0,
+        seed: int = 0,
+    ) -> None:
         self.n_columns = n_columns
         self.all_cells_length = all_cells_length
         self.max_length = max_length
-        self.subsets: list[tuple[int, ...]] = [
-            s for k in range(1, max_length + 1) for s in itertools.combinations(range(n_columns), k)
-        ]
+        self.max_subsets = max_subsets
+        self.seed = seed
+        self.totals = {k: math.comb(n_columns, k) for k in range(1, max_length + 1)}
+        """Length L -> C(d, L), the number of L-column subsets of the table."""
+        self.sampled = {k: k >= 2 and 0 < max_subsets < total for k, total in self.totals.items()}
+        """Length L -> whether the plan keeps a sample of the L-column subsets rather than all of them."""
+        self.subsets: list[tuple[int, ...]] = []
+        for k in range(1, max_length + 1):
+            if self.sampled[k]:
+                self.subsets += sample_subsets(n_columns, k, max_subsets, seed)
+            else:
+                self.subsets += itertools.combinations(range(n_columns), k)
         self.ids = {s: i for i, s in enumerate(self.subsets)}
         self.value_names = [f"v{j}" for j in range(max_length)]
         self.key_names = ["k", "subset", *self.value_names]
 
+    def of_length(self, k: int) -> list[tuple[int, ...]]:
+        """The plan's k-column subsets, in id order (lexicographic)."""
+        return [s for s in self.subsets if len(s) == k]
+
+    def children(self) -> dict[tuple[int, ...], list[int]]:
+        """Prefix -> the columns c that extend it towards a subset of the plan: (*prefix, c) is a subset of the
+        plan or a proper prefix of one. The counter visits only those (every prefix of every subset)."""
+        out: dict[tuple[int, ...], set[int]] = {}
+        for s in self.subsets:
+            for j in range(1, len(s)):
+                out.setdefault(s[:j], set()).add(s[j])
+        return {prefix: sorted(cs) for prefix, cs in out.items()}
+
     def ddl(self) -> str:
         values = ", ".join(f"{name} string" for name in self.value_names)
         return f"k int, subset int, {values}, n bigint"
+
+
+_ENUMERATE_LIMIT = 4
+""":func:`sample_subsets` enumerates the C(d, k) subsets when there are at most this many times the sample."""
+
+
+def sample_subsets(n_columns: int, k: int, size: int, seed: int) -> list[tuple[int, ...]]:
+    """``size`` distinct k-column subsets of ``n_columns`` columns, uniform without replacement, sorted.
+
+    A public choice: a function of (n_columns, k, size, seed) only, with numpy's PCG64 generator seeded by
+    (seed, n_columns, k). When C(d, k) <= :data:`_ENUMERATE_LIMIT` * size the subsets are enumerated and
+    ``Generator.choice`` draws their indices; otherwise random k-subsets (``Generator.choice`` of k distinct
+    columns) are drawn until ``size`` distinct ones are found (each draw is new with probability >= 3/4).
+
+    Args:
+        n_columns: d >= 1.
+        k: the length, 1 <= k <= d.
+        size: the number of subsets, 1 <= size; all of them when size >= C(d, k).
+        seed: any integer (negative allowed).
+
+    Returns:
+        The subsets as sorted tuples of column indices, in lexicographic order.
+    """
+    total = math.comb(n_columns, k)
+    if size >= total:
+        return list(itertools.combinations(range(n_columns), k))
+    rng = np.random.Generator(np.random.PCG64([seed & 0xFFFFFFFFFFFFFFFF, n_columns, k]))
+    if total <= _ENUMERATE_LIMIT * size:
+        every = list(itertools.combinations(range(n_columns), k))
+        return sorted(every[i] for i in rng.choice(total, size=size, replace=False).tolist())
+    chosen: set[tuple[int, ...]] = set()
+    while len(chosen) < size:
+        chosen.add(tuple(sorted(rng.choice(n_columns, size=k, replace=False).tolist())))
+    return sorted(chosen)
 
 
 def _cell_counts(df: DataFrame, plan: _SubsetPlan) -> DataFrame:
@@ -70,7 +140,9 @@ def _cell_counts(df: DataFrame, plan: _SubsetPlan) -> DataFrame:
     """
     names = [f"c{i}" for i in range(plan.n_columns)]
     selected = df.select(*(F.col(_quote(c)).alias(a) for c, a in zip(df.columns, names, strict=True)))
-    counter = _BatchCellCounter(plan.n_columns, plan.all_cells_length, plan.max_length, plan.ids)
+    counter = _BatchCellCounter(
+        plan.n_columns, plan.all_cells_length, plan.max_length, plan.ids, plan.children()
+    )
     return selected.mapInArrow(counter, plan.ddl())
 
 
@@ -80,17 +152,24 @@ class _BatchCellCounter:
     Per batch, each column is dictionary-encoded (null gets its own code); the code of a subset is built from
     the code of its prefix subset and its last column, then compressed to 0..cells-1 by ``np.unique``, which
     also gives each cell's count and a row that holds it. Subsets are visited depth-first, so memory is
-    O(max_length * batch rows) whatever the number of subsets. Cells are emitted with their values taken
-    from the representative rows (one Arrow ``take`` per value position).
+    O(max_length * batch rows) whatever the number of subsets; only the subsets of the plan and their
+    prefixes are visited (``children``), so a sampled plan costs its sample, not C(d, k). Cells are emitted
+    with their values taken from the representative rows (one Arrow ``take`` per value position).
     """
 
     def __init__(
-        self, n_columns: int, all_cells_length: int, max_length: int, ids: dict[tuple[int, ...], int]
+        self,
+        n_columns: int,
+        all_cells_length: int,
+        max_length: int,
+        ids: dict[tuple[int, ...], int],
+        children: dict[tuple[int, ...], list[int]],
     ) -> None:
         self.n_columns = n_columns
         self.all_cells_length = all_cells_length
         self.max_length = max_length
         self.ids = ids
+        self.children = children
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -112,24 +191,26 @@ class _BatchCellCounter:
 
         def visit(cols: tuple[int, ...], code: np.ndarray) -> Iterator[pa.RecordBatch]:
             k = len(cols)
-            extend = k < self.max_length and cols[-1] < self.n_columns - 1
+            subset = self.ids.get(cols)
+            extend = self.children.get(cols, ())
             if extend:
                 _, first, inverse, counts = np.unique(
                     code, return_index=True, return_inverse=True, return_counts=True
                 )
             else:
                 _, first, counts = np.unique(code, return_index=True, return_counts=True)
-            if k > self.all_cells_length:  # keep the cells whose k values are all non-empty
-                keep = np.ones(first.shape[0], dtype=bool)
-                for c in cols:
-                    keep &= codes[c][first] != null_codes[c]
-                first, counts = first[keep], counts[keep]
-            out.add(k, self.ids[cols], cols, first, n, counts)
-            if out.rows >= _FLUSH_ROWS:
-                yield out.flush()
+            if subset is not None:
+                if k > self.all_cells_length:  # keep the cells whose k values are all non-empty
+                    keep = np.ones(first.shape[0], dtype=bool)
+                    for c in cols:
+                        keep &= codes[c][first] != null_codes[c]
+                    first, counts = first[keep], counts[keep]
+                out.add(k, subset, cols, first, n, counts)
+                if out.rows >= _FLUSH_ROWS:
+                    yield out.flush()
             if extend:
                 prefix = inverse.reshape(-1).astype(np.int64)
-                for c in range(cols[-1] + 1, self.n_columns):
+                for c in extend:
                     yield from visit((*cols, c), prefix * (null_codes[c] + 1) + codes[c])
 
         for c in range(self.n_columns):
@@ -190,27 +271,33 @@ def _release_cells(release: Release, plan: _SubsetPlan, like: DataFrame) -> Data
     """The release's tuples as rows of the cell table: (k, subset, v0.., n_s = 0, n_y = 0, n_r = count).
 
     Built column-wise with numpy and handed to Spark as one Arrow table (release-sized: one row per tuple).
+    Tuples of a subset that the plan does not hold (a sampled length) are left out.
     """
     ks: list[np.ndarray] = []
     subsets: list[np.ndarray] = []
     values: list[list[np.ndarray]] = [[] for _ in range(plan.max_length)]
     counts: list[np.ndarray] = []
     for k, marginal in sorted(release.marginals.items()):
-        m = len(marginal)
-        if m == 0 or k > plan.max_length:
+        if len(marginal) == 0 or k > plan.max_length:
             continue
         unique_cols, inverse = np.unique(marginal.columns, axis=0, return_inverse=True)
-        ids = np.array([plan.ids[tuple(row)] for row in unique_cols.tolist()], dtype=np.int32)
+        ids = np.array([plan.ids.get(tuple(row), -1) for row in unique_cols.tolist()], dtype=np.int32)
+        subset_ids = ids[inverse.reshape(-1)]
+        kept = subset_ids >= 0
+        columns, codes = marginal.columns[kept], marginal.values[kept]
+        m = int(kept.sum())
+        if m == 0:
+            continue
         ks.append(np.full(m, k, dtype=np.int32))
-        subsets.append(ids[inverse.reshape(-1)])
+        subsets.append(subset_ids[kept])
         for j in range(plan.max_length):
             decoded = np.full(m, None, dtype=object)
             if j < k:
-                for c in np.unique(marginal.columns[:, j]).tolist():
-                    rows = marginal.columns[:, j] == c
-                    decoded[rows] = np.asarray(release.domains[c], dtype=object)[marginal.values[rows, j]]
+                for c in np.unique(columns[:, j]).tolist():
+                    rows = columns[:, j] == c
+                    decoded[rows] = np.asarray(release.domains[c], dtype=object)[codes[rows, j]]
             values[j].append(decoded)
-        counts.append(marginal.counts.astype(np.int64))
+        counts.append(marginal.counts[kept].astype(np.int64))
 
     def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)

@@ -78,6 +78,8 @@ __all__ = [
     "PRIVACY_KEYS",
     "SDS_RESOLUTION",
     "TSTR_MAX_ROWS",
+    "MAX_SUBSETS",
+    "describe_sampling",
 ]
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,10 @@ SDS_RESOLUTION = 10
 which a true tuple is "rare" for the leakage count and left out of preservation unless it appears."""
 TSTR_MAX_ROWS = 100_000
 """Default bound on the rows of each table :func:`evaluate` hands to :func:`train_synthetic_test_real`."""
+MAX_SUBSETS = 2_000
+"""Default bound on the L-column subsets :func:`evaluate` compares per length L >= 2: a length with more
+(C(d, L) > 2,000, e.g. the 70,300 3-column subsets of a 76-column table) is compared on 2,000 subsets drawn
+by a seeded, public choice (docs/design.md section 5.5)."""
 
 PRIVACY_KEYS = (
     "epsilon",
@@ -128,6 +134,8 @@ def evaluate(
     label_values: Mapping[str, str] | None = None,
     tstr_max_rows: int = TSTR_MAX_ROWS,
     seed: int = 0,
+    max_subsets: int = MAX_SUBSETS,
+    subset_seed: int = 0,
     progress: Callable[[str], None] | None = None,
     numeric_columns: Sequence[str] | None = None,
     typed_sensitive: DataFrame | None = None,
@@ -162,6 +170,14 @@ def evaluate(
             held-out tables reach the driver for the classifiers: a top-``tstr_max_rows`` by a seeded hash of
             the row, the same rows whatever the partitioning.
         seed: seed of that hash and of the classifiers (an integer).
+        max_subsets: the most L-column subsets compared per length L >= 2 (an integer >= 0; 0: every
+            subset; default :data:`MAX_SUBSETS` = 2,000). A length with C(d, L) > ``max_subsets`` is compared
+            on ``max_subsets`` subsets drawn uniformly without replacement from the column count, L and
+            ``subset_seed`` alone (never from the data; docs/design.md section 5.5): the TVD means, the NIST
+            score and SDS's evaluator of that length are then over the sample, and the result says so
+            (``subset_sampling``, ``tvd[L]["sampled"]``). Every 1-column subset is always compared.
+        subset_seed: the seed of that choice (an integer); the same seed and column count give the same
+            subsets, whatever the data and its partitioning.
         progress: called with a short message when a stage starts and ends (e.g. to drive a progress bar).
         numeric_columns: the columns to compare as numbers, dates or timestamps (``numeric``); None: the
             numeric, date and timestamp columns of ``typed_sensitive`` (none without it).
@@ -179,20 +195,27 @@ def evaluate(
         * ``differentially_private`` (bool): always ``False`` (see Privacy).
         * ``columns`` (list[str]): the attribute columns, in order.
         * ``max_marginal_length`` (int): min(``max_marginal_length``, d), the longest subsets in ``tvd``.
+        * ``subset_sampling``: ``{"max_subsets", "seed", "sampled": {L: bool}, "compared": {L: count},
+          "total": {L: C(d, L)}, "method"}`` for L = 1..max(``max_marginal_length``, R) (capped at d): which
+          lengths were compared on a seeded sample of their subsets (``method`` describes the draw).
         * ``resolution`` (int): r.
         * ``rows``: ``{"sensitive": n, "synthetic": n_syn}``.
         * ``record_expansion`` (float): n_syn / n - 1 (SDS's evaluator; docs/design.md section 5).
         * ``blank_cell_share``: ``{"sensitive": s, "synthetic": s_syn}``, the share in [0, 1] of null cells
           among the n * d (resp. n_syn * d) cells (docs/design.md section 5).
-        * ``tvd``: per length L, ``{"mean": m, "max": x, "count": C(d, L), "worst": "colA|colB"}`` over the
-          L-column subsets of the total variation distance 0.5 * sum over cells |p - q| in [0, 1], p (q) =
+        * ``tvd``: per length L, ``{"mean": m, "max": x, "count": c, "worst": "colA|colB"}`` over the c
+          compared L-column subsets (c = C(d, L) unless sampled; a sampled length also has ``"sampled": True``,
+          ``"subsets_total": C(d, L)`` and ``"subsets"``, the column indices of its c subsets) of the total
+          variation distance 0.5 * sum over cells |p - q| in [0, 1], p (q) =
           the cell's count in the sensitive (synthetic) table / n (n_syn), the empty value being a category
           of its own; ``worst`` names the subset with the largest TVD (first in ``tvd_by_subset`` order).
         * ``tvd_by_subset``: per length L, ``{"colA|colB": tvd, ...}`` for every L-column subset, columns
           joined by ``"|"`` in table order (keys are listed in the order of ``itertools.combinations``, so a
-          reader can rebuild the subsets from ``columns`` even when a name contains ``"|"``).
+          reader can rebuild the subsets from ``columns`` even when a name contains ``"|"``; for a sampled
+          length, in the order of ``tvd[L]["subsets"]``), for every compared L-column subset.
         * ``nist_k_marginal_score`` (float | None): 1000 * (1 - mean 3-way TVD), in [0, 1000], the score of
-          NIST's CRC k-marginal metric with k = 3 over *every* 3-column subset (NIST samples some); None when
+          NIST's CRC k-marginal metric with k = 3 over every 3-column subset, or over the sampled ones when
+          ``tvd["3"]["sampled"]`` (NIST's tool samples too); None when
           fewer than 3 columns or ``max_marginal_length`` < 3.
         * ``one_way_worst``: for the (up to) 4 columns with the largest 1-way TVD, worst first, a list of
           ``{"column", "tvd", "values", "sensitive", "synthetic", "other"}``: the (up to) 12 values with the
@@ -253,7 +276,7 @@ def evaluate(
             the tables' columns, ``label`` is not a column, or a numeric column is missing from a typed table,
             repeats, or is neither numeric, date, timestamp nor string.
         InvalidParameterError: ``max_marginal_length``, ``resolution`` or ``tstr_max_rows`` is not an integer
-            >= 1, ``seed`` is not an integer, ``label_values`` is not a mapping of strings, ``progress`` is not
+            >= 1, ``max_subsets`` is not an integer >= 0, ``seed`` or ``subset_seed`` is not an integer, ``label_values`` is not a mapping of strings, ``progress`` is not
             callable, or a table has no rows (the distributions are undefined).
 
     Privacy:
@@ -269,6 +292,8 @@ def evaluate(
     res = v.integer("resolution", resolution, low=1)
     max_rows = v.integer("tstr_max_rows", tstr_max_rows, low=1)
     seed = v.integer("seed", seed)
+    bound = v.integer("max_subsets", max_subsets, low=0)
+    subset_seed = v.integer("subset_seed", subset_seed)
     if progress is not None and not callable(progress):
         raise InvalidParameterError(f"progress must be a callable or None, got {type(progress).__name__}")
     if release is not None and tuple(release.columns) != columns:
@@ -288,7 +313,19 @@ def evaluate(
     tvd_length = min(length, d)
     reporting_length = release.reporting_length if release is not None else 0
     sds_length = min(reporting_length, d)
-    plan = _SubsetPlan(d, all_cells_length=tvd_length, max_length=max(tvd_length, sds_length))
+    plan = _SubsetPlan(
+        d,
+        all_cells_length=tvd_length,
+        max_length=max(tvd_length, sds_length),
+        max_subsets=bound,
+        seed=subset_seed,
+    )
+    if any(plan.sampled.values()):
+        # Public: the shapes and the bound only, no data.
+        log.info(
+            "comparing a seeded sample of the column subsets: %s",
+            ", ".join(f"{len(plan.of_length(k))} of {t} {k}-column" for k, t in plan.totals.items()),
+        )
 
     parts = [
         _cell_counts(sensitive, plan).select(
@@ -319,6 +356,7 @@ def evaluate(
         "differentially_private": False,
         "columns": list(columns),
         "max_marginal_length": tvd_length,
+        "subset_sampling": _sampling_entry(plan),
         "resolution": res,
         "rows": {"sensitive": n, "synthetic": n_syn},
         "record_expansion": (n_syn - n) / n,
@@ -444,6 +482,30 @@ def true_aggregates(df: DataFrame, reporting_length: int) -> DataFrame:
         values.alias("values"),
         F.col("count").cast("bigint").alias("count"),
     )
+
+
+def _sampling_entry(plan: _SubsetPlan) -> dict[str, Any]:
+    """``subset_sampling`` of :func:`evaluate`: which lengths compare a seeded sample of their subsets."""
+    return {
+        "max_subsets": plan.max_subsets,
+        "seed": plan.seed,
+        "sampled": {str(k): plan.sampled[k] for k in plan.totals},
+        "compared": {str(k): len(plan.of_length(k)) for k in plan.totals},
+        "total": {str(k): plan.totals[k] for k in plan.totals},
+        "method": "uniform without replacement from (d, L, seed) only: numpy PCG64 seeded by (seed, d, L)",
+    }
+
+
+def describe_sampling(metrics: dict[str, Any]) -> list[str]:
+    """One line per sampled length of ``metrics`` (:func:`evaluate`'s dict), e.g. "3-way: mean over 2,000 of
+    70,300 3-column subsets, sampled (seed 0)"; empty when every subset was compared."""
+    sampling = metrics.get("subset_sampling") or {}
+    return [
+        f"{k}-way: mean over {sampling['compared'][k]:,} of {sampling['total'][k]:,} {k}-column subsets, "
+        f"sampled (seed {sampling['seed']})"
+        for k, sampled in (sampling.get("sampled") or {}).items()
+        if sampled
+    ]
 
 
 def _as_long(column: str, name: str) -> Column:

@@ -140,9 +140,21 @@ def headline_numbers(metrics: dict[str, Any]) -> list[tuple[str, str, Any, str]]
     add("blank_cell_share.sensitive", "blank-cell share, sensitive", "pct")
     add("blank_cell_share.synthetic", "blank-cell share, synthetic", "pct")
     for length in sorted(metrics["tvd"], key=int):
-        add(f"tvd.{length}.mean", f"mean {length}-way TVD", "dec")
+        t = metrics["tvd"][length]
+        over = (
+            f" (over {t['count']:,} of {t['subsets_total']:,} subsets, sampled)"
+            if isinstance(t, dict) and t.get("sampled")
+            else ""
+        )
+        add(f"tvd.{length}.mean", f"mean {length}-way TVD{over}", "dec")
         add(f"tvd.{length}.max", f"worst {length}-way TVD ({metrics['tvd'][length].get('worst', '')})", "dec")
-    add("nist_k_marginal_score", "NIST k-marginal score (k = 3, of 1000)", "score")
+    three = metrics["tvd"].get("3")
+    add(
+        "nist_k_marginal_score",
+        "NIST k-marginal score (k = 3, of 1000"
+        + (", sampled subsets)" if isinstance(three, dict) and three.get("sampled") else ")"),
+        "score",
+    )
     if metrics.get("sds"):
         for side in ("release", "synthetic"):
             prefix = f"sds.{side}.summary"
@@ -459,10 +471,27 @@ def _tvd_section(metrics: dict[str, Any]) -> str:
     columns = metrics["columns"]
     by_subset = metrics.get("tvd_by_subset", {})
     out = ['<section id="tvd"><h2>Column marginals: total variation distance</h2>']
+    from spark_dpsynth.evaluation.metrics import describe_sampling
+
+    sampled = describe_sampling(metrics)
+    if sampled:
+        out.append(
+            "<p><b>Sampled column subsets.</b> "
+            + "; ".join(_e(line) for line in sampled)
+            + ". A length with more subsets than the bound (<code>[evaluate] max_subsets</code>) is compared on "
+            "that many subsets, drawn uniformly without replacement from the number of columns and the seed "
+            "only (never from the data); its mean TVD, NIST score and SDS statistics are over that sample."
+            "</p>"
+        )
     if "2" in by_subset:
         d = len(columns)
         grid = np.full((d, d), np.nan)
-        pairs = [(a, b) for a in range(d) for b in range(a + 1, d)]
+        two = metrics["tvd"].get("2") or {}
+        pairs = (
+            [tuple(p) for p in two["subsets"]]
+            if two.get("sampled")
+            else [(a, b) for a in range(d) for b in range(a + 1, d)]
+        )
         for (i, j), value in zip(pairs, by_subset["2"].values(), strict=True):
             grid[i, j] = grid[j, i] = value
         for i, value in enumerate(by_subset.get("1", {}).values()):
@@ -478,7 +507,10 @@ def _tvd_section(metrics: dict[str, Any]) -> str:
                 for j in range(d):
                     if not math.isnan(grid[i, j]):
                         ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=6)
-        ax.set_title("2-way TVD per column pair (diagonal: 1-way TVD)")
+        ax.set_title(
+            "2-way TVD per column pair (diagonal: 1-way TVD"
+            + ("; sampled pairs, blank: not compared)" if two.get("sampled") else ")")
+        )
         fig.colorbar(image, ax=ax, shrink=0.8)
         out.append(_png(fig, "heatmap of 2-way TVD", "plot-tvd-heatmap"))
     worst = metrics.get("one_way_worst") or []
@@ -508,7 +540,8 @@ def _tvd_section(metrics: dict[str, Any]) -> str:
         rows.append(
             [
                 _e(length),
-                _format(t["count"], "int"),
+                _format(t["count"], "int")
+                + (f" of {_format(t['subsets_total'], 'int')}, sampled" if t.get("sampled") else ""),
                 _format(t["mean"], "dec"),
                 _format(t["max"], "dec"),
                 _e(t.get("worst", "")),

@@ -7,7 +7,6 @@ with the largest 1-way TVD (docs/design.md section 5.2).
 
 from __future__ import annotations
 
-import itertools
 from fractions import Fraction
 from typing import Any
 
@@ -24,12 +23,18 @@ _WORST_COLUMNS = 4
 def _tvd_metrics(
     per_subset: dict[int, dict[str, Any]], plan: _SubsetPlan, columns: tuple[str, ...]
 ) -> dict[str, Any]:
-    """``tvd`` and ``tvd_by_subset`` of :func:`evaluate`, each TVD = tvd2 / (2 n n_syn) rounded once."""
+    """``tvd`` and ``tvd_by_subset`` of :func:`evaluate`, each TVD = tvd2 / (2 n n_syn) rounded once.
+
+    Per length the mean is over the plan's subsets: all C(d, L) of them, or its seeded sample (then the entry
+    also has ``sampled`` = True, ``subsets_total`` = C(d, L) > ``count``, and ``subsets``, the sampled subsets'
+    column indices).
+    """
     tvd: dict[str, Any] = {}
     by_subset: dict[str, dict[str, float]] = {}
     for length in range(1, plan.all_cells_length + 1):
         values: dict[str, float] = {}
-        for subset in itertools.combinations(range(plan.n_columns), length):
+        subsets = plan.of_length(length)
+        for subset in subsets:
             row = per_subset[plan.ids[subset]]
             name = _SUBSET_SEPARATOR.join(columns[c] for c in subset)
             values[name] = float(Fraction(row["tvd2"], 2 * row["rows_s"] * row["rows_y"]))
@@ -40,6 +45,10 @@ def _tvd_metrics(
             "count": len(values),
             "worst": worst,
         }
+        if plan.sampled[length]:
+            tvd[str(length)].update(
+                subsets_total=plan.totals[length], sampled=True, subsets=[list(s) for s in subsets]
+            )
         by_subset[str(length)] = values
     return {"tvd": tvd, "tvd_by_subset": by_subset}
 
