@@ -391,7 +391,8 @@ class AggregationParams:
             raise InvalidParameterError(
                 f"reporting length {k} over {n_columns} columns means {subsets:,} column subsets per record "
                 f"(max_column_subsets {self.max_column_subsets:,}): the counting work and the noise grow as "
-                f"C(d, k); use --synthesizer pgm (DP-selected marginals), or --reporting-length {k - 1}, "
+                "C(d, k); use --synthesizer pgm --selection mst (DP-selected marginals, the wide-table preset), "
+                f"or --reporting-length {k - 1}, "
                 "or fewer columns"
             )
 

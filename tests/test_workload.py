@@ -243,3 +243,40 @@ def test_pipeline_pgm_on_adult(tmp_path) -> None:  # noqa: ANN001
     assert rho == pytest.approx(manifest["rho"], rel=1e-9)
     metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
     assert metrics["tvd"]["3"]["mean"] < 0.12
+
+
+def test_projector_equals_the_model_projection() -> None:
+    """Cliques across the model's connected components are outer products of their parts (exact)."""
+    from spark_dpsynth.estimation import Domain, Measurement, estimate
+    from spark_dpsynth.mechanisms.workload import _Projector
+
+    rng = np.random.default_rng(0)
+    domain = Domain(names=("a", "b", "c", "d", "e"), sizes=(3, 4, 2, 5, 3))
+    ms = [
+        Measurement(("a", "b"), rng.random((3, 4)) * 100, 1.0),
+        Measurement(("c",), rng.random(2) * 100, 1.0),
+        Measurement(("d", "e"), rng.random((5, 3)) * 100, 1.0),
+    ]
+    model = estimate(domain, ms, iterations=20)
+    project = _Projector(model)
+    for q in [("a", "c"), ("c", "a"), ("b", "d", "a"), ("e", "c", "a"), ("a", "b"), ("d", "a", "c", "e")]:
+        np.testing.assert_allclose(project(q), model.project(q), rtol=1e-9, atol=1e-9)
+
+
+def test_choose_fitting_is_the_exponential_mechanism_over_the_fitting_cliques() -> None:
+    """Rejection of draws that do not fit gives the exponential mechanism over the cliques that fit."""
+    from spark_dpsynth.mechanisms.workload import _choose_fitting
+
+    pool = [(0,), (1,), (2,), (3,)]
+    scores = np.array([3.0, 2.0, 1.0, 0.0])
+    fits = lambda c: c != (0,)  # noqa: E731 - the best-scored clique does not fit
+    assert _choose_fitting(pool, scores, fits, NoNoise(), 1.0, 0.5) == (1,)
+    assert _choose_fitting(pool, scores, lambda c: False, NoNoise(), 1.0, 0.5) is None
+    noise = SeededNoise(3)
+    rho = 0.5
+    draws = [_choose_fitting(pool, scores, fits, noise, 1.0, rho) for _ in range(4000)]
+    w = np.exp(np.sqrt(2 * rho) * scores[1:])
+    want = w / w.sum()
+    got = np.array([draws.count(c) for c in pool[1:]]) / len(draws)
+    assert (0,) not in draws
+    np.testing.assert_allclose(got, want, atol=0.03)

@@ -342,7 +342,7 @@ def _aim(
 ) -> _State:
     """AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1) over the candidates of
     :func:`_aim_candidates`, with the estimator of :mod:`spark_dpsynth.estimation`."""
-    from spark_dpsynth.estimation import Domain, Measurement, estimate, junction_tree_size
+    from spark_dpsynth.estimation import Domain, Measurement, estimate
 
     state = _State()
     d = len(sizes)
@@ -383,32 +383,31 @@ def _aim(
             epsilon = math.sqrt(8.0 * (1.0 - alpha) * remaining)
         size_limit = params.max_model_cells * min(1.0, (used + round_rho) / rho)
         pool = _aim_candidates(candidates_all, measured_cliques, d, wide, params, key, t)
-        model_cliques = [tuple(c) for c in model.cliques]
-        covers = [set(c) for c in model_cliques]
-        current = junction_tree_size(domain, model_cliques)
-        feasible = []
-        for c in pool:
-            named = tuple(names[x] for x in c)
-            if any(set(named) <= m for m in covers):
-                grown = current  # already inside a maximal clique: the tree does not change
-            else:
-                grown = junction_tree_size(domain, [*model_cliques, named])
-            if grown <= size_limit:
-                feasible.append(c)
-        if not feasible:
-            feasible = [c for c in pool if len(c) == 1]
-        true = tables.get(feasible)
+        fits = _model_size_rule(domain, names, model, size_limit)
+        project = _Projector(model)
+        true = tables.get(pool)
         # Scores are private: used only by the exponential mechanism below, never logged or written.
-        scores = np.empty(len(feasible))
-        for i, c in enumerate(feasible):
-            est = model.project(tuple(names[x] for x in c))
+        scores = np.empty(len(pool))
+        for i, c in enumerate(pool):
+            est = project(tuple(names[x] for x in c))
             n_cells = true[c].size
             scores[i] = len(c) * (
                 float(np.abs(true[c] - est).sum()) - math.sqrt(2 / math.pi) * sigma * n_cells
             )
-        i = noise.exponential(scores, float(r), epsilon**2 / 8.0)
+        chosen = _choose_fitting(pool, scores, fits, noise, float(r), epsilon**2 / 8.0)
         del scores
-        chosen = feasible[i]
+        if chosen is None:
+            # Nothing in the pool fits the model-size rule: a 1-way table (inside the model) is re-measured.
+            ones_scores = np.array(
+                [
+                    float(np.abs(true1[c] - model.project((names[c[0]],))).sum())
+                    - math.sqrt(2 / math.pi) * sigma * true1[c].size
+                    for c in ones
+                ]
+            )
+            chosen = ones[noise.exponential(ones_scores, float(r), epsilon**2 / 8.0)]
+            del ones_scores
+            true = {**true, chosen: true1[chosen]}
         acct.spend_rho(
             f"round_{t}_selection",
             epsilon**2 / 8.0,
@@ -430,14 +429,14 @@ def _aim(
                 "rho_measurement": 1.0 / (2 * sigma**2),
                 "epsilon_selection": epsilon,
                 "sigma": sigma,
-                "candidates": len(feasible),
+                "candidates": len(pool),
                 "chosen": [names[x] for x in chosen],
             }
         )
         report(
             progress,
             log,
-            f"workload (aim): round {t}: {[names[x] for x in chosen]} of {len(feasible)} candidates "
+            f"workload (aim): round {t}: {[names[x] for x in chosen]} of {len(pool)} candidates "
             f"(sigma {sigma:.3g}, rho used {used / rho:.0%})",
         )
         model = estimate(domain, as_measurements(), iterations=params.estimation_iterations, warm_start=model)
@@ -452,6 +451,98 @@ def _aim(
         if final:
             break
     return state
+
+
+class _Projector:
+    """``model.project`` that uses the model's independences: columns in different connected components of the
+    model's graph are independent under it, so a clique that spans components is the outer product of its
+    parts' projections over total^(parts - 1), exact and without the elimination across the junction tree
+    (on a wide table most candidates of the first rounds span components; each part's projection is cached)."""
+
+    def __init__(self, model) -> None:  # noqa: ANN001 - estimation.GraphicalModel
+        self._model = model
+        parent: dict[str, str] = {}
+
+        def find(x: str) -> str:
+            while parent.setdefault(x, x) != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for c in model.cliques:
+            for x in c[1:]:
+                parent[find(x)] = find(c[0])
+        self._component = {x: find(x) for x in model.domain.names}
+        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+
+    def _part(self, names: tuple[str, ...]) -> np.ndarray:
+        if names not in self._cache:
+            self._cache[names] = self._model.project(names)
+        return self._cache[names]
+
+    def __call__(self, names: tuple[str, ...]) -> np.ndarray:
+        groups: dict[str, list[int]] = {}
+        for i, x in enumerate(names):
+            groups.setdefault(self._component[x], []).append(i)
+        if len(groups) == 1:
+            return self._model.project(names)
+        operands: list[Any] = []
+        for axes in groups.values():
+            operands += [self._part(tuple(names[i] for i in axes)), list(axes)]
+        out = np.einsum(*operands, list(range(len(names))))
+        return out / self._model.total ** (len(groups) - 1)
+
+
+def _model_size_rule(domain, names: Sequence[str], model, size_limit: float):  # noqa: ANN001, ANN202 - estimation types
+    """AIM's model-size rule as a predicate on cliques (public: sizes and the DP model's cliques only): True
+    when the junction tree of the model plus the clique stays within ``size_limit`` cells. A clique inside a
+    model clique leaves the tree unchanged; the others need a triangulation (tens of ms on 76 columns), so the
+    predicate is asked lazily, and cached, by :func:`_choose_fitting`."""
+    from spark_dpsynth.estimation import junction_tree_size
+
+    model_cliques = [tuple(c) for c in model.cliques]
+    covers = [set(c) for c in model_cliques]
+    memo: dict[tuple[int, ...], bool] = {}
+    current: list[int] = []
+
+    def fits(c: tuple[int, ...]) -> bool:
+        if c not in memo:
+            named = tuple(names[x] for x in c)
+            if any(set(named) <= m for m in covers):
+                if not current:
+                    current.append(junction_tree_size(domain, model_cliques))
+                memo[c] = current[0] <= size_limit
+            else:
+                memo[c] = junction_tree_size(domain, [*model_cliques, named]) <= size_limit
+        return memo[c]
+
+    return fits
+
+
+def _choose_fitting(
+    pool: Sequence[tuple[int, ...]],
+    scores: np.ndarray,
+    fits,  # noqa: ANN001 - callable(clique) -> bool, public
+    noise: NoiseSource,
+    sensitivity: float,
+    rho: float,
+) -> tuple[int, ...] | None:
+    """The exponential mechanism over the cliques of ``pool`` that ``fits`` accepts, by rejection: draw over
+    the remaining cliques, and while the draw does not fit, drop it and draw again with fresh noise.
+
+    For a draw r from P(r) proportional to exp(eps s_r) over a set L and a public subset F of L, the first draw
+    that falls in F has P(r) = exp(eps s_r) / sum_{F} exp(eps s), the exponential mechanism over F itself, so
+    the privacy cost is one choice (rho); the rejected draws are discarded, never logged or written. It asks
+    ``fits`` only of drawn cliques (a handful), where testing every candidate would need one triangulation each.
+    Returns None when no clique fits.
+    """
+    options = list(range(len(pool)))
+    while options:
+        k = noise.exponential(scores[options], sensitivity, rho)
+        if fits(pool[options[k]]):
+            return pool[options[k]]
+        options.pop(k)
+    return None
 
 
 def _aim_candidates(
