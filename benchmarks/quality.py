@@ -139,7 +139,15 @@ def _score(spark, sensitive, synthetic, release, spec, real, subset_kwargs) -> d
         "tvd_1": metrics["tvd"]["1"]["mean"],
         "tvd_2": metrics["tvd"]["2"]["mean"],
         "tvd_3": metrics["tvd"]["3"]["mean"],
-        "tvd_subsets": {k: v.get("subsets", v.get("count")) for k, v in metrics["tvd"].items()},
+        # per length: subsets compared, of how many (a sampled length on a wide table), sampled or not
+        "tvd_subsets": {
+            k: {
+                "compared": v.get("count"),
+                "total": v.get("subsets_total", v.get("count")),
+                "sampled": v.get("sampled"),
+            }
+            for k, v in metrics["tvd"].items()
+        },
     }
     if spec["label"]:
         real_train, real_test = real
