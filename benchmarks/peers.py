@@ -30,6 +30,28 @@ EMPTY = "\u2205<empty>"
 """Stands for an empty cell (null) while the peer runs: smartnoise-synth's categorical columns take no null."""
 
 
+def _sample_iid() -> None:
+    """Make ``MarkovRandomField.synthetic_data`` (which smartnoise-synth calls with its default) sample records
+    i.i.d. from the fitted model (``method="sample"``).
+
+    mbi 1.1.0's default, ``method="round"`` (randomized rounding of each conditional), loses the dependence
+    between columns that share no clique: on a chain a-b-c-d fitted from exact 2-way tables, the model's (a, c)
+    marginal is within TVD .009 of the data's but the rounded records' is .351 (``"sample"``: .020); on Adult
+    at epsilon 1 it gave MST a 3-way TVD of .272. The fitted model, the peers' work, is the same either way.
+    """
+    import functools
+
+    from mbi import MarkovRandomField
+
+    original = MarkovRandomField.synthetic_data
+
+    @functools.wraps(original)
+    def synthetic_data(self, rows=None, method="sample"):  # noqa: ANN001, ANN202
+        return original(self, rows, method)
+
+    MarkovRandomField.synthetic_data = synthetic_data
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--synthesizer", choices=("mst", "aim"), required=True)
@@ -43,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--aim-max-model-size", type=float, default=80.0, help="AIM's model size cap (MB)")
     parser.add_argument("--aim-max-cells", type=int, default=10000, help="AIM's largest workload marginal")
+    parser.add_argument(
+        "--sampling",
+        choices=("sample", "round"),
+        default="sample",
+        help="mbi's synthetic_data method: i.i.d. sampling (default) or its randomized rounding",
+    )
     parser.add_argument("--result", help="JSON file for the timings")
     args = parser.parse_args(argv)
 
@@ -70,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             max_model_size=args.aim_max_model_size,
             max_cells=args.aim_max_cells,
         )
+    if args.sampling == "sample":
+        _sample_iid()
     started = time.perf_counter()
     synth.fit(data, categorical_columns=columns, preprocessor_eps=0.0)
     fit_s = time.perf_counter() - started
@@ -87,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "read_seconds": read_s,
         "fit_seconds": fit_s,
         "sample_seconds": sample_s,
+        "sampling": args.sampling,
     }
     if args.result:
         with open(args.result, "w", encoding="utf-8") as f:

@@ -228,7 +228,7 @@ def _run_peer(spark, mode, prepared, columns, epsilon, delta, work, name, args):
         str(python), str(ROOT / "benchmarks" / "peers.py"), "--synthesizer", peer,
         "--input", prepared, "--output", stem + ".parquet", "--result", stem + ".json",
         "--epsilon", repr(epsilon), "--delta", repr(delta), "--seed", str(SYNTHESIS_SEED),
-        "--aim-degree", str(args.peer_aim_degree), "--aim-max-model-size", str(args.peer_aim_max_model_size),
+        "--sampling", args.peer_sampling, "--aim-degree", str(args.peer_aim_degree), "--aim-max-model-size", str(args.peer_aim_max_model_size),
     ]  # fmt: skip
     timeout = args.peer_aim_timeout if peer == "aim" else args.peer_timeout
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}

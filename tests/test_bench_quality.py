@@ -31,6 +31,7 @@ def _peer_args(tmp_path: Path, python: Path, timeout: float) -> argparse.Namespa
         peer_timeout=timeout,
         peer_aim_timeout=timeout,
         peer_aim_degree=3,
+        peer_sampling="sample",
         peer_aim_max_model_size=80.0,
         output=str(tmp_path / "out"),
     )
