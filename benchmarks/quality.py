@@ -228,7 +228,8 @@ def _run_peer(spark, mode, prepared, columns, epsilon, delta, work, name, args):
         str(python), str(ROOT / "benchmarks" / "peers.py"), "--synthesizer", peer,
         "--input", prepared, "--output", stem + ".parquet", "--result", stem + ".json",
         "--epsilon", repr(epsilon), "--delta", repr(delta), "--seed", str(SYNTHESIS_SEED),
-        "--sampling", args.peer_sampling, "--aim-degree", str(args.peer_aim_degree), "--aim-max-model-size", str(args.peer_aim_max_model_size),
+        "--sampling", args.peer_sampling, "--aim-degree", str(args.peer_aim_degree),
+        "--aim-max-model-size", str(args.peer_aim_max_model_size),
     ]  # fmt: skip
     timeout = args.peer_aim_timeout if peer == "aim" else args.peer_timeout
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -365,6 +366,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers-python", default=str(PEERS_PYTHON), help="python of the peer environment")
     parser.add_argument("--peer-timeout", type=float, default=3600.0, help="peer MST's time limit (s)")
     parser.add_argument("--peer-aim-timeout", type=float, default=1800.0, help="peer AIM's time limit (s)")
+    parser.add_argument(
+        "--peer-sampling",
+        choices=("sample", "round"),
+        default="sample",
+        help="peers' record sampling (peers.py)",
+    )
     parser.add_argument(
         "--peer-aim-degree", type=int, default=3, help="peer AIM's workload: all k-way marginals"
     )
