@@ -52,11 +52,30 @@ lint: $(STAMP)
 clean:
 	rm -rf $(OUTPUT) .pytest_cache
 
-# Synthetic-data quality of both synthesis modes on Adult and NIST TX 2019 at epsilon 1 and 4 (issue 4):
-# prints a table and writes $(OUTPUT)/bench-quality/quality.json. Takes about 10 minutes on 2 cores.
-.PHONY: bench-quality
-bench-quality: check-java $(STAMP)
-	$(BIN)/python benchmarks/quality.py --output $(OUTPUT)/bench-quality
+# Synthetic-data quality of our modes (model, sds, aim, mst) beside MST and AIM of private-pgm (peer_mst,
+# peer_aim, run by smartnoise-synth from their own environment .venv-peers, `make bench-peers-env`) on Adult
+# (eps 0.3, 1, 4), NIST national 2019 (eps 1, 4) and LFS (eps 1, 4), delta 1e-6 (issues 4, 16): prints a
+# markdown table, writes $(OUTPUT)/bench-quality/quality.json. Hours on 2 cores (peer AIM alone: up to its
+# time limit per run); QUALITY_ARGS runs pieces, e.g.
+# QUALITY_ARGS="--datasets adult --epsilons 1 --modes model,aim,mst --peer-aim-timeout 1200" (see benchmarks/README.md).
+QUALITY_ARGS ?=
+PEERS_VENV  := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+
+# torch==2.13.0 first: smartnoise-synth needs opacus, hence torch; that pin takes the CPU build (a plain `torch`
+# would download a multi-GB CUDA build).
+$(PEERS_STAMP):
+	@test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet 'torch==2.13.0'
+	$(PEERS_VENV)/bin/python -m pip install --quiet 'torch==2.13.0' 'smartnoise-synth==1.0.8' pandas pyarrow
+	@touch $(PEERS_STAMP)
+
+.PHONY: bench-quality bench-peers-env
+bench-peers-env: $(PEERS_STAMP)
+
+bench-quality: check-java $(STAMP) $(PEERS_STAMP)
+	$(BIN)/python benchmarks/quality.py --output $(OUTPUT)/bench-quality $(QUALITY_ARGS)
 
 # Scale and speed against pac-synth (issue 6): NIST TX 2019 (9k and 27k rows), Adult replicated to 1M rows,
 # military (1.4M rows); local[1] vs local[2]; a spark-submit run on a standalone master + 2 workers. Prints a
