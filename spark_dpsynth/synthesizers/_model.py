@@ -13,8 +13,11 @@ Synthesis in ``mode = "model"`` (docs/design.md section 4.1) reads only the rele
    measurement of its own. Fabricated cells
    (true count 0, noise above rho_k) are released cells like any other: the shrinkage below discounts them.
    The final normalization of the release (a count clipped to its parents') is ignored.
-2. *Number of records and empty values.* Empty values are not attributes, so the release shows them only as a
-   deficit: n - (sum of a column's 1-tuple counts). n is estimated by inverse-variance weighting of the
+2. *Number of records and empty values.* A release that measures empty values (manifest ``empty_counts``,
+   docs/design.md section 2.8) gives each column's noisy empty count e_c: the column gets an "empty" category
+   when e_c > ``z`` s_1, with share e_c / n; (values + e_c) sums measure n, and what a column still lacks is
+   suppressed values, spread over its released values. In a release without ``empty_counts`` (older releases,
+   multi-value columns), empty values are not attributes, so the release shows them only as a deficit: n - (sum of a column's 1-tuple counts). n is estimated by inverse-variance weighting of the
    protected number of records (discrete Laplace, variance 2 e^-eps_N / (1 - e^-eps_N)^2) and the 1-tuple
    sums of the columns that show no deficit. A column gets an "empty" category only when its deficit exceeds
    what one suppressed value could hold (rho_1) by ``z = 3`` standard errors; otherwise its deficit is spread
@@ -263,6 +266,10 @@ class _Estimator:
         self.thr = {
             k: _positive(lengths[k].threshold if k in lengths else None) for k in range(1, _MAX_LENGTH + 1)
         }
+        measured = release.manifest.get("empty_counts")
+        self.empty: np.ndarray | None = None
+        if measured:
+            self.empty = np.array([float(measured.get(c, 0)) for c in release.columns], dtype=np.float64)
         eps_n = _positive(block.epsilon_n if block is not None else None)
         self._number_of_records(float(release.protected_number_of_records), _discrete_laplace_variance(eps_n))
         self.tables: dict[Subset, np.ndarray] = {}
@@ -273,6 +280,10 @@ class _Estimator:
         d, s1 = self.d, self.s[1]
         sums = np.array([self.meas[(c,)][0].sum() for c in range(d)])
         var_sums = self.m * s1 * s1
+        if self.empty is not None:
+            # measured empty counts (docs/design.md section 2.8): values + empty measure n, less suppressed values
+            sums = sums + self.empty
+            var_sums = var_sums + s1 * s1
         n, var_n = protected_n, var_protected
         if var_protected > 0:
             for _ in range(10):
@@ -285,7 +296,13 @@ class _Estimator:
         self.deficit = self.n - sums
         sd = np.sqrt(var_sums + var_n)
         limit = np.maximum(self.thr[1] + _EMPTY_Z * sd, 0.5)
-        self.has_empty = (self.deficit > limit) | (self.m == 0)
+        if self.empty is not None:
+            # a column has empty cells where its measured empty count stands out of the noise; the deficit is then
+            # suppressed values only, spread over the released values
+            self.has_empty = (self.empty > _EMPTY_Z * s1) | (self.m == 0)
+            self.empty = np.where(self.has_empty, self.empty, 0.0)
+        else:
+            self.has_empty = (self.deficit > limit) | (self.m == 0)
         self.size = self.m + self.has_empty.astype(np.int64)
         # columns whose released values hold (nearly) every record: sums over them measure the other columns
         self.complete = [c for c in range(d) if not self.has_empty[c] and self.m[c] > 0]
@@ -295,7 +312,12 @@ class _Estimator:
 
     def _finish_one(self, c: int, core: np.ndarray) -> None:
         core = np.maximum(core, 0.0)
-        if self.has_empty[c]:
+        if self.has_empty[c] and self.empty is not None:
+            empty = min(float(self.empty[c]), self.n)
+            total = core.sum()
+            values = core * ((self.n - empty) / total) if total > 0 else core
+            table = np.concatenate([values, [empty]])
+        elif self.has_empty[c]:
             table = np.concatenate([core, [max(self.n - core.sum(), 0.0)]])
         else:
             table = core
