@@ -113,7 +113,9 @@ def column_types(schema: T.StructType, config: DataConfig) -> dict[str, ColumnTy
             b = config.bins[name]
             bounds = [*b.edges, *(x for x in (b.lower, b.upper) if x is not None)]
             scale = "integer" if all(float(x).is_integer() for x in bounds) else "real"
-        out[name] = ColumnType(name=name, type=f.dataType.simpleString(), nullable=f.nullable, scale=scale)
+        # a multi-value column comes back as its joined values ("4.0|3.5"), a string whatever its input type
+        type_name = "string" if name in config.multi_value else f.dataType.simpleString()
+        out[name] = ColumnType(name=name, type=type_name, nullable=f.nullable, scale=scale)
     return out
 
 

@@ -102,6 +102,9 @@ def _restore(value: Column, scale: str, type_name: str) -> Column:
     if type_name in _INTEGER_RANGES:
         low, high = _INTEGER_RANGES[type_name]
         return F.least(F.greatest(F.round(value), F.lit(float(low))), F.lit(float(high))).cast(type_name)
+    if scale == "integer" and type_name == "string":
+        # a string column binned on integer edges (e.g. NIST's AGEP read without inference): "81", not "81.0"
+        return F.round(value).cast("bigint").cast("string")
     return value.try_cast(type_name)
 
 
