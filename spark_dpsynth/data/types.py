@@ -40,6 +40,7 @@ __all__ = [
     "column_types",
     "dp_bins",
     "numeric_view",
+    "scale_of",
     "types_manifest",
 ]
 
@@ -82,7 +83,10 @@ class ColumnType:
         return self.scale != "category"
 
 
-def _scale(dtype: T.DataType) -> str:
+def scale_of(dtype: T.DataType) -> str:
+    """The scale of a Spark type (:data:`SCALES`) before any configuration: ``integer`` (tinyint .. bigint),
+    ``real`` (float, double, decimal), ``date``, ``timestamp`` (with or without time zone), else ``category``
+    (strings, booleans, anything else). The evaluation's numeric columns use it too."""
     if isinstance(dtype, _INTEGER_TYPES):
         return "integer"
     if isinstance(dtype, _REAL_TYPES):
@@ -106,7 +110,7 @@ def column_types(schema: T.StructType, config: DataConfig) -> dict[str, ColumnTy
     out = {}
     for name in config.columns:
         f = fields[name]
-        scale = _scale(f.dataType)
+        scale = scale_of(f.dataType)
         if name in config.categorical or name in config.multi_value:
             scale = "category"
         elif name in config.bins and scale == "category":
