@@ -614,6 +614,9 @@ class WorkloadParams:
     estimation_iterations: int = 50
     """AIM: iterations (>= 1) of the estimator in each round, warm-started from the previous round's model
     (the synthesizer makes its own final fit)."""
+    bins_epsilon_proportion: float = 0.05
+    """B_p in (0, 1): share of rho spent on the DP bin edges of numeric, date and timestamp columns without
+    public bins (from ``[aggregate]``; spent only when there is one, docs/design.md section 2.8)."""
 
     def __post_init__(self) -> None:
         v.positive("epsilon", self.epsilon)
@@ -628,6 +631,12 @@ class WorkloadParams:
         v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
         v.open_unit("domain_rho_proportion", self.domain_rho_proportion)
         v.open_unit("selection_rho_proportion", self.selection_rho_proportion)
+        bp = v.open_unit("bins_epsilon_proportion", self.bins_epsilon_proportion)
+        if bp + self.domain_rho_proportion >= 1:
+            raise InvalidParameterError(
+                "bins_epsilon_proportion + domain_rho_proportion must be < 1, "
+                f"got {bp} + {self.domain_rho_proportion}"
+            )
         if self.rounds is not None:
             v.integer("rounds", self.rounds, low=1)
         v.integer("max_rounds", self.max_rounds, low=1)

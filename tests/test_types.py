@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import numpy as np
 import pytest
@@ -217,3 +218,40 @@ def test_suppressed_values_keep_the_joint_tables_consistent_and_write_no_empty_c
     assert np.mean(records[:, 1] == z) == pytest.approx(0.4, abs=0.03)  # c keeps its 1-way shares
     u = release.domains[2].index("u")
     assert np.mean(records[:, 2] == u) == pytest.approx(0.7, abs=0.03)
+
+
+@pytest.mark.slow
+def test_workload_and_pgm_give_back_the_input_schema(spark) -> None:
+    from spark_dpsynth.mechanisms.workload import fit_workload
+    from spark_dpsynth.params import SynthesisParams, WorkloadParams
+    from spark_dpsynth.synthesizers import pgm
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    rows = [
+        (int(a), float(x), str(c))
+        for a, x, c in zip(
+            rng.integers(17, 90, n), rng.gamma(2.0, 10.0, n), rng.choice(["p", "q", "r"], n), strict=True
+        )
+    ]
+    df = spark.createDataFrame(rows, "age int, x double, c string")
+    params = WorkloadParams(epsilon=4.0, delta=1e-6, selection="mst", seed=3, estimation_iterations=20)
+    release = fit_workload(
+        df, params, DataConfig(bins={"age": BinSpec(edges=(30, 50, 70), lower=17, upper=90)}, dp_bins=4)
+    )
+    m = release.manifest
+    assert m["column_types"]["age"]["bins"]["source"] == "config"
+    assert m["column_types"]["x"]["bins"]["source"] == "dp_quantiles"
+    share = m.budget.share("bin_edges")
+    assert share.rho == pytest.approx(m["rho"] * 0.05) and m["epsilon_b"] > 0
+    assert sum(s["rho"] or 0.0 for s in m["budget"]["shares"]) == pytest.approx(m["rho"], rel=1e-9)
+    synthetic = pgm.sample(release, SynthesisParams(partitions=2, seed=1), spark)
+    typed = restore_types(synthetic, m, seed=1)
+    assert typed.schema.simpleString() == df.schema.simpleString()  # names, order and types
+    out = typed.toPandas()
+    assert out["age"].between(17, 90).all() and out["x"].notna().all()
+    # public edges only: nothing is spent on bins
+    public = fit_workload(
+        df.select("age", "c"), params, DataConfig(bins={"age": BinSpec(edges=(30, 50, 70))})
+    )
+    assert public.manifest["bins_rho"] == 0 and "bin_edges" not in json.dumps(public.manifest["budget"])
