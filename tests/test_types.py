@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 
@@ -252,6 +253,8 @@ def test_workload_and_pgm_give_back_the_input_schema(spark) -> None:
     assert out["age"].between(17, 90).all() and out["x"].notna().all()
     # public edges only: nothing is spent on bins
     public = fit_workload(
-        df.select("age", "c"), params, DataConfig(bins={"age": BinSpec(edges=(30, 50, 70))})
+        df.select("age", "c"),
+        dataclasses.replace(params, reporting_length=2),
+        DataConfig(bins={"age": BinSpec(edges=(30, 50, 70))}),
     )
     assert public.manifest["bins_rho"] == 0 and "bin_edges" not in json.dumps(public.manifest["budget"])
