@@ -258,3 +258,34 @@ def test_workload_and_pgm_give_back_the_input_schema(spark) -> None:
         DataConfig(bins={"age": BinSpec(edges=(30, 50, 70))}),
     )
     assert public.manifest["bins_rho"] == 0 and "bin_edges" not in json.dumps(public.manifest["budget"])
+
+
+def test_one_line_per_column_before_counting_from_public_facts_only() -> None:
+    from pyspark.sql import types as T
+
+    from spark_dpsynth.mechanisms.marginals import report_columns
+
+    schema = T.StructType(
+        [
+            T.StructField("id", T.LongType()),
+            T.StructField("note", T.StringType()),
+            T.StructField("age", T.IntegerType()),
+            T.StructField("code", T.IntegerType()),
+            T.StructField("tags", T.StringType()),
+        ]
+    )
+    config = DataConfig(
+        columns=("id", "note", "age", "code", "tags"),
+        bins={"age": BinSpec(edges=(18, 65))},
+        categorical=("code",),
+        multi_value={"tags": "|"},
+    )
+    lines: list[str] = []
+    report_columns(column_types(schema, config), config, lines.append)
+    assert len(lines) == 5 and all(
+        line.startswith(f"column '{c}'") for line, c in zip(lines, config.columns, strict=True)
+    )
+    assert "DP quantile bins" in lines[0]  # a numeric identifier is binned, not left to release nothing
+    assert "keeps its frequent values" in lines[1]  # a free-text column: only values above rho_1
+    assert "public bins from the configuration (3 bins)" in lines[2]
+    assert "declared categorical" in lines[3] and "multi-value" in lines[4]
