@@ -73,6 +73,7 @@ _EXPORTS = {
     "read_sds": "release.sds_format",
     "write_sds_files": "release.sds_format",
     "synthesize": "synthesizers.marginals",
+    "restore_types": "synthesizers._types",
 }
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ if TYPE_CHECKING:
     from spark_dpsynth.release.core import Marginal, Release
     from spark_dpsynth.release.manifest import Manifest
     from spark_dpsynth.release.sds_format import read_sds, write_sds_files
+    from spark_dpsynth.synthesizers._types import restore_types
     from spark_dpsynth.synthesizers.class_conditional import sample_class_conditional
     from spark_dpsynth.synthesizers.marginals import synthesize
 
@@ -156,6 +158,7 @@ __all__ = [
     "prepare",
     "read_sds",
     "read_input",
+    "restore_types",
     "synthesize",
     "true_aggregates",
     "write_metrics",

@@ -110,8 +110,28 @@ class BinSpec:
     """Optional labels, one per interval (len(edges) + 1 of them); default labels as above."""
     passthrough: tuple[str, ...] = ()
     """Non-numeric codes kept as categories of their own (e.g. NIST's ``"N"``, not applicable)."""
+    lower: float | None = None
+    """Public lower bound of the column's values (finite, <= edges[0]): a synthetic value of the bin ``<e0`` is
+    drawn in [lower, e0); None: it is e0 less one unit (docs/design.md section 2.8)."""
+    upper: float | None = None
+    """Public upper bound (finite, >= the last edge): a synthetic value of the bin ``>=e_m`` is drawn in
+    [e_m, upper]; None: it is e_m."""
+    count: int | None = None
+    """With ``lower`` and ``upper`` and no ``edges``: ``count`` >= 1 equal-width bins between the bounds."""
 
     def __post_init__(self) -> None:
+        lower = None if self.lower is None else v.finite("bins.lower", self.lower)
+        upper = None if self.upper is None else v.finite("bins.upper", self.upper)
+        if lower is not None and upper is not None and not lower < upper:
+            raise InvalidParameterError(f"bins.lower must be < bins.upper, got {lower} and {upper}")
+        object.__setattr__(self, "lower", lower)
+        object.__setattr__(self, "upper", upper)
+        if self.count is not None:
+            n = v.integer("bins.count", self.count, low=1)
+            if self.edges or lower is None or upper is None:
+                raise InvalidParameterError("bins.count needs lower and upper and no edges")
+            width = (upper - lower) / n
+            object.__setattr__(self, "edges", tuple(lower + i * width for i in range(n + 1)))
         edges = tuple(v.finite("bins.edges", e) for e in self.edges)
         if not edges:
             raise InvalidParameterError("bins.edges must hold at least one edge, got []")
@@ -128,6 +148,17 @@ class BinSpec:
             if len(set(labels)) != len(labels):
                 raise InvalidParameterError(f"bins.labels must be distinct, got {list(labels)}")
             object.__setattr__(self, "labels", labels)
+        if lower is not None and lower > edges[0]:
+            raise InvalidParameterError(f"bins.lower must be <= the first edge {edges[0]}, got {lower}")
+        if upper is not None and upper < edges[-1]:
+            raise InvalidParameterError(f"bins.upper must be >= the last edge {edges[-1]}, got {upper}")
+
+    def intervals(self) -> tuple[tuple[float | None, float | None], ...]:
+        """The len(edges) + 1 intervals [lo, hi) in label order; None where the bin is open and no bound is given
+        (the first bin's lo, the last bin's hi)."""
+        e = self.edges
+        inner = [(a, b) for a, b in zip(e, e[1:], strict=False)]
+        return ((self.lower, e[0]), *inner, (e[-1], self.upper))
 
     def interval_labels(self) -> tuple[str, ...]:
         """The len(edges) + 1 labels, in the order of the intervals."""
@@ -180,6 +211,12 @@ class DataConfig:
     """Public bound, 1..100000, on the values one record holds in one multi-value column: with multi-value columns
     the DP percentile for Delta_1 searches 0..(single-value columns + this x multi-value columns), a range that
     must not depend on the data. A record with more values is still counted (sampled down to Delta_1)."""
+    categorical: tuple[str, ...] = ()
+    """Numeric, date or timestamp columns counted as categories (one value per distinct number, each released
+    only above the threshold) instead of being binned; their synthetic values come back in the column's type."""
+    dp_bins: int = 10
+    """Bins of a numeric, date or timestamp column that has no public bins: DP quantiles at 1/dp_bins ..
+    (dp_bins - 1)/dp_bins of the column, >= 2 (docs/design.md section 2.8)."""
     record_limit: int | None = None
     """Use only the first ``record_limit`` rows of the input (>= 1; SDS's ``record_limit``): in the order Spark
     reads them, which is the file order for CSV and Parquet. None: every row."""
@@ -221,10 +258,16 @@ class DataConfig:
                         f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from {what}"
                     )
         v.integer("max_multi_values", self.max_multi_values, low=1, high=MAX_MULTI_VALUES)
+        v.integer("dp_bins", self.dp_bins, low=2)
+        object.__setattr__(self, "categorical", tuple(self.categorical))
+        both = sorted(set(self.categorical) & set(bins))
+        if both:
+            raise InvalidParameterError(f"a column cannot be both categorical and binned: {both}")
         if self.record_limit is not None:
             v.integer("record_limit", self.record_limit, low=1)
         if self.columns is not None:
             names_by_role = (
+                ("categorical", self.categorical),
                 ("sensitive_zeros", self.sensitive_zeros),
                 ("bins", tuple(bins)),
                 ("multi_value", tuple(multi)),
@@ -265,6 +308,9 @@ class AggregationParams:
     """Q_p, the share of rho spent on the R DP percentiles, in (0, 1)."""
     number_of_records_epsilon_proportion: float = 0.005
     """N_p, the share of epsilon spent on the protected number of records, in (0, 1)."""
+    bins_epsilon_proportion: float = 0.05
+    """B_p, the share of rho spent on DP bin edges, in (0, 1); spent only when a numeric, date or timestamp
+    column has no public bins (docs/design.md section 2.8)."""
     accuracy_mode: AccuracyMode = AccuracyMode.PRIORITIZE_LONG
     """Preset of sigma proportions p_k (see :class:`AccuracyMode`)."""
     sigma_proportions: tuple[float, ...] | None = None
@@ -300,6 +346,12 @@ class AggregationParams:
             raise InvalidParameterError(f"percentile must be in (0, 100], got {self.percentile!r}")
         qp = v.open_unit("percentile_epsilon_proportion", self.percentile_epsilon_proportion)
         npp = v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
+        bp = v.open_unit("bins_epsilon_proportion", self.bins_epsilon_proportion)
+        if qp + bp >= 1:
+            raise InvalidParameterError(
+                "percentile_epsilon_proportion + bins_epsilon_proportion must be < 1, "
+                f"got {qp} + {bp} = {qp + bp}"
+            )
         if qp + npp >= 1:
             raise InvalidParameterError(
                 "percentile_epsilon_proportion + number_of_records_epsilon_proportion must be < 1, "
@@ -563,6 +615,9 @@ class WorkloadParams:
     estimation_iterations: int = 50
     """AIM: iterations (>= 1) of the estimator in each round, warm-started from the previous round's model
     (the synthesizer makes its own final fit)."""
+    bins_epsilon_proportion: float = 0.05
+    """B_p in (0, 1): share of rho spent on the DP bin edges of numeric, date and timestamp columns without
+    public bins (from ``[aggregate]``; spent only when there is one, docs/design.md section 2.8)."""
 
     def __post_init__(self) -> None:
         v.positive("epsilon", self.epsilon)
@@ -577,6 +632,12 @@ class WorkloadParams:
         v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
         v.open_unit("domain_rho_proportion", self.domain_rho_proportion)
         v.open_unit("selection_rho_proportion", self.selection_rho_proportion)
+        bp = v.open_unit("bins_epsilon_proportion", self.bins_epsilon_proportion)
+        if bp + self.domain_rho_proportion >= 1:
+            raise InvalidParameterError(
+                "bins_epsilon_proportion + domain_rho_proportion must be < 1, "
+                f"got {bp} + {self.domain_rho_proportion}"
+            )
         if self.rounds is not None:
             v.integer("rounds", self.rounds, low=1)
         v.integer("max_rounds", self.max_rounds, low=1)

@@ -278,6 +278,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
             "reporting_length": "aggregate.reporting_length",
             "percentile": "aggregate.percentile",
             "number_of_records_epsilon_proportion": "aggregate.number_of_records_epsilon_proportion",
+            "bins_epsilon_proportion": "aggregate.bins_epsilon_proportion",
         },
     ),
 }

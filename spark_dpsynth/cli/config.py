@@ -50,7 +50,7 @@ from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, Synthes
 
 __all__ = ["ConfigKey", "JobConfig", "load_config", "load_document", "merge", "parse_config", "schema"]
 
-_INPUT_KEYS = {"path", "table", "format", "delimiter", "encoding", "ragged_rows"}
+_INPUT_KEYS = {"path", "table", "format", "delimiter", "encoding", "ragged_rows", "infer_schema", "schema"}
 _OUTPUT_KEYS = {"path", "table", "format", "overwrite", "single_csv", "sds_format", "join_multi_value"}
 _SPARK_KEYS = {"master", "remote"}
 _RUN_KEYS = {"quiet", "debug", "synthesizer", "release"}
@@ -71,7 +71,7 @@ _DATA_KEYS = {
     "max_multi_values",
     "record_limit",
 }
-_BIN_KEYS = {"edges", "labels", "passthrough"}
+_BIN_KEYS = {"edges", "labels", "passthrough", "lower", "upper", "count"}
 _EVALUATE_KEYS = {
     "max_marginal_length",
     "resolution",
@@ -103,6 +103,10 @@ class JobConfig:
     """CSV encoding (spark_dpsynth.data.io.ENCODINGS); a line not valid in it is an error."""
     ragged_rows: str = "error"
     """A CSV record with more or fewer fields than the header: "error" or "pad" (spark_dpsynth.data.io)."""
+    infer_schema: bool = True
+    """CSV: infer column types from the file (docs/design.md section 2.8)."""
+    input_schema: str | None = None
+    """CSV: declared schema (Spark DDL), instead of inference."""
     input_table: str | None = None
     """Catalog table ``db.t`` read instead of ``input_path``."""
     output_path: str | None = None
@@ -363,8 +367,9 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         raise ConfigError("[data.bins] must be a table of column tables")
     for col, spec in raw_bins.items():
         spec = _check_keys(f"data.bins.{col}", spec, _BIN_KEYS)
-        if "edges" not in spec:
-            raise ConfigError(f"[data.bins.{col}] needs edges")
+        if "edges" not in spec and "count" not in spec:
+            raise ConfigError(f"[data.bins.{col}] needs edges, or lower, upper and count")
+        spec = {"edges": (), **spec}
         bins[col] = _build(BinSpec, f"data.bins.{col}", spec)
     data_config = _build(DataConfig, "data", {**data, "bins": bins})
     evaluate = _check_keys("evaluate", doc.get("evaluate", {}), _EVALUATE_KEYS)
@@ -380,6 +385,8 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         delimiter=delimiter,
         encoding=encoding,
         ragged_rows=ragged_rows,
+        infer_schema=_bool_key("input", "infer_schema", inp.get("infer_schema", True)),
+        input_schema=_str_key("input", "schema", inp.get("schema")),
         input_table=inp.get("table"),
         output_path=out.get("path"),
         output_table=out.get("table"),
@@ -399,6 +406,18 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         **_evaluate_settings(evaluate),
         **_mechanism_sections(doc),
     )
+
+
+def _bool_key(section: str, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"[{section}] {key} must be true or false, got {value!r}")
+    return value
+
+
+def _str_key(section: str, key: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ConfigError(f"[{section}] {key} must be a non-empty string, got {value!r}")
+    return value
 
 
 def _synthesizer(value: Any) -> str:
@@ -451,6 +470,10 @@ _STATIC_KEYS = (
               "not valid in it is an error naming the file and line"),
     ConfigKey("input", "ragged_rows", "str", "a CSV record with more or fewer fields than the header: error "
               "(default) or pad (empty values added, extra fields dropped)", RAGGED_ROWS),
+    ConfigKey("input", "infer_schema", "bool", "CSV: infer the column types from the file with Spark's "
+              "inferSchema, treated as public schema metadata (default true; false reads strings)"),
+    ConfigKey("input", "schema", "str", "CSV: the declared schema as Spark DDL, e.g. \"age INT, sex STRING\" "
+              "(wins over infer_schema; reads no data for the types)"),
     ConfigKey("output", "path", "str", "output directory: release/, synthetic/, synthetic.csv, evaluation/"),
     ConfigKey("output", "table", "str", "write the synthetic data to this catalog table db.table instead of "
               "DIR/synthetic"),

@@ -62,6 +62,7 @@ from spark_dpsynth.errors import (
     OutputExistsError,
     ReleaseError,
 )
+from spark_dpsynth.synthesizers._types import restore_types
 
 log = logging.getLogger("spark_dpsynth.cli.main")
 
@@ -248,19 +249,21 @@ def read_table(spark, config: JobConfig):  # noqa: ANN001, ANN201 - SparkSession
         config.row_filter,
         encoding=config.encoding,
         ragged_rows=config.ragged_rows,
+        infer_schema=config.infer_schema,
+        schema=config.input_schema,
     )
 
 
-def _read_filtered(spark, path, table, fmt, delimiter, row_filter, *, encoding="utf-8", ragged_rows="error"):  # noqa: ANN001, ANN202
-    """A path or a catalog table (the table wins when both are set), with its row filter applied."""
+def _read_filtered(spark, path, table, fmt, delimiter, row_filter, **options):  # noqa: ANN001, ANN003, ANN202
+    """A path or a catalog table (the table wins when both are set), with its row filter applied; ``options``
+    are :func:`~spark_dpsynth.data.io.read_input`'s CSV options (encoding, ragged_rows, infer_schema, schema)."""
     df = read_input(
         spark,
         path=None if table else path,
         table=table,
         fmt=fmt,
         delimiter=delimiter,
-        encoding=encoding,
-        ragged_rows=ragged_rows,
+        **options,
     )
     return df.where(row_filter) if row_filter else df
 
@@ -507,6 +510,8 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
         from spark_dpsynth.data.prepare import join_multi_value
 
         synthetic = join_multi_value(synthetic, release.columns, release.manifest)
+    # The input's column types (docs/design.md section 2.8), for every synthesizer: bin labels never reach the output.
+    synthetic = restore_types(synthetic, release.manifest, seed=config.synthesize.seed)
     fmt = config.output_format or "parquet"
     if config.output_table:
         staged = stage.table(config.output_table, config.output_format)
@@ -525,7 +530,12 @@ def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, relea
 
 
 def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, synthetic=None):  # noqa: ANN001, ANN202
-    from spark_dpsynth.data.prepare import prepare_for_release, resolve_columns, split_multi_value
+    from spark_dpsynth.data.prepare import (
+        prepare_for_release,
+        resolve_columns,
+        split_multi_value,
+        synthetic_for_release,
+    )
     from spark_dpsynth.evaluation.metrics import evaluate, write_metrics
     from spark_dpsynth.evaluation.numeric import typed_sensitive_table
     from spark_dpsynth.evaluation.report import write_report
@@ -552,7 +562,9 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         df, data, release.columns, config.numeric_columns
     )
     typed_synthetic = synthetic
-    synthetic = split_multi_value(synthetic, release.columns, release.manifest)
+    synthetic = synthetic_for_release(
+        split_multi_value(synthetic, release.columns, release.manifest), release.columns, release.manifest
+    )
     holdout = None
     if config.label and config.holdout_filter:
         # The held-out real rows: the same input without row_filter, selected by holdout_filter, prepared alike.

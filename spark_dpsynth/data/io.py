@@ -255,6 +255,8 @@ def read_input(
     delimiter: str = ",",
     encoding: str = "utf-8",
     ragged_rows: str = "error",
+    infer_schema: bool = False,
+    schema: str | None = None,
 ) -> DataFrame:
     """Read the sensitive table from a path or a catalog table.
 
@@ -270,9 +272,15 @@ def read_input(
         delimiter: the CSV field delimiter (one character).
         encoding: the CSV encoding, one of :data:`ENCODINGS` or an alias (:func:`csv_encoding`).
         ragged_rows: one of :data:`RAGGED_ROWS`.
+        infer_schema: CSV only: infer the column types with Spark's ``inferSchema`` (a pass over the file; the
+            types are then treated as public schema metadata, docs/design.md section 2.8); False reads every
+            column as a string.
+        schema: CSV only: the declared schema as a Spark DDL string (``"age INT, name STRING"``); it wins over
+            ``infer_schema`` and reads no data to find the types.
 
     Returns:
-        The table as a DataFrame; a CSV has every column as a string, named exactly as in its header.
+        The table as a DataFrame; a CSV has the declared or inferred types, else every column as a
+        string, named exactly as in its header.
 
     Raises:
         InvalidParameterError: neither or both of ``path`` and ``table``, a bad table name, format, encoding or
@@ -298,7 +306,15 @@ def read_input(
     if is_local(path) and fmt in ("csv", "parquet"):
         _check_local_files(path, fmt)
     if fmt == "csv":
-        return _read_csv(spark, path, delimiter=delimiter, encoding=encoding, ragged_rows=ragged_rows)
+        return _read_csv(
+            spark,
+            path,
+            delimiter=delimiter,
+            encoding=encoding,
+            ragged_rows=ragged_rows,
+            infer_schema=infer_schema,
+            schema=schema,
+        )
     if fmt == "parquet":
         return spark.read.parquet(path)
     try:
@@ -328,9 +344,17 @@ def _check_local_files(path: str, fmt: str) -> None:
 
 
 def _read_csv(
-    spark: SparkSession, path: str, *, delimiter: str, encoding: str, ragged_rows: str
+    spark: SparkSession,
+    path: str,
+    *,
+    delimiter: str,
+    encoding: str,
+    ragged_rows: str,
+    infer_schema: bool = False,
+    schema: str | None = None,
 ) -> DataFrame:
-    """An RFC 4180 CSV (see the module docstring), after its encoding and its header were checked."""
+    """An RFC 4180 CSV (see the module docstring), after its encoding and its header were checked; its types
+    declared (``schema``, Spark DDL), inferred (``infer_schema``) or every column a string."""
     from pyspark.sql import types as T
 
     _check_encoding(spark, path, encoding)
@@ -348,8 +372,12 @@ def _read_csv(
     names = list(first[0])
     case_sensitive = str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
     check_column_names(names, where=f"the header of {path}", case_sensitive=case_sensitive)
-    schema = T.StructType([T.StructField(n, T.StringType(), True) for n in names])
-    return spark.read.options(**options).schema(schema).csv(path)
+    if schema is not None:
+        return spark.read.options(**options).schema(schema).csv(path)
+    if infer_schema:
+        return spark.read.options(**{**options, "inferSchema": True}).csv(path)
+    strings = T.StructType([T.StructField(n, T.StringType(), True) for n in names])
+    return spark.read.options(**options).schema(strings).csv(path)
 
 
 def _shown(name: str | None, position: int) -> str:

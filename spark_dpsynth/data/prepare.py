@@ -13,6 +13,8 @@ non-empty values, sorted. With a privacy unit, the rows of one person are merged
 
 from __future__ import annotations
 
+import dataclasses
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -33,6 +35,8 @@ __all__ = [
     "prepare_for_release",
     "join_multi_value",
     "split_multi_value",
+    "release_config",
+    "synthetic_for_release",
     "CONFLICTS",
 ]
 
@@ -311,7 +315,8 @@ def prepare_for_release(
     Raises:
         SchemaError: the configured columns do not give the release's columns.
     """
-    config = resolve_columns(df.columns, config)
+    config = release_config(resolve_columns(df.columns, config), manifest)
+    df = _release_numeric_view(df, manifest)
     prepared = prepare(df, config)
     _, names, _ = expand_multi_value(prepared.limit(0), config, release_multi_values(manifest))
     missing = [c for c in release_columns if c not in names]
@@ -319,6 +324,74 @@ def prepare_for_release(
         raise SchemaError(f"the release's column(s) {missing} do not follow from the configured columns")
     expanded, _, _ = expand_multi_value(prepared, config, release_multi_values(manifest))
     return expanded.select(*[F.col(f"`{c}`") for c in release_columns])
+
+
+def _manifest_bins(manifest: dict) -> dict[str, BinSpec]:  # type: ignore[type-arg]
+    """The bins of every binned column of a release (manifest ``column_types``), as :class:`BinSpec`."""
+    out = {}
+    for name, t in (manifest.get("column_types") or {}).items():
+        b = t.get("bins")
+        if b and t.get("scale") != "category":
+            out[str(name)] = BinSpec(
+                edges=tuple(b["edges"]),
+                labels=tuple(b["labels"]),
+                passthrough=tuple(b.get("passthrough") or ()),
+                lower=b.get("lower"),
+                upper=b.get("upper"),
+            )
+    return out
+
+
+def release_config(config: DataConfig, manifest: dict) -> DataConfig:  # type: ignore[type-arg]
+    """``config`` with the release's bins (public and DP, from the manifest's ``column_types``): the
+    configuration that prepares a table exactly as the release counted it (for evaluation; not private)."""
+    bins = _manifest_bins(manifest)
+    if not bins:
+        return config
+    categorical = tuple(c for c in config.categorical if c not in bins)
+    return dataclasses.replace(config, bins={**config.bins, **bins}, categorical=categorical)
+
+
+def _release_numeric_view(df: DataFrame, manifest: dict) -> DataFrame:  # type: ignore[type-arg]
+    """Date and timestamp columns binned by the release as epoch numbers (:func:`~spark_dpsynth.data.types.numeric_view`)."""
+    from spark_dpsynth.data.types import ColumnType, numeric_view
+
+    types = {
+        str(n): ColumnType(
+            name=str(n), type=str(t["type"]), nullable=bool(t["nullable"]), scale=str(t["scale"])
+        )
+        for n, t in (manifest.get("column_types") or {}).items()
+        if t.get("bins")
+    }
+    return numeric_view(df, types)
+
+
+def synthetic_for_release(
+    synthetic: DataFrame, release_columns: tuple[str, ...], manifest: dict
+) -> DataFrame:  # type: ignore[type-arg]
+    """Typed synthetic records (:func:`~spark_dpsynth.synthesizers._types.restore_types`) back in the release's
+    values: a binned column as the label of its bin, any other column as its value written as a string.
+
+    Synthetic records already in the release's values (string columns, bin labels) are returned unchanged.
+    """
+    bins = _manifest_bins(manifest)
+    types = manifest.get("column_types") or {}
+    if not types:
+        return synthetic.select(*[F.col(f"`{c}`") for c in release_columns])
+    view = _release_numeric_view(synthetic, manifest)
+    out = []
+    for name in release_columns:
+        col = F.col(f"`{name}`")
+        if name in bins:
+            # a label stays (synthetic data not yet restored); a number (typed, or read back from CSV) is binned
+            value = F.trim(col.cast("string"))
+            labels = bins[name].interval_labels()
+            out.append(
+                F.when(value.isin(*labels), value).otherwise(bin_column(value, bins[name])).alias(name)
+            )
+        else:
+            out.append(empty_to_null(col, (), False).alias(name))
+    return view.select(*out)
 
 
 def join_multi_value(synthetic: DataFrame, release_columns: tuple[str, ...], manifest: dict) -> DataFrame:  # type: ignore[type-arg]

@@ -60,6 +60,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_dpsynth import _validate as v
+from spark_dpsynth.data.types import scale_of
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation._common import _quote
 from spark_dpsynth.params import DataConfig
@@ -88,15 +89,6 @@ CDF_POINTS = 101
 WORST_COLUMNS = 4
 """Columns with the largest KS distance listed in ``worst`` (and plotted by the report)."""
 
-_NUMERIC_TYPES = (
-    T.ByteType,
-    T.ShortType,
-    T.IntegerType,
-    T.LongType,
-    T.FloatType,
-    T.DoubleType,
-    T.DecimalType,
-)
 _SIDE = "__side"
 # A query probability just below i / m: Spark's percentile_approx ranks ceil(p n), and i / m * n computed in
 # floating point can exceed an integer k = i n / m by one ulp, which would return the (k + 1)-th value.
@@ -110,14 +102,12 @@ _SCALES = {
 
 
 def numeric_kind(data_type: T.DataType) -> str | None:
-    """``"number"``, ``"date"``, ``"timestamp"`` for a numeric, date or timestamp Spark type; None otherwise."""
-    if isinstance(data_type, _NUMERIC_TYPES):
+    """``"number"``, ``"date"``, ``"timestamp"`` for a numeric, date or timestamp Spark type; None otherwise
+    (the scales of :func:`spark_dpsynth.data.types.scale_of`, integers and reals both ``"number"``)."""
+    scale = scale_of(data_type)
+    if scale in ("integer", "real"):
         return "number"
-    if isinstance(data_type, T.DateType):
-        return "date"
-    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
-        return "timestamp"
-    return None
+    return None if scale == "category" else scale
 
 
 def numeric_columns_of(df: DataFrame) -> tuple[str, ...]:

@@ -151,6 +151,8 @@ def aggregate_encoded(
     *,
     private_columns: frozenset[int] = frozenset(),
     max_attributes: int | None = None,
+    protected_n: int | None = None,
+    bin_quantiles: int = 0,
 ) -> Release:
     """The DP-marginals algorithm on encoded records (docs/design.md section 2).
 
@@ -166,6 +168,10 @@ def aggregate_encoded(
             rho_1, and they do not count in the public ranges of the DP percentiles.
         max_attributes: public upper bound of the k=1 percentile range (attributes per record); default the
             number of public columns. Records above it count in its top cell.
+        protected_n: the protected number of records when the caller already drew it (before the DP bin edges,
+            docs/design.md section 2.8); None draws it here.
+        bin_quantiles: the number of DP quantiles the caller drew for bin edges (their share of rho is then in
+            the budget split, section 2.8).
 
     Returns:
         The release (not yet written). Its columns are ``columns`` without the private ones that released
@@ -200,12 +206,17 @@ def aggregate_encoded(
     report(progress, log, "k=1: counting attributes per record")
     hist = backend.histogram(index)
     true_n = int(hist.sum())
+    # Empty values are measured (docs/design.md section 2.8) when every column is public: each record then holds
+    # exactly d 1-tuples, a value or "empty" per column, so Delta_1 = d is public and needs no percentile.
+    measure_empty = not private_columns
+    empty_counts: np.ndarray | None = None
+    records_for_empty = true_n if measure_empty else 0
 
-    scale_n = 1.0 / (params.number_of_records_epsilon_proportion * params.epsilon)
-    protected_n = max(1, true_n + int(noise.discrete_laplace(scale_n, 1)[0]))
+    if protected_n is None:
+        protected_n = draw_protected_n(true_n, params, noise)
     del true_n
     delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
-    split = split_budget(params, delta)
+    split = split_budget(params, delta, bin_quantiles)
     sensitivities: dict[int, int] = {}
     thresholds: dict[int, float] = {}
     levels: dict[int, _Level] = {}
@@ -246,7 +257,10 @@ def aggregate_encoded(
         full = np.zeros(top + 1, dtype=np.int64)
         full[: min(hist.shape[0], top + 1)] = hist[: top + 1]
         full[top] += hist[top + 1 :].sum()
-        sensitivity = max(1, noise.quantile(full, alpha, split.epsilon_q))
+        if k == 1 and measure_empty:
+            sensitivity = d
+        else:
+            sensitivity = max(1, noise.quantile(full, alpha, split.epsilon_q))
         sensitivities[k] = sensitivity
         # Steps 4-5 of docs/design.md section 2.2: bounded counts of every candidate; then noise on every one of
         # them, zero counts included (section 2.4).
@@ -260,6 +274,13 @@ def aggregate_encoded(
         threshold = thresholds_for(params, split, k, sensitivity)
         thresholds[k] = threshold
         noisy, kept = noisy_threshold(counts, scale, threshold, noise)
+        if k == 1 and measure_empty:
+            # c(j, empty) = n - sum of column j's value counts (exact: Delta_1 = d bounds no record), noised like
+            # every 1-tuple count; the d "empty" candidates are public, so no threshold applies to them.
+            column_of = index.subsets[index.decode(index.keys)[0], 0].astype(np.int64)
+            values_sum = np.bincount(column_of, weights=counts, minlength=d).astype(np.int64)
+            empty_counts = records_for_empty - values_sum + noise.discrete_gaussian(scale, d).astype(np.int64)
+            del values_sum, records_for_empty
         del counts
         subset_idx, codes = index.decode(index.keys[kept])
         level = _Level(tuples={})
@@ -300,6 +321,9 @@ def aggregate_encoded(
     manifest = _manifest(
         released_columns, params, split, noise, protected_n, sensitivities, thresholds, marginals
     )
+    if empty_counts is not None:
+        manifest["empty_counts"] = {columns[j]: int(empty_counts[j]) for j in kept_columns}
+        manifest["empty_counts_noise_std"] = split.sigmas[0] * math.sqrt(sensitivities[1])
     if extra_manifest:
         manifest.update(extra_manifest)
     return Release(
@@ -308,6 +332,12 @@ def aggregate_encoded(
         marginals=marginals,
         manifest=manifest,
     )
+
+
+def draw_protected_n(true_n: int, params: AggregationParams, noise: NoiseSource) -> int:
+    """n' = max(1, n + L), L ~ discrete Laplace(1 / epsilon_N) (docs/design.md section 2.4)."""
+    scale_n = 1.0 / (params.number_of_records_epsilon_proportion * params.epsilon)
+    return max(1, true_n + int(noise.discrete_laplace(scale_n, 1)[0]))
 
 
 def _drop_columns(marginals: dict[int, Marginal], kept: list[int], d: int) -> dict[int, Marginal]:
@@ -463,6 +493,8 @@ def _manifest(
         "percentile": params.percentile,
         "percentile_epsilon_proportion": params.percentile_epsilon_proportion,
         "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
+        "bins_rho": split.bins_rho,
+        "epsilon_b": split.epsilon_b,
         "accuracy_mode": params.accuracy_mode.value,
         "fabrication_mode": params.fabrication_mode.value,
         "sigma": split.sigma,
@@ -480,6 +512,7 @@ def _manifest(
             "percentile": params.percentile,
             "percentile_epsilon_proportion": params.percentile_epsilon_proportion,
             "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
+            "bins_epsilon_proportion": params.bins_epsilon_proportion,
             "accounting": params.accounting.value,
             "accuracy_mode": params.accuracy_mode.value,
             "sigma_proportions": list(params.sigma_proportions) if params.sigma_proportions else None,
@@ -732,6 +765,13 @@ def dp_aggregate(
     from pyspark.sql import functions as F
 
     from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
+    from spark_dpsynth.data.types import (
+        bin_quantile_levels,
+        column_types,
+        dp_bins,
+        numeric_view,
+        types_manifest,
+    )
 
     params = params if params is not None else AggregationParams()
     data_config = data_config if data_config is not None else DataConfig()
@@ -746,6 +786,31 @@ def dp_aggregate(
     report(
         progress, log, f"aggregate: {len(config.columns)} columns, reporting length {params.reporting_length}"
     )
+    # Column types and bins (docs/design.md section 2.8): from the schema and the configuration (public), then
+    # DP quantile edges for the binned columns without public edges.
+    types = column_types(df.schema, config)
+    report_columns(types, config, progress)
+    df = numeric_view(df, types)
+    need = tuple(c for c, t in types.items() if t.binned and c not in config.bins)
+    noise = noise_source_for(params.seed)
+    protected_n: int | None = None
+    n_quantiles = len(bin_quantile_levels(config.dp_bins)) * len(need)
+    sources = {c: "config" for c in config.bins}
+    if need:
+        records = prepare(df, config)  # the DP-binned columns are still plain values here
+        # One number reaches the driver: the true number of records, used only for n' (never logged).
+        protected_n = draw_protected_n(records.count(), params, noise)
+        delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
+        split = split_budget(params, delta, n_quantiles)
+        report(
+            progress,
+            log,
+            f"aggregate: DP bin edges of {len(need)} column(s) (epsilon {split.epsilon_b:.4g} each quantile)",
+        )
+        new_bins = dp_bins(records, types, need, config.dp_bins, split.epsilon_b, noise)
+        config = dataclasses.replace(config, bins={**config.bins, **new_bins})
+        sources.update({c: "dp_quantiles" for c in need})
+    assert config.columns is not None
     prepared = prepare(df, config)
     names: tuple[str, ...] = config.columns
     derived: dict[str, tuple[str, str]] = {}
@@ -781,8 +846,14 @@ def dp_aggregate(
                 names,
                 params,
                 progress=progress,
-                extra_manifest=_data_manifest(config),
+                noise=noise,
+                extra_manifest={
+                    **_data_manifest(config),
+                    "column_types": types_manifest(types, config.bins, sources),
+                },
                 private_columns=private,
+                protected_n=protected_n,
+                bin_quantiles=n_quantiles if need else 0,
                 max_attributes=n_single + config.max_multi_values * len(config.multi_value)
                 if private
                 else None,
@@ -809,6 +880,30 @@ def dp_aggregate(
         progress, log, f"aggregate: done in {time.perf_counter() - started:.1f} s, sizes {release.sizes()}"
     )
     return release
+
+
+def report_columns(types: Mapping[str, object], config: DataConfig, progress: Progress | None = None) -> None:
+    """One line per attribute column, before counting: how it is counted (docs/design.md section 2.8).
+
+    Public information only (the schema and the configuration): a distinct count is private, so an
+    identifier-like or free-text column cannot be recognised here from its values. A category column keeps its
+    frequent values (those that pass the threshold rho_1); one whose values are all rare releases nothing, and
+    the report after the run names it.
+    """
+    for name, t in types.items():
+        scale = getattr(t, "scale", "category")
+        kind = getattr(t, "type", "?")
+        if name in config.multi_value:
+            choice = "multi-value: one binary column per frequent value"
+        elif scale != "category" and name in config.bins:
+            choice = f"{scale}: public bins from the configuration ({len(config.bins[name].edges) + 1} bins)"
+        elif scale != "category":
+            choice = f"{scale}: DP quantile bins ({config.dp_bins} + 2 tails), values drawn inside their bin"
+        elif name in config.categorical:
+            choice = "declared categorical: keeps its frequent values, each released only above rho_1"
+        else:
+            choice = "category: keeps its frequent values (a value is released only above rho_1)"
+        report(progress, log, f"column {name!r} ({kind}): {choice}")
 
 
 def _distinct_values(prepared, column: str) -> tuple[str, ...]:  # noqa: ANN001 - pyspark DataFrame

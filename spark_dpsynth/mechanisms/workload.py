@@ -651,6 +651,8 @@ def fit_workload(
     noise = noise if noise is not None else noise_source_for(params.seed)
     started = time.perf_counter()
     report(progress, log, f"workload ({params.selection.value}): {len(config.columns)} columns")
+    # Column types and bins, as the marginals mechanism (docs/design.md section 2.8).
+    df, config, types_block, bins = _typed_bins(df, config, params, noise, progress)
     prepared = prepare(df, config)
     names: tuple[str, ...] = config.columns
     derived: dict[str, tuple[str, str]] = {}
@@ -678,8 +680,28 @@ def fit_workload(
         )
         public = _public_domains(names, config, derived)
         discovery, protected_n, delta = _discover(
-            backend, names, public, derived, config, params, acct, eps_n, noise, progress, _release_key
+            backend,
+            names,
+            public,
+            derived,
+            config,
+            params,
+            acct,
+            eps_n,
+            noise,
+            progress,
+            _release_key,
+            protected_n=bins.protected_n,
         )
+        if bins.rho > 0:
+            # the bins' share, drawn before the discovery at the rho the accountant has just converted
+            assert acct.rho is not None and abs(acct.rho - bins.rho_total) <= 1e-9 * acct.rho
+            acct.spend_rho(
+                "bin_edges",
+                bins.rho,
+                f"exponential mechanism (DP quantiles of numeric columns on a public grid), {bins.quantiles} times",
+                epsilon=bins.epsilon_b,
+            )
         kept = discovery.kept
         sizes = tuple(len(discovery.domains[j]) + 1 for j in kept)
         kept_names = tuple(names[j] for j in kept)
@@ -766,6 +788,9 @@ def fit_workload(
         "versions": _versions(),
     }
     manifest.update(_data_manifest(config))
+    manifest["column_types"] = types_block
+    manifest["bins_rho"] = bins.rho
+    manifest["epsilon_b"] = bins.epsilon_b
     if derived:
         manifest["multi_value_columns"] = {
             c: {
@@ -792,6 +817,73 @@ def fit_workload(
     return release
 
 
+@dataclass(frozen=True)
+class _Bins:
+    """The DP bin edges' share of the budget (zero when every binned column has public edges)."""
+
+    protected_n: int | None = None
+    """n', drawn before the edges (the discovery then reuses it)."""
+    rho_total: float = 0.0
+    """The budget's rho, converted from (epsilon - epsilon_N, delta/2) as the accountant does."""
+    rho: float = 0.0
+    """rho B_p, the share of the edges."""
+    epsilon_b: float = 0.0
+    """Pure-DP epsilon of each quantile."""
+    quantiles: int = 0
+    """The number of DP quantiles drawn."""
+
+
+def _typed_bins(df, config, params, noise, progress):  # noqa: ANN001, ANN202 - DataFrame, DataConfig, ...
+    """Column types, the report line per column, and DP bin edges for the binned columns without public edges
+    (docs/design.md section 2.8): (df in its numeric view, config with every bin, manifest ``column_types``,
+    :class:`_Bins`). With DP edges, n' is drawn here (one count of the records, discrete Laplace with
+    epsilon_N) so that delta and rho are known; each of the L quantiles gets epsilon_B = sqrt(2 rho B_p / L)."""
+    import dataclasses
+
+    from spark_dpsynth.data.prepare import prepare
+    from spark_dpsynth.data.types import (
+        bin_quantile_levels,
+        column_types,
+        dp_bins,
+        numeric_view,
+        types_manifest,
+    )
+    from spark_dpsynth.mechanisms.marginals import report_columns
+    from spark_dpsynth.privacy.accounting import rho_from_epsilon_delta, rho_tight_from_epsilon_delta
+
+    types = column_types(df.schema, config)
+    report_columns(types, config, progress)
+    df = numeric_view(df, types)
+    need = tuple(c for c, t in types.items() if t.binned and c not in config.bins)
+    sources = {c: "config" for c in config.bins}
+    bins = _Bins()
+    if need:
+        eps_n = params.number_of_records_epsilon_proportion * params.epsilon
+        records = prepare(df, config)  # the DP-binned columns are still plain values here
+        # One number reaches the driver: the true number of records, used only for n' (never logged).
+        protected_n = max(1, records.count() + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
+        delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
+        convert = (
+            rho_tight_from_epsilon_delta
+            if params.accounting.value == "tight_zcdp"
+            else rho_from_epsilon_delta
+        )
+        rho_total = convert(params.epsilon - eps_n, delta)
+        quantiles = len(bin_quantile_levels(config.dp_bins)) * len(need)
+        rho_b = rho_total * params.bins_epsilon_proportion
+        eps_b = math.sqrt(2.0 * rho_b / quantiles)
+        report(
+            progress,
+            log,
+            f"workload: DP bin edges of {len(need)} column(s) (epsilon {eps_b:.4g} each quantile)",
+        )
+        new_bins = dp_bins(records, types, need, config.dp_bins, eps_b, noise)
+        config = dataclasses.replace(config, bins={**config.bins, **new_bins})
+        sources.update({c: "dp_quantiles" for c in need})
+        bins = _Bins(protected_n, rho_total, rho_b, eps_b, quantiles)
+    return df, config, types_manifest(types, config.bins, sources), bins
+
+
 def _public_domains(
     names: tuple[str, ...], config: DataConfig, derived: dict[str, tuple[str, str]]
 ) -> dict[int, tuple[str, ...]]:
@@ -816,6 +908,7 @@ def _discover(
     noise: NoiseSource,
     progress: Progress | None,
     release_key,  # noqa: ANN001 - callable(seed) -> int
+    protected_n: int | None = None,
 ) -> tuple[Discovery, int, float]:
     """The 1-way domain discovery (the marginals mechanism's k = 1 step over the columns without public
     values), the protected number of records and delta; converts the rest of epsilon to rho in ``acct``."""
@@ -838,7 +931,8 @@ def _discover(
     report(progress, log, f"workload: discovering the values of {len(disc_cols)} columns without public bins")
     hist = backend.histogram(index)
     true_n = int(hist.sum())
-    protected_n = max(1, true_n + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
+    if protected_n is None:  # else drawn before the DP bin edges (_typed_bins), with the same epsilon_N
+        protected_n = max(1, true_n + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
     del true_n
     delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
     acct.declare_delta(

@@ -82,6 +82,10 @@ class BudgetSplit:
     """sigma_1..sigma_R."""
     budget: Budget | None = None
     """The accountant's record of every share (manifest ``budget``)."""
+    bins_rho: float = 0.0
+    """zCDP budget of the DP bin edges, rho B_p (0 when every binned column has public edges)."""
+    epsilon_b: float = 0.0
+    """Pure-DP epsilon of *each* of the DP quantiles that place bin edges (0 when none is drawn)."""
 
     @property
     def reporting_length(self) -> int:
@@ -90,7 +94,7 @@ class BudgetSplit:
     def zcdp_spent(self) -> float:
         """R epsilon_Q^2 / 2 + sum_k 1/(2 sigma_k^2): equals ``rho`` (up to rounding)."""
         r = self.reporting_length
-        return r * self.epsilon_q**2 / 2 + sum(1 / (2 * s * s) for s in self.sigmas)
+        return r * self.epsilon_q**2 / 2 + self.bins_rho + sum(1 / (2 * s * s) for s in self.sigmas)
 
     def describe(self) -> str:
         """A plain-text report of the split and the zCDP identity it satisfies (for the CLI and notebooks)."""
@@ -299,12 +303,16 @@ def epsilon_from_rho_delta(rho: float, delta: float) -> float:
     return rho + 2.0 * math.sqrt(rho * math.log(2.0 / delta))
 
 
-def split_budget(params: AggregationParams, delta: float) -> BudgetSplit:
+def split_budget(params: AggregationParams, delta: float, bin_quantiles: int = 0) -> BudgetSplit:
     """Split (epsilon, delta) into the parameters of every mechanism of a release (docs/design.md section 2.3).
 
     Args:
-        params: validated aggregation parameters (epsilon, R, Q_p, N_p, sigma proportions).
+        params: validated aggregation parameters (epsilon, R, Q_p, N_p, B_p, sigma proportions).
         delta: the delta in force: ``params.delta`` or one derived from the protected number of records.
+        bin_quantiles: the number of DP quantiles that place bin edges (docs/design.md section 2.8), >= 0. With
+            any, the share ``bin_edges`` = rho B_p pays for them: each is epsilon_B-DP with
+            epsilon_B = sqrt(2 rho B_p / bin_quantiles) (Bun & Steinke 2016, Prop. 1.4), and the counts get
+            rho (1 - Q_p - B_p). Without, nothing is spent on bins (the split is that of section 2.3).
 
     Raises:
         InvalidParameterError: delta is not in (0, 1).
@@ -335,8 +343,18 @@ def split_budget(params: AggregationParams, delta: float) -> BudgetSplit:
         f"exponential mechanism (DP percentile of per-record k-tuples), {r} times",
         epsilon=eps_q,
     )
+    bp = params.bins_epsilon_proportion if bin_quantiles > 0 else 0.0
+    eps_b = 0.0
+    if bin_quantiles > 0:
+        eps_b = math.sqrt(2.0 * rho * bp / bin_quantiles)
+        acct.spend_rho(
+            "bin_edges",
+            rho * bp,
+            f"exponential mechanism (DP quantiles of numeric columns on a public grid), {bin_quantiles} times",
+            epsilon=eps_b,
+        )
     props = params.sigma_proportions_for()
-    sigma = math.sqrt(sum(1.0 / (p * p) for p in props) / (2.0 * rho * (1.0 - qp)))
+    sigma = math.sqrt(sum(1.0 / (p * p) for p in props) / (2.0 * rho * (1.0 - qp - bp)))
     sigmas = tuple(p * sigma for p in props)
     for k, s_k in enumerate(sigmas, start=1):
         acct.spend_rho(f"marginals_k{k}", 1.0 / (2.0 * s_k * s_k), "discrete Gaussian (k-tuple counts)")
@@ -352,6 +370,8 @@ def split_budget(params: AggregationParams, delta: float) -> BudgetSplit:
         sigma_proportions=tuple(props),
         sigmas=sigmas,
         budget=acct.budget(),
+        bins_rho=rho * bp,
+        epsilon_b=eps_b,
     )
 
 

@@ -9,4 +9,6 @@ imports), so a synthetic table carries exactly the guarantee of the release it c
 * :mod:`.pgm`: the ``pgm`` synthesizer: a graphical model estimated from a release's measured marginals
   (:mod:`spark_dpsynth.estimation`), sampled over partitions.
 * :mod:`._kernels`: partitioned sampling, exact splits, largest-remainder rounding, shared by all of them.
+* :mod:`._types`: :func:`~spark_dpsynth.synthesizers._types.restore_types`, the input's column types back on any
+  synthesizer's output, from the manifest's ``column_types`` (docs/design.md section 2.8).
 """

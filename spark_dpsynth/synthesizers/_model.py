@@ -13,12 +13,21 @@ Synthesis in ``mode = "model"`` (docs/design.md section 4.1) reads only the rele
    measurement of its own. Fabricated cells
    (true count 0, noise above rho_k) are released cells like any other: the shrinkage below discounts them.
    The final normalization of the release (a count clipped to its parents') is ignored.
-2. *Number of records and empty values.* Empty values are not attributes, so the release shows them only as a
-   deficit: n - (sum of a column's 1-tuple counts). n is estimated by inverse-variance weighting of the
-   protected number of records (discrete Laplace, variance 2 e^-eps_N / (1 - e^-eps_N)^2) and the 1-tuple
-   sums of the columns that show no deficit. A column gets an "empty" category only when its deficit exceeds
-   what one suppressed value could hold (rho_1) by ``z = 3`` standard errors; otherwise its deficit is spread
-   over its released values (no blank cells where the release gives no evidence of any).
+2. *Number of records, empty and suppressed values.* Empty values are not attributes, and a value suppressed by
+   rho_1 is not released either, so the released values of a column hold n less its empty cells and its
+   suppressed values: the "rest" r_c = n - (sum of column c's 1-tuple counts). n is estimated by
+   inverse-variance weighting of the protected number of records (discrete Laplace, variance
+   2 e^-eps_N / (1 - e^-eps_N)^2) and the 1-tuple sums of the columns that show no rest (plus each column's
+   noisy empty count e_c where the release measures them: manifest ``empty_counts``, docs/design.md section
+   2.8). A column gets a "rest" category only when its rest exceeds what one suppressed value could hold
+   (rho_1) by ``z = 3`` standard errors; otherwise its rest is spread over its released values. The rest
+   category is estimated, fitted and sampled like any value, so that the joint tables stay consistent with
+   one another (a rest made of suppressed values lives in the cells of the other columns where those values
+   do, e.g. NIST's ``INDP`` and ``INDP_CAT``); only on output is a rest cell decoded: empty with probability
+   min(1, e_c / r_c) when the release measures e_c > ``z`` s_1 (else 0: no empty cell where the release
+   gives no evidence of one), otherwise a released value drawn from the column's estimated 1-way shares
+   (a suppressed value is not mistaken for an empty one). A release without ``empty_counts`` (older releases,
+   multi-value columns) decodes every rest cell as empty.
 3. *Marginals, bottom-up, by empirical Bayes* (Robbins 1956; Efron and Morris 1973; the censored update is the
    truncated-normal mean, Johnson, Kotz and Balakrishnan, "Continuous Univariate Distributions" 1, ch. 13).
    Each k-way table is estimated with a Gaussian prior N(q, tau^2) per cell, q the lower-order prediction
@@ -167,6 +176,9 @@ class MarginalEstimates:
     tables: dict[Subset, np.ndarray]
     """S -> float64 array of shape (m_c + has_empty_c for c in S), non-negative, summing to 1, for every S of
     size 1 and 2 and every estimated S of size 3 (ascending column indices)."""
+    empty_share: np.ndarray | None = None
+    """float (d,): the probability that a cell of a column's "rest" category is written empty (the others get
+    a released value), module docstring step 2; None: every rest cell is empty."""
 
     @property
     def sizes(self) -> np.ndarray:
@@ -263,6 +275,10 @@ class _Estimator:
         self.thr = {
             k: _positive(lengths[k].threshold if k in lengths else None) for k in range(1, _MAX_LENGTH + 1)
         }
+        measured = release.manifest.get("empty_counts")
+        self.empty: np.ndarray | None = None
+        if measured:
+            self.empty = np.array([float(measured.get(c, 0)) for c in release.columns], dtype=np.float64)
         eps_n = _positive(block.epsilon_n if block is not None else None)
         self._number_of_records(float(release.protected_number_of_records), _discrete_laplace_variance(eps_n))
         self.tables: dict[Subset, np.ndarray] = {}
@@ -271,34 +287,55 @@ class _Estimator:
     # step 2 ---------------------------------------------------------------------------------------------------
     def _number_of_records(self, protected_n: float, var_protected: float) -> None:
         d, s1 = self.d, self.s[1]
-        sums = np.array([self.meas[(c,)][0].sum() for c in range(d)])
-        var_sums = self.m * s1 * s1
+        values = np.array([self.meas[(c,)][0].sum() for c in range(d)])
+        sums, var_sums = values, self.m * s1 * s1
+        if self.empty is not None:
+            # measured empty counts (docs/design.md section 2.8): values + empty measure n, less suppressed values
+            sums, var_sums = values + self.empty, var_sums + s1 * s1
         n, var_n = protected_n, var_protected
         if var_protected > 0:
             for _ in range(10):
                 full = (sums > n - _EMPTY_Z * np.sqrt(var_sums + var_n)) & (var_sums > 0) & (self.m > 0)
                 weights = np.concatenate([[1.0 / var_protected], 1.0 / var_sums[full]])
-                values = np.concatenate([[protected_n], sums[full]])
-                n = float((weights * values).sum() / weights.sum())
+                measured = np.concatenate([[protected_n], sums[full]])
+                n = float((weights * measured).sum() / weights.sum())
                 var_n = 1.0 / float(weights.sum())
         self.n = max(n, 1.0)
-        self.deficit = self.n - sums
-        sd = np.sqrt(var_sums + var_n)
+        # the rest of each column (empty cells and suppressed values), measured by its released values only
+        self.deficit = self.n - values
+        sd = np.sqrt(self.m * s1 * s1 + var_n)
         limit = np.maximum(self.thr[1] + _EMPTY_Z * sd, 0.5)
         self.has_empty = (self.deficit > limit) | (self.m == 0)
+        if self.empty is not None:
+            # a measured empty count that stands out of the noise gives the column a rest even when its
+            # deficit alone would not
+            self.has_empty |= self.empty > _EMPTY_Z * s1
         self.size = self.m + self.has_empty.astype(np.int64)
         # columns whose released values hold (nearly) every record: sums over them measure the other columns
         self.complete = [c for c in range(d) if not self.has_empty[c] and self.m[c] > 0]
+
+    def empty_share(self) -> np.ndarray:
+        """Per column, the probability that a cell of its rest category is empty (module docstring, step 2):
+        1 without measured empty counts or without released values, else min(1, e_c / r_c) where e_c stands
+        out of the noise (0 otherwise); r_c is the rest's estimated share of n."""
+        share = np.ones(self.d)
+        if self.empty is None:
+            return share
+        s1 = self.s[1]
+        for c in range(self.d):
+            if not self.has_empty[c] or self.m[c] == 0:
+                continue
+            rest = float(self.tables[(c,)][-1]) * self.n
+            e = float(self.empty[c])
+            share[c] = min(1.0, e / rest) if e > _EMPTY_Z * s1 and rest > 0 else 0.0
+        return share
 
     def _core(self, subset: Subset) -> tuple[slice, ...]:
         return tuple(slice(0, int(self.m[c])) for c in subset)
 
     def _finish_one(self, c: int, core: np.ndarray) -> None:
         core = np.maximum(core, 0.0)
-        if self.has_empty[c]:
-            table = np.concatenate([core, [max(self.n - core.sum(), 0.0)]])
-        else:
-            table = core
+        table = np.concatenate([core, [max(self.n - core.sum(), 0.0)]]) if self.has_empty[c] else core
         total = table.sum()
         self.tables[(c,)] = table / total if total > 0 else np.full(table.shape, 1.0 / table.size)
 
@@ -440,6 +477,7 @@ class _Estimator:
             has_empty=self.has_empty.copy(),
             released_sizes=self.m.copy(),
             tables=dict(self.tables),
+            empty_share=self.empty_share(),
         )
 
 
@@ -483,6 +521,12 @@ class ReleaseModel:
     """Raking targets (column subset, probability table over ``sizes`` of the subset), applied in this order."""
     number_of_records: float
     """The estimated number of records of the sensitive table (information only)."""
+    empty_share: np.ndarray | None = None
+    """float (d,): the probability that a sampled "rest" cell is written empty; the other rest cells get a
+    released value drawn from ``fill`` (module docstring, step 2). None: every rest cell is empty."""
+    fill: tuple[np.ndarray, ...] = ()
+    """Per column, the cumulative distribution (float64, m_c values, last 1) of the released values a
+    non-empty rest cell is drawn from: the column's estimated 1-way shares without the rest."""
 
 
 def _mutual_information(table: np.ndarray, child_axis: int) -> float:
@@ -575,7 +619,20 @@ def fit_release_model(release: Release) -> ReleaseModel:
         conditionals=tuple(_conditional(est, c, parents[c]) for c in range(d)),
         targets=tuple(targets),
         number_of_records=est.number_of_records,
+        empty_share=None if est.empty_share is None else est.empty_share.copy(),
+        fill=tuple(_fill(est.tables[(c,)][: int(est.released_sizes[c])]) for c in range(d)),
     )
+
+
+def _fill(shares: np.ndarray) -> np.ndarray:
+    """The cumulative distribution of a column's released values (uniform when their shares are all 0)."""
+    if shares.size == 0:
+        return shares.astype(np.float64)
+    total = float(shares.sum())
+    p = shares / total if total > 0 else np.full(shares.size, 1.0 / shares.size)
+    cum = np.cumsum(p)
+    cum[-1] = 1.0
+    return cum
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -700,5 +757,40 @@ def sample_records(
         left -= m
     # pool records are i.i.d., so the resampled rows (in pool order) are already in random order
     out = np.concatenate(chunks, axis=0) if chunks else np.zeros((0, d), dtype=np.int32)
-    out[out == empty_code[None, :]] = -1
+    _decode_rest(model, out, empty_code, rng)
     return out
+
+
+def _decode_rest(
+    model: ReleaseModel, out: np.ndarray, empty_code: np.ndarray, rng: np.random.Generator
+) -> None:
+    """Decode the rest cells of ``out`` in place (module docstring, step 2): -1 (empty) with probability
+    ``empty_share[c]``, else a released value drawn from the network's conditional P(c | parents) of the
+    record without the rest category (the 1-way shares ``fill[c]`` where that holds no released value)."""
+    codes = out.copy()  # the parents' codes as sampled, before any column is decoded
+    for c in np.flatnonzero(model.has_empty):
+        rows = np.flatnonzero(codes[:, c] == empty_code[c])
+        m = int(model.sizes[c]) - 1
+        share = 1.0 if model.empty_share is None else float(model.empty_share[c])
+        if rows.size == 0:
+            continue
+        if share >= 1.0 or m <= 0:
+            out[rows, c] = -1
+            continue
+        empty = rng.random(rows.size) < share
+        u = rng.random(rows.size)
+        values = np.empty(rows.size, dtype=np.int64)
+        pa = model.parents[c]
+        for lo in range(0, rows.size, _BLOCK_ROWS):
+            block = rows[lo : lo + _BLOCK_ROWS]
+            ub = u[lo : lo + _BLOCK_ROWS]
+            fallback = np.minimum(np.searchsorted(model.fill[c], ub, side="right"), m - 1)
+            if pa:
+                cond = model.conditionals[c][tuple(codes[block, p] for p in pa)][:, :m]
+                cum = np.cumsum(cond, axis=1)
+                mass = cum[:, -1]
+                drawn = np.minimum((cum <= (ub * mass)[:, None]).sum(axis=1), m - 1)
+                values[lo : lo + block.size] = np.where(mass > 0, drawn, fallback)
+            else:
+                values[lo : lo + block.size] = fallback
+        out[rows, c] = np.where(empty, -1, values).astype(out.dtype)

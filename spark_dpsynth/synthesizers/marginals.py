@@ -156,7 +156,7 @@ def synthesize(
             target = max(1, round(release.protected_number_of_records * factor))
         model = fit_release_model(release)
         notify(
-            f"synthesis: model fitted ({int(model.has_empty.sum())} columns with empty values, "
+            f"synthesis: model fitted ({int(model.has_empty.sum())} columns with empty or suppressed values, "
             f"{len(model.targets)} raking targets), {target} records"
         )
         draw = functools.partial(

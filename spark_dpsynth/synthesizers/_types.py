@@ -1,0 +1,153 @@
+"""Type restoration: synthetic columns back in the input's types (docs/design.md section 2.8).
+
+Every synthesizer emits one value per column as the release knows it: a string, and for a binned column the
+label of its bin. :func:`restore_types` is the one function that turns that into the input's schema, driven
+only by the manifest's ``column_types`` block (written by the mechanism; absent in older releases, which are
+then returned unchanged):
+
+* a **binned** column (scale ``integer``, ``real``, ``date`` or ``timestamp``) gets a value drawn uniformly
+  inside its bin [lo, hi): reals uniformly, integers (and dates, in days) uniformly among the integers of
+  [lo, hi), timestamps uniformly in seconds. The open bins use the configuration's public bounds
+  (``lower``/``upper``) when given; otherwise the bin ``<e0`` is drawn in an interval as wide as its neighbour,
+  [e0 - (e1 - e0), e0), and ``>=e_m`` in [e_m, e_m + (e_m - e_(m-1))) (width 1 when there is one edge). A
+  ``passthrough`` code stays as it is, cast to the column's type (a string column keeps NIST's ``"N"``); any
+  other label that is not a bin becomes null. Bin labels never reach the output;
+* a **category** column is cast to its input type (``"39"`` back to the integer 39; a string stays);
+* the columns keep the synthetic table's order, which is the input's (the release's column order).
+
+Uniform within a bin is the maximum-entropy choice given only the bin's count: no within-bin shape is measured,
+so none is invented. The draws are utility randomness of post-processing, from Spark's ``rand`` seeded by the
+caller's seed and the column's position: the same seed and partitioning give the same values.
+
+Usage, for any synthesizer (one line on its output)::
+
+    synthetic = restore_types(synthetic, release.manifest, seed=seed)
+
+Spark writes every Parquet column as nullable; the manifest records each column's input nullability, and a
+column that is not nullable has no empty cells in the release (docs/design.md section 2.8), so the synthesizer
+writes none.
+
+Privacy: reads the release's manifest only (post-processing, docs/design.md section 1.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+__all__ = ["bin_intervals", "restore_types", "has_column_types"]
+
+_TYPE_SEED_STREAM = 0x7E5
+"""Added to the caller's seed so that type restoration draws apart from the synthesizer's own streams."""
+
+
+_INTEGER_RANGES = {
+    "tinyint": (-(2**7), 2**7 - 1),
+    "smallint": (-(2**15), 2**15 - 1),
+    "int": (-(2**31), 2**31 - 1),
+    "bigint": (-(2**63), 2**63 - 1024),
+}
+"""The range of each integer type (bigint's top kept inside the doubles below 2^63): drawn values are clamped."""
+
+
+def has_column_types(manifest: Mapping[str, Any]) -> bool:
+    """True when the release records its input's column types (releases made before them do not)."""
+    return bool(manifest.get("column_types"))
+
+
+def bin_intervals(bins: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """label -> [lo, hi) of every bin of one column's ``column_types`` bins entry, open bins closed as in the
+    module docstring (finite floats, lo < hi except for an integer bin of width 0, never produced)."""
+    edges = [float(e) for e in bins["edges"]]
+    labels = [str(x) for x in bins["labels"]]
+    first_width = edges[1] - edges[0] if len(edges) > 1 else 1.0
+    last_width = edges[-1] - edges[-2] if len(edges) > 1 else 1.0
+    lower = bins.get("lower")
+    upper = bins.get("upper")
+    lo = float(lower) if lower is not None else edges[0] - first_width
+    hi = float(upper) if upper is not None else edges[-1] + last_width
+    bounds = [lo, *edges, hi]
+    return {labels[i]: (bounds[i], bounds[i + 1]) for i in range(len(labels))}
+
+
+def _draw(
+    label: Column, intervals: dict[str, tuple[float, float]], scale: str, u: Column, upper_closed: bool
+) -> Column:
+    """A value drawn in the bin of ``label`` (see the module docstring), as a double; null for other labels."""
+    lo_map = F.create_map(*[x for lab, (lo, _) in intervals.items() for x in (F.lit(lab), F.lit(lo))])
+    hi_map = F.create_map(*[x for lab, (_, hi) in intervals.items() for x in (F.lit(lab), F.lit(hi))])
+    lo = F.element_at(lo_map, label)
+    hi = F.element_at(hi_map, label)
+    if scale in ("integer", "date"):
+        first = F.ceil(lo)
+        # integers of [lo, hi): ceil(lo) .. ceil(hi) - 1; the last bin with a public upper bound includes it
+        stop = F.ceil(hi) + (
+            F.when(F.floor(hi) == hi, F.lit(1)).otherwise(F.lit(0)) if upper_closed else F.lit(0)
+        )
+        count = F.greatest(stop - first, F.lit(1))
+        return (first + F.floor(u * count)).cast("double")
+    return lo + u * (hi - lo)
+
+
+def _restore(value: Column, scale: str, type_name: str) -> Column:
+    """The drawn number (double) on ``scale`` cast to the input type."""
+    if scale == "date":
+        return F.date_from_unix_date(value.cast("int"))
+    if scale == "timestamp":
+        ts = F.timestamp_micros(F.round(value * F.lit(1_000_000.0)).cast("long"))
+        return ts.cast(type_name)
+    if type_name in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[type_name]
+        return F.least(F.greatest(F.round(value), F.lit(float(low))), F.lit(float(high))).cast(type_name)
+    if scale == "integer" and type_name == "string":
+        # a string column binned on integer edges (e.g. NIST's AGEP read without inference): "81", not "81.0"
+        return F.round(value).cast("bigint").cast("string")
+    return value.try_cast(type_name)
+
+
+def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: int | None = None) -> DataFrame:
+    """The synthetic table with every column in its input type (module docstring).
+
+    Args:
+        synthetic: one column per release column (strings, bin labels for binned columns); other columns (e.g.
+            a joined multi-value column) pass through unchanged.
+        manifest: the release's manifest; its ``column_types`` block drives everything.
+        seed: seed of the within-bin draws (None: Spark's random seed).
+
+    Returns:
+        The same columns in the same order, typed as ``column_types[c]["type"]``. Unchanged when the manifest has
+        no ``column_types``.
+    """
+    types = manifest.get("column_types") or {}
+    if not types:
+        return synthetic
+    out = []
+    base = None if seed is None else int(seed) + _TYPE_SEED_STREAM
+    for j, name in enumerate(synthetic.columns):
+        col = F.col(f"`{name}`")
+        t = types.get(name)
+        if t is None:
+            out.append(col)
+            continue
+        scale, type_name = str(t["scale"]), str(t["type"])
+        bins = t.get("bins")
+        if bins and scale != "category":
+            intervals = bin_intervals(bins)
+            u = F.rand(None if base is None else base + j)
+            label = col.cast("string")
+            drawn = _draw(label, intervals, scale, u, bins.get("upper") is not None)
+            # an empty cell stays empty (least/greatest below would turn a null into a bound)
+            value = F.when(label.isNull(), F.lit(None)).otherwise(_restore(drawn, scale, type_name))
+            passthrough = [str(x) for x in bins.get("passthrough") or ()]
+            if passthrough:
+                value = F.when(label.isin(*passthrough), label.try_cast(type_name)).otherwise(value)
+            out.append(value.alias(name))
+        elif type_name == "string":
+            out.append(col)
+        else:
+            # a category column of another type: its values are the input's values written as strings
+            out.append(col.cast("string").try_cast(type_name).alias(name))
+    return synthetic.select(*out)

@@ -1,0 +1,291 @@
+"""Column types in and out, DP bin edges, measured empty values (docs/design.md section 2.8)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+
+import numpy as np
+import pytest
+from pyspark.sql import functions as F
+
+from spark_dpsynth.data.prepare import synthetic_for_release
+from spark_dpsynth.data.types import (
+    _grid_cell,
+    bin_quantile_levels,
+    candidate_grid,
+    column_types,
+    dp_bins,
+    numeric_view,
+    types_manifest,
+)
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
+from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
+from spark_dpsynth.privacy.accounting import split_budget
+from spark_dpsynth.privacy.noise import NoNoise
+from spark_dpsynth.synthesizers._types import bin_intervals, restore_types
+
+SCHEMA = "n int, x double, d date, t timestamp, s string"
+ROWS = [
+    (0, 0.0, dt.date(2019, 1, 1), dt.datetime(2019, 1, 1, 12, 0), "a"),
+    (0, 0.5, dt.date(2019, 6, 1), dt.datetime(2019, 6, 1, 0, 0), "b"),
+    (3, 2.5, dt.date(2020, 1, 1), dt.datetime(2020, 3, 1, 8, 30), "a"),
+    (17, -4.0, dt.date(1999, 12, 31), dt.datetime(2001, 9, 9, 1, 46, 40), None),
+    (250, 1e6, dt.date(1970, 1, 1), dt.datetime(1970, 1, 1, 0, 0), "c"),
+] * 40
+
+
+@pytest.mark.parametrize("scale", ["integer", "real", "date", "timestamp"])
+def test_grid_is_public_sorted_and_cells_match_searchsorted(spark, scale) -> None:
+    grid = candidate_grid(scale)
+    assert np.all(np.diff(grid) > 0)
+    if scale == "integer":
+        assert np.all(grid == np.round(grid)) and 0.0 in grid and 99.0 in grid and 110.0 in grid
+    probes = [-1e20, -3.7e4, -31.0, -30.0, -1.0, -0.0004, 0.0, 0.0004, 1.0, 1.05, 9.9, 10.0, 29.0, 30.0, 30.5]
+    probes += [99.0, 100.0, 105.0, 110.0, 17897.0, 17897.5, 1.6e9, 9.95e18, 1e20]
+    df = spark.createDataFrame([(float(x),) for x in probes] + [(None,), (float("nan"),)], "x double")
+    got = [r["c"] for r in df.select(_grid_cell(F.col("x"), scale, len(grid)).alias("c")).collect()]
+    assert got[-2:] == [None, None]  # an empty value falls in no cell
+    got = got[:-2]
+    if scale == "timestamp":
+        want = np.searchsorted(grid, np.floor(np.array(probes) / 86400.0) * 86400.0, side="right")
+    elif scale == "date":
+        want = np.searchsorted(grid, np.floor(probes), side="right")
+    else:
+        want = np.searchsorted(grid, probes, side="right")
+    assert got == want.tolist()
+
+
+def test_column_types_come_from_the_schema_and_the_config(spark) -> None:
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    types = column_types(df.schema, DataConfig(columns=("n", "x", "d", "t", "s")))
+    assert {c: t.scale for c, t in types.items()} == {
+        "n": "integer", "x": "real", "d": "date", "t": "timestamp", "s": "category",
+    }  # fmt: skip
+    cat = column_types(df.schema, DataConfig(columns=("n", "s"), categorical=("n",)))
+    assert cat["n"].scale == "category" and cat["n"].type == "int"
+
+
+def test_dp_bins_exact_percentiles_give_integer_edges_and_a_point_bin_for_a_spike(spark) -> None:
+    rows = [(0,)] * 600 + [(v,) for v in range(1, 401)]
+    df = spark.createDataFrame(rows, "n int")
+    types = column_types(df.schema, DataConfig(columns=("n",)))
+    bins = dp_bins(df, types, ("n",), 10, 1.0, NoNoise())["n"]
+    assert all(e == int(e) for e in bins.edges)
+    # 60% zeros: the zero cell is chosen by several quantiles and becomes the bin [0, 1)
+    assert "[0, 1)" in bins.interval_labels()
+    assert bins.edges[-1] <= 400 and bins.edges[-1] >= 300
+
+
+def test_split_budget_charges_the_bins_in_rho() -> None:
+    params = AggregationParams(epsilon=4.0, delta=1e-6, reporting_length=3)
+    plain = split_budget(params, 1e-6)
+    binned = split_budget(params, 1e-6, 11 * 6)
+    assert plain.bins_rho == 0 and "bin_edges" not in {s.name for s in plain.budget.shares}
+    share = binned.budget.share("bin_edges")
+    assert share.rho == pytest.approx(0.05 * binned.rho)
+    assert binned.epsilon_b == pytest.approx(np.sqrt(2 * binned.rho * 0.05 / 66))
+    assert binned.zcdp_spent() == pytest.approx(binned.rho)
+    assert binned.sigma > plain.sigma
+
+
+def test_binspec_bounds_and_count() -> None:
+    b = BinSpec(edges=(), lower=0, upper=100, count=4)
+    assert b.edges == (0.0, 25.0, 50.0, 75.0, 100.0)
+    assert b.intervals()[0] == (0.0, 0.0) and b.intervals()[-1] == (100.0, 100.0)
+    with pytest.raises(InvalidParameterError, match="bins.lower must be <= the first edge"):
+        BinSpec(edges=(10, 20), lower=15)
+    with pytest.raises(InvalidParameterError, match="bins.count needs lower and upper"):
+        BinSpec(edges=(), count=3)
+
+
+def _manifest(df, bins):  # noqa: ANN001, ANN202
+    config = DataConfig(columns=tuple(df.columns))
+    types = column_types(df.schema, config)
+    return {"column_types": types_manifest(types, bins, {c: "config" for c in bins})}
+
+
+def test_restore_types_draws_inside_the_bin_and_restores_the_schema(spark) -> None:
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    bins = {
+        "n": BinSpec((1, 10, 100)),
+        "x": BinSpec((0, 1, 10), upper=2e6),
+        "d": BinSpec((10957.0, 18262.0)),  # 2000-01-01, 2020-01-01 in days
+        "t": BinSpec((1e9, 1.6e9)),
+    }
+    manifest = _manifest(df, bins)
+    labels = spark.createDataFrame(
+        [
+            ("[1, 10)", "[1, 10)", "<10957", "[1000000000, 1600000000)", "a"),
+            ("<1", ">=10", ">=18262", "<1000000000", None),
+        ]
+        * 50
+        + [(None, None, None, None, None)],
+        "n string, x string, d string, t string, s string",
+    )
+    typed = restore_types(labels, manifest, seed=3)
+    assert typed.schema == df.schema
+    rows = typed.collect()
+    assert tuple(rows[-1]) == (None,) * 5  # empty cells stay empty
+    rows = rows[:-1]
+    for r in rows[0::2]:
+        assert 1 <= r["n"] < 10 and 1 <= r["x"] < 10 and r["d"] < dt.date(2000, 1, 1)
+        assert dt.datetime(2001, 9, 9) <= r["t"] < dt.datetime(2020, 9, 14) and r["s"] == "a"
+    for r in rows[1::2]:
+        assert -8 <= r["n"] < 1 and 10 <= r["x"] <= 2e6 and r["d"] >= dt.date(2020, 1, 1) and r["s"] is None
+    # and back: the typed synthetic data bins to the labels it came from
+    back = synthetic_for_release(typed, tuple(df.columns), manifest).collect()
+    assert [tuple(r) for r in back] == [tuple(r) for r in labels.collect()]
+
+
+def test_bin_intervals_close_the_open_bins_with_the_neighbour_width() -> None:
+    got = bin_intervals({"edges": [10, 20, 40], "labels": ["<10", "[10, 20)", "[20, 40)", ">=40"]})
+    assert got == {
+        "<10": (0.0, 10.0),
+        "[10, 20)": (10.0, 20.0),
+        "[20, 40)": (20.0, 40.0),
+        ">=40": (40.0, 60.0),
+    }
+
+
+def test_category_columns_are_cast_back(spark) -> None:
+    df = spark.createDataFrame([(1, "x")], "n int, s string")
+    manifest = _manifest(df, {})
+    syn = spark.createDataFrame([("39", "x"), (None, None)], "n string, s string")
+    assert restore_types(syn, manifest).collect()[0]["n"] == 39
+    assert restore_types(syn, {}).schema == syn.schema  # an older release: unchanged
+
+
+def test_empty_counts_are_measured_and_zero_where_the_data_has_none() -> None:
+    rows = [("a", "x"), ("b", None), ("a", "y"), ("b", "x")] * 25
+    params = AggregationParams(epsilon=1e6, delta=0.5, reporting_length=2, percentile=100)
+    release = aggregate_encoded(LocalBackend.from_rows(rows, 2), ("p", "q"), params, noise=NoNoise())
+    assert release.manifest["empty_counts"] == {"p": 0, "q": 25}
+    assert release.manifest["sensitivities"]["1"] == 2
+
+
+def test_dp_aggregate_end_to_end_types_in_manifest(spark) -> None:
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    params = AggregationParams(epsilon=1e6, delta=0.5, reporting_length=2, seed=1)
+    release = dp_aggregate(df, params, DataConfig(bins={"n": BinSpec((1, 10, 100))}, dp_bins=4))
+    m = release.manifest
+    assert m["column_types"]["n"]["bins"]["source"] == "config"
+    assert m["column_types"]["x"]["bins"]["source"] == "dp_quantiles"
+    assert m["column_types"]["s"] == {"type": "string", "nullable": True, "scale": "category"}
+    assert m.budget.share("bin_edges").rho > 0
+    levels = len(bin_quantile_levels(4))
+    assert (
+        "3 times" not in m.budget.share("bin_edges").mechanism
+        and f"{levels * 3} times" in m.budget.share("bin_edges").mechanism
+    )
+    assert m["empty_counts"]["n"] == 0 or abs(m["empty_counts"]["n"]) < 10
+    assert numeric_view(df, {}).columns == df.columns
+
+
+def test_the_model_writes_empty_cells_only_where_they_were_measured() -> None:
+    from spark_dpsynth.privacy._seeded import SeededNoise
+    from spark_dpsynth.synthesizers._model import estimate_marginals
+
+    # p: never empty, a rare value suppressed by rho_1; q: empty in 25% of the records
+    rows = [("a", "x"), ("b", None), ("a", "y"), ("b", "x")] * 500 + [("rare", "x")]
+    params = AggregationParams(epsilon=2.0, delta=1e-6, reporting_length=2)
+    release = aggregate_encoded(LocalBackend.from_rows(rows, 2), ("p", "q"), params, noise=SeededNoise(4))
+    assert "rare" not in release.domains[0]
+    est = estimate_marginals(release)
+    assert est.has_empty.tolist() == [False, True]
+    assert est.tables[(1,)][-1] == pytest.approx(0.25, abs=0.03)
+
+
+def test_suppressed_values_keep_the_joint_tables_consistent_and_write_no_empty_cell() -> None:
+    # p: two frequent values and 800 rare ones (each suppressed by rho_1), never empty; c is "z" exactly where p
+    # is rare (NIST's INDP and INDP_CAT). Spreading p's suppressed 40% over "a" and "b" in the model made the
+    # (p, c) table contradict c's 1-way table and raking then distorted every column.
+    from spark_dpsynth.privacy._seeded import SeededNoise
+    from spark_dpsynth.synthesizers._model import fit_release_model, sample_records
+
+    rows = [("a", "x", "u"), ("b", "y", "v")] * 600 + [(f"r{i}", "z", "u") for i in range(800)]
+    params = AggregationParams(epsilon=2.0, delta=1e-6, reporting_length=2)
+    release = aggregate_encoded(
+        LocalBackend.from_rows(rows, 3), ("p", "c", "w"), params, noise=SeededNoise(7)
+    )
+    assert release.domains[0] == ("a", "b") and abs(release.manifest["empty_counts"]["p"]) < 30
+    model = fit_release_model(release)
+    assert model.has_empty.tolist() == [True, False, False]  # p's rest (suppressed values) is a category
+    records = sample_records(model, 4000, np.random.default_rng(1))
+    assert (records >= 0).all()  # no empty cell: the rest is decoded to released values
+    z = release.domains[1].index("z")
+    assert np.mean(records[:, 1] == z) == pytest.approx(0.4, abs=0.03)  # c keeps its 1-way shares
+    u = release.domains[2].index("u")
+    assert np.mean(records[:, 2] == u) == pytest.approx(0.7, abs=0.03)
+
+
+@pytest.mark.slow
+def test_workload_and_pgm_give_back_the_input_schema(spark) -> None:
+    from spark_dpsynth.mechanisms.workload import fit_workload
+    from spark_dpsynth.params import SynthesisParams, WorkloadParams
+    from spark_dpsynth.synthesizers import pgm
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    rows = [
+        (int(a), float(x), str(c))
+        for a, x, c in zip(
+            rng.integers(17, 90, n), rng.gamma(2.0, 10.0, n), rng.choice(["p", "q", "r"], n), strict=True
+        )
+    ]
+    df = spark.createDataFrame(rows, "age int, x double, c string")
+    params = WorkloadParams(epsilon=4.0, delta=1e-6, selection="mst", seed=3, estimation_iterations=20)
+    release = fit_workload(
+        df, params, DataConfig(bins={"age": BinSpec(edges=(30, 50, 70), lower=17, upper=90)}, dp_bins=4)
+    )
+    m = release.manifest
+    assert m["column_types"]["age"]["bins"]["source"] == "config"
+    assert m["column_types"]["x"]["bins"]["source"] == "dp_quantiles"
+    share = m.budget.share("bin_edges")
+    assert share.rho == pytest.approx(m["rho"] * 0.05) and m["epsilon_b"] > 0
+    assert sum(s["rho"] or 0.0 for s in m["budget"]["shares"]) == pytest.approx(m["rho"], rel=1e-9)
+    synthetic = pgm.sample(release, SynthesisParams(partitions=2, seed=1), spark)
+    typed = restore_types(synthetic, m, seed=1)
+    assert typed.schema.simpleString() == df.schema.simpleString()  # names, order and types
+    out = typed.toPandas()
+    assert out["age"].between(17, 90).all() and out["x"].notna().all()
+    # public edges only: nothing is spent on bins
+    public = fit_workload(
+        df.select("age", "c"),
+        dataclasses.replace(params, reporting_length=2),
+        DataConfig(bins={"age": BinSpec(edges=(30, 50, 70))}),
+    )
+    assert public.manifest["bins_rho"] == 0 and "bin_edges" not in json.dumps(public.manifest["budget"])
+
+
+def test_one_line_per_column_before_counting_from_public_facts_only() -> None:
+    from pyspark.sql import types as T
+
+    from spark_dpsynth.mechanisms.marginals import report_columns
+
+    schema = T.StructType(
+        [
+            T.StructField("id", T.LongType()),
+            T.StructField("note", T.StringType()),
+            T.StructField("age", T.IntegerType()),
+            T.StructField("code", T.IntegerType()),
+            T.StructField("tags", T.StringType()),
+        ]
+    )
+    config = DataConfig(
+        columns=("id", "note", "age", "code", "tags"),
+        bins={"age": BinSpec(edges=(18, 65))},
+        categorical=("code",),
+        multi_value={"tags": "|"},
+    )
+    lines: list[str] = []
+    report_columns(column_types(schema, config), config, lines.append)
+    assert len(lines) == 5 and all(
+        line.startswith(f"column '{c}'") for line, c in zip(lines, config.columns, strict=True)
+    )
+    assert "DP quantile bins" in lines[0]  # a numeric identifier is binned, not left to release nothing
+    assert "keeps its frequent values" in lines[1]  # a free-text column: only values above rho_1
+    assert "public bins from the configuration (3 bins)" in lines[2]
+    assert "declared categorical" in lines[3] and "multi-value" in lines[4]
