@@ -49,6 +49,9 @@ __all__ = ["GraphicalModel"]
 
 _EINSUM_LETTERS = 52
 """The most distinct axes ``numpy.einsum`` accepts in one contraction."""
+_TINY = 1e-200
+"""Separator counts below this (records) are taken as 0 by :meth:`GraphicalModel.project`: their inverse would
+overflow (a subnormal count) and turn the product into NaN; the counts they divide are no larger."""
 _DIRECT_CELLS = 1 << 13
 """Contractions whose joint index space (the product of every axis' size) has at most this many cells run as
 one direct ``numpy.einsum`` loop: planning a pairwise order (``optimize``) costs more than it saves there."""
@@ -348,7 +351,7 @@ class GraphicalModel:
             factors: list[tuple[Clique, np.ndarray]] = [(reduced, counts)]
             if up >= 0:
                 sep_counts = counts.sum(axis=other_axes(sep, reduced)) if sep != reduced else counts
-                inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > 0)
+                inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > _TINY)
                 factors.append((sep, inverse))
             factors.extend(messages.pop(j) for j in kids)
             scope = union(self.domain, [c for c, _ in factors])
