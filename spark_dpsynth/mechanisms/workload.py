@@ -348,7 +348,7 @@ def _aim(
     d = len(sizes)
     r = min(params.reporting_length, d)
     domain = Domain(names=tuple(names), sizes=tuple(sizes))
-    rounds_planned = params.rounds if params.rounds is not None else 16 * d
+    rounds_planned = params.rounds if params.rounds is not None else 4 * d
     alpha = 1.0 - params.selection_rho_proportion
     sigma = math.sqrt(rounds_planned / (2.0 * alpha * rho))
     epsilon = math.sqrt(8.0 * (1.0 - alpha) * rho / rounds_planned)
