@@ -596,8 +596,8 @@ class WorkloadParams:
     the rest measures the chosen clique."""
     rounds: int | None = None
     """AIM: the planned number of rounds T >= 1 that sets the first round's rho (rho / T per round; None:
-    4 d, where AIM uses 16 d: fewer, larger rounds keep the driver's fits few); annealing spends the budget in
-    fewer."""
+    4 d, where AIM uses 16 d: measured no better on Adult at epsilon 1 and worse at 0.3, docs/design.md
+    section 4.7); annealing spends the budget in fewer."""
     max_rounds: int = 100
     """AIM: the largest number of rounds (>= 1); the last round spends what is left of the budget."""
     max_model_cells: int = 500_000

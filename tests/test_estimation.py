@@ -315,3 +315,18 @@ def test_rounded_samples_match_expected_counts_within_one() -> None:
     again = model.sample(n, np.random.default_rng(1), rounded=True)
     np.testing.assert_array_equal(records, again)
     assert model.sample(0, np.random.default_rng(1)).shape == (0, 6)
+
+
+def test_projection_across_cliques_with_a_subnormal_separator_count_is_finite() -> None:
+    """A separator value of (nearly) no mass: its count is subnormal, its inverse must not overflow into NaN."""
+    domain = Domain(("a", "b", "c"), (2, 2, 2))
+    ab = np.array([[0.0, -745.0], [0.5, -745.0]])  # b = 1 has probability about exp(-745): a subnormal count
+    bc = np.array([[0.2, 0.0], [0.0, 1.0]])
+    model = GraphicalModel(domain, {("a", "b"): ab, ("b", "c"): bc}, total=100.0)
+    assert model.tree.containing(("a", "c")) is None  # the projection runs the elimination
+    with np.errstate(over="raise", invalid="raise"):
+        ac = model.project(("a", "c"))
+    assert np.all(np.isfinite(ac))
+    assert ac.sum() == pytest.approx(100.0)
+    want = model.project(("a", "b")).sum(axis=1)[:, None] * model.project(("b", "c"))[0][None, :] / 100.0
+    assert ac == pytest.approx(want / want.sum() * 100.0, rel=1e-9)

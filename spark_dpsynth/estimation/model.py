@@ -49,6 +49,12 @@ __all__ = ["GraphicalModel"]
 
 _EINSUM_LETTERS = 52
 """The most distinct axes ``numpy.einsum`` accepts in one contraction."""
+_TINY = 1e-200
+"""Separator counts below this (records) are taken as 0 by :meth:`GraphicalModel.project`: their inverse would
+overflow (a subnormal count) and turn the product into NaN; the counts they divide are no larger."""
+_DIRECT_CELLS = 1 << 13
+"""Contractions whose joint index space (the product of every axis' size) has at most this many cells run as
+one direct ``numpy.einsum`` loop: planning a pairwise order (``optimize``) costs more than it saves there."""
 
 
 class _Structure:
@@ -345,7 +351,7 @@ class GraphicalModel:
             factors: list[tuple[Clique, np.ndarray]] = [(reduced, counts)]
             if up >= 0:
                 sep_counts = counts.sum(axis=other_axes(sep, reduced)) if sep != reduced else counts
-                inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > 0)
+                inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > _TINY)
                 factors.append((sep, inverse))
             factors.extend(messages.pop(j) for j in kids)
             scope = union(self.domain, [c for c, _ in factors])
@@ -410,9 +416,12 @@ def _contract(factors: list[tuple[Clique, np.ndarray]], out: Clique) -> np.ndarr
         raise InvalidParameterError(f"a product over {len(names)} columns is too wide to contract")
     label = {n: j for j, n in enumerate(names)}
     args: list[Any] = []
+    sizes: dict[str, int] = {}
     for c, f in factors:
         args += [f, [label[n] for n in c]]
-    return np.asarray(np.einsum(*args, [label[n] for n in out], optimize="greedy"))
+        sizes.update(zip(c, f.shape, strict=True))
+    direct = int(np.prod(list(sizes.values()), dtype=np.float64)) <= _DIRECT_CELLS
+    return np.asarray(np.einsum(*args, [label[n] for n in out], optimize=False if direct else "greedy"))
 
 
 def _draw_rows(table: np.ndarray, rows: np.ndarray, rng: np.random.Generator, rounded: bool) -> np.ndarray:

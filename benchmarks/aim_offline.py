@@ -1,0 +1,165 @@
+"""Offline AIM experiments (docs/design.md section 4.7): the selection core, the final fit and the sampling
+without Spark, on the fixed-domain codes of a data set, in test mode (seeded noise: NOT private).
+
+``dump`` runs the workload mechanism on Spark up to the selection (domain discovery and fixed-domain encoding,
+as ``benchmarks/quality.py`` does) and saves the encoded patterns, their multiplicities, the domain sizes and
+the rho left for the selection to a pickle (sensitive data: keep it local). ``run`` loads it, runs
+``select_and_measure`` with the given ``WorkloadParams`` overrides, fits the model as the ``pgm`` synthesizer
+does, samples as many records systematically and prints one JSON line per seed: 1/2/3-way TVD over every
+column subset on the fixed domain (the unreleased values are the empty category on both sides, so the loss of
+the domain discovery is not in these figures), CPU seconds of the selection and the fit, rounds, measurements,
+3-way cliques measured and model cells. Usage::
+
+    python benchmarks/aim_offline.py dump adult 1 /tmp/adult_eps1.pkl
+    python benchmarks/aim_offline.py run /tmp/adult_eps1.pkl --seeds 1,2 --set rounds=240 --set max_rounds=100
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import math
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def dump(name: str, epsilon: float, path: str) -> None:
+    import quality
+
+    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.data.prepare import resolve_columns
+    from spark_dpsynth.mechanisms import workload
+
+    class _Done(Exception):
+        pass
+
+    def capture(counter, names, rho, params, acct, noise, **kw):  # noqa: ANN001, ANN003, ANN202, ARG001
+        pdf = counter._encoded.toPandas()  # the distinct patterns: a benchmark on Adult/NIST-sized data only
+        d = len(counter.sizes)
+        with open(path, "wb") as f:
+            pickle.dump(
+                {
+                    "codes": pdf[[f"c{j}" for j in range(d)]].to_numpy(),
+                    "mult": pdf["n"].to_numpy(),
+                    "sizes": counter.sizes,
+                    "names": names,
+                    "rho": rho,
+                },
+                f,
+            )
+        raise _Done
+
+    workload.select_and_measure = capture
+    spark = quality._session()
+    spec = quality.DATASETS[name]
+    config = load_config(str(spec["config"]))
+    raw = spark.read.csv(str(spec["input"]), header=True, inferSchema=False)
+    train = raw.where(config.row_filter) if config.row_filter else raw
+    params = dataclasses.replace(
+        config.workload,
+        epsilon=epsilon,
+        delta=config.aggregate.delta,
+        reporting_length=config.aggregate.reporting_length,
+        selection="aim",
+        seed=quality.RELEASE_SEED,
+    )
+    try:
+        workload.fit_workload(train, params, resolve_columns(train.columns, config.data))
+    except _Done:
+        pass
+
+
+def run(path: str, seeds: list[int], overrides: dict, iterations: int) -> None:
+    from spark_dpsynth.estimation import Domain, Measurement, estimate
+    from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter
+    from spark_dpsynth.mechanisms.workload import select_and_measure
+    from spark_dpsynth.params import WorkloadParams
+    from spark_dpsynth.privacy._seeded import SeededNoise
+    from spark_dpsynth.privacy.accounting import Accountant
+
+    with open(path, "rb") as f:
+        data = pickle.load(f)  # noqa: S301 - our own dump
+    codes = data["codes"].astype(np.int64)
+    mult = data["mult"].astype(np.int64)
+    sizes, names = tuple(data["sizes"]), tuple(data["names"])
+    rows = np.repeat(codes, mult, axis=0)
+    d = len(sizes)
+
+    def tvd(x: np.ndarray, y: np.ndarray, clique: tuple[int, ...]) -> float:
+        shape = [sizes[c] for c in clique]
+        cells = math.prod(shape)
+        p = np.bincount(np.ravel_multi_index(tuple(x[:, c] for c in clique), shape), minlength=cells)
+        q = np.bincount(np.ravel_multi_index(tuple(y[:, c] for c in clique), shape), minlength=cells)
+        return 0.5 * float(np.abs(p / len(x) - q / len(y)).sum())
+
+    for seed in seeds:
+        params = WorkloadParams(epsilon=1.0, delta=1e-6, seed=seed, **overrides)  # epsilon unused: rho given
+        acct = Accountant(1.0, 1e-6)
+        acct.convert_to_rho(1.0, 1e-6)
+        started = time.process_time()
+        ms, _, rounds = select_and_measure(
+            LocalCliqueCounter(codes, sizes, mult), names, data["rho"], params, acct, SeededNoise(seed)
+        )
+        selected = time.process_time()
+        measured = [Measurement(tuple(names[c] for c in m.columns), m.values, m.std) for m in ms]
+        model = estimate(Domain(names, sizes), measured, iterations=iterations)
+        fitted = time.process_time()
+        synthetic = model.sample(len(rows), np.random.default_rng(7), rounded=True)
+        means = [
+            round(float(np.mean([tvd(rows, synthetic, c) for c in itertools.combinations(range(d), k)])), 4)
+            for k in (1, 2, 3)
+        ]
+        print(
+            json.dumps(
+                {
+                    "seed": seed,
+                    "overrides": overrides,
+                    "tvd_1_2_3": means,
+                    "selection_cpu_s": round(selected - started, 1),
+                    "fit_cpu_s": round(fitted - selected, 1),
+                    "rounds": len(rounds) - 1,
+                    "measurements": len(ms),
+                    "three_way": sum(len(m.columns) == 3 for m in ms),
+                    "model_cells": model.size(),
+                }
+            ),
+            flush=True,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    from spark_dpsynth.synthesizers.pgm import FIT_ITERATIONS
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("dump")
+    p.add_argument("dataset")
+    p.add_argument("epsilon", type=float)
+    p.add_argument("path")
+    p = sub.add_parser("run")
+    p.add_argument("path")
+    p.add_argument("--seeds", default="20240501")
+    p.add_argument("--set", action="append", default=[], help="a WorkloadParams field=value (int or float)")
+    p.add_argument("--fit-iterations", type=int, default=FIT_ITERATIONS)
+    args = parser.parse_args(argv)
+    if args.command == "dump":
+        dump(args.dataset, args.epsilon, args.path)
+    else:
+        overrides = {}
+        for item in args.set:
+            key, value = item.split("=")
+            overrides[key] = float(value) if "." in value else int(value)
+        run(args.path, [int(s) for s in args.seeds.split(",")], overrides, args.fit_iterations)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
