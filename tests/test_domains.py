@@ -112,3 +112,14 @@ def test_class_conditional_takes_the_data_config_domains() -> None:
     domains = _public_domains(("job", "education", "income"), data, params)
     # its own [class_conditional] domains win; education has no public domain and is discovered
     assert domains == {"job": ("blue", "white"), "income": (">50K", "<=50K")}
+
+
+def test_command_line_data_domains_and_the_class_conditional_domains_are_apart() -> None:
+    from spark_dpsynth.cli.main import build_parser, load_job_config
+
+    args = build_parser().parse_args(
+        ["pipeline", "--input", "x.csv", "--data-domains", '{"sex": ["Female", "Male"]}', "--label", "sex"]
+    )
+    config = load_job_config(args)
+    assert config.data.domains == {"sex": ("Female", "Male")}
+    assert config.mechanism_params("class_conditional").domains == {}  # --domains stays class_conditional's
