@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spark_dpsynth import _validate as v
@@ -220,6 +220,11 @@ class DataConfig:
     record_limit: int | None = None
     """Use only the first ``record_limit`` rows of the input (>= 1; SDS's ``record_limit``): in the order Spark
     reads them, which is the file order for CSV and Parquet. None: every row."""
+    domains: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """PUBLIC domains (codebooks) of categorical columns: column name -> its possible values, from public
+    documentation (a survey's codebook, a data dictionary), never computed from the data. A value outside its
+    column's domain is empty (compared after trimming white space). Such a column costs no domain discovery:
+    the workload mechanism measures its tables over the whole domain (docs/design.md section 2.9)."""
 
     def __post_init__(self) -> None:
         if self.columns is not None:
@@ -265,8 +270,10 @@ class DataConfig:
             raise InvalidParameterError(f"a column cannot be both categorical and binned: {both}")
         if self.record_limit is not None:
             v.integer("record_limit", self.record_limit, low=1)
+        object.__setattr__(self, "domains", self._checked_domains(bins, multi))
         if self.columns is not None:
             names_by_role = (
+                ("domains", tuple(self.domains)),
                 ("categorical", self.categorical),
                 ("sensitive_zeros", self.sensitive_zeros),
                 ("bins", tuple(bins)),
@@ -276,6 +283,47 @@ class DataConfig:
                 unknown = [c for c in names if c not in self.columns]
                 if unknown:
                     raise InvalidParameterError(f"{what} names columns not in columns: {unknown}")
+
+    def _checked_domains(
+        self, bins: Mapping[str, BinSpec], multi: Mapping[str, str]
+    ) -> dict[str, tuple[str, ...]]:
+        """``domains`` validated: non-empty tuples of distinct, trimmed, non-empty strings on single-value
+        columns without bins, never the privacy unit."""
+        if not isinstance(self.domains, Mapping):
+            raise InvalidParameterError(
+                f"domains must map column names to lists of values, got {type(self.domains).__name__}"
+            )
+        out: dict[str, tuple[str, ...]] = {}
+        for name, values in self.domains.items():
+            if isinstance(values, str) or not isinstance(values, Sequence):
+                raise InvalidParameterError(f"domains[{name!r}] must be a list of strings, got {values!r}")
+            if not values:
+                raise InvalidParameterError(f"domains[{name!r}] must hold at least one value, got []")
+            bad = [x for x in values if not isinstance(x, str)]
+            if bad:
+                raise InvalidParameterError(f"domains[{name!r}] must hold strings, got {bad[:5]}")
+            trimmed = tuple(x.strip() for x in values)
+            zero_empty = self.zeros_are_empty and name not in self.sensitive_zeros
+            empty = [x for x in trimmed if not x or x in self.empty_values or (zero_empty and x == "0")]
+            if empty:
+                raise InvalidParameterError(
+                    f"domains[{name!r}] holds value(s) {empty} that the config treats as empty"
+                )
+            dup = sorted({x for x in trimmed if trimmed.count(x) > 1})
+            if dup:
+                raise InvalidParameterError(
+                    f"domains[{name!r}] values must be distinct, got duplicates {dup}"
+                )
+            out[name] = trimmed
+        for what, names in (("bins", bins), ("multi_value", multi)):
+            both = sorted(set(out) & set(names))
+            if both:
+                raise InvalidParameterError(f"a column cannot have both a public domain and {what}: {both}")
+        if self.privacy_unit is not None and self.privacy_unit in out:
+            raise InvalidParameterError(
+                f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from domains"
+            )
+        return out
 
     def with_columns(self, columns: tuple[str, ...]) -> DataConfig:
         """This config with ``columns`` set (used when the config left them to the input's schema)."""

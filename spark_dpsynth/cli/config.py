@@ -9,6 +9,7 @@ Layout (every table and key is optional; unknown keys are errors that name the k
     [data]             columns, empty_values, zeros_are_empty, sensitive_zeros, row_filter, privacy_unit,
                        multi_value, max_multi_values, record_limit
     [data.bins.COL]    edges, labels, passthrough
+    [data.domains]     COL = [values]: the PUBLIC domain (codebook) of a categorical column
     [aggregate]        the fields of AggregationParams
     [synthesize]       the fields of SynthesisParams
     [evaluate]         max_marginal_length, ...
@@ -70,6 +71,7 @@ _DATA_KEYS = {
     "multi_value",
     "max_multi_values",
     "record_limit",
+    "domains",
 }
 _BIN_KEYS = {"edges", "labels", "passthrough", "lower", "upper", "count"}
 _EVALUATE_KEYS = {
@@ -287,6 +289,19 @@ def _build(cls: type, section: str, table: dict[str, Any]) -> Any:
         raise ConfigError(f"[{section}] {err}") from err
 
 
+def _domains(table: Any) -> dict[str, tuple[str, ...]]:
+    """``[data.domains]``: column -> its public values (a non-empty list of strings); the rest of the checks
+    (distinct values, no bins, not the privacy unit) are :class:`DataConfig`'s."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"[data.domains] must be a table of COLUMN = [values], got {type(table).__name__}")
+    out = {}
+    for col, values in table.items():
+        if not isinstance(values, list) or not values or not all(isinstance(x, str) for x in values):
+            raise ConfigError(f"[data.domains] {col} must be a non-empty list of strings, got {values!r}")
+        out[col] = tuple(values)
+    return out
+
+
 def _evaluate_settings(table: dict[str, Any]) -> dict[str, Any]:
     """The ``[evaluate]`` keys other than max_marginal_length, validated (messages name the key)."""
     out: dict[str, Any] = {}
@@ -371,7 +386,8 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
             raise ConfigError(f"[data.bins.{col}] needs edges, or lower, upper and count")
         spec = {"edges": (), **spec}
         bins[col] = _build(BinSpec, f"data.bins.{col}", spec)
-    data_config = _build(DataConfig, "data", {**data, "bins": bins})
+    domains = _domains(data.pop("domains", {}))
+    data_config = _build(DataConfig, "data", {**data, "bins": bins, "domains": domains})
     evaluate = _check_keys("evaluate", doc.get("evaluate", {}), _EVALUATE_KEYS)
     mml = evaluate.get("max_marginal_length", 3)
     if isinstance(mml, bool) or not isinstance(mml, int) or mml < 1:
@@ -652,8 +668,8 @@ def merge(doc: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """A copy of the parsed TOML ``doc`` with ``overrides`` (``"section.key" -> value``) applied.
 
     Overriding ``input.path`` drops the file's ``input.table`` and the other way round. Overriding
-    ``data.columns`` drops the file's ``sensitive_zeros``, ``bins`` and ``multi_value`` entries of other
-    columns.
+    ``data.columns`` drops the file's ``sensitive_zeros``, ``bins``, ``multi_value`` and ``domains`` entries of
+    other columns.
     """
     if "input.path" in overrides and "input.table" in overrides:
         raise ConfigError("[input] give either path or table, not both")
@@ -673,6 +689,8 @@ def merge(doc: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
                 table["bins"] = {c: b for c, b in table["bins"].items() if c in value}
             if isinstance(table.get("multi_value"), dict):
                 table["multi_value"] = {c: b for c, b in table["multi_value"].items() if c in value}
+            if isinstance(table.get("domains"), dict):
+                table["domains"] = {c: b for c, b in table["domains"].items() if c in value}
     return out
 
 

@@ -98,6 +98,7 @@ _FLAGS = {
     "output.format": "--output-format",
     "aggregate.seed": "--seed",
     "synthesize.seed": "--seed",
+    "data.domains": "--data-domains",
 }
 _ALIASES = {"data.columns": ("--use-columns",)}
 """More option strings of a key (SDS's names)."""

@@ -103,7 +103,8 @@ def column_types(schema: T.StructType, config: DataConfig) -> dict[str, ColumnTy
 
     A numeric, date or timestamp column is binned unless it is in ``config.categorical``; a column with public
     bins (``config.bins``) is binned whatever its type (a string column of numbers: scale ``integer`` when every
-    edge and bound is an integer, else ``real``). Multi-value columns are categories.
+    edge and bound is an integer, else ``real``). Multi-value columns and columns with a public domain
+    (``config.domains``, whose values are strings of the codebook) are categories.
     """
     assert config.columns is not None
     fields = {f.name: f for f in schema.fields}
@@ -111,7 +112,7 @@ def column_types(schema: T.StructType, config: DataConfig) -> dict[str, ColumnTy
     for name in config.columns:
         f = fields[name]
         scale = scale_of(f.dataType)
-        if name in config.categorical or name in config.multi_value:
+        if name in config.categorical or name in config.multi_value or name in config.domains:
             scale = "category"
         elif name in config.bins and scale == "category":
             b = config.bins[name]

@@ -68,7 +68,8 @@ class ClassConditionalParams:
     number_of_tuples: int | None = None
     """Records to synthesize (>= 1); None uses the protected number of records."""
     domains: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    """Public value domains per column (binned columns take their bin labels automatically)."""
+    """Public value domains per column (binned columns take their bin labels, columns of ``[data.domains]`` their
+    codebook, automatically)."""
     number_of_records_epsilon_proportion: float = 0.005
     """N_p: share of epsilon spent on the protected number of records, in (0, 1)."""
     domain_epsilon_proportion: float = 0.1
@@ -111,6 +112,8 @@ def _public_domains(
     for col in columns:
         if col in params.domains:
             out[col] = params.domains[col]
+        elif col in data.domains:  # a codebook of [data.domains] (docs/design.md section 2.9)
+            out[col] = data.domains[col]
         elif col in data.bins:
             spec = data.bins[col]
             out[col] = tuple(spec.interval_labels()) + tuple(spec.passthrough)

@@ -899,6 +899,11 @@ def report_columns(types: Mapping[str, object], config: DataConfig, progress: Pr
             choice = f"{scale}: public bins from the configuration ({len(config.bins[name].edges) + 1} bins)"
         elif scale != "category":
             choice = f"{scale}: DP quantile bins ({config.dp_bins} + 2 tails), values drawn inside their bin"
+        elif name in config.domains:
+            choice = (
+                f"public domain from the configuration ({len(config.domains[name])} values; any other value is "
+                "empty)"
+            )
         elif name in config.categorical:
             choice = "declared categorical: keeps its frequent values, each released only above rho_1"
         else:
@@ -935,6 +940,7 @@ def _data_manifest(config: DataConfig) -> dict[str, object]:
             "multi_value": dict(config.multi_value),
             "max_multi_values": config.max_multi_values,
             "record_limit": config.record_limit,
+            "domains": {c: list(vals) for c, vals in config.domains.items()},
         },
     }
 

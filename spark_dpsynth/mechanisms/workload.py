@@ -5,7 +5,8 @@ C(d, k)), it measures only the cliques a DP selection chooses, as full noisy tab
 graphical-model estimator to fit (:mod:`spark_dpsynth.estimation`, the ``pgm`` synthesizer). The steps
 (docs/design.md section 4.7):
 
-1. **Domain discovery.** Columns with public bins have their bin labels as domain. The values of the other
+1. **Domain discovery.** Columns with public bins have their bin labels as domain, columns with a public
+   domain (a codebook, ``DataConfig.domains``) its values; neither costs budget. The values of the other
    columns are private: the marginals mechanism's 1-way step releases them (every value present is a
    candidate; Delta_1 = the number of such columns, or with multi-value columns a DP percentile of attributes
    per record; exact discrete Gaussian noise of std sigma_1 sqrt(Delta_1); the threshold rho_1 that pays
@@ -887,12 +888,18 @@ def _typed_bins(df, config, params, noise, progress):  # noqa: ANN001, ANN202 - 
 def _public_domains(
     names: tuple[str, ...], config: DataConfig, derived: dict[str, tuple[str, str]]
 ) -> dict[int, tuple[str, ...]]:
-    """Columns whose values are public: binned columns (their labels and passthrough codes)."""
+    """Columns whose values are public: binned columns (their labels and passthrough codes) and columns with a
+    public domain (``config.domains``, a codebook, in its order; docs/design.md section 2.9). Their values cost
+    no discovery budget and their tables cover the whole domain, absent values as zero cells."""
     out = {}
     for j, c in enumerate(names):
-        if c in config.bins and c not in derived:
+        if c in derived:
+            continue
+        if c in config.bins:
             spec = config.bins[c]
             out[j] = tuple(spec.interval_labels()) + tuple(spec.passthrough)
+        elif c in config.domains:
+            out[j] = tuple(config.domains[c])
     return out
 
 
@@ -928,7 +935,9 @@ def _discover(
         radix1,
         {(j,): np.arange(len(dictionary[j]), dtype=np.int64)[:, None] for j in index_cols},
     )
-    report(progress, log, f"workload: discovering the values of {len(disc_cols)} columns without public bins")
+    report(
+        progress, log, f"workload: discovering the values of {len(disc_cols)} columns without public values"
+    )
     hist = backend.histogram(index)
     true_n = int(hist.sum())
     if protected_n is None:  # else drawn before the DP bin edges (_typed_bins), with the same epsilon_N
@@ -946,6 +955,7 @@ def _discover(
     counts: dict[tuple[int, int], int] = {}
     manifest: dict[str, Any] = {
         "public_columns": [names[j] for j in public],
+        "public_domain_columns": [names[j] for j in public if names[j] in config.domains],
         "columns": [names[j] for j in disc_cols],
     }
     if disc_cols:
