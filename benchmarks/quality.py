@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import json
 import os
 import sys
@@ -110,19 +109,9 @@ def _session():  # noqa: ANN202 - SparkSession
 
 
 def _subset_kwargs(spec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """``evaluate``'s keyword that samples column subsets per length, when the data set asks for it and the
-    installed ``evaluate`` has one (its name is ``--tvd-subsets-keyword``); else no keyword (all subsets)."""
-    from spark_dpsynth.evaluation import evaluate
-
-    count = args.tvd_subsets or spec.get("tvd_subsets")
-    if not count:
-        return {}
-    if args.tvd_subsets_keyword not in inspect.signature(evaluate).parameters:
-        raise SystemExit(
-            f"bench-quality: evaluate() has no keyword {args.tvd_subsets_keyword!r} to sample column subsets "
-            "(set --tvd-subsets-keyword, or --tvd-subsets 0 to compare every subset)"
-        )
-    return {args.tvd_subsets_keyword: count}
+    """``evaluate``'s ``max_subsets`` for the data set: ``--tvd-subsets``, else the data set's own bound, else
+    ``max_subsets = 0`` (every column subset compared)."""
+    return {"max_subsets": int(args.tvd_subsets or spec.get("tvd_subsets") or 0)}
 
 
 def _score(spark, sensitive, synthetic, release, spec, real, subset_kwargs) -> dict[str, Any]:  # noqa: ANN001
@@ -388,9 +377,6 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         help="random column subsets per length for the TVD (0: the data set's)",
-    )
-    parser.add_argument(
-        "--tvd-subsets-keyword", default="max_subsets", help="evaluate()'s keyword for the sampled subsets"
     )
     args = parser.parse_args(argv)
     epsilons = [float(e) for e in args.epsilons.split(",") if e] or None
