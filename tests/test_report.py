@@ -35,6 +35,8 @@ PLOTS = (
     "plot-tstr",
 )
 """The images of a report with a release, 2-way TVD, 1-way distributions and TSTR."""
+NUMERIC_PLOTS = ("plot-numeric-cdf", "plot-numeric-correlation")
+"""The images a report adds when the input has numeric columns (Adult as it comes, typed by inference)."""
 
 _CHROMIUM_FLAGS = (
     "--headless",
@@ -282,4 +284,4 @@ def test_adult_epsilon_4_report_agrees_with_metrics_json(spark, chromium, tmp_pa
     assert 500.0 < metrics["nist_k_marginal_score"] < 1000.0
 
     dom, shot = _open_in_chromium(chromium, page_path, tmp_path / "chromium")
-    _check_rendering(dom, shot, metrics, PLOTS)
+    _check_rendering(dom, shot, metrics, PLOTS + NUMERIC_PLOTS)
