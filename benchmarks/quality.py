@@ -258,7 +258,16 @@ def run_dataset(spark, name, epsilons, modes, args, work, rows, on_row) -> None:
     config = load_config(str(spec["config"]))
     if spec.get("drop"):
         kept = tuple(c for c in config.data.columns if c not in spec["drop"])
-        config = dataclasses.replace(config, data=dataclasses.replace(config.data, columns=kept))
+        data = config.data
+        config = dataclasses.replace(
+            config,
+            data=dataclasses.replace(
+                data,
+                columns=kept,
+                bins={c: b for c, b in data.bins.items() if c in kept},
+                domains={c: v for c, v in data.domains.items() if c in kept},
+            ),
+        )
     config = dataclasses.replace(config, aggregate=dataclasses.replace(config.aggregate, delta=args.delta))
     raw = spark.read.csv(str(spec["input"]), header=True, inferSchema=False)
     train = raw.where(config.row_filter) if config.row_filter else raw

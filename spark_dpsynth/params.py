@@ -603,6 +603,17 @@ class Selection(enum.StrEnum):
     """The cheap preset: 1-way tables, then a maximum spanning tree of 2-way cliques chosen by the exponential
     mechanism (McKenna, Miklau, Sheldon, "Winning the NIST Contest: A scalable and general approach to
     differentially private synthetic data", 2021, section 4)."""
+    AUTO = "auto"
+    """AIM when its planned rounds fit, 4 d <= ``max_rounds`` (d <= 25 columns at the default 100), else MST:
+    decided from the number of released columns d only (public, or post-processing of the DP domain
+    discovery). Measured (docs/design.md section 4.7): AIM is best on 15-19 columns at epsilon 1 and 4; on 76
+    columns AIM capped at 40 rounds was worse than MST (3-way TVD .072 against .060) and 2-3 times slower."""
+
+    def resolve(self, d: int, max_rounds: int) -> Selection:
+        """The selection run on ``d`` released columns (AUTO resolved; AIM and MST are themselves)."""
+        if self is not Selection.AUTO:
+            return self
+        return Selection.AIM if 4 * d <= max_rounds else Selection.MST
 
 
 @dataclass(frozen=True)
@@ -634,8 +645,9 @@ class WorkloadParams:
     """N_p in (0, 1): share of epsilon spent on the protected number of records (from ``[aggregate]``)."""
     seed: int | None = None
     """Test mode: reproducible, NON-cryptographic noise (not private; from ``[aggregate] seed``)."""
-    selection: Selection = Selection.AIM
-    """``aim`` (adaptive rounds) or ``mst`` (maximum spanning tree of 2-way cliques)."""
+    selection: Selection = Selection.AUTO
+    """``aim`` (adaptive rounds), ``mst`` (maximum spanning tree of 2-way cliques) or ``auto`` (AIM when
+    4 d <= ``max_rounds``, else MST: :attr:`Selection.AUTO`)."""
     domain_rho_proportion: float = 0.1
     """Share of rho in (0, 1) spent on discovering the values of the columns without public bins (unused, and
     given to the rounds, when every column has public bins)."""

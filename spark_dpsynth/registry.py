@@ -287,7 +287,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
 SYNTHESIZERS: dict[str, SynthesizerSpec] = {
     "model": SynthesizerSpec(
         name="model",
-        summary="records drawn from a graphical model fitted to the noisy marginals, raked to them (default)",
+        summary="records drawn from a graphical model fitted to the noisy marginals, raked to them",
         mechanisms=("marginals",),
         sample=f"{_S}.marginals:sample_model",
     ),
@@ -317,7 +317,7 @@ SYNTHESIZERS: dict[str, SynthesizerSpec] = {
     ),
     "pgm": SynthesizerSpec(
         name="pgm",
-        summary="records sampled from a graphical model estimated from the measured marginals (Private-PGM)",
+        summary="records sampled from a graphical model estimated from the measured marginals (Private-PGM; the default)",
         mechanisms=("workload",),
         sample=f"{_S}.pgm:sample",
     ),

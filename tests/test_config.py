@@ -144,3 +144,22 @@ def test_the_examples_cover_tables_delta_and_connect() -> None:
     assert any(c.input_table and c.output_table for c in sections.values())
     assert any(c.output_format == "delta" for c in sections.values())
     assert any(c.remote for c in sections.values())
+
+
+def test_the_default_synthesizer_is_pgm_unless_the_job_asks_for_sds_aggregates() -> None:
+    """`auto` (the default): the workload mechanism and pgm; SDS's formats or sampler: the marginals mechanism."""
+    config = parse_config({})
+    assert config.synthesizer == "auto"
+    assert (config.synthesizer_name(), config.mechanism_name(), config.requested_synthesizer()) == (
+        "pgm",
+        "workload",
+        None,  # `synthesize` lets the release decide
+    )
+    sds_format = parse_config({"output": {"sds_format": True}})
+    assert (sds_format.synthesizer_name(), sds_format.mechanism_name()) == ("model", "marginals")
+    sds_mode = parse_config({"synthesize": {"mode": "sds"}})
+    assert (sds_mode.synthesizer_name(), sds_mode.requested_synthesizer()) == ("sds", "sds")
+    legacy = parse_config({"run": {"synthesizer": "aggregate_seeded"}})
+    assert (legacy.synthesizer_name(), legacy.mechanism_name()) == ("model", "marginals")
+    explicit = parse_config({"run": {"synthesizer": "model"}})
+    assert (explicit.mechanism_name(), explicit.requested_synthesizer()) == ("marginals", "model")

@@ -41,7 +41,8 @@ def test_cli_pipeline_on_spark_connect(tmp_path: Path) -> None:
             "--row-filter", "split = 'train'", "--columns", "age,workclass,education,sex,income",
             "--empty-values", "?", "--bins", '{"age": {"edges": [20, 30, 40, 50, 60, 70]}}',
             "--epsilon", "2", "--delta", "1e-6", "--reporting-length", "2", "--max-marginal-length", "2",
-            "--partitions", "2", "--output-table", "default.adult_synthetic", "--seed", "11", "--quiet"]  # fmt: skip
+            "--partitions", "2", "--output-table", "default.adult_synthetic", "--seed", "11", "--quiet",
+            "--synthesizer", "model"]  # fmt: skip
     result = subprocess.run(
         [sys.executable, "-m", "spark_dpsynth", *args],
         capture_output=True,

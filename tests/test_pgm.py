@@ -102,3 +102,28 @@ def test_a_release_without_measurements_is_refused(spark) -> None:  # noqa: ANN0
         pgm.sample(release, SynthesisParams(), spark)
     with pytest.raises(InvalidParameterError, match="SynthesisParams"):
         pgm.sample(measured_release(), object(), spark)  # type: ignore[arg-type]
+
+
+def test_a_column_measured_without_empties_gets_none(spark) -> None:  # noqa: ANN001
+    """C's 1-way empty cell is 1.5 with std 2 (below 3 stds): no synthetic C is empty, and A's and B's joint is
+    still the measured one (conditioning on C, independent of A and B, leaves it unchanged)."""
+    base = measured_release()
+    n = JOINT_AB.sum()
+    c_tables = (MeasuredMarginal(columns=(2,), values=np.array([n - 1.5, 1.5]), std=2.0),)
+    release = Release(
+        base.columns,
+        base.domains,
+        base.marginals,
+        base.manifest,
+        measurements=(base.measurements[0], *c_tables, base.measurements[2]),
+    )
+    assert pgm.columns_without_empties(release) == (2,)
+    assert pgm.columns_without_empties(base) == ()  # A's empty cell is 100 with std 2; B has no 1-way table
+    messages: list[str] = []
+    params = SynthesisParams(target_number_of_records=5_000, partitions=2, seed=3)
+    pdf = pgm.sample(release, params, spark, progress=messages.append).toPandas()
+    assert len(pdf) == 5_000 and not pdf["C"].isna().any()
+    assert any("1 of 3 columns measured without empty cells" in m for m in messages)
+    shares = pdf.fillna("<empty>").groupby(["A", "B"]).size() / len(pdf)
+    assert shares.get(("a", "x"), 0.0) == pytest.approx(JOINT_AB[0, 0] / n, abs=0.02)
+    assert pdf["A"].isna().mean() == pytest.approx(JOINT_AB[2].sum() / n, abs=0.02)

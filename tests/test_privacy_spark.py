@@ -120,7 +120,7 @@ def test_no_private_value_in_outputs_on_ma2019(spark, shared_data: Path, tmp_pat
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_DPSYNTH_MASTER="local[2]")
     result = subprocess.run(
         [sys.executable, "-m", "spark_dpsynth", "aggregate", "--config", "conf/nist_acs.toml", "--input",
-         str(source), "--output", str(out), "--seed", "4", "--epsilon", "1"],
+         str(source), "--output", str(out), "--seed", "4", "--epsilon", "1", "--synthesizer", "model"],
         capture_output=True, text=True, timeout=900, cwd=ROOT, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]

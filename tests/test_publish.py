@@ -298,7 +298,8 @@ def test_cli_refuses_a_tiny_epsilon_without_target_before_reading_data(
 
     monkeypatch.setattr(cli, "read_table", no_reading)
     out = tmp_path / "out"
-    assert cli.main(["pipeline", "--input", ADULT, "--output", str(out), "--epsilon", "1e-9", "--quiet"]) == 2
+    args = ["pipeline", "--input", ADULT, "--output", str(out), "--epsilon", "1e-9", "--synthesizer", "model"]
+    assert cli.main([*args, "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(
         "spark-dpsynth: error: at epsilon 1e-09 the protected number of records has discrete Laplace noise of "
@@ -315,6 +316,7 @@ def test_two_concurrent_pipeline_runs_have_one_winner(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = [sys.executable, "-m", "spark_dpsynth", "pipeline", "--input", str(ROOT / "data" / "adult.csv.gz")]
     args += ["--output", str(out), "--columns", "age,sex,race", "--reporting-length", "2", "--quiet"]
+    args += ["--synthesizer", "model"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -335,7 +337,7 @@ def test_two_concurrent_pipeline_runs_have_one_winner(tmp_path: Path) -> None:
 def test_sigterm_removes_the_staging_and_exits_143(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = [sys.executable, "-m", "spark_dpsynth", "pipeline", "--input", str(ROOT / "data" / "adult.csv.gz")]
-    args += ["--output", str(out), "--quiet"]
+    args += ["--output", str(out), "--quiet", "--synthesizer", "model"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         args, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

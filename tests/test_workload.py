@@ -280,3 +280,13 @@ def test_choose_fitting_is_the_exponential_mechanism_over_the_fitting_cliques() 
     got = np.array([draws.count(c) for c in pool[1:]]) / len(draws)
     assert (0,) not in draws
     np.testing.assert_allclose(got, want, atol=0.03)
+
+
+def test_auto_selection_is_aim_while_its_rounds_fit_else_mst() -> None:
+    """Selection AUTO (the default): AIM when 4 d <= max_rounds, MST beyond; AIM and MST resolve to themselves."""
+    params = WorkloadParams()
+    assert params.selection is Selection.AUTO
+    assert params.selection.resolve(25, params.max_rounds) is Selection.AIM
+    assert params.selection.resolve(26, params.max_rounds) is Selection.MST
+    assert Selection.AUTO.resolve(76, 400) is Selection.AIM
+    assert Selection.AIM.resolve(76, 100) is Selection.AIM and Selection.MST.resolve(3, 100) is Selection.MST

@@ -58,7 +58,11 @@ _RUN_KEYS = {"quiet", "debug", "synthesizer", "release"}
 LEGACY_SYNTHESIZER = "aggregate_seeded"
 """The old default of ``[run] synthesizer``: the marginals mechanism, then the synthesizer named by
 ``[synthesize] mode`` (``model`` or ``sds``). Kept as an alias."""
-SYNTHESIZERS = (LEGACY_SYNTHESIZER, *registry.SYNTHESIZERS)
+AUTO_SYNTHESIZER = "auto"
+"""The default of ``[run] synthesizer``: the ``pgm`` synthesizer and its ``workload`` mechanism (AIM, or MST on
+wide tables), except for a job that asks for SDS's aggregates (``[output] sds_format`` or ``[synthesize] mode =
+"sds"``), which runs the marginals mechanism as ``aggregate_seeded`` does (docs/design.md section 4.7)."""
+SYNTHESIZERS = (AUTO_SYNTHESIZER, LEGACY_SYNTHESIZER, *registry.SYNTHESIZERS)
 _ARCHETYPE_IO_KEYS = ("public_input", "public_table", "public_format", "public_row_filter")
 _DATA_KEYS = {
     "columns",
@@ -137,10 +141,11 @@ class JobConfig:
     """Log warnings only."""
     debug: bool = False
     """Show full tracebacks on failure (they may show data values)."""
-    synthesizer: str = LEGACY_SYNTHESIZER
+    synthesizer: str = AUTO_SYNTHESIZER
     """A synthesizer of :mod:`spark_dpsynth.registry` (``model``, ``sds``, ``independent``,
-    ``class_conditional``, ``archetype``), which also names the mechanism a pipeline runs; the default
-    ``aggregate_seeded`` is the marginals mechanism with ``[synthesize] mode``."""
+    ``class_conditional``, ``archetype``, ``pgm``), which also names the mechanism a pipeline runs;
+    ``aggregate_seeded`` is the marginals mechanism with ``[synthesize] mode``; the default ``auto`` is ``pgm``
+    unless the job asks for SDS's aggregates (:data:`AUTO_SYNTHESIZER`)."""
     row_filter: str | None = None
     """Spark SQL predicate applied to the input before anything else (e.g. ``"split = 'train'"``); public."""
     max_marginal_length: int = 3
@@ -186,13 +191,20 @@ class JobConfig:
     """[archetype] public_row_filter: Spark SQL predicate applied to the public table first."""
 
     # ------------------------------------------------------------------------------ the registry's view
+    def _wants_sds(self) -> bool:
+        """The job asks for SDS's aggregates: its release format or its sampler."""
+        return self.sds_format or self.synthesize.mode == "sds"
+
     def synthesizer_name(self) -> str:
-        """The registry name of the synthesizer asked for (the alias resolved through ``[synthesize] mode``)."""
+        """The registry name of the synthesizer asked for (the aliases resolved: ``aggregate_seeded`` through
+        ``[synthesize] mode``, ``auto`` as :data:`AUTO_SYNTHESIZER` says)."""
+        if self.synthesizer == AUTO_SYNTHESIZER:
+            return self.synthesize.mode if self._wants_sds() else "pgm"
         return self.synthesize.mode if self.synthesizer == LEGACY_SYNTHESIZER else self.synthesizer
 
     def requested_synthesizer(self) -> str | None:
-        """The synthesizer named explicitly (None for the default alias: the release then decides)."""
-        if self.synthesizer != LEGACY_SYNTHESIZER:
+        """The synthesizer named explicitly (None for a default alias: the release then decides)."""
+        if self.synthesizer not in (LEGACY_SYNTHESIZER, AUTO_SYNTHESIZER):
             return self.synthesizer
         return "sds" if self.synthesize.mode == "sds" else None
 
@@ -414,7 +426,7 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         release=run.get("release"),
         master=spark_section.get("master"),
         remote=spark_section.get("remote"),
-        synthesizer=_synthesizer(run.get("synthesizer", "aggregate_seeded")),
+        synthesizer=_synthesizer(run.get("synthesizer", AUTO_SYNTHESIZER)),
         quiet=run.get("quiet", False),
         debug=run.get("debug", False),
         row_filter=row_filter,
@@ -508,7 +520,9 @@ _STATIC_KEYS = (
     ConfigKey("run", "quiet", "bool", "log warnings only (default false)"),
     ConfigKey("run", "synthesizer", "str", "the method, which also picks the mechanism: "
               + "; ".join(f"{s.name}: {s.summary} (mechanism {s.mechanisms[0]})" for s in registry.SYNTHESIZERS.values())
-              + f"; {LEGACY_SYNTHESIZER} (default): the marginals mechanism, then [synthesize] mode", SYNTHESIZERS),
+              + f"; {LEGACY_SYNTHESIZER}: the marginals mechanism, then [synthesize] mode; {AUTO_SYNTHESIZER} "
+              "(default): pgm (AIM, or MST beyond 25 columns), or with --sds-format or --mode sds the marginals "
+              "mechanism", SYNTHESIZERS),
     ConfigKey("run", "debug", "bool", "show full tracebacks on failure, which may show data values (default "
               "false)"),
     ConfigKey("run", "release", "str", "synthesize: the release to read, a release directory or an SDS "

@@ -228,7 +228,7 @@ def select_and_measure(
     sizes = tuple(int(s) for s in counter.sizes)
     key = order_key if order_key is not None else secrets.token_bytes(16)
     tables = _TrueTables(counter, params.max_candidate_cells, params.max_cells_per_pass)
-    if params.selection is Selection.MST:
+    if params.selection.resolve(len(sizes), params.max_rounds) is Selection.MST:
         state = _mst(tables, sizes, names, rho, params, acct, noise, progress)
     else:
         state = _aim(tables, sizes, names, rho, params, acct, noise, progress, key)
@@ -718,6 +718,14 @@ def fit_workload(
             f"workload: plan {plan.candidates:,} candidate cliques ({plan.pruned:,} pruned by size), "
             f"1-way cells {plan.one_way_cells:,}",
         )
+        if params.selection is Selection.AUTO:
+            chosen = params.selection.resolve(len(kept), params.max_rounds)
+            report(
+                progress,
+                log,
+                f"workload: selection auto -> {chosen.value} ({len(kept)} columns; AIM when 4 x columns <= "
+                f"max_rounds = {params.max_rounds}, else MST)",
+            )
         # Fixed-domain encoding of the patterns, cached: every later pass reads only this.
         luts = [discovery.manifest["_luts"][j] for j in kept]
         assert backend._encoded is not None  # the dictionary-encoded patterns, made by the discovery
@@ -759,7 +767,7 @@ def fit_workload(
         "rho": float(acct.rho or 0.0),
         "accounting": params.accounting.value,
         "epsilon_n": eps_n,
-        "selection": params.selection.value,
+        "selection": params.selection.resolve(len(kept_names), params.max_rounds).value,
         "protected_number_of_records": int(protected_n),
         "domain_discovery": disc,
         "plan": plan.to_json(),

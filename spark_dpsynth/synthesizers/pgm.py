@@ -15,6 +15,11 @@ with their noise std), such as those of the ``workload`` mechanism. Two stages (
    the partition's records that share a separator value splits over the next clique's cells with counts within
    one of their expected counts, so the output's marginals follow the model's closely. Codes are decoded to the
    released values; the empty category is written as null.
+3. **Empty cells as measured**: a column whose empty category is not significantly positive in its 1-way
+   measurements (the inverse-variance mean of its 1-way tables' empty cell is below ``EMPTY_Z`` of its noise
+   std) gets no empty cell: its records are drawn from the model conditioned on that column being non-empty
+   (rejection sampling, exact for the conditional distribution). Otherwise the noise alone would put empty
+   cells, about sigma / n of each column's rows, into a table that has none (docs/design.md section 4.8).
 
 Privacy: post-processing of the release (it reads the measured marginals, their std and the protected number of
 records, nothing else); the randomness of sampling is utility randomness (docs/design.md section 7.3).
@@ -37,7 +42,15 @@ from spark_dpsynth.params import SynthesisParams
 from spark_dpsynth.release.core import Release
 from spark_dpsynth.synthesizers._kernels import exact_split, sample_partitions
 
-__all__ = ["FIT_ITERATIONS", "fit_release", "release_domain", "release_measurements", "sample"]
+__all__ = [
+    "EMPTY_Z",
+    "FIT_ITERATIONS",
+    "columns_without_empties",
+    "fit_release",
+    "release_domain",
+    "release_measurements",
+    "sample",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +60,64 @@ _ROWS_STREAM = 0x70676D72
 """Seed stream of the partitions' shares of the rows."""
 _DRAW_STREAM = 0x70676D64
 """Seed stream of the records a partition draws."""
+EMPTY_Z = 3.0
+"""A column's empty category is kept when its measured count is at least this many noise stds (module
+docstring, stage 3): with no empty cell in the data, it is kept with probability 0.13 %."""
+_MAX_REDRAWS = 50
+"""Rounds of rejection sampling before the rows still missing are taken from the rejected ones (logged)."""
+
+
+def columns_without_empties(release: Release, z: float = EMPTY_Z) -> tuple[int, ...]:
+    """Indices of the columns whose empty category is not significantly positive (module docstring, stage 3).
+
+    Per column c, over its 1-way measured marginals i (noisy empty cell y_i, std s_i): the inverse-variance mean
+    y = sum(y_i / s_i^2) / sum(1 / s_i^2) with std s = sum(1 / s_i^2)^(-1/2); c is listed when y < z s. A column
+    with no 1-way measurement is not listed. Post-processing of the release only.
+    """
+    weights = np.zeros(len(release.columns))
+    sums = np.zeros(len(release.columns))
+    for m in release.measurements:
+        if len(m.columns) == 1:
+            c = m.columns[0]
+            w = 1.0 / (m.std * m.std)
+            weights[c] += w
+            sums[c] += w * float(np.asarray(m.values)[-1])
+    return tuple(
+        c
+        for c in range(len(release.columns))
+        if weights[c] > 0 and sums[c] / weights[c] < z / np.sqrt(weights[c])
+    )
+
+
+def _draw_conditioned(
+    model: GraphicalModel, n: int, rng: np.random.Generator, empty: np.ndarray, cols: tuple[int, ...]
+) -> tuple[np.ndarray, bool]:
+    """``n`` records from ``model`` conditioned on no empty cell in ``cols`` (rejection sampling), and whether
+    the conditioning was complete (False: after ``_MAX_REDRAWS`` rounds the rest came from rejected rows)."""
+    codes = model.sample(n, rng, rounded=True)
+    if not cols or n == 0:
+        return codes, True
+    idx = np.asarray(cols, dtype=np.int64)
+    kept = [codes[~(codes[:, idx] == empty[idx]).any(axis=1)]]
+    rejected = [codes[(codes[:, idx] == empty[idx]).any(axis=1)]]
+    have = len(kept[0])
+    for _ in range(_MAX_REDRAWS):
+        if have >= n:
+            break
+        rate = max(have / n, 0.05)
+        extra = model.sample(int(np.ceil((n - have) / rate * 1.1)) + 16, rng, rounded=True)
+        ok = ~(extra[:, idx] == empty[idx]).any(axis=1)
+        kept.append(extra[ok])
+        rejected.append(extra[~ok])
+        have += int(ok.sum())
+    out = np.concatenate(kept)
+    complete = len(out) >= n
+    if not complete:
+        out = np.concatenate([out, np.concatenate(rejected)[: n - len(out)]])
+    if len(out) > n:
+        # a uniformly random n of the accepted rows, in their drawn order
+        out = out[np.sort(rng.choice(len(out), size=n, replace=False))]
+    return out, complete
 
 
 def release_domain(release: Release) -> Domain:
@@ -143,13 +214,25 @@ def sample(
         target = max(1, round(base * (params.aggregate_counts_scale_factor or 1.0)))
     seed = params.seed if params.seed is not None else secrets.randbits(63)
     empty = np.array([len(d) for d in release.domains], dtype=np.int64)
+    no_empty = columns_without_empties(release)
+    if no_empty:
+        report(
+            progress,
+            log,
+            f"pgm: {len(no_empty)} of {len(release.columns)} columns measured without empty cells "
+            f"(below {EMPTY_Z:g} noise stds): drawn non-empty",
+        )
 
     def draw(part: int, parts: int) -> np.ndarray:
         """The partition's rows as int32 codes (n_p, d), -1 = empty."""
         share_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_ROWS_STREAM,)))
         n_part = int(exact_split(np.array([target], dtype=np.int64), parts, share_rng, part)[0])
         rng = np.random.default_rng(np.random.SeedSequence([seed, part], spawn_key=(_DRAW_STREAM,)))
-        codes = model.sample(n_part, rng, rounded=True)
+        codes, complete = _draw_conditioned(model, n_part, rng, empty, no_empty)
+        if not complete:
+            log.warning(
+                "pgm: partition %d: the model rarely draws non-empty cells; some empty cells remain", part
+            )
         return np.where(codes == empty, -1, codes).astype(np.int32)
 
     report(progress, log, f"pgm: sampling {target} records")
