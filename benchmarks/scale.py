@@ -38,6 +38,13 @@ bounds. Usage::
 
     python benchmarks/scale.py [--datasets nist_tx,nist_tx27k,adult_1m,military] [--quick] [--skip-pacsynth]
         [--skip-scaling] [--skip-cluster] [--output output/bench/scale.json] [--cache output/bench/cache]
+        [--series [adult_1m,adult_3m,adult_10m]]
+
+``--series`` adds the end-to-end runs, stage by stage (``scale_workers.worker_stages``: aggregation, model
+synthesis of the protected number of records written to Parquet, the write alone, the evaluation), each in
+its own process, with each stage's wall and CPU seconds and peak RSS of the Python driver, the driver JVM and
+the Python workers; ``adult_3m`` and ``adult_10m`` are built as ``adult_1m`` (Adult replicated, 10% of each
+column's cells swapped). Not run by default (10M rows take tens of minutes on 2 cores).
 
 The code, by job: this entry point (arguments, the run order, the runs of ours and pac-synth per data set, the
 local[1]/local[2] scaling runs, the standalone-cluster run), ``scale_data.py`` (data sets, their builders and the

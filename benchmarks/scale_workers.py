@@ -297,6 +297,11 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
     params = dataclasses.replace(
         params, epsilon=args.epsilon, reporting_length=args.reporting_length, seed=RELEASE_SEED
     )
+    import logging
+
+    # the evaluation's own stage durations (cell pass, numeric metrics) in this run's log
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("spark_dpsynth.evaluation").setLevel(logging.INFO)
     stages = _Stages()
     result: dict[str, Any] = {
         "master": spark.sparkContext.master,
