@@ -41,7 +41,8 @@ subset, count bucket) (per-subset totals come from a window over the subset, in 
 those rows (about sum of C(d, L) times log2(n / 10) of them) and, when a release is given, holds the release,
 which it hands to Spark as one small Arrow table. The classifiers of ``tstr`` are the one exception: they run
 on the driver, on at most ``tstr_max_rows`` rows of each table (default 100,000), a top-N by a seeded hash of
-the row. DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
+the row. Tables above ``max_rows`` rows (default 1,000,000) are counted on a seeded hash sample of
+their rows (``row_sampling``). DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
 """
 
 from __future__ import annotations
@@ -218,7 +219,13 @@ def evaluate(
           "total": {L: C(d, L)}, "method"}`` for L = 1..max(``max_marginal_length``, R) (capped at d): which
           lengths were compared on a seeded sample of their subsets (``method`` describes the draw).
         * ``resolution`` (int): r.
-        * ``rows``: ``{"sensitive": n, "synthetic": n_syn}``.
+        * ``rows``: ``{"sensitive": n, "synthetic": n_syn}`` (the tables' sizes, also when rows were sampled).
+        * ``row_sampling``: ``{"max_rows", "seed", "sampled", "method", "sensitive": T, "synthetic": T,
+          "sds_skipped"}``, T = ``{"sampled", "rate", "rows", "rows_compared", "cdf_error_95"}``: whether the
+          table was compared on a seeded hash sample of its rows (``max_rows``), at which rate, its size, the
+          rows compared, and the Dvoretzky-Kiefer-Wolfowitz bound on the sample's CDF error at 95%
+          (sqrt(ln 40 / (2 rows_compared)), 0 when not sampled); ``sds_skipped``: why SDS's evaluator was
+          skipped (None when it ran or there is no release). Without sampling, every entry below is over all rows.
         * ``record_expansion`` (float): n_syn / n - 1 (SDS's evaluator; docs/design.md section 5).
         * ``blank_cell_share``: ``{"sensitive": s, "synthetic": s_syn}``, the share in [0, 1] of null cells
           among the n * d (resp. n_syn * d) cells (docs/design.md section 5).
