@@ -38,6 +38,13 @@ bounds. Usage::
 
     python benchmarks/scale.py [--datasets nist_tx,nist_tx27k,adult_1m,military] [--quick] [--skip-pacsynth]
         [--skip-scaling] [--skip-cluster] [--output output/bench/scale.json] [--cache output/bench/cache]
+        [--series [adult_1m,adult_3m,adult_10m]]
+
+``--series`` adds the end-to-end runs, stage by stage (``scale_workers.worker_stages``: aggregation, model
+synthesis of the protected number of records written to Parquet, the write alone, the evaluation), each in
+its own process, with each stage's wall and CPU seconds and peak RSS of the Python driver, the driver JVM and
+the Python workers; ``adult_3m`` and ``adult_10m`` are built as ``adult_1m`` (Adult replicated, 10% of each
+column's cells swapped). Not run by default (10M rows take tens of minutes on 2 cores).
 
 The code, by job: this entry point (arguments, the run order, the runs of ours and pac-synth per data set, the
 local[1]/local[2] scaling runs, the standalone-cluster run), ``scale_data.py`` (data sets, their builders and the
@@ -70,6 +77,7 @@ from scale_data import (  # noqa: E402
     PACSYNTH_BYTES_PER_RECORD_TUPLE,
     RELEASE_SEED,
     ROOT,
+    SERIES_DATASETS,
     DatasetSpec,
     cache_paths,
     data_config,
@@ -77,7 +85,7 @@ from scale_data import (  # noqa: E402
 )
 from scale_measure import load_average, machine, run_measured  # noqa: E402
 from scale_report import evaluate_targets, results_table  # noqa: E402
-from scale_workers import worker_ours, worker_pacsynth, worker_prepare  # noqa: E402
+from scale_workers import worker_ours, worker_pacsynth, worker_prepare, worker_stages  # noqa: E402
 
 # ------------------------------------------------------------------------------------------ the orchestrator
 
@@ -284,8 +292,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="aggregations per scaling run: the first is the cold figure, the fastest other one the warm figure",
     )
     parser.add_argument("--event-log", action="store_true", help="write Spark event logs (profiling)")
+    parser.add_argument(
+        "--series",
+        default=None,
+        const=",".join(SERIES_DATASETS),
+        nargs="?",
+        help="end-to-end runs stage by stage (aggregation, synthesis and write, write alone, evaluation) of "
+        f"these data sets (default {','.join(SERIES_DATASETS)}); not run unless given",
+    )
     # internal: one measured run in this process
-    parser.add_argument("--worker", choices=("ours", "pacsynth", "prepare"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=("ours", "pacsynth", "prepare", "stages"), help=argparse.SUPPRESS)
     parser.add_argument("--dataset", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -301,7 +317,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if isinstance(args.synthesis_modes, str):
         args.synthesis_modes = [m for m in args.synthesis_modes.split(",") if m]
     args.datasets = [d for d in args.datasets.split(",") if d]
-    unknown = sorted(set(args.datasets + [args.scaling_dataset, args.cluster_dataset]) - set(DATASETS))
+    args.series = [d for d in (args.series or "").split(",") if d]
+    unknown = sorted(
+        set(args.datasets + args.series + [args.scaling_dataset, args.cluster_dataset]) - set(DATASETS)
+    )
     if unknown:
         parser.error(f"unknown data set(s) {unknown}; known: {sorted(DATASETS)}")
     return args
@@ -310,7 +329,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
-        run = {"ours": worker_ours, "pacsynth": worker_pacsynth, "prepare": worker_prepare}[args.worker]
+        run = {
+            "ours": worker_ours,
+            "pacsynth": worker_pacsynth,
+            "prepare": worker_prepare,
+            "stages": worker_stages,
+        }[args.worker]
         result = run(args)
         with open(args.result, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2, default=str)
@@ -337,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     for name in args.datasets:
         results["datasets"].append(run_dataset(args, name, work))
+    if args.series:
+        results["series"] = run_series(args, work)
     if not args.skip_scaling:
         results["scaling"] = run_scaling(args, work, results)
     if not args.skip_cluster:
@@ -358,6 +384,36 @@ def main(argv: list[str] | None = None) -> int:
 
 def _without_pacsynth(args: argparse.Namespace) -> argparse.Namespace:
     return argparse.Namespace(**{**vars(args), "skip_pacsynth": True})
+
+
+def run_series(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """The end-to-end runs of ``--series``, one process each (stage by stage: :func:`worker_stages`)."""
+    out = []
+    for name in args.series:
+        spec = DATASETS[name]
+        rows = spec.quick_rows if args.quick else spec.rows
+        started = time.perf_counter()
+        raw = ensure_raw(Path(args.cache), spec, rows)
+        build_s = time.perf_counter() - started
+        d = n_columns(spec, raw)
+        load = load_average()
+        run = _worker(
+            sys.executable, "stages", args, work, f"{name}-stages-{_tag(args.master)}",
+            ["--dataset", name, "--input", str(raw), "--master", args.master], args.timeout,
+        )  # fmt: skip
+        out.append(
+            {
+                "dataset": name,
+                "rows": rows,
+                "columns": d,
+                "record_tuples": rows * math.comb(d, args.reporting_length),
+                "data_build_seconds": build_s,
+                "load_before": load,
+                "load_after": load_average(),
+                **run,
+            }
+        )
+    return out
 
 
 def run_scaling(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:

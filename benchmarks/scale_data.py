@@ -131,6 +131,9 @@ DATASETS: dict[str, DatasetSpec] = {
         ),
         DatasetSpec("adult_1m", ROOT / "conf" / "adult.toml", None, 1_000_000, 50_000, build_adult_1m),
         DatasetSpec("military", None, None, 1_414_593, 50_000, build_military),
+        # the series of the end-to-end runs (--series): Adult replicated and perturbed as adult_1m, larger
+        DatasetSpec("adult_3m", ROOT / "conf" / "adult.toml", None, 3_000_000, 100_000, build_adult_1m),
+        DatasetSpec("adult_10m", ROOT / "conf" / "adult.toml", None, 10_000_000, 200_000, build_adult_1m),
         DatasetSpec(
             "nist_national",
             ROOT / "conf" / "nist_acs.toml",
@@ -142,6 +145,8 @@ DATASETS: dict[str, DatasetSpec] = {
     )
 }
 DEFAULT_DATASETS = ("nist_tx", "nist_tx27k", "adult_1m", "military")
+SERIES_DATASETS = ("adult_1m", "adult_3m", "adult_10m")
+"""The end-to-end series (``--series``): the same construction at 1M, 3M and 10M rows."""
 
 
 def data_config(spec: DatasetSpec):  # noqa: ANN201 - (DataConfig, AggregationParams)

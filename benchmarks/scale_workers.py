@@ -239,3 +239,119 @@ def worker_prepare(args: argparse.Namespace) -> dict[str, Any]:
     os.replace(tmp, args.prepared_out)
     spark.stop()
     return {}
+
+
+# ------------------------------------------------------------------------------------ the end-to-end series
+
+
+class _Stages:
+    """Wall and CPU seconds and peak RSS (MB) of each stage of one process tree (this Python driver, its JVM and
+    the JVM's Python workers), from a 0.2 s sampler of the tree (:class:`scale_measure.TreeSampler`)."""
+
+    def __init__(self) -> None:
+        from scale_measure import TreeSampler
+
+        self.sampler = TreeSampler(os.getpid(), interval=0.2).__enter__()
+        self.stages: dict[str, dict[str, float]] = {}
+
+    def run(self, name: str, fn):  # noqa: ANN001, ANN202 - any callable, its result
+        self.sampler.sample()
+        cpu0 = self.sampler.cpu_seconds
+        self.sampler.peak = dict.fromkeys(self.sampler.peak, 0)
+        started = time.perf_counter()
+        out = fn()
+        wall = time.perf_counter() - started
+        self.sampler.sample()
+        peak = {k: v / 1024 for k, v in self.sampler.peak.items()}
+        self.stages[name] = {
+            "seconds": wall,
+            "cpu_seconds": self.sampler.cpu_seconds - cpu0,
+            "peak_rss_mb": {"python_driver": peak["root"], "jvm": peak["jvm"], "workers": peak["workers"]},
+        }
+        print(f"stage {name}: {wall:.1f} s, CPU {self.stages[name]['cpu_seconds']:.1f} s", flush=True)
+        return out
+
+    def close(self) -> None:
+        self.sampler.__exit__(None, None, None)
+
+
+def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
+    """The whole job on one data set, stage by stage: aggregation, synthesis of the protected number of records
+    written to Parquet (the draw runs inside that write), the write alone (the written table read and written
+    again), and the evaluation of the written synthetic table against the sensitive table (as the ``pipeline``
+    command: prepared tables, numeric columns from the typed input, default ``max_rows`` and ``max_subsets``; no
+    train-on-synthetic, whose cost is bounded by ``tstr_max_rows`` whatever the size)."""
+    t0 = time.perf_counter()
+    spec = DATASETS[args.dataset]
+    spark = _spark_session(args.master, args.driver_memory, args.event_log_dir)
+    spark.sparkContext.setLogLevel("ERROR")
+    from spark_dpsynth.data.prepare import prepare_for_release, resolve_columns, synthetic_for_release
+    from spark_dpsynth.data.session import default_parallelism as parallelism
+    from spark_dpsynth.evaluation.metrics import evaluate
+    from spark_dpsynth.evaluation.numeric import typed_sensitive_table
+    from spark_dpsynth.mechanisms.marginals import dp_aggregate
+    from spark_dpsynth.params import SynthesisParams
+    from spark_dpsynth.synthesizers.marginals import synthesize
+
+    data, params = data_config(spec)
+    params = dataclasses.replace(
+        params, epsilon=args.epsilon, reporting_length=args.reporting_length, seed=RELEASE_SEED
+    )
+    import logging
+
+    # the evaluation's own stage durations (cell pass, numeric metrics) in this run's log
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("spark_dpsynth.evaluation").setLevel(logging.INFO)
+    stages = _Stages()
+    result: dict[str, Any] = {
+        "master": spark.sparkContext.master,
+        "session_seconds": time.perf_counter() - t0,
+    }
+    release = stages.run("aggregation", lambda: dp_aggregate(spark.read.parquet(args.input), params, data))
+    result["released_tuples"] = release.sizes()
+    result["protected_number_of_records"] = release.protected_number_of_records
+    _write_result(args.result, {**result, "stages": stages.stages})
+    out = os.path.join(args.scratch, "synthetic")
+    copy = os.path.join(args.scratch, "synthetic-copy")
+    synth = SynthesisParams(mode="model", seed=SYNTHESIS_SEED, partitions=parallelism(spark))
+    stages.run(
+        "synthesis_and_write",
+        lambda: synthesize(release, synth, spark).write.mode("overwrite").parquet(out),
+    )
+    result["synthetic_rows"] = spark.read.parquet(out).count()
+    stages.run("write_alone", lambda: spark.read.parquet(out).write.mode("overwrite").parquet(copy))
+    shutil.rmtree(copy, ignore_errors=True)
+    _write_result(args.result, {**result, "stages": stages.stages})
+
+    def evaluation() -> dict[str, Any]:
+        df = spark.read.parquet(args.input)
+        resolved = resolve_columns(df.columns, data)
+        sensitive = prepare_for_release(df, resolved, release.columns, release.manifest)
+        typed, numeric = typed_sensitive_table(df, resolved, release.columns, None)
+        written = spark.read.parquet(out)
+        synthetic = synthetic_for_release(written, release.columns, release.manifest)
+        return evaluate(
+            sensitive,
+            synthetic,
+            release,
+            numeric_columns=numeric,
+            typed_sensitive=typed,
+            typed_synthetic=written,
+        )
+
+    metrics = stages.run("evaluation", evaluation)
+    result["evaluation"] = {
+        "tvd_mean": {k: t["mean"] for k, t in metrics["tvd"].items()},
+        "rows": metrics["rows"],
+        "row_sampling": {side: metrics["row_sampling"][side] for side in ("sensitive", "synthetic")},
+        "sds": metrics["sds"] is not None,
+        "numeric_columns": len((metrics.get("numeric") or {}).get("columns") or []),
+    }
+    shutil.rmtree(out, ignore_errors=True)
+    stages.close()
+    result["stages"] = stages.stages
+    result["python_hwm_mb"] = status_kb(os.getpid(), "VmHWM") / 1024
+    result["jvm_hwm_mb"] = _own_jvm_hwm_mb()
+    result["cold_total_seconds"] = time.perf_counter() - T_START
+    spark.stop()
+    return result

@@ -135,3 +135,28 @@ def test_results_table_and_targets(scale) -> None:
     assert "| nist_tx27k | 1,000 x 19 | spark_dpsynth local[2] | 2.0 |" in table
     assert "not run (est. 39 GB)" in table and "1.50x" in table and "100x" in table
     assert "| local[2] | 8.0 | 15.0 | 30 | 1.25x | 4.0 | 2.00x | True |" in table
+
+
+def test_series_table_and_10m_targets(scale) -> None:
+    def stage(seconds: float, cpu: float) -> dict:
+        return {"seconds": seconds, "cpu_seconds": cpu,
+                "peak_rss_mb": {"python_driver": 300.0, "jvm": 1500.0, "workers": 400.0}}  # fmt: skip
+
+    run = {
+        "dataset": "adult_10m", "rows": 10_000_000, "columns": 15, "record_tuples": 4_550_000_000,
+        "load_before": "2.0", "load_after": "2.5", "wall_seconds": 400.0, "python_hwm_mb": 320.0,
+        "jvm_hwm_mb": 1900.0, "synthetic_rows": 10_000_000,
+        "stages": {"aggregation": stage(100.0, 190.0), "synthesis_and_write": stage(125.0, 240.0),
+                   "write_alone": stage(20.0, 30.0), "evaluation": stage(80.0, 150.0)},
+        "evaluation": {"row_sampling": {"sensitive": {"rows_compared": 1_000_123},
+                                        "synthetic": {"rows_compared": 999_877}}},
+    }  # fmt: skip
+    lines = scale.series_table([run, {"dataset": "adult_3m", "rows": 3_000_000, "failed": True}])
+    assert (
+        "| adult_10m | 10,000,000 | 100.0 (190) | 45,500,000 | 125.0 (240) | 80,000 | 20.0 (30) | 80.0 (150) "
+        "| 1,000,123 / 999,877 | 400 | 320 | 1900 | 400 | 2.0 / 2.5 |" in lines
+    )
+    assert "| adult_3m | 3,000,000 | failed | | | | | | | | | | | |" in lines
+    targets = scale.evaluate_targets({"datasets": [], "series": [run]})
+    assert [t["met"] for t in targets] == [True, False, True, True]
+    assert targets[1]["measured"] == "125 s" and targets[3]["measured"] == "2220 MB"

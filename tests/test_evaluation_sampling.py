@@ -181,3 +181,52 @@ def test_sampling_config_keys_and_cli_options():
         args = build_parser().parse_args([command, "--max-subsets", "300", "--subset-seed", "9"])
         config = load_job_config(args)
         assert (config.max_subsets, config.subset_seed) == (300, 9)
+
+
+# ------------------------------------------------------------------------------------- sampled rows (max_rows)
+
+
+def test_row_sampling_states_the_sample_and_keeps_the_table_sizes(spark):
+    from spark_dpsynth.evaluation.metrics import MAX_ROWS, describe_row_sampling
+
+    assert MAX_ROWS == 1_000_000
+    sens_pdf, syn_pdf = frame(7, n=2000), frame(8, n=1500)
+    sensitive, synthetic = spark_table(spark, sens_pdf, 2), spark_table(spark, syn_pdf, 3)
+    release = release_of(sens_pdf.iloc[:100], 2)
+    full = evaluate(sensitive, synthetic, release, max_marginal_length=2)
+    assert full["row_sampling"]["sampled"] is False and full["row_sampling"]["sds_skipped"] is None
+    assert full["sds"] is not None and describe_row_sampling(full) == []
+    sampled = evaluate(sensitive, synthetic, release, max_marginal_length=2, max_rows=500, seed=3)
+    rows = sampled["row_sampling"]
+    # The release's n' (100 records here) is below the bound: the sensitive table is compared whole.
+    assert rows["sensitive"] == {
+        "sampled": False, "rate": 1.0, "rows": 2000, "rows_compared": 2000, "cdf_error_95": 0.0
+    }  # fmt: skip
+    syn = rows["synthetic"]
+    assert syn["sampled"] and syn["rate"] == pytest.approx(500 / 1500) and syn["rows"] == 1500
+    assert 350 < syn["rows_compared"] < 650  # Bernoulli(1/3) of 1,500 rows: sd about 18
+    assert syn["cdf_error_95"] == pytest.approx(np.sqrt(np.log(40) / (2 * syn["rows_compared"])))
+    # Sizes are the tables' (observed in the same pass); SDS's evaluator is skipped and says why.
+    assert sampled["rows"] == {"sensitive": 2000, "synthetic": 1500}
+    assert sampled["sds"] is None and "exact tuple counts" in rows["sds_skipped"]
+    assert abs(sampled["tvd"]["1"]["mean"] - full["tvd"]["1"]["mean"]) < 0.05
+    assert describe_row_sampling(sampled) == [
+        f"synthetic table: {syn['rows_compared']:,} of 1,500 rows compared (a seeded hash sample, max_rows 500)"
+    ]
+    assert "Sampled rows" in render_report(sampled) and "Sampled rows" not in render_report(full)
+    # Without a release the sensitive table is counted, and sampled too; the sample ignores the partitioning.
+    again = evaluate(spark_table(spark, sens_pdf, 1), spark_table(spark, syn_pdf, 1), max_rows=500, seed=3)
+    split = evaluate(spark_table(spark, sens_pdf, 4), spark_table(spark, syn_pdf, 2), max_rows=500, seed=3)
+    assert again == split
+    assert again["row_sampling"]["sensitive"]["sampled"] and again["rows"]["sensitive"] == 2000
+    with pytest.raises(InvalidParameterError, match="max_rows must be >= 0, got -1"):
+        evaluate(sensitive, synthetic, max_rows=-1)
+
+
+def test_row_sampling_config_key():
+    from spark_dpsynth.cli.config import parse_config
+
+    assert parse_config({}).max_rows == 1_000_000
+    assert parse_config({"evaluate": {"max_rows": 0}}).max_rows == 0
+    with pytest.raises(ConfigError, match=r"\[evaluate\] max_rows must be an integer >= 0, got -5"):
+        parse_config({"evaluate": {"max_rows": -5}})

@@ -88,6 +88,7 @@ _EVALUATE_KEYS = {
     "numeric_columns",
     "max_subsets",
     "subset_seed",
+    "max_rows",
 }
 _FORMATS = FORMATS
 
@@ -167,6 +168,9 @@ class JobConfig:
     """Most L-column subsets the evaluation compares per length L >= 2 (0: all); a length with more, e.g. the
     70,300 3-column subsets of 76 columns, is compared on a seeded sample of that many, and the metrics and
     the report say so."""
+    max_rows: int = 1_000_000
+    """Most rows of each table the evaluation counts exactly (0: all); a larger table is evaluated on a seeded
+    hash sample of about that many rows, SDS's evaluator is skipped, and the metrics and the report say so."""
     subset_seed: int = 0
     """Seed of the public choice of the sampled column subsets (from the column count only, never the data)."""
     numeric_columns: tuple[str, ...] | None = None
@@ -327,7 +331,11 @@ def _evaluate_settings(table: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"[evaluate] {key} must be an integer >= 1, got {value!r}")
         out[key] = value
-    for key, default, low in (("max_subsets", 2_000, 0), ("subset_seed", 0, None)):
+    for key, default, low in (
+        ("max_subsets", 2_000, 0),
+        ("subset_seed", 0, None),
+        ("max_rows", 1_000_000, 0),
+    ):
         value = table.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
             raise ConfigError(

@@ -585,6 +585,7 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         tstr_max_rows=config.tstr_max_rows,
         max_subsets=config.max_subsets,
         subset_seed=config.subset_seed,
+        max_rows=config.max_rows,
         numeric_columns=numeric_columns,
         typed_sensitive=typed_sensitive,
         typed_synthetic=typed_synthetic,
@@ -630,9 +631,10 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
             "  mean TVD (1/2/3-way)   "
             + " / ".join(f"{tvd[k]['mean']:.4f}" for k in sorted(tvd, key=int) if isinstance(tvd[k], dict))
         )
-        from spark_dpsynth.evaluation.metrics import describe_sampling
+        from spark_dpsynth.evaluation.metrics import describe_row_sampling, describe_sampling
 
         lines += [f"  subsets compared       {line}" for line in describe_sampling(metrics)]
+        lines += [f"  rows compared          {line}" for line in describe_row_sampling(metrics)]
         lines.append(f"  synthetic rows         {metrics['rows']['synthetic']}")
         lines.append(
             f"  blank-cell share       synthetic {metrics['blank_cell_share']['synthetic']:.4f}"

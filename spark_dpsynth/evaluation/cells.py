@@ -32,6 +32,12 @@ _ONE_WAY_VALUES = 12
 """Values per column kept for the 1-way distributions of ``one_way_worst``."""
 _FLUSH_ROWS = 1 << 20
 """Rows of partial counts a ``mapInArrow`` task accumulates before it yields an Arrow batch."""
+_COUNT_ROWS = 1 << 19
+"""Input rows a ``mapInArrow`` task gathers (from Spark's Arrow batches of 10,000 rows) before it counts them:
+the partial counts it emits, and so the rows shuffled, are per 524,288 input rows, not per batch."""
+_DENSE_FACTOR = 4
+"""A subset's cells are counted with ``bincount`` (O(rows)) when its largest cell code is below this many times
+the rows (or 2^16), else with ``np.unique`` (a sort)."""
 
 # ---------------------------------------------------------------------------------------------------------------
 # Column subsets and the vectorized cell counter
@@ -149,10 +155,13 @@ def _cell_counts(df: DataFrame, plan: _SubsetPlan) -> DataFrame:
 class _BatchCellCounter:
     """The ``mapInArrow`` function: numpy group-by of each Arrow batch over every column subset.
 
-    Per batch, each column is dictionary-encoded (null gets its own code); the code of a subset is built from
-    the code of its prefix subset and its last column, then compressed to 0..cells-1 by ``np.unique``, which
-    also gives each cell's count and a row that holds it. Subsets are visited depth-first, so memory is
-    O(max_length * batch rows) whatever the number of subsets; only the subsets of the plan and their
+    The task gathers :data:`_COUNT_ROWS` input rows at a time (a chunk: several of Spark's Arrow batches), so
+    that it emits partial counts per chunk, not per batch (fewer rows to shuffle). Per chunk, each column is
+    dictionary-encoded (null gets its own code); the code of a subset is built from the code of its prefix
+    subset and its last column, then compressed to 0..cells-1 by :func:`_group` (``bincount`` when the codes
+    are dense, else ``np.unique``), which also gives each cell's count and a row that holds it. Subsets are
+    visited depth-first, so memory is O(max_length * chunk rows) whatever the number of subsets; only the
+    subsets of the plan and their
     prefixes are visited (``children``), so a sampled plan costs its sample, not C(d, k). Cells are emitted
     with their values taken from the representative rows (one Arrow ``take`` per value position).
     """
@@ -172,13 +181,22 @@ class _BatchCellCounter:
         self.children = children
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        buffered: list[pa.RecordBatch] = []
+        rows = 0
         for batch in batches:
             if batch.num_rows:
-                yield from self._count(batch)
+                buffered.append(batch)
+                rows += batch.num_rows
+                if rows >= _COUNT_ROWS:
+                    yield from self._count(buffered)
+                    buffered, rows = [], 0
+        if buffered:
+            yield from self._count(buffered)
 
-    def _count(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-        n = batch.num_rows
-        arrays = [batch.column(i) for i in range(self.n_columns)]
+    def _count(self, batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = pa.Table.from_batches(batches)
+        n = table.num_rows
+        arrays = [table.column(i).combine_chunks() for i in range(self.n_columns)]
         codes: list[np.ndarray] = []
         null_codes: list[int] = []
         for a in arrays:
@@ -186,19 +204,15 @@ class _BatchCellCounter:
             size = len(encoded.dictionary)
             codes.append(encoded.indices.fill_null(size).to_numpy(zero_copy_only=False).astype(np.int64))
             null_codes.append(size)
-        flat = pa.concat_arrays(arrays)
+        # large_string: a chunk's values may exceed the 2 GiB of a string array's 32-bit offsets
+        flat = pa.concat_arrays([a.cast(pa.large_string()) for a in arrays])
         out = _Emitter(self.max_length, flat)
 
         def visit(cols: tuple[int, ...], code: np.ndarray) -> Iterator[pa.RecordBatch]:
             k = len(cols)
             subset = self.ids.get(cols)
             extend = self.children.get(cols, ())
-            if extend:
-                _, first, inverse, counts = np.unique(
-                    code, return_index=True, return_inverse=True, return_counts=True
-                )
-            else:
-                _, first, counts = np.unique(code, return_index=True, return_counts=True)
+            first, counts, inverse = _group(code, bool(extend))
             if subset is not None:
                 if k > self.all_cells_length:  # keep the cells whose k values are all non-empty
                     keep = np.ones(first.shape[0], dtype=bool)
@@ -209,7 +223,7 @@ class _BatchCellCounter:
                 if out.rows >= _FLUSH_ROWS:
                     yield out.flush()
             if extend:
-                prefix = inverse.reshape(-1).astype(np.int64)
+                prefix = inverse
                 for c in extend:
                     yield from visit((*cols, c), prefix * (null_codes[c] + 1) + codes[c])
 
@@ -217,6 +231,35 @@ class _BatchCellCounter:
             yield from visit((c,), codes[c])
         if out.rows:
             yield out.flush()
+
+
+def _group(code: np.ndarray, with_inverse: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The cells of non-negative integer codes: (a row of each cell, its count, each row's cell index or None).
+
+    Cells are in ascending code order (as ``np.unique``). Dense codes (largest below :data:`_DENSE_FACTOR` times
+    the rows, or 2^16) are counted with ``bincount`` in O(rows); others with ``np.unique`` (a sort). The
+    representative row of a cell is any of its rows (they hold the same values in the subset's columns).
+    """
+    n = code.shape[0]
+    top = int(code.max()) + 1 if n else 0
+    if top <= max(_DENSE_FACTOR * n, 1 << 16):
+        every = np.bincount(code, minlength=top)
+        cells = np.flatnonzero(every)
+        representative = np.empty(top, dtype=np.int64)
+        representative[code] = np.arange(n, dtype=np.int64)
+        inverse = None
+        if with_inverse:
+            index = np.zeros(top, dtype=np.int64)
+            index[cells] = np.arange(cells.shape[0], dtype=np.int64)
+            inverse = index[code]
+        return representative[cells], every[cells], inverse
+    if with_inverse:
+        _, first, inverse, counts = np.unique(
+            code, return_index=True, return_inverse=True, return_counts=True
+        )
+        return first, counts, inverse.reshape(-1).astype(np.int64)
+    _, first, counts = np.unique(code, return_index=True, return_counts=True)
+    return first, counts, None
 
 
 class _Emitter:
@@ -255,7 +298,8 @@ class _Emitter:
         ]
         for j in range(self.max_length):
             pos = np.concatenate(self.positions[j]).astype(np.int64)
-            arrays.append(self.flat.take(pa.array(pos, type=pa.int64(), mask=pos < 0)))
+            taken = self.flat.take(pa.array(pos, type=pa.int64(), mask=pos < 0))
+            arrays.append(taken.cast(pa.string()))
         arrays.append(pa.array(np.concatenate(self.counts), type=pa.int64()))
         names = ["k", "subset", *(f"v{j}" for j in range(self.max_length)), "n"]
         self._reset()

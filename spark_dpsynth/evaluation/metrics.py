@@ -41,13 +41,15 @@ subset, count bucket) (per-subset totals come from a window over the subset, in 
 those rows (about sum of C(d, L) times log2(n / 10) of them) and, when a release is given, holds the release,
 which it hands to Spark as one small Arrow table. The classifiers of ``tstr`` are the one exception: they run
 on the driver, on at most ``tstr_max_rows`` rows of each table (default 100,000), a top-N by a seeded hash of
-the row. DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
+the row. Tables above ``max_rows`` rows (default 1,000,000) are counted on a seeded hash sample of
+their rows (``row_sampling``). DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
@@ -58,7 +60,7 @@ from pyspark.sql import functions as F
 
 from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.evaluation._common import _check_table, _mismatch, _stage
+from spark_dpsynth.evaluation._common import _check_table, _mismatch, _quote, _stage
 from spark_dpsynth.evaluation.cells import _aggregate, _cell_counts, _release_cells, _SubsetPlan
 from spark_dpsynth.evaluation.coverage import merge_coverage, release_coverage, synthetic_coverage
 from spark_dpsynth.evaluation.numeric import check_numeric_columns, numeric_metrics
@@ -79,7 +81,9 @@ __all__ = [
     "SDS_RESOLUTION",
     "TSTR_MAX_ROWS",
     "MAX_SUBSETS",
+    "MAX_ROWS",
     "describe_sampling",
+    "describe_row_sampling",
 ]
 
 log = logging.getLogger(__name__)
@@ -98,6 +102,13 @@ MAX_SUBSETS = 2_000
 """Default bound on the L-column subsets :func:`evaluate` compares per length L >= 2: a length with more
 (C(d, L) > 2,000, e.g. the 70,300 3-column subsets of a 76-column table) is compared on 2,000 subsets drawn
 by a seeded, public choice (docs/design.md section 5.5)."""
+
+MAX_ROWS = 1_000_000
+"""Default bound on the rows of each table the evaluation counts exactly: a larger table (by the release's
+protected number of records for the sensitive table, by its count for the synthetic one) is evaluated on a
+seeded hash sample of about this many rows (docs/design.md section 5.5)."""
+_HASH_BITS = 53
+"""Bits of the row hash compared with the sampling rate (a row is kept when hash / 2^53 < rate)."""
 
 PRIVACY_KEYS = (
     "epsilon",
@@ -136,6 +147,7 @@ def evaluate(
     seed: int = 0,
     max_subsets: int = MAX_SUBSETS,
     subset_seed: int = 0,
+    max_rows: int = MAX_ROWS,
     progress: Callable[[str], None] | None = None,
     numeric_columns: Sequence[str] | None = None,
     typed_sensitive: DataFrame | None = None,
@@ -178,6 +190,14 @@ def evaluate(
             (``subset_sampling``, ``tvd[L]["sampled"]``). Every 1-column subset is always compared.
         subset_seed: the seed of that choice (an integer); the same seed and column count give the same
             subsets, whatever the data and its partitioning.
+        max_rows: the most rows of each table counted exactly (an integer >= 0; 0: every row; default
+            :data:`MAX_ROWS` = 1,000,000). A table with more rows (the sensitive table: by the release's public
+            protected number of records n' when a release is given, else by a count; the synthetic table: by
+            a count, cheap for a table read from files) is evaluated on the rows whose seeded 64-bit hash of
+            their values falls below the rate max_rows / rows (Bernoulli sampling, about ``max_rows`` rows,
+            the same rows whatever the partitioning; docs/design.md section 5.5). The distances, shares and
+            numeric metrics are then those of the samples, ``rows`` stays the tables' sizes (observed in the
+            same pass), SDS's evaluator (exact counts) is skipped, and ``row_sampling`` says so.
         progress: called with a short message when a stage starts and ends (e.g. to drive a progress bar).
         numeric_columns: the columns to compare as numbers, dates or timestamps (``numeric``); None: the
             numeric, date and timestamp columns of ``typed_sensitive`` (none without it).
@@ -199,7 +219,13 @@ def evaluate(
           "total": {L: C(d, L)}, "method"}`` for L = 1..max(``max_marginal_length``, R) (capped at d): which
           lengths were compared on a seeded sample of their subsets (``method`` describes the draw).
         * ``resolution`` (int): r.
-        * ``rows``: ``{"sensitive": n, "synthetic": n_syn}``.
+        * ``rows``: ``{"sensitive": n, "synthetic": n_syn}`` (the tables' sizes, also when rows were sampled).
+        * ``row_sampling``: ``{"max_rows", "seed", "sampled", "method", "sensitive": T, "synthetic": T,
+          "sds_skipped"}``, T = ``{"sampled", "rate", "rows", "rows_compared", "cdf_error_95"}``: whether the
+          table was compared on a seeded hash sample of its rows (``max_rows``), at which rate, its size, the
+          rows compared, and the Dvoretzky-Kiefer-Wolfowitz bound on the sample's CDF error at 95%
+          (sqrt(ln 40 / (2 rows_compared)), 0 when not sampled); ``sds_skipped``: why SDS's evaluator was
+          skipped (None when it ran or there is no release). Without sampling, every entry below is over all rows.
         * ``record_expansion`` (float): n_syn / n - 1 (SDS's evaluator; docs/design.md section 5).
         * ``blank_cell_share``: ``{"sensitive": s, "synthetic": s_syn}``, the share in [0, 1] of null cells
           among the n * d (resp. n_syn * d) cells (docs/design.md section 5).
@@ -290,8 +316,9 @@ def evaluate(
         raise SchemaError(_mismatch("synthetic", syn_columns, columns))
     length = v.integer("max_marginal_length", max_marginal_length, low=1)
     res = v.integer("resolution", resolution, low=1)
-    max_rows = v.integer("tstr_max_rows", tstr_max_rows, low=1)
+    tstr_rows = v.integer("tstr_max_rows", tstr_max_rows, low=1)
     seed = v.integer("seed", seed)
+    bound_rows = v.integer("max_rows", max_rows, low=0)
     bound = v.integer("max_subsets", max_subsets, low=0)
     subset_seed = v.integer("subset_seed", subset_seed)
     if progress is not None and not callable(progress):
@@ -309,9 +336,24 @@ def evaluate(
         if hold_columns != columns:
             raise SchemaError(_mismatch("the held-out table", hold_columns, columns))
 
+    sampling = _RowSampling(bound_rows, seed)
+    sensitive = sampling.apply(
+        "sensitive", sensitive, release.protected_number_of_records if release is not None else None
+    )
+    synthetic = sampling.apply("synthetic", synthetic, None)
+    if sampling.sampled:
+        typed_s = sampling.same_rate("sensitive", typed_s)
+        typed_y = sampling.same_rate("synthetic", typed_y)
+        if release is not None:
+            log.info("rows sampled: SDS's evaluator (exact tuple counts) is skipped")
+            sampling.sds_skipped = (
+                "rows were sampled (max_rows): SDS's evaluator compares exact tuple counts with the release"
+            )
+    release_for_sds = None if sampling.sampled else release
+
     d = len(columns)
     tvd_length = min(length, d)
-    reporting_length = release.reporting_length if release is not None else 0
+    reporting_length = release_for_sds.reporting_length if release_for_sds is not None else 0
     sds_length = min(reporting_length, d)
     plan = _SubsetPlan(
         d,
@@ -335,9 +377,9 @@ def evaluate(
             *plan.key_names, _zero("n_s"), _as_long("n", "n_y"), _zero("n_r")
         ),
     ]
-    if release is not None:
+    if release_for_sds is not None:
         with _stage(log, "release tuples to a Spark DataFrame", progress):
-            parts.append(_release_cells(release, plan, sensitive))
+            parts.append(_release_cells(release_for_sds, plan, sensitive))
     stage = f"cell counts and metrics of {len(plan.subsets)} column subsets (one pass over each table)"
     with _stage(log, stage, progress):
         counts = _aggregate(reduce(DataFrame.unionByName, parts), plan, sds_length, res)
@@ -348,6 +390,8 @@ def evaluate(
     for name, rows in (("sensitive", n), ("synthetic", n_syn)):
         if rows == 0:
             raise InvalidParameterError(f"the {name} table has no rows; the evaluation needs at least one")
+    compared = {"sensitive": n, "synthetic": n_syn}
+    n, n_syn = sampling.total("sensitive", n), sampling.total("synthetic", n_syn)
     blank_s = sum(row["blank_s"] for row in per_subset.values())
     blank_y = sum(row["blank_y"] for row in per_subset.values())
 
@@ -361,14 +405,15 @@ def evaluate(
         "rows": {"sensitive": n, "synthetic": n_syn},
         "record_expansion": (n_syn - n) / n,
         "blank_cell_share": {
-            "sensitive": blank_s / (n * d),
-            "synthetic": blank_y / (n_syn * d),
+            "sensitive": blank_s / (compared["sensitive"] * d),
+            "synthetic": blank_y / (compared["synthetic"] * d),
         },
+        "row_sampling": sampling.entry(compared),
     }
     empty_shares = {
         c: {
-            "sensitive": per_subset[plan.ids[(i,)]]["blank_s"] / n,
-            "synthetic": per_subset[plan.ids[(i,)]]["blank_y"] / n_syn,
+            "sensitive": per_subset[plan.ids[(i,)]]["blank_s"] / compared["sensitive"],
+            "synthetic": per_subset[plan.ids[(i,)]]["blank_y"] / compared["synthetic"],
         }
         for i, c in enumerate(columns)
     }
@@ -386,7 +431,7 @@ def evaluate(
         counts.top_values, per_subset, plan, metrics["tvd_by_subset"]["1"]
     )
     metrics["sds"] = None
-    if release is not None:
+    if release_for_sds is not None:
         bins = _bucket_bins(counts.per_bucket)
         metrics["sds"] = {
             "reporting_length": reporting_length,
@@ -402,7 +447,7 @@ def evaluate(
             metrics["numeric"] = numeric_metrics(typed_s, typed_y, tuple(numeric_kinds))
     metrics["tstr"] = None
     if label is not None:
-        metrics["tstr"] = _tstr(synthetic, sensitive, holdout, label, mapping, max_rows, seed, progress)
+        metrics["tstr"] = _tstr(synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress)
     metrics["privacy"] = None
     if release is not None:
         metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
@@ -482,6 +527,99 @@ def true_aggregates(df: DataFrame, reporting_length: int) -> DataFrame:
         values.alias("values"),
         F.col("count").cast("bigint").alias("count"),
     )
+
+
+class _RowSampling:
+    """The seeded row sampling of :func:`evaluate` (``max_rows``): which tables are sampled, at which rate, and
+    their sizes (observed in the cell pass itself with :class:`pyspark.sql.Observation`, no extra pass)."""
+
+    METHOD = (
+        "Bernoulli by a seeded hash of the row: a row is kept when the top 53 bits of xxhash64(its values, "
+        "seed), over 2^53, are below rate = max_rows / rows (identical rows are kept or dropped together)"
+    )
+
+    def __init__(self, max_rows: int, seed: int) -> None:
+        self.max_rows = max_rows
+        self.seed = seed
+        self.rates: dict[str, float] = {}
+        self.expected: dict[str, int] = {}
+        self.observations: dict[str, Any] = {}
+        self.sds_skipped: str | None = None
+
+    @property
+    def sampled(self) -> bool:
+        return any(rate < 1.0 for rate in self.rates.values())
+
+    def apply(self, side: str, df: DataFrame, rows_hint: int | None) -> DataFrame:
+        """``df`` itself, or its hash sample when its rows (``rows_hint``, else a count) exceed ``max_rows``."""
+        if self.max_rows == 0:
+            self.rates[side] = 1.0
+            return df
+        # A count of the table (synthetic: from the files' metadata when read from Parquet); the sensitive
+        # table's size comes from the release's public n' when there is a release.
+        rows = int(rows_hint) if rows_hint is not None else df.count()
+        self.expected[side] = rows
+        if rows <= self.max_rows:
+            self.rates[side] = 1.0
+            return df
+        self.rates[side] = self.max_rows / rows
+        from pyspark.sql import Observation
+
+        self.observations[side] = Observation(f"evaluate_{side}_rows")
+        observed = df.observe(self.observations[side], F.count(F.lit(1)).alias("rows"))
+        return observed.where(self._keep(df.columns, self.rates[side]))
+
+    def same_rate(self, side: str, df: DataFrame) -> DataFrame:
+        """``df`` (the typed twin of a table) sampled at that table's rate (rows hashed on its own values)."""
+        rate = self.rates.get(side, 1.0)
+        return df if rate >= 1.0 else df.where(self._keep(df.columns, rate))
+
+    def _keep(self, columns: Sequence[str], rate: float) -> Column:
+        digest = F.xxhash64(*(F.col(_quote(c)) for c in columns), F.lit(self.seed))
+        # the top 53 bits of the hash, as a non-negative long in [0, 2^53): uniform
+        top = F.shiftrightunsigned(digest, 64 - _HASH_BITS)
+        return top < F.lit(int(rate * (1 << _HASH_BITS)))
+
+    def total(self, side: str, compared: int) -> int:
+        """The table's number of rows: ``compared`` when it was not sampled, else the observed count."""
+        observation = self.observations.get(side)
+        if observation is None:
+            return compared
+        return int(observation.get["rows"])
+
+    def entry(self, compared: dict[str, int]) -> dict[str, Any]:
+        """``row_sampling`` of :func:`evaluate`."""
+        sides = {}
+        for side, rows in compared.items():
+            rate = self.rates.get(side, 1.0)
+            sides[side] = {
+                "sampled": rate < 1.0,
+                "rate": rate,
+                "rows": self.total(side, rows),
+                "rows_compared": rows,
+                # Dvoretzky-Kiefer-Wolfowitz (Massart 1990): P(sup |F_m - F| > e) <= 2 exp(-2 m e^2), e at 95%
+                "cdf_error_95": math.sqrt(math.log(2 / 0.05) / (2 * rows)) if rate < 1.0 and rows else 0.0,
+            }
+        return {
+            "max_rows": self.max_rows,
+            "seed": self.seed,
+            "sampled": self.sampled,
+            "method": self.METHOD,
+            **sides,
+            "sds_skipped": self.sds_skipped,
+        }
+
+
+def describe_row_sampling(metrics: dict[str, Any]) -> list[str]:
+    """One line per sampled table of ``metrics``, e.g. "sensitive table: 1,000,212 of 10,000,000 rows compared
+    (a seeded hash sample, max_rows 1,000,000)"; empty when every row was compared."""
+    sampling = metrics.get("row_sampling") or {}
+    return [
+        f"{side} table: {sampling[side]['rows_compared']:,} of {sampling[side]['rows']:,} rows compared "
+        f"(a seeded hash sample, max_rows {sampling['max_rows']:,})"
+        for side in ("sensitive", "synthetic")
+        if (sampling.get(side) or {}).get("sampled")
+    ]
 
 
 def _sampling_entry(plan: _SubsetPlan) -> dict[str, Any]:

@@ -471,8 +471,18 @@ def _tvd_section(metrics: dict[str, Any]) -> str:
     columns = metrics["columns"]
     by_subset = metrics.get("tvd_by_subset", {})
     out = ['<section id="tvd"><h2>Column marginals: total variation distance</h2>']
-    from spark_dpsynth.evaluation.metrics import describe_sampling
+    from spark_dpsynth.evaluation.metrics import describe_row_sampling, describe_sampling
 
+    rows_sampled = describe_row_sampling(metrics)
+    if rows_sampled:
+        out.append(
+            "<p><b>Sampled rows.</b> "
+            + "; ".join(_e(line) for line in rows_sampled)
+            + ". A table with more rows than the bound (<code>[evaluate] max_rows</code>) is compared on the rows "
+            "whose seeded hash of their values falls below the rate max_rows / rows: every distance, share and "
+            "numeric metric is that of the samples (a TVD from samples is biased upwards by about "
+            "sqrt(cells / rows compared)); SDS's evaluator, which compares exact counts, is skipped.</p>"
+        )
     sampled = describe_sampling(metrics)
     if sampled:
         out.append(

@@ -33,6 +33,12 @@ log = logging.getLogger(__name__)
 
 _EMPTY_CATEGORY = "\x00<empty>"
 """Stand-in for a null (empty) cell, so that empty is a category of its own (no string of the data holds NUL)."""
+_CLASSIFIER_THREADS = 1
+"""OpenMP threads of the classifiers. scikit-learn's histogram gradient boosting uses every core by default, and
+its threads spin while they wait: on a machine whose cores are busy (a Spark driver beside its executors, a
+shared host) fitting Adult's two classifiers took 185 s of wall time and 34 CPU seconds with the default
+threads, 21.5 s and 2.9 CPU seconds with one thread, at a load average of 15 on 2 cores; the models are the
+same (the thread count does not change the fit)."""
 _MAX_CATEGORIES = 255
 """HistGradientBoostingClassifier takes at most ``max_bins`` = 255 categories per feature; rarer ones are pooled."""
 
@@ -54,7 +60,7 @@ def train_synthetic_test_real(
     the real data.
 
     Model: scikit-learn's ``HistGradientBoostingClassifier`` (``random_state`` fixes its early-stopping split)
-    on ordinal codes declared categorical. Each feature's categories are learned on the model's own training
+    on ordinal codes declared categorical, fitted with one OpenMP thread (:data:`_CLASSIFIER_THREADS`). Each feature's categories are learned on the model's own training
     table; the empty value (null) is a category of its own; categories beyond the 254 most frequent of a
     column are pooled into one; a category unseen in training is treated as missing. Rows whose label is
     empty are dropped from every table (an empty label is no class to predict). When a training table holds
@@ -138,8 +144,11 @@ def train_synthetic_test_real(
         model.fit(encoder.fit_transform(_categories(training[features])), y)
         return model.predict(encoder.transform(_categories(test[features])))
 
-    trtr = scores(fit_predict(train))
-    tstr = scores(fit_predict(syn)) if not syn.empty else (None, None, None)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=_CLASSIFIER_THREADS, user_api="openmp"):
+        trtr = scores(fit_predict(train))
+        tstr = scores(fit_predict(syn)) if not syn.empty else (None, None, None)
     majority_accuracy = float(np.mean(y_test == majority))
     return {
         "label": label,
