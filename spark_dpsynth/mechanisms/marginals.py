@@ -612,7 +612,7 @@ class _SparkBackend:
         d = len(self._columns)
 
         def arrays(batches: Iterator[pa.RecordBatch]) -> tuple[np.ndarray, np.ndarray]:
-            return task(_counting.batch_arrays(b, d) for b in batches)
+            return task(_counting.rebatch(_counting.batch_arrays(b, d) for b in batches))
 
         if self._partitions * width <= _DIRECT_SUM_PAIRS:
 
