@@ -353,7 +353,7 @@ def _add_slots(slots: np.ndarray, multiplicity: np.ndarray, out: np.ndarray) -> 
     ones = multiplicity == 1
     if not ones.any() and slots.size:
         if int(multiplicity.sum()) * slots.shape[0] < 2**53:
-            # float64 sums of integers below 2^53 are exact; the weights are a broadcast view (no copy)
+            # float64 sums of integers below 2^53 are exact; no column of the slots is copied out
             weights = np.broadcast_to(multiplicity.astype(np.float64)[None, :], slots.shape)
             sums = np.bincount(slots.ravel(), weights=weights.ravel(), minlength=m + 1)[1:]
             out += np.rint(sums).astype(np.int64)
