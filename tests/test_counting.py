@@ -156,3 +156,36 @@ def test_counts_do_not_depend_on_how_patterns_are_split(chunk: int) -> None:
             parts,
         )
     assert np.array_equal(whole, parts)
+
+
+@pytest.mark.parametrize("block", [1, 7, 65536])
+def test_unbounded_counts_of_the_histogram_pass_equal_the_bounded_counts_without_bounding(block: int) -> None:
+    """The histogram pass orders patterns by multiplicity and the Spark tasks re-block Arrow batches: neither may
+    change the histogram or the unbounded counts (equal to the bounded counts when Delta_k bounds no record)."""
+    # 60 distinct records (multiplicity 1) and 240 copies of a few others
+    rows = [tuple(f"v{j}{(i * (j + 1)) % 3}" if (i + j) % 7 else None for j in range(4)) for i in range(300)]
+    rows = [(f"u{i}" if i < 60 else "u", *r) for i, r in enumerate(rows)]
+    backend = LocalBackend.from_rows(rows, 5)
+    assert (backend.multiplicity > 1).any() and (backend.multiplicity == 1).any()
+    index = _full_index(backend, 3)
+    hashes = tuple(_counting.value_hashes(list(v), j) for j, v in enumerate(backend.values))
+    expected = np.zeros(len(index.keys), dtype=np.int64)
+    _counting.bounded_counts(
+        index, backend.codes, backend.multiplicity, backend.record_hash, hashes, 10, 5, expected
+    )
+    expected_hist = _counting.tuple_count_histogram(index, backend.codes, backend.multiplicity)
+    counts = np.zeros(len(index.keys), dtype=np.int64)
+    hist = np.zeros_like(expected_hist)
+    pieces = (
+        (backend.codes[i : i + 5], backend.multiplicity[i : i + 5], backend.record_hash[i : i + 5])
+        for i in range(0, backend.codes.shape[0], 5)
+    )
+    seen = 0
+    for codes, mult, _ in _counting.rebatch(pieces, block):
+        assert codes.shape[0] >= min(block, 5) or seen + codes.shape[0] == backend.codes.shape[0]
+        seen += codes.shape[0]
+        hist += _counting.tuple_count_histogram(index, codes, mult, counts)
+    assert seen == backend.codes.shape[0]
+    assert np.array_equal(hist, expected_hist)
+    assert np.array_equal(counts, expected)
+    assert int(hist.sum()) == len(rows)

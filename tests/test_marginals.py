@@ -117,7 +117,7 @@ def test_binning_and_empty_values(spark) -> None:
 
 
 def test_binned_columns_are_cast_once_and_keep_their_order(spark) -> None:
-    # select_attributes casts each binned column in a first select, bins in a second: the result must be the
+    # select_attributes trims, then cleans and casts each binned column, then bins: the result must be the
     # same as binning each value on its own, whatever the mix of binned, plain and passthrough columns
     from spark_dpsynth.data.prepare import select_attributes
 

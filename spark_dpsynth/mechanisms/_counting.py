@@ -18,6 +18,7 @@ Per record u, W_u is the set of its k-tuples (all k values non-empty) that are i
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,8 @@ __all__ = [
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 _CELLS_PER_CHUNK = 1 << 21
+_REBATCH_ROWS = 1 << 16
+"""Rows per block handed to the kernels by :func:`rebatch` (a block of 65,536 rows x 64 columns is 16 MiB)."""
 _DENSE_SUBSET_CELLS = 1 << 22
 """A subset whose local key range is at most this gets a dense lookup table (int32 cells)."""
 _DENSE_TOTAL_CELLS = 1 << 25
@@ -309,12 +312,24 @@ def tuple_count_histogram(
     hist = np.zeros(len(index.subsets) + 1, dtype=np.int64)
     step = index.chunk_rows
     lookup = index.lookup
-    for start in range(0, codes.shape[0], step):
-        slots = lookup.slots(codes[start : start + step])
-        w = np.count_nonzero(slots, axis=0)
-        hist += _weighted_bincount(w, multiplicity[start : start + step], hist.shape[0])
-        if counts is not None:
-            _add_slots(slots, multiplicity[start : start + step], counts)
+    ones = multiplicity == 1
+    if counts is not None and not ones.all() and ones.any():
+        # Patterns of multiplicity 1 first, then the others, each group in its own chunks: a chunk's counts are
+        # then one plain bincount (multiplicity 1) or one weighted bincount, without copying columns out of the
+        # chunk's slots. Sums over patterns: the order changes nothing.
+        order = np.argsort(~ones, kind="stable")
+        codes, multiplicity = codes[order], multiplicity[order]
+        groups = ((0, int(ones.sum())), (int(ones.sum()), codes.shape[0]))
+    else:
+        groups = ((0, codes.shape[0]),)
+    for first, stop in groups:
+        for start in range(first, stop, step):
+            end = min(start + step, stop)
+            slots = lookup.slots(codes[start:end])
+            w = np.count_nonzero(slots, axis=0)
+            hist += _weighted_bincount(w, multiplicity[start:end], hist.shape[0])
+            if counts is not None:
+                _add_slots(slots, multiplicity[start:end], counts)
     return hist
 
 
@@ -336,6 +351,16 @@ def _add_slots(slots: np.ndarray, multiplicity: np.ndarray, out: np.ndarray) -> 
     """Add each pattern's multiplicity to every candidate in its column of ``slots`` (S, P) (0 = none)."""
     m = out.shape[0]
     ones = multiplicity == 1
+    if not ones.any() and slots.size:
+        if int(multiplicity.sum()) * slots.shape[0] < 2**53:
+            # float64 sums of integers below 2^53 are exact; no column of the slots is copied out
+            weights = np.broadcast_to(multiplicity.astype(np.float64)[None, :], slots.shape)
+            sums = np.bincount(slots.ravel(), weights=weights.ravel(), minlength=m + 1)[1:]
+            out += np.rint(sums).astype(np.int64)
+        else:
+            weights = np.broadcast_to(multiplicity[None, :], slots.shape)
+            out += _weighted_bincount(slots.ravel(), weights.ravel(), m + 1)[1:]
+        return
     single = slots if ones.all() else slots[:, ones]
     if single.size:
         out += np.bincount(single.ravel(), minlength=m + 1)[1:]
@@ -410,6 +435,32 @@ def bounded_counts(
 
 
 # ----------------------------------------------------------------- executor-side helpers of the Spark backend
+
+
+def rebatch(
+    blocks: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], rows: int = _REBATCH_ROWS
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The same (codes, multiplicity, record hash) rows in blocks of at least ``rows`` rows (the last one may be
+    smaller): Arrow batches of a few thousand rows would otherwise leave a small last chunk per batch, and the
+    per-subset loop of :meth:`_Lookup.slots` costs the same for a small chunk as for a full one."""
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    held = 0
+    for block in blocks:
+        parts.append(block)
+        held += block[0].shape[0]
+        if held >= rows:
+            yield _concat(parts)
+            parts, held = [], 0
+    if parts:
+        yield _concat(parts)
+
+
+def _concat(
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
 
 def batch_arrays(b, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001 - arrow batch

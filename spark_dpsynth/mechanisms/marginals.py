@@ -409,25 +409,35 @@ def _candidates(previous: _Level, d: int, k: int, radix: np.ndarray) -> dict[tup
 
 
 def _normalize(levels: dict[int, _Level], r: int) -> dict[int, Marginal]:
-    """Make every k-tuple's count <= the count of each of its (k-1)-sub-tuples (docs/design.md section 2.6), k = 2..R."""
-    lookup: dict[tuple[int, ...], dict[tuple[int, ...], int]] = {}
+    """Make every k-tuple's count <= the count of each of its (k-1)-sub-tuples (docs/design.md section 2.6), k = 2..R.
+
+    Vectorized: each released table's tuples as sorted mixed-radix keys, so the counts of a table's sub-tuples are
+    one ``searchsorted`` per dropped column (every sub-tuple of a released k-tuple was released: Apriori).
+    """
+    width = 1 + max((max(cols) for k in levels for cols in levels[k].tuples), default=-1)
+    radix = np.ones(width, dtype=np.int64)
+    for k in levels:
+        for cols, (codes, _) in levels[k].tuples.items():
+            if len(codes):
+                np.maximum.at(radix, np.asarray(cols, dtype=np.int64), codes.max(axis=0).astype(np.int64) + 1)
+    lookup: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
     marginals: dict[int, Marginal] = {}
     for k in range(1, r + 1):
         cols_rows, vals_rows, count_rows = [], [], []
         for cols, (codes, counts) in sorted(levels[k].tuples.items()):
             counts = counts.astype(np.int64).copy()
+            codes = np.asarray(codes, dtype=np.int64)
             if k > 1:
                 for drop in range(k):
                     sub_cols = cols[:drop] + cols[drop + 1 :]
-                    table = lookup[sub_cols]
-                    sub = np.delete(codes, drop, axis=1)
-                    parent = np.fromiter(
-                        (table[tuple(row)] for row in sub.tolist()), dtype=np.int64, count=len(sub)
-                    )
-                    np.minimum(counts, parent, out=counts)
-            lookup[cols] = {
-                tuple(row): int(n) for row, n in zip(codes.tolist(), counts.tolist(), strict=True)
-            }
+                    keys, sub_counts = lookup[sub_cols]
+                    q = _local_keys(np.delete(codes, drop, axis=1), radix, sub_cols)
+                    pos = np.minimum(np.searchsorted(keys, q), len(keys) - 1)
+                    assert (keys[pos] == q).all(), "a released tuple has a sub-tuple that was not released"
+                    np.minimum(counts, sub_counts[pos], out=counts)
+            key = _local_keys(codes, radix, cols)
+            order = np.argsort(key, kind="stable")
+            lookup[cols] = (key[order], counts[order])
             cols_rows.append(np.broadcast_to(np.asarray(cols, dtype=np.int16), codes.shape))
             vals_rows.append(codes.astype(np.int32))
             count_rows.append(counts)
@@ -612,7 +622,7 @@ class _SparkBackend:
         d = len(self._columns)
 
         def arrays(batches: Iterator[pa.RecordBatch]) -> tuple[np.ndarray, np.ndarray]:
-            return task(_counting.batch_arrays(b, d) for b in batches)
+            return task(_counting.rebatch(_counting.batch_arrays(b, d) for b in batches))
 
         if self._partitions * width <= _DIRECT_SUM_PAIRS:
 
