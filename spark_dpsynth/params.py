@@ -112,10 +112,11 @@ class BinSpec:
     """Non-numeric codes kept as categories of their own (e.g. NIST's ``"N"``, not applicable)."""
     lower: float | None = None
     """Public lower bound of the column's values (finite, <= edges[0]): a synthetic value of the bin ``<e0`` is
-    drawn in [lower, e0); None: it is e0 less one unit (docs/design.md section 2.8)."""
+    drawn in [lower, e0); None: the neighbour's width below e0, cut at 0 when e0 > 0 (docs/design.md section
+    2.8)."""
     upper: float | None = None
     """Public upper bound (finite, >= the last edge): a synthetic value of the bin ``>=e_m`` is drawn in
-    [e_m, upper]; None: it is e_m."""
+    [e_m, upper]; None: the neighbour's width above e_m, cut at 0 when e_m < 0 (docs/design.md section 2.8)."""
     count: int | None = None
     """With ``lower`` and ``upper`` and no ``edges``: ``count`` >= 1 equal-width bins between the bounds."""
 

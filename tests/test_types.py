@@ -25,7 +25,7 @@ from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, 
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
 from spark_dpsynth.privacy.accounting import split_budget
 from spark_dpsynth.privacy.noise import NoNoise
-from spark_dpsynth.synthesizers._types import bin_intervals, restore_types
+from spark_dpsynth.synthesizers._types import bin_intervals, open_bounds, restore_types
 
 SCHEMA = "n int, x double, d date, t timestamp, s string"
 ROWS = [
@@ -134,7 +134,7 @@ def test_restore_types_draws_inside_the_bin_and_restores_the_schema(spark) -> No
         assert 1 <= r["n"] < 10 and 1 <= r["x"] < 10 and r["d"] < dt.date(2000, 1, 1)
         assert dt.datetime(2001, 9, 9) <= r["t"] < dt.datetime(2020, 9, 14) and r["s"] == "a"
     for r in rows[1::2]:
-        assert -8 <= r["n"] < 1 and 10 <= r["x"] <= 2e6 and r["d"] >= dt.date(2020, 1, 1) and r["s"] is None
+        assert r["n"] == 0 and 10 <= r["x"] <= 2e6 and r["d"] >= dt.date(2020, 1, 1) and r["s"] is None
     # and back: the typed synthetic data bins to the labels it came from
     back = synthetic_for_release(typed, tuple(df.columns), manifest).collect()
     assert [tuple(r) for r in back] == [tuple(r) for r in labels.collect()]
@@ -148,6 +148,28 @@ def test_bin_intervals_close_the_open_bins_with_the_neighbour_width() -> None:
         "[20, 40)": (20.0, 40.0),
         ">=40": (40.0, 60.0),
     }
+
+
+def test_open_bins_never_cross_zero_when_every_edge_is_on_one_side() -> None:
+    # Adult's capital_gain edges without bounds: "<1" holds the zeros; it was drawn in [-1998, 1)
+    gain = BinSpec(edges=(1, 2000, 5000, 10000, 20000))
+    got = bin_intervals({"edges": list(gain.edges), "labels": list(gain.interval_labels())})
+    assert got["<1"] == (0.0, 1.0) and got[">=20000"] == (20000.0, 30000.0)
+    assert open_bounds([100.0, 150.0]) == (50.0, 200.0)  # the neighbour's width when it stays >= 0
+    assert open_bounds([-50.0, -10.0]) == (-90.0, 0.0)  # all edges negative: ">=-10" stops at 0
+    assert open_bounds([0.0, 1.0]) == (-1.0, 2.0)  # an edge at 0: "<0" are negative values, width 1
+    assert open_bounds([-5.0, 5.0]) == (-15.0, 15.0)  # edges on both sides: the neighbour's width
+    assert open_bounds([3.0]) == (2.0, 4.0) and open_bounds([0.5]) == (0.0, 1.5)  # one edge: width 1, cut
+    assert open_bounds([1.0, 2000.0], lower=-5.0, upper=99999.0) == (-5.0, 99999.0)  # public bounds win
+    assert open_bounds([7305.0, 10957.0], scale="date") == (3653.0, 14609.0)  # 1970-01-01 is no bound
+
+
+def test_open_bins_of_an_integer_column_at_zero_draw_zero(spark) -> None:
+    df = spark.createDataFrame([(0,), (5000,)], "g int")
+    manifest = _manifest(df, {"g": BinSpec((1, 2000, 5000))})
+    labels = spark.createDataFrame([("<1",)] * 200 + [(">=5000",)] * 200, "g string")
+    out = [r["g"] for r in restore_types(labels, manifest, seed=5).collect()]
+    assert set(out[:200]) == {0} and all(5000 <= x < 8000 for x in out[200:])
 
 
 def test_category_columns_are_cast_back(spark) -> None:
@@ -288,4 +310,7 @@ def test_one_line_per_column_before_counting_from_public_facts_only() -> None:
     assert "DP quantile bins" in lines[0]  # a numeric identifier is binned, not left to release nothing
     assert "keeps its frequent values" in lines[1]  # a free-text column: only values above rho_1
     assert "public bins from the configuration (3 bins)" in lines[2]
+    # public edges without bounds: how the open bins will be drawn, and what bounds them
+    assert "'<18' in [0, 18)" in lines[2] and "'>=65' in [65, 112)" in lines[2]
+    assert "set lower and upper in [data.bins.age]" in lines[2]
     assert "declared categorical" in lines[3] and "multi-value" in lines[4]

@@ -44,7 +44,7 @@ from spark_dpsynth.data.session import default_parallelism
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.mechanisms import _counting
 from spark_dpsynth.mechanisms._counting import CandidateIndex
-from spark_dpsynth.params import AggregationParams, DataConfig
+from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
 from spark_dpsynth.privacy.accounting import BudgetSplit, delta_from_protected_n, split_budget, thresholds_for
 from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
 from spark_dpsynth.registry import synthesizers_for
@@ -897,6 +897,7 @@ def report_columns(types: Mapping[str, object], config: DataConfig, progress: Pr
             choice = "multi-value: one binary column per frequent value"
         elif scale != "category" and name in config.bins:
             choice = f"{scale}: public bins from the configuration ({len(config.bins[name].edges) + 1} bins)"
+            choice += _open_bins_note(name, config.bins[name], scale)
         elif scale != "category":
             choice = f"{scale}: DP quantile bins ({config.dp_bins} + 2 tails), values drawn inside their bin"
         elif name in config.domains:
@@ -909,6 +910,34 @@ def report_columns(types: Mapping[str, object], config: DataConfig, progress: Pr
         else:
             choice = "category: keeps its frequent values (a value is released only above rho_1)"
         report(progress, log, f"column {name!r} ({kind}): {choice}")
+
+
+def _open_bins_note(name: str, spec: BinSpec, scale: str) -> str:
+    """How the open bins of public edges without public bounds are drawn (docs/design.md section 2.8): "" when
+    both bounds are given; from the configuration only."""
+    from spark_dpsynth.synthesizers._types import open_bounds
+
+    if spec.lower is not None and spec.upper is not None:
+        return ""
+
+    def fmt(x: float) -> str:
+        return f"{x:.12g}"
+
+    lo, hi = open_bounds(spec.edges, spec.lower, spec.upper, scale)
+    labels = spec.interval_labels()
+    drawn = []
+    if spec.lower is None:
+        drawn.append(f"{labels[0]!r} in [{fmt(lo)}, {fmt(spec.edges[0])})")
+    if spec.upper is None:
+        drawn.append(f"{labels[-1]!r} in [{fmt(spec.edges[-1])}, {fmt(hi)})")
+    missing = " and ".join(b for b, x in (("lower", spec.lower), ("upper", spec.upper)) if x is None)
+    plural = "s" if len(drawn) > 1 else ""
+    cut = ", never across 0" if scale in ("integer", "real") else ""
+    return (
+        f"; no public {missing} bound{plural}: synthetic values of {' and '.join(drawn)} are drawn uniformly "
+        f"(the neighbouring bin's width{cut}); set {missing} in [data.bins.{name}] to the column's "
+        "public range to bound them"
+    )
 
 
 def _distinct_values(prepared, column: str) -> tuple[str, ...]:  # noqa: ANN001 - pyspark DataFrame
