@@ -314,3 +314,90 @@ def test_one_line_per_column_before_counting_from_public_facts_only() -> None:
     assert "'<18' in [0, 18)" in lines[2] and "'>=65' in [65, 112)" in lines[2]
     assert "set lower and upper in [data.bins.age]" in lines[2]
     assert "declared categorical" in lines[3] and "multi-value" in lines[4]
+
+
+def test_identifier_like_columns_are_reported_from_the_1way_release_only() -> None:
+    from spark_dpsynth.mechanisms.marginals import HIGH_CARDINALITY_SHARE, report_high_cardinality
+    from spark_dpsynth.privacy._seeded import SeededNoise
+
+    # id: one value per record; half: 40% of the records on one value, the rest unique; p, q: ordinary categories
+    rows = [
+        (f"id{i}", "h" if i % 5 < 2 else f"u{i}", "a" if i % 3 else "b", "x" if i % 2 else "y")
+        for i in range(3000)
+    ]
+    params = AggregationParams(epsilon=4.0, delta=1e-6, reporting_length=2)
+    lines: list[str] = []
+    release = aggregate_encoded(
+        LocalBackend.from_rows(rows, 4),
+        ("id", "half", "p", "q"),
+        params,
+        noise=SeededNoise(1),
+        progress=lines.append,
+    )
+    entry = release.manifest["high_cardinality"]
+    assert entry["share_below"] == HIGH_CARDINALITY_SHARE and list(entry["columns"]) == ["id", "half"]
+    # id: no released value; its noisy empty count (no empty cell in the data) covers about nothing
+    assert entry["columns"]["id"]["released_values"] == 0 and entry["columns"]["id"]["covered_share"] < 0.02
+    assert entry["columns"]["half"]["released_values"] == 1
+    assert entry["columns"]["half"]["covered_share"] == pytest.approx(0.4, abs=0.02)
+    flagged = [line for line in lines if "identifier-like" in line]
+    assert len(flagged) == 2 and flagged[0].startswith("column 'id'") and "empty" in flagged[0]
+    assert "cover about 40% of the records (noisy)" in flagged[1] and "[data.domains]" in flagged[1]
+    # reported after the 1-way release, before any 2-tuple is counted
+    assert lines.index(flagged[-1]) < next(i for i, line in enumerate(lines) if line.startswith("k=2"))
+    # released values only: the shares are of the protected n', a covered share never above 1
+    assert report_high_cardinality({"c": (3, 120.0)}, 100)["columns"] == {}
+    assert report_high_cardinality({"c": (3, -5.0)}, 100)["columns"]["c"]["covered_share"] == 0.0
+    # only the columns asked for are checked (dp_aggregate: single-value categories without public values)
+    release = aggregate_encoded(
+        LocalBackend.from_rows(rows, 4),
+        ("id", "half", "p", "q"),
+        params,
+        noise=SeededNoise(1),
+        coverage_columns=frozenset({2, 3}),
+    )
+    assert release.manifest["high_cardinality"]["columns"] == {}
+
+
+def test_only_categories_with_values_from_the_data_are_checked() -> None:
+    from pyspark.sql import types as T
+
+    from spark_dpsynth.mechanisms.marginals import _values_found_in_data
+
+    schema = T.StructType(
+        [
+            T.StructField(c, t)
+            for c, t in [
+                ("a", T.IntegerType()),
+                ("s", T.StringType()),
+                ("d", T.StringType()),
+                ("m", T.StringType()),
+                ("b", T.StringType()),
+            ]
+        ]
+    )
+    config = DataConfig(
+        columns=("a", "s", "d", "m", "b"),
+        domains={"d": ("x", "y")},
+        multi_value={"m": "|"},
+        bins={"b": BinSpec(edges=(1, 2))},
+    )
+    types = column_types(schema, config)
+    assert [c for c in config.columns if _values_found_in_data(c, types, config)] == ["s"]
+
+
+@pytest.mark.slow
+def test_workload_reports_identifier_like_columns(spark) -> None:
+    from spark_dpsynth.mechanisms.workload import fit_workload
+    from spark_dpsynth.params import WorkloadParams
+
+    rows = [(f"id{i}", "a" if i % 3 else "b", "x" if i % 2 else "y", i % 90) for i in range(2000)]
+    df = spark.createDataFrame(rows, "id string, p string, q string, age int")
+    params = WorkloadParams(epsilon=4.0, delta=1e-6, selection="mst", seed=3, estimation_iterations=20)
+    lines: list[str] = []
+    release = fit_workload(
+        df, params, DataConfig(bins={"age": BinSpec(edges=(30, 60))}), progress=lines.append
+    )
+    entry = release.manifest["high_cardinality"]
+    assert list(entry["columns"]) == ["id"] and entry["columns"]["id"]["released_values"] == 0
+    assert sum("identifier-like" in line for line in lines) == 1
