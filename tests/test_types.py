@@ -401,3 +401,88 @@ def test_workload_reports_identifier_like_columns(spark) -> None:
     entry = release.manifest["high_cardinality"]
     assert list(entry["columns"]) == ["id"] and entry["columns"]["id"]["released_values"] == 0
     assert sum("identifier-like" in line for line in lines) == 1
+
+
+def _pipeline(args: list[str], cwd) -> None:  # noqa: ANN001
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_DPSYNTH_MASTER="local[2]")
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_dpsynth", "pipeline", *args],
+        capture_output=True,
+        text=True,
+        timeout=2400,
+        cwd=cwd,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_adult_with_question_marks_as_values_has_no_empty_cell_and_no_negative_amount(
+    spark, tmp_path
+) -> None:
+    """Adult's train split through conf/adult.toml with "?" kept as a value (no empty cell in the data): the
+    synthetic data has no empty cell, and the open bins of capital_gain / capital_loss, bounded by the
+    configuration's public ranges, give no negative amount."""
+    import tomllib
+
+    from tests.conftest import ROOT
+
+    text = (ROOT / "conf" / "adult.toml").read_text()
+    assert 'empty_values = ["?"]' in text
+    text = text.replace('empty_values = ["?"]', "empty_values = []")
+    # "?" is a value of these columns: add it to their public domains (a value outside a domain is empty)
+    for column in ("workclass", "occupation", "native_country"):
+        text = text.replace(f"{column} = [", f'{column} = ["?", ', 1)
+    config = tmp_path / "adult_question_marks.toml"
+    config.write_text(text)
+    assert "?" in tomllib.loads(text)["data"]["domains"]["occupation"]
+    out = tmp_path / "out"
+    _pipeline(
+        ["--config", str(config), "--input", "data/adult.csv.gz", "--output", str(out), "--epsilon", "4",
+         "--seed", "11", "--no-single-csv"],
+        ROOT,
+    )  # fmt: skip
+    synthetic = spark.read.parquet(str(out / "synthetic")).toPandas()
+    assert synthetic.notna().all().all()  # the train split with "?" as a value has no empty cell
+    assert (synthetic["capital_gain"] >= 0).all() and (synthetic["capital_loss"] >= 0).all()
+    assert synthetic["capital_gain"].max() <= 99999 and synthetic["age"].between(17, 90).all()
+    metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
+    by_column = metrics["numeric"]["by_column"]
+    assert by_column["capital_gain"]["ks"] < 0.05 and by_column["capital_loss"]["ks"] < 0.05
+
+
+@pytest.mark.slow
+def test_nist_national_as_parquet_comes_back_in_its_schema(spark, shared_data, tmp_path) -> None:
+    """NIST national 2019 as Parquet with its numeric columns typed as numbers, no configuration, epsilon 4:
+    the same schema comes back, and metrics.json holds a Wasserstein distance per numeric column."""
+    from tests.conftest import ROOT
+
+    raw = spark.read.csv(str(shared_data / "nist_national2019.csv.gz"), header=True)
+    typed = raw.withColumns(
+        {
+            **{
+                c: F.col(c).try_cast("double").cast("int")
+                for c in ("AGEP", "PINCP", "POVPIP", "PWGTP", "WGTP")
+            },
+            "DENSITY": F.col("DENSITY").try_cast("double"),
+        }
+    )
+    parquet = tmp_path / "national2019.parquet"
+    typed.write.parquet(str(parquet))
+    out = tmp_path / "out"
+    _pipeline(
+        ["--input", str(parquet), "--output", str(out), "--epsilon", "4", "--seed", "5", "--no-single-csv"],
+        ROOT,
+    )
+    schema_in = spark.read.parquet(str(parquet)).schema
+    schema_out = spark.read.parquet(str(out / "synthetic")).schema
+    assert [(f.name, f.dataType) for f in schema_out.fields] == [
+        (f.name, f.dataType) for f in schema_in.fields
+    ]
+    by_column = json.loads((out / "evaluation" / "metrics.json").read_text())["numeric"]["by_column"]
+    for c in ("AGEP", "PINCP", "POVPIP", "PWGTP", "WGTP", "DENSITY"):
+        assert by_column[c]["wasserstein"] is not None and by_column[c]["wasserstein_normalized"] < 0.5, c
