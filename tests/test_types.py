@@ -170,6 +170,12 @@ def test_open_bins_of_an_integer_column_at_zero_draw_zero(spark) -> None:
     labels = spark.createDataFrame([("<1",)] * 200 + [(">=5000",)] * 200, "g string")
     out = [r["g"] for r in restore_types(labels, manifest, seed=5).collect()]
     assert set(out[:200]) == {0} and all(5000 <= x < 8000 for x in out[200:])
+    # with public bounds (conf/adult.toml): only the last bin includes its upper bound; "<1" is still 0
+    manifest = _manifest(df, {"g": BinSpec((1, 2000, 5000), lower=0, upper=5002)})
+    labels = spark.createDataFrame([("<1",)] * 200 + [("[1, 2000)",)] * 200 + [(">=5000",)] * 300, "g string")
+    out = [r["g"] for r in restore_types(labels, manifest, seed=5).collect()]
+    assert set(out[:200]) == {0} and all(1 <= x < 2000 for x in out[200:400])
+    assert set(out[400:]) == {5000, 5001, 5002}
 
 
 def test_category_columns_are_cast_back(spark) -> None:

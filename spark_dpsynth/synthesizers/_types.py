@@ -113,9 +113,11 @@ def bin_intervals(bins: Mapping[str, Any], scale: str = "real") -> dict[str, tup
 
 
 def _draw(
-    label: Column, intervals: dict[str, tuple[float, float]], scale: str, u: Column, upper_closed: bool
+    label: Column, intervals: dict[str, tuple[float, float]], scale: str, u: Column, closed: str | None
 ) -> Column:
-    """A value drawn in the bin of ``label`` (see the module docstring), as a double; null for other labels."""
+    """A value drawn in the bin of ``label`` (see the module docstring), as a double; null for other labels.
+    ``closed`` is the label of the last bin when a public upper bound closes it (its integers include the
+    bound), else None."""
     lo_map = F.create_map(*[x for lab, (lo, _) in intervals.items() for x in (F.lit(lab), F.lit(lo))])
     hi_map = F.create_map(*[x for lab, (_, hi) in intervals.items() for x in (F.lit(lab), F.lit(hi))])
     lo = F.element_at(lo_map, label)
@@ -124,7 +126,9 @@ def _draw(
         first = F.ceil(lo)
         # integers of [lo, hi): ceil(lo) .. ceil(hi) - 1; the last bin with a public upper bound includes it
         stop = F.ceil(hi) + (
-            F.when(F.floor(hi) == hi, F.lit(1)).otherwise(F.lit(0)) if upper_closed else F.lit(0)
+            F.when((label == F.lit(closed)) & (F.floor(hi) == hi), F.lit(1)).otherwise(F.lit(0))
+            if closed is not None
+            else F.lit(0)
         )
         count = F.greatest(stop - first, F.lit(1))
         return (first + F.floor(u * count)).cast("double")
@@ -177,7 +181,8 @@ def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: in
             intervals = bin_intervals(bins, scale)
             u = F.rand(None if base is None else base + j)
             label = col.cast("string")
-            drawn = _draw(label, intervals, scale, u, bins.get("upper") is not None)
+            closed = str(bins["labels"][-1]) if bins.get("upper") is not None else None
+            drawn = _draw(label, intervals, scale, u, closed)
             # an empty cell stays empty (least/greatest below would turn a null into a bound)
             value = F.when(label.isNull(), F.lit(None)).otherwise(_restore(drawn, scale, type_name))
             passthrough = [str(x) for x in bins.get("passthrough") or ()]
