@@ -215,9 +215,9 @@ class DataConfig:
     categorical: tuple[str, ...] = ()
     """Numeric, date or timestamp columns counted as categories (one value per distinct number, each released
     only above the threshold) instead of being binned; their synthetic values come back in the column's type."""
-    dp_bins: int = 10
+    dp_bins: int = 16
     """Bins of a numeric, date or timestamp column that has no public bins: DP quantiles at 1/dp_bins ..
-    (dp_bins - 1)/dp_bins of the column, >= 2 (docs/design.md section 2.8)."""
+    (dp_bins - 1)/dp_bins of the column, >= 2 (docs/design.md section 2.8, which gives the reason for 16)."""
     record_limit: int | None = None
     """Use only the first ``record_limit`` rows of the input (>= 1; SDS's ``record_limit``): in the order Spark
     reads them, which is the file order for CSV and Parquet. None: every row."""
