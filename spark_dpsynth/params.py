@@ -112,10 +112,11 @@ class BinSpec:
     """Non-numeric codes kept as categories of their own (e.g. NIST's ``"N"``, not applicable)."""
     lower: float | None = None
     """Public lower bound of the column's values (finite, <= edges[0]): a synthetic value of the bin ``<e0`` is
-    drawn in [lower, e0); None: it is e0 less one unit (docs/design.md section 2.8)."""
+    drawn in [lower, e0); None: the neighbour's width below e0, cut at 0 when e0 > 0 (docs/design.md section
+    2.8)."""
     upper: float | None = None
     """Public upper bound (finite, >= the last edge): a synthetic value of the bin ``>=e_m`` is drawn in
-    [e_m, upper]; None: it is e_m."""
+    [e_m, upper]; None: the neighbour's width above e_m, cut at 0 when e_m < 0 (docs/design.md section 2.8)."""
     count: int | None = None
     """With ``lower`` and ``upper`` and no ``edges``: ``count`` >= 1 equal-width bins between the bounds."""
 
@@ -214,9 +215,9 @@ class DataConfig:
     categorical: tuple[str, ...] = ()
     """Numeric, date or timestamp columns counted as categories (one value per distinct number, each released
     only above the threshold) instead of being binned; their synthetic values come back in the column's type."""
-    dp_bins: int = 10
+    dp_bins: int = 16
     """Bins of a numeric, date or timestamp column that has no public bins: DP quantiles at 1/dp_bins ..
-    (dp_bins - 1)/dp_bins of the column, >= 2 (docs/design.md section 2.8)."""
+    (dp_bins - 1)/dp_bins of the column, >= 2 (docs/design.md section 2.8, which gives the reason for 16)."""
     record_limit: int | None = None
     """Use only the first ``record_limit`` rows of the input (>= 1; SDS's ``record_limit``): in the order Spark
     reads them, which is the file order for CSV and Parquet. None: every row."""

@@ -121,3 +121,46 @@ def test_loading_incomplete_measurements_fails(spark, tmp_path) -> None:  # noqa
     shutil.copy(tmp_path / "cells.parquet", path / "measurements" / "part-0.parquet")
     with pytest.raises(ReleaseError, match="exactly one value per cell"):
         Release.load(str(path), spark)
+
+
+def test_a_measurement_domain_in_bin_order_survives_save_and_load(spark, tmp_path) -> None:  # noqa: ANN001
+    # A binned column's values are in bin order ("<1" before "[1, 5)" before ">=5"), not sorted: the measured
+    # cells index that order, and loading must not re-sort it (it did: every code pointed at another bin).
+    base = measured_release()
+    order = ("[1, 5)", "<1", ">=5")
+    aggregates = pd.DataFrame(
+        {
+            "k": [1, 1, 1, 2, 2],
+            "columns": [["A"], ["A"], ["A"], ["A", "B"], ["A", "B"]],
+            "values": [["<1"], ["[1, 5)"], [">=5"], [">=5", "x"], ["<1", "x"]],
+            "count": [60, 30, 10, 7, 50],
+        }
+    )
+    manifest = {**base.manifest.to_json(), "columns": ["A", "B"], "reporting_length": 2}
+    manifest.pop("measurements")
+    loaded = Release.from_pandas(
+        pd.concat(
+            [aggregates, pd.DataFrame({"k": [1], "columns": [["B"]], "values": [["x"]], "count": [90]})]
+        ),
+        manifest,
+    )
+    assert loaded.domains[0] == ("<1", ">=5", "[1, 5)")  # sorted by from_pandas
+    measured = (MeasuredMarginal(columns=(0,), values=np.array([30.0, 60.0, 10.0, 0.0]), std=1.0),)
+    from spark_dpsynth.release.core import _in_measurement_order
+
+    release = _in_measurement_order(loaded, {"A": list(order), "B": ["x"]})
+    release = Release(
+        release.columns, release.domains, release.marginals, release.manifest, measurements=measured
+    )
+    path = str(tmp_path / "release")
+    release.save(path, spark)
+    back = Release.load(path, spark)
+    assert back.domains[0] == order and back.measurements == release.measurements
+    assert back.to_pandas().sort_values(["k", "count"]).to_dict("list") == release.to_pandas().sort_values(
+        ["k", "count"]
+    ).to_dict("list")
+    pairs = back.to_pandas()
+    assert pairs[pairs["k"] == 2].set_index("count")["values"].map(tuple).to_dict() == {
+        7: (">=5", "x"),
+        50: ("<1", "x"),
+    }

@@ -25,7 +25,7 @@ from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, 
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
 from spark_dpsynth.privacy.accounting import split_budget
 from spark_dpsynth.privacy.noise import NoNoise
-from spark_dpsynth.synthesizers._types import bin_intervals, restore_types
+from spark_dpsynth.synthesizers._types import bin_intervals, open_bounds, restore_types
 
 SCHEMA = "n int, x double, d date, t timestamp, s string"
 ROWS = [
@@ -134,7 +134,7 @@ def test_restore_types_draws_inside_the_bin_and_restores_the_schema(spark) -> No
         assert 1 <= r["n"] < 10 and 1 <= r["x"] < 10 and r["d"] < dt.date(2000, 1, 1)
         assert dt.datetime(2001, 9, 9) <= r["t"] < dt.datetime(2020, 9, 14) and r["s"] == "a"
     for r in rows[1::2]:
-        assert -8 <= r["n"] < 1 and 10 <= r["x"] <= 2e6 and r["d"] >= dt.date(2020, 1, 1) and r["s"] is None
+        assert r["n"] == 0 and 10 <= r["x"] <= 2e6 and r["d"] >= dt.date(2020, 1, 1) and r["s"] is None
     # and back: the typed synthetic data bins to the labels it came from
     back = synthetic_for_release(typed, tuple(df.columns), manifest).collect()
     assert [tuple(r) for r in back] == [tuple(r) for r in labels.collect()]
@@ -148,6 +148,34 @@ def test_bin_intervals_close_the_open_bins_with_the_neighbour_width() -> None:
         "[20, 40)": (20.0, 40.0),
         ">=40": (40.0, 60.0),
     }
+
+
+def test_open_bins_never_cross_zero_when_every_edge_is_on_one_side() -> None:
+    # Adult's capital_gain edges without bounds: "<1" holds the zeros; it was drawn in [-1998, 1)
+    gain = BinSpec(edges=(1, 2000, 5000, 10000, 20000))
+    got = bin_intervals({"edges": list(gain.edges), "labels": list(gain.interval_labels())})
+    assert got["<1"] == (0.0, 1.0) and got[">=20000"] == (20000.0, 30000.0)
+    assert open_bounds([100.0, 150.0]) == (50.0, 200.0)  # the neighbour's width when it stays >= 0
+    assert open_bounds([-50.0, -10.0]) == (-90.0, 0.0)  # all edges negative: ">=-10" stops at 0
+    assert open_bounds([0.0, 1.0]) == (-1.0, 2.0)  # an edge at 0: "<0" are negative values, width 1
+    assert open_bounds([-5.0, 5.0]) == (-15.0, 15.0)  # edges on both sides: the neighbour's width
+    assert open_bounds([3.0]) == (2.0, 4.0) and open_bounds([0.5]) == (0.0, 1.5)  # one edge: width 1, cut
+    assert open_bounds([1.0, 2000.0], lower=-5.0, upper=99999.0) == (-5.0, 99999.0)  # public bounds win
+    assert open_bounds([7305.0, 10957.0], scale="date") == (3653.0, 14609.0)  # 1970-01-01 is no bound
+
+
+def test_open_bins_of_an_integer_column_at_zero_draw_zero(spark) -> None:
+    df = spark.createDataFrame([(0,), (5000,)], "g int")
+    manifest = _manifest(df, {"g": BinSpec((1, 2000, 5000))})
+    labels = spark.createDataFrame([("<1",)] * 200 + [(">=5000",)] * 200, "g string")
+    out = [r["g"] for r in restore_types(labels, manifest, seed=5).collect()]
+    assert set(out[:200]) == {0} and all(5000 <= x < 8000 for x in out[200:])
+    # with public bounds (conf/adult.toml): only the last bin includes its upper bound; "<1" is still 0
+    manifest = _manifest(df, {"g": BinSpec((1, 2000, 5000), lower=0, upper=5002)})
+    labels = spark.createDataFrame([("<1",)] * 200 + [("[1, 2000)",)] * 200 + [(">=5000",)] * 300, "g string")
+    out = [r["g"] for r in restore_types(labels, manifest, seed=5).collect()]
+    assert set(out[:200]) == {0} and all(1 <= x < 2000 for x in out[200:400])
+    assert set(out[400:]) == {5000, 5001, 5002}
 
 
 def test_category_columns_are_cast_back(spark) -> None:
@@ -288,4 +316,179 @@ def test_one_line_per_column_before_counting_from_public_facts_only() -> None:
     assert "DP quantile bins" in lines[0]  # a numeric identifier is binned, not left to release nothing
     assert "keeps its frequent values" in lines[1]  # a free-text column: only values above rho_1
     assert "public bins from the configuration (3 bins)" in lines[2]
+    # public edges without bounds: how the open bins will be drawn, and what bounds them
+    assert "'<18' in [0, 18)" in lines[2] and "'>=65' in [65, 112)" in lines[2]
+    assert "set lower and upper in [data.bins.age]" in lines[2]
     assert "declared categorical" in lines[3] and "multi-value" in lines[4]
+
+
+def test_identifier_like_columns_are_reported_from_the_1way_release_only() -> None:
+    from spark_dpsynth.mechanisms.marginals import HIGH_CARDINALITY_SHARE, report_high_cardinality
+    from spark_dpsynth.privacy._seeded import SeededNoise
+
+    # id: one value per record; half: 40% of the records on one value, the rest unique; p, q: ordinary categories
+    rows = [
+        (f"id{i}", "h" if i % 5 < 2 else f"u{i}", "a" if i % 3 else "b", "x" if i % 2 else "y")
+        for i in range(3000)
+    ]
+    params = AggregationParams(epsilon=4.0, delta=1e-6, reporting_length=2)
+    lines: list[str] = []
+    release = aggregate_encoded(
+        LocalBackend.from_rows(rows, 4),
+        ("id", "half", "p", "q"),
+        params,
+        noise=SeededNoise(1),
+        progress=lines.append,
+    )
+    entry = release.manifest["high_cardinality"]
+    assert entry["share_below"] == HIGH_CARDINALITY_SHARE and list(entry["columns"]) == ["id", "half"]
+    # id: no released value; its noisy empty count (no empty cell in the data) covers about nothing
+    assert entry["columns"]["id"]["released_values"] == 0 and entry["columns"]["id"]["covered_share"] < 0.02
+    assert entry["columns"]["half"]["released_values"] == 1
+    assert entry["columns"]["half"]["covered_share"] == pytest.approx(0.4, abs=0.02)
+    flagged = [line for line in lines if "identifier-like" in line]
+    assert len(flagged) == 2 and flagged[0].startswith("column 'id'") and "empty" in flagged[0]
+    assert "cover about 40% of the records (noisy)" in flagged[1] and "[data.domains]" in flagged[1]
+    # reported after the 1-way release, before any 2-tuple is counted
+    assert lines.index(flagged[-1]) < next(i for i, line in enumerate(lines) if line.startswith("k=2"))
+    # released values only: the shares are of the protected n', a covered share never above 1
+    assert report_high_cardinality({"c": (3, 120.0)}, 100)["columns"] == {}
+    assert report_high_cardinality({"c": (3, -5.0)}, 100)["columns"]["c"]["covered_share"] == 0.0
+    # only the columns asked for are checked (dp_aggregate: single-value categories without public values)
+    release = aggregate_encoded(
+        LocalBackend.from_rows(rows, 4),
+        ("id", "half", "p", "q"),
+        params,
+        noise=SeededNoise(1),
+        coverage_columns=frozenset({2, 3}),
+    )
+    assert release.manifest["high_cardinality"]["columns"] == {}
+
+
+def test_only_categories_with_values_from_the_data_are_checked() -> None:
+    from pyspark.sql import types as T
+
+    from spark_dpsynth.mechanisms.marginals import _values_found_in_data
+
+    schema = T.StructType(
+        [
+            T.StructField(c, t)
+            for c, t in [
+                ("a", T.IntegerType()),
+                ("s", T.StringType()),
+                ("d", T.StringType()),
+                ("m", T.StringType()),
+                ("b", T.StringType()),
+            ]
+        ]
+    )
+    config = DataConfig(
+        columns=("a", "s", "d", "m", "b"),
+        domains={"d": ("x", "y")},
+        multi_value={"m": "|"},
+        bins={"b": BinSpec(edges=(1, 2))},
+    )
+    types = column_types(schema, config)
+    assert [c for c in config.columns if _values_found_in_data(c, types, config)] == ["s"]
+
+
+@pytest.mark.slow
+def test_workload_reports_identifier_like_columns(spark) -> None:
+    from spark_dpsynth.mechanisms.workload import fit_workload
+    from spark_dpsynth.params import WorkloadParams
+
+    rows = [(f"id{i}", "a" if i % 3 else "b", "x" if i % 2 else "y", i % 90) for i in range(2000)]
+    df = spark.createDataFrame(rows, "id string, p string, q string, age int")
+    params = WorkloadParams(epsilon=4.0, delta=1e-6, selection="mst", seed=3, estimation_iterations=20)
+    lines: list[str] = []
+    release = fit_workload(
+        df, params, DataConfig(bins={"age": BinSpec(edges=(30, 60))}), progress=lines.append
+    )
+    entry = release.manifest["high_cardinality"]
+    assert list(entry["columns"]) == ["id"] and entry["columns"]["id"]["released_values"] == 0
+    assert sum("identifier-like" in line for line in lines) == 1
+
+
+def _pipeline(args: list[str], cwd) -> None:  # noqa: ANN001
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_DPSYNTH_MASTER="local[2]")
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_dpsynth", "pipeline", *args],
+        capture_output=True,
+        text=True,
+        timeout=2400,
+        cwd=cwd,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_adult_with_question_marks_as_values_has_no_empty_cell_and_no_negative_amount(
+    spark, tmp_path
+) -> None:
+    """Adult's train split through conf/adult.toml with "?" kept as a value (no empty cell in the data): the
+    synthetic data has no empty cell, and the open bins of capital_gain / capital_loss, bounded by the
+    configuration's public ranges, give no negative amount."""
+    import tomllib
+
+    from tests.conftest import ROOT
+
+    text = (ROOT / "conf" / "adult.toml").read_text()
+    assert 'empty_values = ["?"]' in text
+    text = text.replace('empty_values = ["?"]', "empty_values = []")
+    # "?" is a value of these columns: add it to their public domains (a value outside a domain is empty)
+    for column in ("workclass", "occupation", "native_country"):
+        text = text.replace(f"{column} = [", f'{column} = ["?", ', 1)
+    config = tmp_path / "adult_question_marks.toml"
+    config.write_text(text)
+    assert "?" in tomllib.loads(text)["data"]["domains"]["occupation"]
+    out = tmp_path / "out"
+    _pipeline(
+        ["--config", str(config), "--input", "data/adult.csv.gz", "--output", str(out), "--epsilon", "4",
+         "--seed", "11", "--no-single-csv"],
+        ROOT,
+    )  # fmt: skip
+    synthetic = spark.read.parquet(str(out / "synthetic")).toPandas()
+    assert synthetic.notna().all().all()  # the train split with "?" as a value has no empty cell
+    assert (synthetic["capital_gain"] >= 0).all() and (synthetic["capital_loss"] >= 0).all()
+    assert synthetic["capital_gain"].max() <= 99999 and synthetic["age"].between(17, 90).all()
+    metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
+    by_column = metrics["numeric"]["by_column"]
+    assert by_column["capital_gain"]["ks"] < 0.05 and by_column["capital_loss"]["ks"] < 0.05
+
+
+@pytest.mark.slow
+def test_nist_national_as_parquet_comes_back_in_its_schema(spark, shared_data, tmp_path) -> None:
+    """NIST national 2019 as Parquet with its numeric columns typed as numbers, no configuration, epsilon 4:
+    the same schema comes back, and metrics.json holds a Wasserstein distance per numeric column."""
+    from tests.conftest import ROOT
+
+    raw = spark.read.csv(str(shared_data / "nist_national2019.csv.gz"), header=True)
+    typed = raw.withColumns(
+        {
+            **{
+                c: F.col(c).try_cast("double").cast("int")
+                for c in ("AGEP", "PINCP", "POVPIP", "PWGTP", "WGTP")
+            },
+            "DENSITY": F.col("DENSITY").try_cast("double"),
+        }
+    )
+    parquet = tmp_path / "national2019.parquet"
+    typed.write.parquet(str(parquet))
+    out = tmp_path / "out"
+    _pipeline(
+        ["--input", str(parquet), "--output", str(out), "--epsilon", "4", "--seed", "5", "--no-single-csv"],
+        ROOT,
+    )
+    schema_in = spark.read.parquet(str(parquet)).schema
+    schema_out = spark.read.parquet(str(out / "synthetic")).schema
+    assert [(f.name, f.dataType) for f in schema_out.fields] == [
+        (f.name, f.dataType) for f in schema_in.fields
+    ]
+    by_column = json.loads((out / "evaluation" / "metrics.json").read_text())["numeric"]["by_column"]
+    for c in ("AGEP", "PINCP", "POVPIP", "PWGTP", "WGTP", "DENSITY"):
+        assert by_column[c]["wasserstein"] is not None and by_column[c]["wasserstein_normalized"] < 0.5, c

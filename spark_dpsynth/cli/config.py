@@ -7,7 +7,7 @@ Layout (every table and key is optional; unknown keys are errors that name the k
     [spark]            master | remote
     [run]              quiet, debug
     [data]             columns, empty_values, zeros_are_empty, sensitive_zeros, row_filter, privacy_unit,
-                       multi_value, max_multi_values, record_limit
+                       multi_value, max_multi_values, record_limit, categorical, dp_bins
     [data.bins.COL]    edges, labels, passthrough
     [data.domains]     COL = [values]: the PUBLIC domain (codebook) of a categorical column
     [aggregate]        the fields of AggregationParams
@@ -76,6 +76,8 @@ _DATA_KEYS = {
     "max_multi_values",
     "record_limit",
     "domains",
+    "categorical",
+    "dp_bins",
 }
 _BIN_KEYS = {"edges", "labels", "passthrough", "lower", "upper", "count"}
 _EVALUATE_KEYS = {

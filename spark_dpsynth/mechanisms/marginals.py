@@ -44,7 +44,7 @@ from spark_dpsynth.data.session import default_parallelism
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.mechanisms import _counting
 from spark_dpsynth.mechanisms._counting import CandidateIndex
-from spark_dpsynth.params import AggregationParams, DataConfig
+from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
 from spark_dpsynth.privacy.accounting import BudgetSplit, delta_from_protected_n, split_budget, thresholds_for
 from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
 from spark_dpsynth.registry import synthesizers_for
@@ -153,6 +153,7 @@ def aggregate_encoded(
     max_attributes: int | None = None,
     protected_n: int | None = None,
     bin_quantiles: int = 0,
+    coverage_columns: frozenset[int] | None = None,
 ) -> Release:
     """The DP-marginals algorithm on encoded records (docs/design.md section 2).
 
@@ -172,6 +173,8 @@ def aggregate_encoded(
             docs/design.md section 2.8); None draws it here.
         bin_quantiles: the number of DP quantiles the caller drew for bin edges (their share of rho is then in
             the budget split, section 2.8).
+        coverage_columns: indices of the columns whose 1-way coverage is checked after the 1-way release
+            (:func:`report_high_cardinality`); None: every public column.
 
     Returns:
         The release (not yet written). Its columns are ``columns`` without the private ones that released
@@ -225,6 +228,7 @@ def aggregate_encoded(
     radix = radix1
     kept_columns = list(range(d))
     d_public = len(public_columns)
+    high_cardinality: dict[str, object] = {}
 
     for k in range(1, r + 1):
         t0 = time.perf_counter()
@@ -311,6 +315,14 @@ def aggregate_encoded(
                 }
             )
             del dictionary
+            # Identifier-like columns, from the 1-way release only (post-processing, docs/design.md 2.8).
+            checked = public_columns if coverage_columns is None else sorted(coverage_columns)
+            covered = {}
+            for j in checked:
+                _, n_j = levels[1].tuples.get((j,), (None, np.zeros(0, dtype=np.int64)))
+                empty_j = max(0, int(empty_counts[j])) if empty_counts is not None else 0
+                covered[columns[j]] = (len(n_j), float(np.sum(n_j)) + empty_j)
+            high_cardinality = report_high_cardinality(covered, protected_n, progress)
         released = sum(len(n) for _, n in levels[k].tuples.values())
         log.info("k=%d: %d tuples released in %.1f s", k, released, time.perf_counter() - t0)
 
@@ -321,6 +333,7 @@ def aggregate_encoded(
     manifest = _manifest(
         released_columns, params, split, noise, protected_n, sensitivities, thresholds, marginals
     )
+    manifest["high_cardinality"] = high_cardinality
     if empty_counts is not None:
         manifest["empty_counts"] = {columns[j]: int(empty_counts[j]) for j in kept_columns}
         manifest["empty_counts_noise_std"] = split.sigmas[0] * math.sqrt(sensitivities[1])
@@ -338,6 +351,55 @@ def draw_protected_n(true_n: int, params: AggregationParams, noise: NoiseSource)
     """n' = max(1, n + L), L ~ discrete Laplace(1 / epsilon_N) (docs/design.md section 2.4)."""
     scale_n = 1.0 / (params.number_of_records_epsilon_proportion * params.epsilon)
     return max(1, true_n + int(noise.discrete_laplace(scale_n, 1)[0]))
+
+
+HIGH_CARDINALITY_SHARE = 0.5
+"""A category column whose released 1-way values (and measured empty cells) cover less than this share of the
+protected number of records is reported as identifier-like or high-cardinality (docs/design.md section 2.8)."""
+
+
+def report_high_cardinality(
+    covered: Mapping[str, tuple[int, float]],
+    protected_n: int,
+    progress: Progress | None = None,
+) -> dict[str, object]:
+    """Report the category columns whose released values cover little of the records; the manifest entry.
+
+    Post-processing of the 1-way release (docs/design.md section 2.8): run after the 1-way release and before
+    the k-tuples are counted, by both the marginals and the workload mechanism. One progress line per flagged
+    column names it, the covered share (noisy, rounded), what is done with it and what to do instead.
+
+    Args:
+        covered: column name -> (number of released values, sum of their noisy 1-way counts plus the column's
+            noisy empty count where the release measures it); released values only, never a true count.
+        protected_n: the protected number of records n' (noisy).
+        progress: the progress callback.
+
+    Returns:
+        The manifest's ``high_cardinality`` entry: ``share_below`` (:data:`HIGH_CARDINALITY_SHARE`) and
+        ``columns``, column -> {``released_values``, ``covered_share``} (noisy, rounded to 3 decimals) for the
+        flagged columns, in the order of ``covered``.
+    """
+    flagged: dict[str, dict[str, object]] = {}
+    for name, (n_values, total) in covered.items():
+        share = max(0.0, float(total)) / max(1, int(protected_n))
+        if share >= HIGH_CARDINALITY_SHARE:
+            continue
+        flagged[name] = {"released_values": int(n_values), "covered_share": round(min(share, 1.0), 3)}
+        if n_values:
+            found = (
+                f"its {n_values} released value(s) cover about {min(share, 1.0):.0%} of the records (noisy); it "
+                "keeps them, and its synthetic cells hold only these values (or are empty)"
+            )
+        else:
+            found = "no value passed the threshold rho_1, so its synthetic cells are empty"
+        report(
+            progress,
+            log,
+            f"column {name!r}: identifier-like or high-cardinality: {found}. Instead: bin a column of numbers "
+            "([data.bins]), list its public values ([data.domains]), or leave it out of [data] columns",
+        )
+    return {"share_below": HIGH_CARDINALITY_SHARE, "columns": flagged}
 
 
 def _drop_columns(marginals: dict[int, Marginal], kept: list[int], d: int) -> dict[int, Marginal]:
@@ -864,6 +926,9 @@ def dp_aggregate(
                 private_columns=private,
                 protected_n=protected_n,
                 bin_quantiles=n_quantiles if need else 0,
+                coverage_columns=frozenset(
+                    j for j, c in enumerate(names) if c in types and _values_found_in_data(c, types, config)
+                ),
                 max_attributes=n_single + config.max_multi_values * len(config.multi_value)
                 if private
                 else None,
@@ -892,13 +957,26 @@ def dp_aggregate(
     return release
 
 
+def _values_found_in_data(name: str, types: Mapping[str, object], config: DataConfig) -> bool:
+    """True for a single-value category column without public values (no bins, no domain): its released values
+    are found in the data, so it may be identifier-like (docs/design.md section 2.8)."""
+    t = types.get(name)
+    return (
+        getattr(t, "scale", "category") == "category"
+        and name not in config.multi_value
+        and name not in config.domains
+        and name not in config.bins
+    )
+
+
 def report_columns(types: Mapping[str, object], config: DataConfig, progress: Progress | None = None) -> None:
     """One line per attribute column, before counting: how it is counted (docs/design.md section 2.8).
 
     Public information only (the schema and the configuration): a distinct count is private, so an
     identifier-like or free-text column cannot be recognised here from its values. A category column keeps its
-    frequent values (those that pass the threshold rho_1); one whose values are all rare releases nothing, and
-    the report after the run names it.
+    frequent values (those that pass the threshold rho_1); one whose released values cover little of the records
+    is reported after the 1-way release (:func:`report_high_cardinality`), and the report after the run names
+    every column that released nothing.
     """
     for name, t in types.items():
         scale = getattr(t, "scale", "category")
@@ -907,6 +985,7 @@ def report_columns(types: Mapping[str, object], config: DataConfig, progress: Pr
             choice = "multi-value: one binary column per frequent value"
         elif scale != "category" and name in config.bins:
             choice = f"{scale}: public bins from the configuration ({len(config.bins[name].edges) + 1} bins)"
+            choice += _open_bins_note(name, config.bins[name], scale)
         elif scale != "category":
             choice = f"{scale}: DP quantile bins ({config.dp_bins} + 2 tails), values drawn inside their bin"
         elif name in config.domains:
@@ -919,6 +998,34 @@ def report_columns(types: Mapping[str, object], config: DataConfig, progress: Pr
         else:
             choice = "category: keeps its frequent values (a value is released only above rho_1)"
         report(progress, log, f"column {name!r} ({kind}): {choice}")
+
+
+def _open_bins_note(name: str, spec: BinSpec, scale: str) -> str:
+    """How the open bins of public edges without public bounds are drawn (docs/design.md section 2.8): "" when
+    both bounds are given; from the configuration only."""
+    from spark_dpsynth.synthesizers._types import open_bounds
+
+    if spec.lower is not None and spec.upper is not None:
+        return ""
+
+    def fmt(x: float) -> str:
+        return f"{x:.12g}"
+
+    lo, hi = open_bounds(spec.edges, spec.lower, spec.upper, scale)
+    labels = spec.interval_labels()
+    drawn = []
+    if spec.lower is None:
+        drawn.append(f"{labels[0]!r} in [{fmt(lo)}, {fmt(spec.edges[0])})")
+    if spec.upper is None:
+        drawn.append(f"{labels[-1]!r} in [{fmt(spec.edges[-1])}, {fmt(hi)})")
+    missing = " and ".join(b for b, x in (("lower", spec.lower), ("upper", spec.upper)) if x is None)
+    plural = "s" if len(drawn) > 1 else ""
+    cut = ", never across 0" if scale in ("integer", "real") else ""
+    return (
+        f"; no public {missing} bound{plural}: synthetic values of {' and '.join(drawn)} are drawn uniformly "
+        f"(the neighbouring bin's width{cut}); set {missing} in [data.bins.{name}] to the column's "
+        "public range to bound them"
+    )
 
 
 def _distinct_values(prepared, column: str) -> tuple[str, ...]:  # noqa: ANN001 - pyspark DataFrame

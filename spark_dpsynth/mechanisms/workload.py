@@ -638,6 +638,7 @@ def fit_workload(
         _release_key,
         _SparkBackend,
         _versions,
+        report_high_cardinality,
     )
 
     params = params if params is not None else WorkloadParams()
@@ -693,6 +694,19 @@ def fit_workload(
             progress,
             _release_key,
             protected_n=bins.protected_n,
+        )
+        # Identifier-like columns, from the released 1-way values only (docs/design.md section 2.8).
+        high_cardinality = report_high_cardinality(
+            {
+                names[j]: (
+                    len(discovery.domains[j]),
+                    float(sum(n for (jj, _), n in discovery.counts.items() if jj == j)),
+                )
+                for j in range(d)
+                if j not in public and names[j] not in derived
+            },
+            protected_n,
+            progress,
         )
         if bins.rho > 0:
             # the bins' share, drawn before the discovery at the rho the accountant has just converted
@@ -798,6 +812,7 @@ def fit_workload(
     }
     manifest.update(_data_manifest(config))
     manifest["column_types"] = types_block
+    manifest["high_cardinality"] = high_cardinality
     manifest["bins_rho"] = bins.rho
     manifest["epsilon_b"] = bins.epsilon_b
     if derived:

@@ -32,6 +32,7 @@ of records, a true count, a value that did not pass rho_1, record-level data, or
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -301,6 +302,11 @@ class Release:
             doc = self.manifest.to_json()
             if self.measurements:
                 doc["measurements"] = self._measurements_manifest()
+                # the cells index each column's values in this order (bin order for binned columns, the
+                # codebook's for public domains), which the aggregates' sorted 1-tuples do not keep
+                doc["measurement_domains"] = {
+                    c: list(d) for c, d in zip(self.columns, self.domains, strict=True)
+                }
                 cells = _measurement_cells(self.measurements)
                 spark.createDataFrame(cells, schema=MEASUREMENTS_SCHEMA).coalesce(1).write.mode(
                     "error"
@@ -362,6 +368,8 @@ class Release:
         pdf["columns"] = pdf["columns"].map(list)
         pdf["values"] = pdf["values"].map(list)
         release = cls.from_pandas(pdf, manifest)
+        if isinstance(manifest, dict) and manifest.get("measurement_domains"):
+            release = _in_measurement_order(release, manifest["measurement_domains"])
         listed = manifest.get("measurements") if isinstance(manifest, dict) else None
         meas_path = os.path.join(path, "measurements")
         if not listed:
@@ -382,6 +390,35 @@ class Release:
             manifest=release.manifest,
             measurements=measured,
         )
+
+
+def _in_measurement_order(release: Release, order: Mapping[str, Any]) -> Release:
+    """The release with each column's values in the order its measured cells index (the manifest's
+    ``measurement_domains``, written by :meth:`Release.save`), the k-tuples' codes renumbered to match.
+
+    Raises:
+        ReleaseError: ``measurement_domains`` does not hold exactly the released values of every column.
+    """
+    domains = []
+    perms = []
+    for c, dom in zip(release.columns, release.domains, strict=True):
+        want = tuple(str(x) for x in order.get(c, ()))
+        if sorted(want) != sorted(dom):
+            raise ReleaseError(
+                f"the manifest's measurement_domains for column {c!r} differ from its released values"
+            )
+        new = {v: i for i, v in enumerate(want)}
+        perms.append(np.array([new[v] for v in dom], dtype=np.int32))
+        domains.append(want)
+    marginals = {}
+    for k, m in release.marginals.items():
+        values = m.values.copy()
+        for j in range(values.shape[1]):
+            for c in np.unique(m.columns[:, j]):
+                rows = m.columns[:, j] == c
+                values[rows, j] = perms[int(c)][m.values[rows, j]]
+        marginals[k] = _sorted_marginal(m.columns.copy(), values, m.counts.copy())
+    return dataclasses.replace(release, domains=tuple(domains), marginals=marginals)
 
 
 def _sorted_marginal(columns: np.ndarray, values: np.ndarray, counts: np.ndarray) -> Marginal:

@@ -8,9 +8,14 @@ then returned unchanged):
 * a **binned** column (scale ``integer``, ``real``, ``date`` or ``timestamp``) gets a value drawn uniformly
   inside its bin [lo, hi): reals uniformly, integers (and dates, in days) uniformly among the integers of
   [lo, hi), timestamps uniformly in seconds. The open bins use the configuration's public bounds
-  (``lower``/``upper``) when given; otherwise the bin ``<e0`` is drawn in an interval as wide as its neighbour,
-  [e0 - (e1 - e0), e0), and ``>=e_m`` in [e_m, e_m + (e_m - e_(m-1))) (width 1 when there is one edge). A
-  ``passthrough`` code stays as it is, cast to the column's type (a string column keeps NIST's ``"N"``); any
+  (``lower``/``upper``) when given. Otherwise (:func:`open_bounds`) the bin ``<e0`` is drawn in an interval as
+  wide as its neighbour, [e0 - (e1 - e0), e0), and ``>=e_m`` in [e_m, e_m + (e_m - e_(m-1))) (width 1 when
+  there is one edge), but on the number scales never across 0 when every edge lies on one side of it: with e0 > 0 the bin ``<e0``
+  is [max(0, e0 - (e1 - e0)), e0), with e_m < 0 the bin ``>=e_m`` is [e_m, min(0, e_m + (e_m - e_(m-1)))).
+  Edges that are all positive say, as far as public information goes, that the column is a quantity (an
+  amount, a count, an age, a weight); a value of the other sign would be invented, and the width of the
+  neighbour alone drew Adult's ``capital_gain`` of 0 (the bin ``<1`` of edges 1, 2000, ..) in [-1998, 1).
+  Edges only, never the data (docs/design.md section 2.8). A ``passthrough`` code stays as it is, cast to the column's type (a string column keeps NIST's ``"N"``); any
   other label that is not a bin becomes null. Bin labels never reach the output;
 * a **category** column is cast to its input type (``"39"`` back to the integer 39; a string stays);
 * the columns keep the synthetic table's order, which is the input's (the release's column order).
@@ -32,13 +37,13 @@ Privacy: reads the release's manifest only (post-processing, docs/design.md sect
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["bin_intervals", "restore_types", "has_column_types"]
+__all__ = ["bin_intervals", "has_column_types", "open_bounds", "restore_types"]
 
 _TYPE_SEED_STREAM = 0x7E5
 """Added to the caller's seed so that type restoration draws apart from the synthesizer's own streams."""
@@ -53,30 +58,66 @@ _INTEGER_RANGES = {
 """The range of each integer type (bigint's top kept inside the doubles below 2^63): drawn values are clamped."""
 
 
+_NUMBER_SCALES = ("integer", "real")
+"""The scales on which 0 bounds an open bin whose edges all lie on the other side of it (module docstring)."""
+
+
 def has_column_types(manifest: Mapping[str, Any]) -> bool:
     """True when the release records its input's column types (releases made before them do not)."""
     return bool(manifest.get("column_types"))
 
 
-def bin_intervals(bins: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
-    """label -> [lo, hi) of every bin of one column's ``column_types`` bins entry, open bins closed as in the
-    module docstring (finite floats, lo < hi except for an integer bin of width 0, never produced)."""
+def open_bounds(
+    edges: Sequence[float], lower: float | None = None, upper: float | None = None, scale: str = "real"
+) -> tuple[float, float]:
+    """The interval ends of the two open bins of one column: (lo of ``<e0``, hi of ``>=e_m``).
+
+    Args:
+        edges: the bin edges e0 < .. < e_m (at least one).
+        lower: the public lower bound, or None.
+        upper: the public upper bound, or None.
+        scale: the column's scale (``integer``, ``real``, ``date``, ``timestamp``): 0 is a natural bound of
+            numbers only (on the date scales it is 1970-01-01, nothing special).
+
+    Returns:
+        ``lower``/``upper`` when given; otherwise the neighbour's width beyond the outer edge (1 with a single
+        edge), cut at 0 when the edges are all on the other side of 0 (module docstring, docs/design.md
+        section 2.8). From the edges and bounds only (public), never from data.
+    """
+    e = [float(x) for x in edges]
+    first_width = e[1] - e[0] if len(e) > 1 else 1.0
+    last_width = e[-1] - e[-2] if len(e) > 1 else 1.0
+    if lower is not None:
+        lo = float(lower)
+    else:
+        lo = e[0] - first_width
+        if e[0] > 0 and scale in _NUMBER_SCALES:
+            lo = max(0.0, lo)
+    if upper is not None:
+        hi = float(upper)
+    else:
+        hi = e[-1] + last_width
+        if e[-1] < 0 and scale in _NUMBER_SCALES:
+            hi = min(0.0, hi)
+    return lo, hi
+
+
+def bin_intervals(bins: Mapping[str, Any], scale: str = "real") -> dict[str, tuple[float, float]]:
+    """label -> [lo, hi) of every bin of one column's ``column_types`` bins entry on ``scale``, open bins closed
+    by :func:`open_bounds` (finite floats, lo < hi)."""
     edges = [float(e) for e in bins["edges"]]
     labels = [str(x) for x in bins["labels"]]
-    first_width = edges[1] - edges[0] if len(edges) > 1 else 1.0
-    last_width = edges[-1] - edges[-2] if len(edges) > 1 else 1.0
-    lower = bins.get("lower")
-    upper = bins.get("upper")
-    lo = float(lower) if lower is not None else edges[0] - first_width
-    hi = float(upper) if upper is not None else edges[-1] + last_width
+    lo, hi = open_bounds(edges, bins.get("lower"), bins.get("upper"), scale)
     bounds = [lo, *edges, hi]
     return {labels[i]: (bounds[i], bounds[i + 1]) for i in range(len(labels))}
 
 
 def _draw(
-    label: Column, intervals: dict[str, tuple[float, float]], scale: str, u: Column, upper_closed: bool
+    label: Column, intervals: dict[str, tuple[float, float]], scale: str, u: Column, closed: str | None
 ) -> Column:
-    """A value drawn in the bin of ``label`` (see the module docstring), as a double; null for other labels."""
+    """A value drawn in the bin of ``label`` (see the module docstring), as a double; null for other labels.
+    ``closed`` is the label of the last bin when a public upper bound closes it (its integers include the
+    bound), else None."""
     lo_map = F.create_map(*[x for lab, (lo, _) in intervals.items() for x in (F.lit(lab), F.lit(lo))])
     hi_map = F.create_map(*[x for lab, (_, hi) in intervals.items() for x in (F.lit(lab), F.lit(hi))])
     lo = F.element_at(lo_map, label)
@@ -85,7 +126,9 @@ def _draw(
         first = F.ceil(lo)
         # integers of [lo, hi): ceil(lo) .. ceil(hi) - 1; the last bin with a public upper bound includes it
         stop = F.ceil(hi) + (
-            F.when(F.floor(hi) == hi, F.lit(1)).otherwise(F.lit(0)) if upper_closed else F.lit(0)
+            F.when((label == F.lit(closed)) & (F.floor(hi) == hi), F.lit(1)).otherwise(F.lit(0))
+            if closed is not None
+            else F.lit(0)
         )
         count = F.greatest(stop - first, F.lit(1))
         return (first + F.floor(u * count)).cast("double")
@@ -135,10 +178,11 @@ def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: in
         scale, type_name = str(t["scale"]), str(t["type"])
         bins = t.get("bins")
         if bins and scale != "category":
-            intervals = bin_intervals(bins)
+            intervals = bin_intervals(bins, scale)
             u = F.rand(None if base is None else base + j)
             label = col.cast("string")
-            drawn = _draw(label, intervals, scale, u, bins.get("upper") is not None)
+            closed = str(bins["labels"][-1]) if bins.get("upper") is not None else None
+            drawn = _draw(label, intervals, scale, u, closed)
             # an empty cell stays empty (least/greatest below would turn a null into a bound)
             value = F.when(label.isNull(), F.lit(None)).otherwise(_restore(drawn, scale, type_name))
             passthrough = [str(x) for x in bins.get("passthrough") or ()]
