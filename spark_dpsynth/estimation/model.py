@@ -52,6 +52,8 @@ _EINSUM_LETTERS = 52
 _TINY = 1e-200
 """Separator counts below this (records) are taken as 0 by :meth:`GraphicalModel.project`: their inverse would
 overflow (a subnormal count) and turn the product into NaN; the counts they divide are no larger."""
+_MEMO_CELLS = 1 << 23
+"""Float cells of elimination messages :meth:`GraphicalModel.project_many` keeps for one batch (64 MiB)."""
 _DIRECT_CELLS = 1 << 13
 """Contractions whose joint index space (the product of every axis' size) has at most this many cells run as
 one direct ``numpy.einsum`` loop: planning a pairwise order (``optimize``) costs more than it saves there."""
@@ -214,6 +216,8 @@ class GraphicalModel:
         self._structure = structure
         self._beliefs = beliefs
         self._probs: list[np.ndarray] | None = None
+        self._messages: dict[tuple[int, int, frozenset[str]], tuple[Clique, np.ndarray]] | None = None
+        self._memo_cells = 0
         self.fit_report = None
         self.tree = structure.tree
         self.cliques = structure.tree.cliques
@@ -253,6 +257,32 @@ class GraphicalModel:
         if canonical != names:
             counts = counts.transpose([canonical.index(n) for n in names])
         return counts
+
+    def project_many(self, cliques: Iterable[Iterable[str]]) -> list[np.ndarray]:
+        """:meth:`project` of each clique, sharing the work between them: the elimination messages (module
+        docstring) are kept for the batch, up to ``_MEMO_CELLS`` float cells, and reused by the later cliques.
+
+        A message from node i towards its neighbour u that carries the query columns Q_i met on i's side is
+        the model's conditional table p(Q_i | S_iu) (S_iu their separator), whichever covering subtree it was
+        computed on (the clique-tree measure of any connected subtree is the model's marginal over its
+        columns): it depends only on (i, u, Q_i), the key of the cache. On NIST national (19 columns, about
+        1,100 candidates a round) most messages of the AIM rounds' candidates are shared (docs/design.md
+        section 4.7).
+
+        Args:
+            cliques: column-name tuples, as :meth:`project` takes.
+
+        Returns:
+            One array per clique, as :meth:`project` returns.
+
+        Raises:
+            InvalidParameterError: a name is unknown or repeated.
+        """
+        self._messages, self._memo_cells = {}, 0
+        try:
+            return [self.project(c) for c in cliques]
+        finally:
+            self._messages, self._memo_cells = None, 0
 
     def _covering_subtree(self, query: Clique) -> list[int]:
         """The nodes of a small connected subtree whose cliques cover ``query``: greedy cover by the cliques with
@@ -335,14 +365,23 @@ class GraphicalModel:
         root = min(nodes, key=lambda r: (work(r), r)) if len(nodes) > 1 else nodes[0]
         order, towards = orient(root)
         probs = self._probabilities()
-        messages: dict[int, tuple[Clique, np.ndarray]] = {}
+        memo = self._messages
+        kids_of: dict[int, list[int]] = {i: [] for i in order}
+        for i in order[1:]:
+            kids_of[towards[i]].append(i)
+        carried: dict[int, frozenset[str]] = {}
         for i in reversed(order):
-            kids = [j for j in adjacent[i] if towards[j] == i]
-            clique = self.cliques[i]
+            carried[i] = frozenset(wanted & sets[i]).union(*(carried[j] for j in kids_of[i]))
+
+        def message(i: int) -> tuple[Clique, np.ndarray]:
             up = towards[i]
+            key = (i, up, carried[i])
+            if up >= 0 and memo is not None and key in memo:
+                return memo[key]
+            clique = self.cliques[i]
             sep = tuple(n for n in clique if n in sets[up]) if up >= 0 else ()
             needed = set(sep) | (wanted & sets[i])
-            for j in kids:
+            for j in kids_of[i]:
                 needed.update(n for n in clique if n in sets[j])
             reduced = tuple(n for n in clique if n in needed)
             counts = (
@@ -353,12 +392,17 @@ class GraphicalModel:
                 sep_counts = counts.sum(axis=other_axes(sep, reduced)) if sep != reduced else counts
                 inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > _TINY)
                 factors.append((sep, inverse))
-            factors.extend(messages.pop(j) for j in kids)
+            factors.extend(message(j) for j in kids_of[i])
             scope = union(self.domain, [c for c, _ in factors])
             keep = set(sep) | (wanted & set(scope))
             out = tuple(n for n in scope if n in keep)
-            messages[i] = (out, _contract(factors, out))
-        scope, table = messages[root]
+            result = (out, _contract(factors, out))
+            if up >= 0 and memo is not None and self._memo_cells + result[1].size <= _MEMO_CELLS:
+                memo[key] = result
+                self._memo_cells += result[1].size
+            return result
+
+        scope, table = message(root)
         assert set(scope) == wanted
         return table
 
