@@ -32,6 +32,7 @@ vectorized and works per partition (docs/design.md section 4.8).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +55,9 @@ _TINY = 1e-200
 overflow (a subnormal count) and turn the product into NaN; the counts they divide are no larger."""
 _MEMO_CELLS = 1 << 23
 """Float cells of elimination messages :meth:`GraphicalModel.project_many` keeps for one batch (64 MiB)."""
+_MAX_PATHS = 1 << 14
+"""Contraction orders :func:`_contract` keeps (by labels and shapes) before it starts over."""
+_PATHS: dict[tuple[Any, ...], list[Any]] = {}
 _DIRECT_CELLS = 1 << 13
 """Contractions whose joint index space (the product of every axis' size) has at most this many cells run as
 one direct ``numpy.einsum`` loop: planning a pairwise order (``optimize``) costs more than it saves there."""
@@ -221,6 +225,7 @@ class GraphicalModel:
         self.fit_report = None
         self.tree = structure.tree
         self.cliques = structure.tree.cliques
+        self._clique_sets = [frozenset(c) for c in self.cliques]
 
     def size(self) -> int:
         """The number of float cells of its junction tree."""
@@ -290,10 +295,11 @@ class GraphicalModel:
         tree = self.tree
         left = set(query)
         terminals: list[int] = []
+        sets = self._clique_sets
         while left:
-            best = max(range(len(self.cliques)), key=lambda i: (len(left & set(self.cliques[i])), -i))
+            best = max(range(len(sets)), key=lambda i: (len(left & sets[i]), -i))
             terminals.append(best)
-            left -= set(self.cliques[best])
+            left -= sets[best]
 
         def path_to_root(i: int) -> list[int]:
             out = [i]
@@ -338,6 +344,7 @@ class GraphicalModel:
                 adjacent[p].append(i)
         wanted = set(query)
         sets = {i: set(self.cliques[i]) for i in nodes}
+        size_of = dict(zip(self.domain.names, self.domain.sizes, strict=True))
 
         def orient(root: int) -> tuple[list[int], dict[int, int]]:
             order, towards = [root], {root: -1}
@@ -358,7 +365,7 @@ class GraphicalModel:
                     if adjacent[i]
                     else set()
                 )
-                total += self.domain.cells(sets[i] | below)
+                total += math.prod(size_of[n] for n in sets[i] | below)
                 carried[i] = below | (wanted & sets[i])
             return total
 
@@ -465,7 +472,20 @@ def _contract(factors: list[tuple[Clique, np.ndarray]], out: Clique) -> np.ndarr
         args += [f, [label[n] for n in c]]
         sizes.update(zip(c, f.shape, strict=True))
     direct = int(np.prod(list(sizes.values()), dtype=np.float64)) <= _DIRECT_CELLS
-    return np.asarray(np.einsum(*args, [label[n] for n in out], optimize=False if direct else "greedy"))
+    result = [label[n] for n in out]
+    if direct:
+        return np.asarray(np.einsum(*args, result, optimize=False))
+    # the greedy pairwise order depends only on the labels and shapes: planned once per signature
+    signature = (
+        tuple((tuple(a), f.shape) for f, a in zip(args[::2], args[1::2], strict=True)),
+        tuple(result),
+    )
+    path = _PATHS.get(signature)
+    if path is None:
+        if len(_PATHS) >= _MAX_PATHS:
+            _PATHS.clear()
+        path = _PATHS[signature] = np.einsum_path(*args, result, optimize="greedy")[0]
+    return np.asarray(np.einsum(*args, result, optimize=path))
 
 
 def _draw_rows(table: np.ndarray, rows: np.ndarray, rng: np.random.Generator, rounded: bool) -> np.ndarray:
