@@ -380,6 +380,20 @@ class GraphicalModel:
         for i in reversed(order):
             carried[i] = frozenset(wanted & sets[i]).union(*(carried[j] for j in kids_of[i]))
 
+        def reduction(i: int, cols: Clique) -> np.ndarray:
+            """Clique i's counts summed down to ``cols`` (in the clique's order), kept for the batch."""
+            clique = self.cliques[i]
+            if len(cols) == len(clique):
+                return probs[i]
+            key = (i, -2, frozenset(cols))
+            if memo is not None and key in memo:
+                return memo[key][1]
+            table = probs[i].sum(axis=other_axes(cols, clique))
+            if memo is not None and self._memo_cells + table.size <= _MEMO_CELLS:
+                memo[key] = (cols, table)
+                self._memo_cells += table.size
+            return table
+
         def message(i: int) -> tuple[Clique, np.ndarray]:
             up = towards[i]
             key = (i, up, carried[i])
@@ -391,12 +405,10 @@ class GraphicalModel:
             for j in kids_of[i]:
                 needed.update(n for n in clique if n in sets[j])
             reduced = tuple(n for n in clique if n in needed)
-            counts = (
-                probs[i].sum(axis=other_axes(reduced, clique)) if len(reduced) < len(clique) else probs[i]
-            )
+            counts = reduction(i, reduced)
             factors: list[tuple[Clique, np.ndarray]] = [(reduced, counts)]
             if up >= 0:
-                sep_counts = counts.sum(axis=other_axes(sep, reduced)) if sep != reduced else counts
+                sep_counts = reduction(i, sep)
                 inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > _TINY)
                 factors.append((sep, inverse))
             factors.extend(message(j) for j in kids_of[i])
