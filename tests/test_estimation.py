@@ -154,6 +154,20 @@ def test_projection_over_a_long_path_of_the_tree() -> None:
         np.testing.assert_allclose(model.project(query), marginal(joint, domain, query), rtol=1e-9)
 
 
+def test_project_many_shares_messages_and_equals_the_brute_force_marginals() -> None:
+    """Every 2- and 3-way marginal of a branching tree model, computed in one batch (shared messages), is the
+    brute-force marginal, in the order asked; the batch's cache is dropped afterwards."""
+    names = tuple(f"x{i}" for i in range(8))
+    domain = Domain(names, (2, 3, 2, 3, 2, 3, 2, 2))
+    edges = [("x0", "x1"), ("x1", "x2"), ("x1", "x3", "x4"), ("x4", "x5"), ("x5", "x6"), ("x2", "x7")]
+    model = random_model(11, domain, edges)
+    joint = joint_of(model)
+    queries = [q for k in (2, 3) for q in itertools.combinations(names, k)] + [("x6", "x0", "x3")]
+    for q, table in zip(queries, model.project_many(queries), strict=True):
+        np.testing.assert_allclose(table, marginal(joint, domain, q), rtol=1e-9, atol=1e-12)
+    assert model._messages is None
+
+
 def test_extreme_potentials_stay_finite() -> None:
     rng = np.random.default_rng(0)
     potentials = {c: rng.normal(0, 400, DOMAIN.shape(c)) for c in CLIQUES}

@@ -259,8 +259,11 @@ def test_projector_equals_the_model_projection() -> None:
     ]
     model = estimate(domain, ms, iterations=20)
     project = _Projector(model)
-    for q in [("a", "c"), ("c", "a"), ("b", "d", "a"), ("e", "c", "a"), ("a", "b"), ("d", "a", "c", "e")]:
+    queries = [("a", "c"), ("c", "a"), ("b", "d", "a"), ("e", "c", "a"), ("a", "b"), ("d", "a", "c", "e")]
+    for q in queries:
         np.testing.assert_allclose(project(q), model.project(q), rtol=1e-9, atol=1e-9)
+    for q, table in zip(queries, _Projector(model).many(queries), strict=True):  # the batch, as AIM scores
+        np.testing.assert_allclose(table, model.project(q), rtol=1e-9, atol=1e-9)
 
 
 def test_choose_fitting_is_the_exponential_mechanism_over_the_fitting_cliques() -> None:

@@ -32,6 +32,7 @@ vectorized and works per partition (docs/design.md section 4.8).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,11 @@ _EINSUM_LETTERS = 52
 _TINY = 1e-200
 """Separator counts below this (records) are taken as 0 by :meth:`GraphicalModel.project`: their inverse would
 overflow (a subnormal count) and turn the product into NaN; the counts they divide are no larger."""
+_MEMO_CELLS = 1 << 23
+"""Float cells of elimination messages :meth:`GraphicalModel.project_many` keeps for one batch (64 MiB)."""
+_MAX_PATHS = 1 << 14
+"""Contraction orders :func:`_contract` keeps (by labels and shapes) before it starts over."""
+_PATHS: dict[tuple[Any, ...], list[Any]] = {}
 _DIRECT_CELLS = 1 << 13
 """Contractions whose joint index space (the product of every axis' size) has at most this many cells run as
 one direct ``numpy.einsum`` loop: planning a pairwise order (``optimize``) costs more than it saves there."""
@@ -214,9 +220,12 @@ class GraphicalModel:
         self._structure = structure
         self._beliefs = beliefs
         self._probs: list[np.ndarray] | None = None
+        self._messages: dict[tuple[int, int, frozenset[str]], tuple[Clique, np.ndarray]] | None = None
+        self._memo_cells = 0
         self.fit_report = None
         self.tree = structure.tree
         self.cliques = structure.tree.cliques
+        self._clique_sets = [frozenset(c) for c in self.cliques]
 
     def size(self) -> int:
         """The number of float cells of its junction tree."""
@@ -254,16 +263,43 @@ class GraphicalModel:
             counts = counts.transpose([canonical.index(n) for n in names])
         return counts
 
+    def project_many(self, cliques: Iterable[Iterable[str]]) -> list[np.ndarray]:
+        """:meth:`project` of each clique, sharing the work between them: the elimination messages (module
+        docstring) are kept for the batch, up to ``_MEMO_CELLS`` float cells, and reused by the later cliques.
+
+        A message from node i towards its neighbour u that carries the query columns Q_i met on i's side is
+        the model's conditional table p(Q_i | S_iu) (S_iu their separator), whichever covering subtree it was
+        computed on (the clique-tree measure of any connected subtree is the model's marginal over its
+        columns): it depends only on (i, u, Q_i), the key of the cache. On NIST national (19 columns, about
+        1,100 candidates a round) most messages of the AIM rounds' candidates are shared (docs/design.md
+        section 4.7).
+
+        Args:
+            cliques: column-name tuples, as :meth:`project` takes.
+
+        Returns:
+            One array per clique, as :meth:`project` returns.
+
+        Raises:
+            InvalidParameterError: a name is unknown or repeated.
+        """
+        self._messages, self._memo_cells = {}, 0
+        try:
+            return [self.project(c) for c in cliques]
+        finally:
+            self._messages, self._memo_cells = None, 0
+
     def _covering_subtree(self, query: Clique) -> list[int]:
         """The nodes of a small connected subtree whose cliques cover ``query``: greedy cover by the cliques with
         the most uncovered columns, joined by their tree paths."""
         tree = self.tree
         left = set(query)
         terminals: list[int] = []
+        sets = self._clique_sets
         while left:
-            best = max(range(len(self.cliques)), key=lambda i: (len(left & set(self.cliques[i])), -i))
+            best = max(range(len(sets)), key=lambda i: (len(left & sets[i]), -i))
             terminals.append(best)
-            left -= set(self.cliques[best])
+            left -= sets[best]
 
         def path_to_root(i: int) -> list[int]:
             out = [i]
@@ -308,6 +344,7 @@ class GraphicalModel:
                 adjacent[p].append(i)
         wanted = set(query)
         sets = {i: set(self.cliques[i]) for i in nodes}
+        size_of = dict(zip(self.domain.names, self.domain.sizes, strict=True))
 
         def orient(root: int) -> tuple[list[int], dict[int, int]]:
             order, towards = [root], {root: -1}
@@ -328,37 +365,63 @@ class GraphicalModel:
                     if adjacent[i]
                     else set()
                 )
-                total += self.domain.cells(sets[i] | below)
+                total += math.prod(size_of[n] for n in sets[i] | below)
                 carried[i] = below | (wanted & sets[i])
             return total
 
         root = min(nodes, key=lambda r: (work(r), r)) if len(nodes) > 1 else nodes[0]
         order, towards = orient(root)
         probs = self._probabilities()
-        messages: dict[int, tuple[Clique, np.ndarray]] = {}
+        memo = self._messages
+        kids_of: dict[int, list[int]] = {i: [] for i in order}
+        for i in order[1:]:
+            kids_of[towards[i]].append(i)
+        carried: dict[int, frozenset[str]] = {}
         for i in reversed(order):
-            kids = [j for j in adjacent[i] if towards[j] == i]
+            carried[i] = frozenset(wanted & sets[i]).union(*(carried[j] for j in kids_of[i]))
+
+        def reduction(i: int, cols: Clique) -> np.ndarray:
+            """Clique i's counts summed down to ``cols`` (in the clique's order), kept for the batch."""
             clique = self.cliques[i]
+            if len(cols) == len(clique):
+                return probs[i]
+            key = (i, -2, frozenset(cols))
+            if memo is not None and key in memo:
+                return memo[key][1]
+            table = probs[i].sum(axis=other_axes(cols, clique))
+            if memo is not None and self._memo_cells + table.size <= _MEMO_CELLS:
+                memo[key] = (cols, table)
+                self._memo_cells += table.size
+            return table
+
+        def message(i: int) -> tuple[Clique, np.ndarray]:
             up = towards[i]
+            key = (i, up, carried[i])
+            if up >= 0 and memo is not None and key in memo:
+                return memo[key]
+            clique = self.cliques[i]
             sep = tuple(n for n in clique if n in sets[up]) if up >= 0 else ()
             needed = set(sep) | (wanted & sets[i])
-            for j in kids:
+            for j in kids_of[i]:
                 needed.update(n for n in clique if n in sets[j])
             reduced = tuple(n for n in clique if n in needed)
-            counts = (
-                probs[i].sum(axis=other_axes(reduced, clique)) if len(reduced) < len(clique) else probs[i]
-            )
+            counts = reduction(i, reduced)
             factors: list[tuple[Clique, np.ndarray]] = [(reduced, counts)]
             if up >= 0:
-                sep_counts = counts.sum(axis=other_axes(sep, reduced)) if sep != reduced else counts
+                sep_counts = reduction(i, sep)
                 inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > _TINY)
                 factors.append((sep, inverse))
-            factors.extend(messages.pop(j) for j in kids)
+            factors.extend(message(j) for j in kids_of[i])
             scope = union(self.domain, [c for c, _ in factors])
             keep = set(sep) | (wanted & set(scope))
             out = tuple(n for n in scope if n in keep)
-            messages[i] = (out, _contract(factors, out))
-        scope, table = messages[root]
+            result = (out, _contract(factors, out))
+            if up >= 0 and memo is not None and self._memo_cells + result[1].size <= _MEMO_CELLS:
+                memo[key] = result
+                self._memo_cells += result[1].size
+            return result
+
+        scope, table = message(root)
         assert set(scope) == wanted
         return table
 
@@ -421,7 +484,20 @@ def _contract(factors: list[tuple[Clique, np.ndarray]], out: Clique) -> np.ndarr
         args += [f, [label[n] for n in c]]
         sizes.update(zip(c, f.shape, strict=True))
     direct = int(np.prod(list(sizes.values()), dtype=np.float64)) <= _DIRECT_CELLS
-    return np.asarray(np.einsum(*args, [label[n] for n in out], optimize=False if direct else "greedy"))
+    result = [label[n] for n in out]
+    if direct:
+        return np.asarray(np.einsum(*args, result, optimize=False))
+    # the greedy pairwise order depends only on the labels and shapes: planned once per signature
+    signature = (
+        tuple((tuple(a), f.shape) for f, a in zip(args[::2], args[1::2], strict=True)),
+        tuple(result),
+    )
+    path = _PATHS.get(signature)
+    if path is None:
+        if len(_PATHS) >= _MAX_PATHS:
+            _PATHS.clear()
+        path = _PATHS[signature] = np.einsum_path(*args, result, optimize="greedy")[0]
+    return np.asarray(np.einsum(*args, result, optimize=path))
 
 
 def _draw_rows(table: np.ndarray, rows: np.ndarray, rng: np.random.Generator, rounded: bool) -> np.ndarray:

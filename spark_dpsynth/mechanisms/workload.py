@@ -389,12 +389,14 @@ def _aim(
         true = tables.get(pool)
         # Scores are private: used only by the exponential mechanism below, never logged or written.
         scores = np.empty(len(pool))
+        estimates = project.many([tuple(names[x] for x in c) for c in pool])
         for i, c in enumerate(pool):
-            est = project(tuple(names[x] for x in c))
+            est = estimates[i]
             n_cells = true[c].size
             scores[i] = len(c) * (
                 float(np.abs(true[c] - est).sum()) - math.sqrt(2 / math.pi) * sigma * n_cells
             )
+        del estimates
         chosen = _choose_fitting(pool, scores, fits, noise, float(r), epsilon**2 / 8.0)
         del scores
         if chosen is None:
@@ -481,17 +483,40 @@ class _Projector:
             self._cache[names] = self._model.project(names)
         return self._cache[names]
 
-    def __call__(self, names: tuple[str, ...]) -> np.ndarray:
+    def _groups(self, names: tuple[str, ...]) -> list[list[int]]:
         groups: dict[str, list[int]] = {}
         for i, x in enumerate(names):
             groups.setdefault(self._component[x], []).append(i)
+        return list(groups.values())
+
+    def __call__(self, names: tuple[str, ...]) -> np.ndarray:
+        groups = self._groups(names)
         if len(groups) == 1:
             return self._model.project(names)
         operands: list[Any] = []
-        for axes in groups.values():
+        for axes in groups:
             operands += [self._part(tuple(names[i] for i in axes)), list(axes)]
         out = np.einsum(*operands, list(range(len(names))))
         return out / self._model.total ** (len(groups) - 1)
+
+    def many(self, cliques: Sequence[tuple[str, ...]]) -> list[np.ndarray]:
+        """``[self(c) for c in cliques]``, the projections inside one component computed together by
+        ``GraphicalModel.project_many`` (which shares their elimination messages)."""
+        inside: list[tuple[str, ...]] = []
+        for names in cliques:
+            groups = self._groups(names)
+            if len(groups) == 1:
+                inside.append(names)
+            else:
+                inside += [
+                    tuple(names[i] for i in axes)
+                    for axes in groups
+                    if tuple(names[i] for i in axes) not in self._cache
+                ]
+        inside = list(dict.fromkeys(inside))
+        for names, table in zip(inside, self._model.project_many(inside), strict=True):
+            self._cache[names] = table
+        return [self._cache[c] if len(self._groups(c)) == 1 else self(c) for c in cliques]
 
 
 def _model_size_rule(domain, names: Sequence[str], model, size_limit: float):  # noqa: ANN001, ANN202 - estimation types
