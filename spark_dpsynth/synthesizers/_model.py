@@ -1,4 +1,4 @@
-"""The default synthesizer's model: marginals estimated from the noisy release, a Bayesian network, raking.
+"""The ``model`` synthesizer: marginals estimated from the noisy release, a Bayesian network, raking.
 
 Synthesis in ``mode = "model"`` (docs/design.md section 4.1) reads only the release and works in two stages.
 
@@ -587,7 +587,7 @@ def _conditional(est: MarginalEstimates, child: int, pa: tuple[int, ...]) -> np.
 
 
 def fit_release_model(release: Release) -> ReleaseModel:
-    """Fit the model the default synthesizer samples from (module docstring, fit steps 1-4).
+    """Fit the model the ``model`` synthesizer samples from (module docstring, fit steps 1-4).
 
     Args:
         release: the DP release (d columns, reporting length R).
