@@ -127,3 +127,22 @@ def test_a_column_measured_without_empties_gets_none(spark) -> None:  # noqa: AN
     shares = pdf.fillna("<empty>").groupby(["A", "B"]).size() / len(pdf)
     assert shares.get(("a", "x"), 0.0) == pytest.approx(JOINT_AB[0, 0] / n, abs=0.02)
     assert pdf["A"].isna().mean() == pytest.approx(JOINT_AB[2].sum() / n, abs=0.02)
+
+
+def test_bins_measured_empty_are_not_drawn() -> None:
+    """A binned number column: its bins measured below 3 stds are absent; a category column keeps its cells."""
+    base = measured_release()
+    manifest = {**dict(base.manifest), "column_types": {"C": {"scale": "integer", "bins": {"edges": [1.0]}}}}
+    n = JOINT_AB.sum()
+    c_table = MeasuredMarginal(columns=(2,), values=np.array([n - 1.0, 1.0]), std=2.0)
+    a_table = MeasuredMarginal(columns=(0,), values=np.array([n - 101.0, 1.0, 100.0]), std=2.0)
+    release = Release(
+        base.columns,
+        base.domains,
+        base.marginals,
+        manifest,
+        measurements=(base.measurements[0], c_table, a_table),
+    )
+    absent = pgm.absent_cells(release)
+    assert set(absent) == {2}  # A is a category column (its small cell stays); its empty cell is 100
+    np.testing.assert_array_equal(absent[2], [False, True])

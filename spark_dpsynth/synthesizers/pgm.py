@@ -15,11 +15,12 @@ with their noise std), such as those of the ``workload`` mechanism. Two stages (
    the partition's records that share a separator value splits over the next clique's cells with counts within
    one of their expected counts, so the output's marginals follow the model's closely. Codes are decoded to the
    released values; the empty category is written as null.
-3. **Empty cells as measured**: a column whose empty category is not significantly positive in its 1-way
-   measurements (the inverse-variance mean of its 1-way tables' empty cell is below ``EMPTY_Z`` of its noise
-   std) gets no empty cell: its records are drawn from the model conditioned on that column being non-empty
-   (rejection sampling, exact for the conditional distribution). Otherwise the noise alone would put empty
-   cells, about sigma / n of each column's rows, into a table that has none (docs/design.md section 4.8).
+3. **Empty cells and empty bins as measured**: a column whose empty category is not significantly positive in
+   its 1-way measurements (the inverse-variance mean of its 1-way tables' empty cell is below ``EMPTY_Z`` of its
+   noise std) gets no empty cell, and a binned number column no value in a bin measured so: the records are
+   drawn from the model conditioned on avoiding those cells (rejection sampling, exact for the conditional
+   distribution). Otherwise the noise alone would put empty cells, about sigma / n of each column's rows, into a
+   table that has none, and values into DP bins beyond the data (docs/design.md section 4.8).
 
 Privacy: post-processing of the release (it reads the measured marginals, their std and the protected number of
 records, nothing else); the randomness of sampling is utility randomness (docs/design.md section 7.3).
@@ -45,6 +46,7 @@ from spark_dpsynth.synthesizers._kernels import exact_split, sample_partitions
 __all__ = [
     "EMPTY_Z",
     "FIT_ITERATIONS",
+    "absent_cells",
     "columns_without_empties",
     "fit_release",
     "release_domain",
@@ -67,46 +69,74 @@ _MAX_REDRAWS = 50
 """Rounds of rejection sampling before the rows still missing are taken from the rejected ones (logged)."""
 
 
-def columns_without_empties(release: Release, z: float = EMPTY_Z) -> tuple[int, ...]:
-    """Indices of the columns whose empty category is not significantly positive (module docstring, stage 3).
+def _one_way_means(release: Release) -> dict[int, tuple[np.ndarray, float]]:
+    """Per column with 1-way measured marginals: the inverse-variance mean of its cells and that mean's std.
 
-    Per column c, over its 1-way measured marginals i (noisy empty cell y_i, std s_i): the inverse-variance mean
-    y = sum(y_i / s_i^2) / sum(1 / s_i^2) with std s = sum(1 / s_i^2)^(-1/2); c is listed when y < z s. A column
-    with no 1-way measurement is not listed. Post-processing of the release only.
+    Over a column's 1-way tables i (cells y_i, std s_i): y = sum(y_i / s_i^2) / sum(1 / s_i^2) cell by cell,
+    s = sum(1 / s_i^2)^(-1/2).
     """
-    weights = np.zeros(len(release.columns))
-    sums = np.zeros(len(release.columns))
+    weights: dict[int, float] = {}
+    sums: dict[int, np.ndarray] = {}
     for m in release.measurements:
         if len(m.columns) == 1:
             c = m.columns[0]
             w = 1.0 / (m.std * m.std)
-            weights[c] += w
-            sums[c] += w * float(np.asarray(m.values)[-1])
-    return tuple(
-        c
-        for c in range(len(release.columns))
-        if weights[c] > 0 and sums[c] / weights[c] < z / np.sqrt(weights[c])
-    )
+            weights[c] = weights.get(c, 0.0) + w
+            sums[c] = sums.get(c, 0.0) + w * np.asarray(m.values, dtype=np.float64)
+    return {c: (sums[c] / weights[c], 1.0 / np.sqrt(weights[c])) for c in weights}
+
+
+def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
+    """Per column, a boolean mask over its measurement domain (released values, then the empty category) of the
+    cells judged absent from the data (module docstring, stage 3): cells whose 1-way mean y is below z s.
+
+    Tested: every column's empty category, and every bin of a binned number, date or timestamp column (the
+    manifest's ``column_types``): DP bin edges can open bins far beyond the data, whose noisy cells would
+    otherwise draw values there. A category value keeps its measured share (it passed its own discovery
+    threshold, or its domain is public). Columns with nothing absent, or no 1-way table, are not listed.
+    """
+    types = release.manifest.get("column_types") or {}
+    out = {}
+    for c, (mean, std) in _one_way_means(release).items():
+        below = mean < z * std
+        t = types.get(release.columns[c]) or {}
+        binned = bool(t.get("bins")) and t.get("scale") != "category"
+        mask = below if binned else np.zeros_like(below)
+        mask[-1] = below[-1]
+        if mask.any() and not mask.all():
+            out[c] = mask
+    return out
+
+
+def columns_without_empties(release: Release, z: float = EMPTY_Z) -> tuple[int, ...]:
+    """Indices of the columns whose empty category is not significantly positive (:func:`absent_cells`)."""
+    return tuple(c for c, mask in sorted(absent_cells(release, z).items()) if mask[-1])
 
 
 def _draw_conditioned(
-    model: GraphicalModel, n: int, rng: np.random.Generator, empty: np.ndarray, cols: tuple[int, ...]
+    model: GraphicalModel, n: int, rng: np.random.Generator, absent: dict[int, np.ndarray]
 ) -> tuple[np.ndarray, bool]:
-    """``n`` records from ``model`` conditioned on no empty cell in ``cols`` (rejection sampling), and whether
-    the conditioning was complete (False: after ``_MAX_REDRAWS`` rounds the rest came from rejected rows)."""
+    """``n`` records from ``model`` conditioned on no cell of ``absent`` (rejection sampling), and whether the
+    conditioning was complete (False: after ``_MAX_REDRAWS`` rounds the rest came from rejected rows)."""
     codes = model.sample(n, rng, rounded=True)
-    if not cols or n == 0:
+    if not absent or n == 0:
         return codes, True
-    idx = np.asarray(cols, dtype=np.int64)
-    kept = [codes[~(codes[:, idx] == empty[idx]).any(axis=1)]]
-    rejected = [codes[(codes[:, idx] == empty[idx]).any(axis=1)]]
-    have = len(kept[0])
+
+    def accepted(rows: np.ndarray) -> np.ndarray:
+        bad = np.zeros(len(rows), dtype=bool)
+        for c, mask in absent.items():
+            bad |= mask[rows[:, c]]
+        return ~bad
+
+    ok = accepted(codes)
+    kept, rejected = [codes[ok]], [codes[~ok]]
+    have = int(ok.sum())
     for _ in range(_MAX_REDRAWS):
         if have >= n:
             break
         rate = max(have / n, 0.05)
         extra = model.sample(int(np.ceil((n - have) / rate * 1.1)) + 16, rng, rounded=True)
-        ok = ~(extra[:, idx] == empty[idx]).any(axis=1)
+        ok = accepted(extra)
         kept.append(extra[ok])
         rejected.append(extra[~ok])
         have += int(ok.sum())
@@ -214,13 +244,15 @@ def sample(
         target = max(1, round(base * (params.aggregate_counts_scale_factor or 1.0)))
     seed = params.seed if params.seed is not None else secrets.randbits(63)
     empty = np.array([len(d) for d in release.domains], dtype=np.int64)
-    no_empty = columns_without_empties(release)
-    if no_empty:
+    absent = absent_cells(release)
+    no_empty = sum(bool(mask[-1]) for mask in absent.values())
+    no_bins = sum(int(mask[:-1].sum()) for mask in absent.values())
+    if absent:
         report(
             progress,
             log,
-            f"pgm: {len(no_empty)} of {len(release.columns)} columns measured without empty cells "
-            f"(below {EMPTY_Z:g} noise stds): drawn non-empty",
+            f"pgm: {no_empty} of {len(release.columns)} columns measured without empty cells, {no_bins} bins "
+            f"measured empty (below {EMPTY_Z:g} noise stds): records drawn outside them",
         )
 
     def draw(part: int, parts: int) -> np.ndarray:
@@ -228,7 +260,7 @@ def sample(
         share_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_ROWS_STREAM,)))
         n_part = int(exact_split(np.array([target], dtype=np.int64), parts, share_rng, part)[0])
         rng = np.random.default_rng(np.random.SeedSequence([seed, part], spawn_key=(_DRAW_STREAM,)))
-        codes, complete = _draw_conditioned(model, n_part, rng, empty, no_empty)
+        codes, complete = _draw_conditioned(model, n_part, rng, absent)
         if not complete:
             log.warning(
                 "pgm: partition %d: the model rarely draws non-empty cells; some empty cells remain", part
