@@ -473,26 +473,26 @@ def _tvd_section(metrics: dict[str, Any]) -> str:
     out = ['<section id="tvd"><h2>Column marginals: total variation distance</h2>']
     from spark_dpsynth.evaluation.metrics import describe_row_sampling, describe_sampling
 
-    rows_sampled = describe_row_sampling(metrics)
-    if rows_sampled:
-        out.append(
-            "<p><b>Sampled rows.</b> "
-            + "; ".join(_e(line) for line in rows_sampled)
-            + ". A table with more rows than the bound (<code>[evaluate] max_rows</code>) is compared on the rows "
+    notes = (
+        (
+            "Sampled rows",
+            describe_row_sampling(metrics),
+            "A table with more rows than the bound (<code>[evaluate] max_rows</code>) is compared on the rows "
             "whose seeded hash of their values falls below the rate max_rows / rows: every distance, share and "
             "numeric metric is that of the samples (a TVD from samples is biased upwards by about "
-            "sqrt(cells / rows compared)); SDS's evaluator, which compares exact counts, is skipped.</p>"
-        )
-    sampled = describe_sampling(metrics)
-    if sampled:
-        out.append(
-            "<p><b>Sampled column subsets.</b> "
-            + "; ".join(_e(line) for line in sampled)
-            + ". A length with more subsets than the bound (<code>[evaluate] max_subsets</code>) is compared on "
+            "sqrt(cells / rows compared)); SDS's evaluator, which compares exact counts, is skipped.",
+        ),
+        (
+            "Sampled column subsets",
+            describe_sampling(metrics),
+            "A length with more subsets than the bound (<code>[evaluate] max_subsets</code>) is compared on "
             "that many subsets, drawn uniformly without replacement from the number of columns and the seed "
-            "only (never from the data); its mean TVD, NIST score and SDS statistics are over that sample."
-            "</p>"
-        )
+            "only (never from the data); its mean TVD, NIST score and SDS statistics are over that sample.",
+        ),
+    )
+    for title, lines, text in notes:
+        if lines:
+            out.append(f"<p><b>{title}.</b> " + "; ".join(_e(line) for line in lines) + f". {text}</p>")
     if "2" in by_subset:
         d = len(columns)
         grid = np.full((d, d), np.nan)
