@@ -117,8 +117,8 @@ def test_a_column_measured_without_empties_gets_none(spark) -> None:  # noqa: AN
         base.manifest,
         measurements=(base.measurements[0], *c_tables, base.measurements[2]),
     )
-    assert pgm.columns_without_empties(release) == (2,)
-    assert pgm.columns_without_empties(base) == ()  # A's empty cell is 100 with std 2; B has no 1-way table
+    np.testing.assert_array_equal(pgm.absent_cells(release)[2], [False, True])  # C's empty cell only
+    assert pgm.absent_cells(base) == {}  # A's empty cell is 100 with std 2; B has no 1-way table
     messages: list[str] = []
     params = SynthesisParams(target_number_of_records=5_000, partitions=2, seed=3)
     pdf = pgm.sample(release, params, spark, progress=messages.append).toPandas()

@@ -47,7 +47,6 @@ __all__ = [
     "EMPTY_Z",
     "FIT_ITERATIONS",
     "absent_cells",
-    "columns_without_empties",
     "fit_release",
     "release_domain",
     "release_measurements",
@@ -106,11 +105,6 @@ def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
         if mask.any() and not mask.all():
             out[c] = mask
     return out
-
-
-def columns_without_empties(release: Release, z: float = EMPTY_Z) -> tuple[int, ...]:
-    """Indices of the columns whose empty category is not significantly positive (:func:`absent_cells`)."""
-    return tuple(c for c, mask in sorted(absent_cells(release, z).items()) if mask[-1])
 
 
 def _draw_conditioned(
