@@ -119,7 +119,14 @@ def test_adult_config_loads() -> None:
 
     config = load_config("conf/adult.toml")
     assert config.data.columns is not None and len(config.data.columns) == 15
-    assert set(config.data.bins) == {"age", "fnlwgt", "capital_gain", "capital_loss", "hours_per_week"}
+    assert set(config.data.bins) == {
+        "age",
+        "fnlwgt",
+        "education_num",
+        "capital_gain",
+        "capital_loss",
+        "hours_per_week",
+    }
     assert config.aggregate.delta == 1e-6
 
 
