@@ -89,6 +89,8 @@ PEER_MODES = {"peer_mst": "mst", "peer_aim": "aim"}
 RELEASE_SEED = 20240501
 """Seed of the test-mode releases (reproducible, not private)."""
 SYNTHESIS_SEED = 7
+WORKLOAD_OVERRIDES: dict[str, Any] = {}
+"""``--workload KEY=VALUE`` settings applied to the aim/mst modes' WorkloadParams."""
 TSTR_MAX_ROWS = 100_000
 """Rows of each table handed to scikit-learn on the driver (Adult has 32,561 + 16,281)."""
 
@@ -148,6 +150,30 @@ def _score(spark, sensitive, synthetic, release, spec, real, subset_kwargs) -> d
     return out
 
 
+def _workload_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``--workload KEY=VALUE`` pairs as WorkloadParams fields, each value parsed as its field's default's type.
+
+    Raises:
+        ValueError: not KEY=VALUE, an unknown field, or a value of the wrong type.
+    """
+    from spark_dpsynth.params import WorkloadParams
+
+    defaults = WorkloadParams()
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not hasattr(defaults, key):
+            raise ValueError(f"--workload {pair!r}: expected KEY=VALUE with KEY a [workload] setting")
+        current = getattr(defaults, key)
+        if isinstance(current, bool):
+            out[key] = value.lower() in ("1", "true", "yes")
+        elif isinstance(current, int | float) or current is None:
+            out[key] = float(value) if "." in value or "e" in value.lower() else int(value)
+        else:
+            out[key] = type(current)(value)
+    return out
+
+
 def _run_ours(spark, mode, config, train, data_config, epsilon, partitions, work, cache, name):  # noqa: ANN001
     """One of our modes: (release, synthetic DataFrame, figures). ``cache`` holds the marginals release shared
     by ``model`` and ``sds`` per epsilon (its time is charged to both)."""
@@ -168,6 +194,7 @@ def _run_ours(spark, mode, config, train, data_config, epsilon, partitions, work
                 selection=WORKLOAD_MODES[mode],
                 seed=RELEASE_SEED,
             )
+            wparams = dataclasses.replace(wparams, **WORKLOAD_OVERRIDES)
             started = time.perf_counter()
             release = fit_workload(train, wparams, data_config)
             release_s = time.perf_counter() - started
@@ -382,12 +409,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delta", type=float, default=1e-6, help="delta of every mode, ours and the peers'")
     parser.add_argument("--partitions", type=int, default=4, help="synthesis partitions")
     parser.add_argument(
+        "--workload",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a [workload] setting of the aim/mst modes (repeatable), e.g. domain_rho_proportion=0.3",
+    )
+    parser.add_argument(
         "--tvd-subsets",
         type=int,
         default=0,
         help="random column subsets per length for the TVD (0: the data set's)",
     )
     args = parser.parse_args(argv)
+    try:
+        args.workload = _workload_overrides(args.workload)
+    except ValueError as exc:
+        parser.error(str(exc))
+    WORKLOAD_OVERRIDES.update(args.workload)
     epsilons = [float(e) for e in args.epsilons.split(",") if e] or None
     modes = [m for m in args.modes.split(",") if m]
     if not args.skip_peers:
