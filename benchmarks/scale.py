@@ -40,9 +40,11 @@ bounds. Usage::
         [--skip-scaling] [--skip-cluster] [--output output/bench/scale.json] [--cache output/bench/cache]
         [--series [adult_1m,adult_3m,adult_10m]]
 
-``--series`` adds the end-to-end runs, stage by stage (``scale_workers.worker_stages``: aggregation, model
-synthesis of the protected number of records written to Parquet, the write alone, the evaluation), each in
-its own process, with each stage's wall and CPU seconds and peak RSS of the Python driver, the driver JVM and
+``--series`` adds the end-to-end runs, stage by stage (``scale_workers.worker_stages``: aggregation, synthesis
+of the protected number of records written to Parquet, the write alone, the evaluation), each in its own
+process, of the CLI's default pipeline (the workload mechanism and the ``pgm`` synthesizer, whose fit on the
+driver is its own stage) or, with ``--series-pipeline model``, of the marginals mechanism and the ``model``
+synthesizer, with each stage's wall and CPU seconds and peak RSS of the Python driver, the driver JVM and
 the Python workers; ``adult_3m`` and ``adult_10m`` are built as ``adult_1m`` (Adult replicated, 10% of each
 column's cells swapped). Not run by default (10M rows take tens of minutes on 2 cores).
 
@@ -300,6 +302,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="end-to-end runs stage by stage (aggregation, synthesis and write, write alone, evaluation) of "
         f"these data sets (default {','.join(SERIES_DATASETS)}); not run unless given",
     )
+    parser.add_argument(
+        "--series-pipeline",
+        choices=("default", "model"),
+        default="default",
+        help="the series' pipeline: default = the workload mechanism and the pgm synthesizer (the CLI's "
+        "default); model = the marginals mechanism and the model synthesizer",
+    )
     # internal: one measured run in this process
     parser.add_argument("--worker", choices=("ours", "pacsynth", "prepare", "stages"), help=argparse.SUPPRESS)
     parser.add_argument("--dataset", help=argparse.SUPPRESS)
@@ -399,7 +408,11 @@ def run_series(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         load = load_average()
         run = _worker(
             sys.executable, "stages", args, work, f"{name}-stages-{_tag(args.master)}",
-            ["--dataset", name, "--input", str(raw), "--master", args.master], args.timeout,
+            ["--dataset", name, "--input", str(raw), "--master", args.master,
+             "--series-pipeline", args.series_pipeline,
+             "--release-out", str(work / "releases" / f"{name}-{args.series_pipeline}-{_tag(args.master)}")]
+            + (["--event-log-dir", str(work / "events")] if args.event_log else []),
+            args.timeout,
         )  # fmt: skip
         out.append(
             {

@@ -166,6 +166,18 @@ def data_config(spec: DatasetSpec):  # noqa: ANN201 - (DataConfig, AggregationPa
     return data, config.aggregate
 
 
+def workload_params(spec: DatasetSpec):  # noqa: ANN201 - WorkloadParams
+    """The workload mechanism's parameters of a data set: its TOML's ``[workload]`` section with the fields it
+    inherits from ``[aggregate]`` (as the CLI's default ``pipeline`` runs it)."""
+    from spark_dpsynth.params import WorkloadParams
+
+    if spec.config is None:
+        return WorkloadParams()
+    from spark_dpsynth.cli.config import load_config
+
+    return load_config(str(spec.config)).mechanism_params("workload")
+
+
 def cache_paths(cache: Path, spec: DatasetSpec, rows: int) -> tuple[Path, Path]:
     """(raw, prepared) Parquet files of a data set at ``rows`` rows."""
     stem = f"{spec.name}-{rows}-v3"

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from scale_data import DATASETS, RELEASE_SEED, SYNTHESIS_SEED, DatasetSpec, data_config
+from scale_data import DATASETS, RELEASE_SEED, SYNTHESIS_SEED, DatasetSpec, data_config, workload_params
 from scale_measure import T_START, descendants, package_version, proc_table, status_kb
 
 # ------------------------------------------------------------------------------------------------ the workers
@@ -276,11 +276,17 @@ class _Stages:
 
 
 def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
-    """The whole job on one data set, stage by stage: aggregation, synthesis of the protected number of records
-    written to Parquet (the draw runs inside that write), the write alone (the written table read and written
-    again), and the evaluation of the written synthetic table against the sensitive table (as the ``pipeline``
-    command: prepared tables, numeric columns from the typed input, default ``max_rows`` and ``max_subsets``; no
-    train-on-synthetic, whose cost is bounded by ``tstr_max_rows`` whatever the size)."""
+    """The whole job on one data set, stage by stage, as the ``pipeline`` command runs it.
+
+    ``--series-pipeline default`` (the CLI's default): the workload mechanism (``[workload] selection = "auto"``:
+    AIM up to 25 columns, else MST) and the ``pgm`` synthesizer, with the stages aggregation, synthesis fit (the
+    graphical model, on the driver), synthesis and write (the draw runs inside the Parquet write, one task per
+    partition from the draw to the file; the input's types restored as the CLI does). ``model``: the marginals
+    mechanism and the ``model`` synthesizer (aggregation, synthesis and write). Then, for both, the write alone
+    (the written table read and written again) and the evaluation of the written synthetic table against the
+    sensitive table (as the ``pipeline`` command: prepared tables, numeric columns from the typed input, default
+    ``max_rows`` and ``max_subsets``; no train-on-synthetic, whose cost is bounded by ``tstr_max_rows`` whatever
+    the size)."""
     t0 = time.perf_counter()
     spec = DATASETS[args.dataset]
     spark = _spark_session(args.master, args.driver_memory, args.event_log_dir)
@@ -289,35 +295,70 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
     from spark_dpsynth.data.session import default_parallelism as parallelism
     from spark_dpsynth.evaluation.metrics import evaluate
     from spark_dpsynth.evaluation.numeric import typed_sensitive_table
-    from spark_dpsynth.mechanisms.marginals import dp_aggregate
     from spark_dpsynth.params import SynthesisParams
-    from spark_dpsynth.synthesizers.marginals import synthesize
 
     data, params = data_config(spec)
-    params = dataclasses.replace(
-        params, epsilon=args.epsilon, reporting_length=args.reporting_length, seed=RELEASE_SEED
-    )
     import logging
 
-    # the evaluation's own stage durations (cell pass, numeric metrics) in this run's log
+    # the evaluation's own stage durations (cell pass, numeric metrics) and the synthesizer's fit in this run's log
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("spark_dpsynth.evaluation").setLevel(logging.INFO)
+    logging.getLogger("spark_dpsynth.synthesizers").setLevel(logging.INFO)
     stages = _Stages()
+    pipeline = getattr(args, "series_pipeline", "default")
     result: dict[str, Any] = {
         "master": spark.sparkContext.master,
+        "pipeline": pipeline,
         "session_seconds": time.perf_counter() - t0,
     }
-    release = stages.run("aggregation", lambda: dp_aggregate(spark.read.parquet(args.input), params, data))
-    result["released_tuples"] = release.sizes()
-    result["protected_number_of_records"] = release.protected_number_of_records
-    _write_result(args.result, {**result, "stages": stages.stages})
     out = os.path.join(args.scratch, "synthetic")
     copy = os.path.join(args.scratch, "synthetic-copy")
-    synth = SynthesisParams(mode="model", seed=SYNTHESIS_SEED, partitions=parallelism(spark))
-    stages.run(
-        "synthesis_and_write",
-        lambda: synthesize(release, synth, spark).write.mode("overwrite").parquet(out),
-    )
+    if pipeline == "default":
+        from spark_dpsynth.mechanisms.workload import fit_workload
+        from spark_dpsynth.synthesizers import pgm
+        from spark_dpsynth.synthesizers._types import restore_types
+
+        wparams = dataclasses.replace(
+            workload_params(spec),
+            epsilon=args.epsilon,
+            reporting_length=args.reporting_length,
+            seed=RELEASE_SEED,
+        )
+        release = stages.run(
+            "aggregation", lambda: fit_workload(spark.read.parquet(args.input), wparams, data)
+        )
+        rounds = release.manifest.get("rounds") or []
+        result["selection"] = release.manifest.get("selection")
+        result["rounds"] = len(rounds)
+        result["measurements"] = len(release.measurements)
+    else:
+        from spark_dpsynth.mechanisms.marginals import dp_aggregate
+        from spark_dpsynth.synthesizers.marginals import synthesize
+
+        mparams = dataclasses.replace(
+            params, epsilon=args.epsilon, reporting_length=args.reporting_length, seed=RELEASE_SEED
+        )
+        release = stages.run(
+            "aggregation", lambda: dp_aggregate(spark.read.parquet(args.input), mparams, data)
+        )
+        result["released_tuples"] = release.sizes()
+    result["protected_number_of_records"] = release.protected_number_of_records
+    if args.release_out:
+        release.save(args.release_out, spark)  # not timed: for profiling the synthesis on its own
+    _write_result(args.result, {**result, "stages": stages.stages})
+    if pipeline == "default":
+        synth = SynthesisParams(seed=SYNTHESIS_SEED, partitions=parallelism(spark))
+        frame = stages.run(
+            "synthesis_fit",
+            lambda: restore_types(pgm.sample(release, synth, spark), release.manifest, seed=SYNTHESIS_SEED),
+        )
+        stages.run("synthesis_and_write", lambda: frame.write.mode("overwrite").parquet(out))
+    else:
+        synth = SynthesisParams(mode="model", seed=SYNTHESIS_SEED, partitions=parallelism(spark))
+        stages.run(
+            "synthesis_and_write",
+            lambda: synthesize(release, synth, spark).write.mode("overwrite").parquet(out),
+        )
     result["synthetic_rows"] = spark.read.parquet(out).count()
     stages.run("write_alone", lambda: spark.read.parquet(out).write.mode("overwrite").parquet(copy))
     shutil.rmtree(copy, ignore_errors=True)
@@ -333,7 +374,7 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
         return evaluate(
             sensitive,
             synthetic,
-            release,
+            release if release.marginals else None,
             numeric_columns=numeric,
             typed_sensitive=typed,
             typed_synthetic=written,

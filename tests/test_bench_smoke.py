@@ -153,10 +153,20 @@ def test_series_table_and_10m_targets(scale) -> None:
     }  # fmt: skip
     lines = scale.series_table([run, {"dataset": "adult_3m", "rows": 3_000_000, "failed": True}])
     assert (
-        "| adult_10m | 10,000,000 | 100.0 (190) | 45,500,000 | 125.0 (240) | 80,000 | 20.0 (30) | 80.0 (150) "
-        "| 1,000,123 / 999,877 | 400 | 320 | 1900 | 400 | 2.0 / 2.5 |" in lines
+        "| adult_10m | model | 10,000,000 | 100.0 (190) | 45,500,000 | - | 125.0 (240) | 80,000 | 20.0 (30) "
+        "| 80.0 (150) | 1,000,123 / 999,877 | 400 | 320 | 1900 | 400 | 2.0 / 2.5 |" in lines
     )
-    assert "| adult_3m | 3,000,000 | failed | | | | | | | | | | | |" in lines
+    assert "| adult_3m | model | 3,000,000 | failed |" + " |" * 13 in lines
     targets = scale.evaluate_targets({"datasets": [], "series": [run]})
     assert [t["met"] for t in targets] == [True, False, True, True]
     assert targets[1]["measured"] == "125 s" and targets[3]["measured"] == "2220 MB"
+    # the default pipeline (pgm): the synthesis is the fit on the driver plus the draw inside the write
+    pgm = {**run, "pipeline": "default", "stages": {**run["stages"], "synthesis_fit": stage(10.0, 12.0),
+                                                    "synthesis_and_write": stage(90.0, 170.0)}}  # fmt: skip
+    lines = scale.series_table([pgm])
+    assert (
+        "| adult_10m | default | 10,000,000 | 100.0 (190) | 45,500,000 | 10.0 (12) | 90.0 (170) | 100,000 |"
+        in (lines[-1])
+    )
+    targets = scale.evaluate_targets({"datasets": [], "series": [pgm]})
+    assert targets[1]["measured"] == "100 s" and targets[1]["met"] is True

@@ -63,3 +63,26 @@ def test_sample_partitions_takes_codes_or_columns_and_orders_rows_by_seed(spark)
         sample_partitions(spark, codes, columns=("x", "x"), seed=1, partitions=1, domains=domains)
     with pytest.raises(InvalidParameterError, match="partitions must be >= 1"):
         sample_partitions(spark, codes, columns=("x", "y"), seed=1, partitions=0, domains=domains)
+
+
+def test_partition_task_streams_blocks_in_their_order_without_permuting() -> None:
+    """``permute=False``: a draw may return blocks of codes, emitted one by one in the draw's order."""
+    from spark_dpsynth.synthesizers._kernels import _partition_task
+
+    blocks = [np.array([[0, 1], [1, -1]]), np.array([[1, 0]])]
+
+    def draw(part: int, parts: int):  # noqa: ANN202 - an iterator of code arrays
+        yield from blocks if part == 1 else ()
+
+    domains = (("a", "b"), ("x", "y"))
+    task = _partition_task(
+        draw, columns=("A", "B"), domains=domains, seed=1, parts=2, stream=3, label="t", permute=False
+    )
+    ids = pa.record_batch([pa.array([0, 1], type=pa.int64())], names=["id"])
+    out = pa.Table.from_batches(list(task(iter([ids])))).to_pydict()
+    assert out == {"c0": ["a", "b", "b"], "c1": ["y", None, "x"]}
+    permuting = _partition_task(
+        draw, columns=("A", "B"), domains=domains, seed=1, parts=2, stream=3, label="t", permute=True
+    )
+    with pytest.raises(ValueError, match="permute=False"):
+        list(permuting(iter([ids])))

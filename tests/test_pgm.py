@@ -96,6 +96,31 @@ def test_pgm_end_to_end(spark) -> None:  # noqa: ANN001
     assert default == 1000  # the protected number of records
 
 
+def test_the_rows_do_not_depend_on_the_partitions(spark, monkeypatch) -> None:  # noqa: ANN001
+    """Blocks of BLOCK_ROWS records, each from its own generator: 1, 2, 3 or 7 partitions (two of them empty)
+    give the same rows in the same order; each block is drawn systematically."""
+    monkeypatch.setattr(pgm, "BLOCK_ROWS", 1_000)
+    release = measured_release()
+    frames = [
+        pgm.sample(
+            release, SynthesisParams(target_number_of_records=5_500, partitions=p, seed=9), spark
+        ).toPandas()
+        for p in (1, 2, 3, 7)
+    ]
+    assert len(frames[0]) == 5_500
+    for other in frames[1:]:
+        pd.testing.assert_frame_equal(frames[0], other)
+    first = frames[0].iloc[:1_000].fillna("<empty>")
+    counts = first.groupby(["A", "B"]).size()
+    fitted = pgm.fit_release(release)
+    expected = fitted.project(("A", "B")) / fitted.total * 1_000
+    # within one block, each (A, B) cell within a couple of records of its expected count
+    labels_a, labels_b = ["a", "b", "<empty>"], ["x", "y", "z", "<empty>"]
+    for i, a in enumerate(labels_a):
+        for j, b in enumerate(labels_b):
+            assert abs(counts.get((a, b), 0) - expected[i, j]) <= 2.5, (a, b)
+
+
 def test_a_release_without_measurements_is_refused(spark) -> None:  # noqa: ANN001
     release = measured_release(measured=False)
     with pytest.raises(ReleaseError, match="samples releases with measured marginals"):

@@ -503,8 +503,13 @@ def _contract(factors: list[tuple[Clique, np.ndarray]], out: Clique) -> np.ndarr
 def _draw_rows(table: np.ndarray, rows: np.ndarray, rng: np.random.Generator, rounded: bool) -> np.ndarray:
     """For each record, a column of ``table`` (rows x cells, non-negative weights) drawn from its row.
 
-    One search over the concatenated cumulative distributions of all rows, each shifted by its row number:
-    record r's uniform u in [0, 1) is looked up as row(r) + u. Rows of zero weight are uniform.
+    Independent draws (``rounded`` False): one search over the concatenated cumulative distributions of all rows,
+    each shifted by its row number: record r's uniform u in [0, 1) is looked up as row(r) + u. Systematic draws
+    (``rounded`` True): the m records of a row, in a uniformly random order, get the quantiles (k + U) / m,
+    k = 0..m-1, one uniform U per row; cell j then receives the records k with c_{j-1} <= (k + U) / m < c_j
+    (c the row's cumulative distribution), a count ceil(m c_j - U) - ceil(m c_{j-1} - U) computed per cell
+    without searching, and the records get their cells by one ``repeat`` in the sorted order. Rows of zero
+    weight are uniform.
     """
     n = rows.shape[0]
     k = table.shape[1]
@@ -517,20 +522,32 @@ def _draw_rows(table: np.ndarray, rows: np.ndarray, rng: np.random.Generator, ro
     weights = np.where(sums > 0, weights / np.where(sums > 0, sums, 1.0), 1.0 / k)
     cum = np.cumsum(weights, axis=1)
     cum[:, -1] = 1.0
-    used = np.unique(rows)
-    # only the rows that hold records: keeps the search table small when the separator is large
-    local = np.searchsorted(used, rows)
-    flat = (cum[used] + np.arange(used.shape[0])[:, None]).ravel()
-    if rounded:
-        order = np.lexsort((rng.random(size=(n,)), local))
-        sorted_rows = local[order]
-        starts = np.searchsorted(sorted_rows, np.arange(used.shape[0]))
-        counts = np.diff(np.append(starts, n))
-        position = np.arange(n) - starts[sorted_rows]
-        offset = rng.random(size=(used.shape[0],))
-        u = np.empty(n)
-        u[order] = (position + offset[sorted_rows]) / counts[sorted_rows]
+    # only the rows that hold records: keeps the tables small when the separator is large
+    if table.shape[0] <= max(4 * n, 1 << 16):
+        present = np.bincount(rows, minlength=table.shape[0])
+        used = np.flatnonzero(present)
+        lookup = np.zeros(table.shape[0], dtype=np.int64)
+        lookup[used] = np.arange(used.shape[0])
+        local = lookup[rows]
     else:
-        u = rng.random(size=(n,))
+        used, local = np.unique(rows, return_inverse=True)
+        local = local.reshape(-1)
+    groups = used.shape[0]
+    if rounded:
+        # records grouped by row, in a uniformly random order within each group (a stable radix sort of a random
+        # permutation when the group number fits 16 bits)
+        perm = rng.permutation(n)
+        key = local[perm].astype(np.uint16) if groups <= 1 << 16 else local[perm]
+        order = perm[np.argsort(key, kind="stable")]
+        m = np.bincount(local, minlength=groups).astype(np.float64)[:, None]
+        offset = rng.random(size=(groups, 1))
+        below = np.clip(np.ceil(m * cum[used] - offset), 0.0, m)
+        below[:, -1] = m[:, 0]
+        counts = np.diff(below, axis=1, prepend=0.0).astype(np.int64).ravel()
+        out = np.empty(n, dtype=np.int64)
+        out[order] = np.repeat(np.tile(np.arange(k, dtype=np.int64), groups), counts)
+        return out
+    flat = (cum[used] + np.arange(groups)[:, None]).ravel()
+    u = rng.random(size=(n,))
     found = np.searchsorted(flat, local + u, side="right")
     return np.clip(found - local * k, 0, k - 1).astype(np.int64)

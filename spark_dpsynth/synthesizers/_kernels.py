@@ -54,10 +54,12 @@ IPF_ITERATIONS = 200
 IPF_TOLERANCE = 1e-7
 """Relative tolerance (largest margin error as a share of the table's total) at which :func:`ipf` stops."""
 
-Rows = np.ndarray | pa.Table | pa.RecordBatch | Mapping[str, Any]
+Rows = np.ndarray | pa.Table | pa.RecordBatch | Mapping[str, Any] | Iterator[np.ndarray]
 """What a ``draw`` function of :func:`sample_partitions` returns for one partition: either an integer array
 (n, d) of value codes into ``domains`` (-1 = empty), or the columns themselves as strings (None = empty): a
-``pyarrow.Table`` or ``RecordBatch``, a pandas DataFrame, or a mapping column name -> sequence of n values."""
+``pyarrow.Table`` or ``RecordBatch``, a pandas DataFrame, or a mapping column name -> sequence of n values; or,
+with ``permute=False``, an iterator of code arrays (the partition's rows block by block, in their final order:
+the task holds one block at a time)."""
 
 
 # --------------------------------------------------------------------------------------------- partitions
@@ -73,6 +75,7 @@ def sample_partitions(
     domains: Sequence[Sequence[str]] | None = None,
     stream: int = SHUFFLE_STREAM,
     label: str = "synthesis",
+    permute: bool = True,
 ) -> Any:
     """The synthetic DataFrame whose partition p holds ``draw(p, P)``'s rows, in a seeded random order.
 
@@ -98,6 +101,9 @@ def sample_partitions(
         stream: spawn key of the permutations' generators (default :data:`SHUFFLE_STREAM`).
         label: prefix of the per-partition log line ("<label>: partition p of P emitted n rows", at INFO on the
             executors).
+        permute: True: each task permutes its rows as above. False: the rows are emitted in ``draw``'s order
+            (``draw`` puts them in random order itself), and ``draw`` may return an iterator of code arrays, each
+            decoded and emitted before the next is drawn.
 
     Returns:
         A DataFrame with exactly ``columns``, in order, each a nullable string, in P partitions. The rows are
@@ -106,8 +112,8 @@ def sample_partitions(
     Raises:
         InvalidParameterError: ``partitions`` < 1, ``columns`` has duplicates or does not match ``domains``, or
             P cannot be inferred from the session.
-        ValueError: (in the tasks) ``draw`` returned codes without ``domains``, or columns other than
-            ``columns``.
+        ValueError: (in the tasks) ``draw`` returned codes without ``domains``, columns other than
+            ``columns``, or an iterator of blocks with ``permute`` True.
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -129,6 +135,7 @@ def sample_partitions(
         parts=parts,
         stream=int(stream),
         label=label,
+        permute=bool(permute),
     )
     schema = T.StructType([T.StructField(c, T.StringType(), True) for c in internal])
     return (
@@ -147,6 +154,7 @@ def _partition_task(
     parts: int,
     stream: int,
     label: str,
+    permute: bool = True,
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of :func:`sample_partitions`: for each partition id of its input, draw,
     permute and emit that partition's rows (as columns ``c0..c{d-1}``)."""
@@ -157,6 +165,17 @@ def _partition_task(
         for batch in batches:
             for part in batch.column(0).to_numpy().tolist():
                 rows = draw(int(part), parts)
+                if isinstance(rows, Iterator):
+                    if permute or dictionaries is None:
+                        raise ValueError(
+                            "draw returned blocks of codes, which need domains and permute=False"
+                        )
+                    n = 0
+                    for block in rows:
+                        n += int(block.shape[0])
+                        yield from _decode(block, dictionaries, names)
+                    log.info("%s: partition %d of %d emitted %d rows", label, part, parts, n)
+                    continue
                 if isinstance(rows, np.ndarray):
                     if dictionaries is None:
                         raise ValueError("draw returned value codes, but sample_partitions got no domains")
@@ -165,13 +184,16 @@ def _partition_task(
                     rows = _as_table(rows, columns)
                     n = rows.num_rows
                 log.info("%s: partition %d of %d emitted %d rows", label, part, parts, n)
-                shuffle = np.random.default_rng(np.random.SeedSequence([seed, part], spawn_key=(stream,)))
-                order = shuffle.permutation(n)
+                order = None
+                if permute:
+                    shuffle = np.random.default_rng(np.random.SeedSequence([seed, part], spawn_key=(stream,)))
+                    order = shuffle.permutation(n)
                 if isinstance(rows, np.ndarray):
-                    yield from _decode(rows[order], dictionaries, names)  # type: ignore[arg-type]
+                    yield from _decode(rows if order is None else rows[order], dictionaries, names)  # type: ignore[arg-type]
                 else:
-                    table = rows.take(pa.array(order, type=pa.int64())).rename_columns(names)
-                    yield from table.to_batches(max_chunksize=BATCH_ROWS)
+                    if order is not None:
+                        rows = rows.take(pa.array(order, type=pa.int64()))
+                    yield from rows.rename_columns(names).to_batches(max_chunksize=BATCH_ROWS)
 
     return run
 

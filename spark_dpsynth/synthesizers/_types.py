@@ -47,6 +47,11 @@ __all__ = ["bin_intervals", "has_column_types", "open_bounds", "restore_types"]
 
 _TYPE_SEED_STREAM = 0x7E5
 """Added to the caller's seed so that type restoration draws apart from the synthesizer's own streams."""
+_BIN_COLUMN = "__dpsynth_bin_"
+"""Prefix of the temporary bin-number columns of :func:`restore_types` (dropped before it returns)."""
+_UNIFORM_COLUMN = "__dpsynth_uniform_"
+"""Prefix of the temporary columns of the uniforms the binned values are drawn with (dropped before it
+returns)."""
 
 
 _INTEGER_RANGES = {
@@ -113,21 +118,19 @@ def bin_intervals(bins: Mapping[str, Any], scale: str = "real") -> dict[str, tup
 
 
 def _draw(
-    label: Column, intervals: dict[str, tuple[float, float]], scale: str, u: Column, closed: str | None
+    bin_no: Column, intervals: dict[str, tuple[float, float]], scale: str, u: Column, closed: bool
 ) -> Column:
-    """A value drawn in the bin of ``label`` (see the module docstring), as a double; null for other labels.
-    ``closed`` is the label of the last bin when a public upper bound closes it (its integers include the
-    bound), else None."""
-    lo_map = F.create_map(*[x for lab, (lo, _) in intervals.items() for x in (F.lit(lab), F.lit(lo))])
-    hi_map = F.create_map(*[x for lab, (_, hi) in intervals.items() for x in (F.lit(lab), F.lit(hi))])
-    lo = F.element_at(lo_map, label)
-    hi = F.element_at(hi_map, label)
+    """A value drawn in bin number ``bin_no`` (1-based, in ``intervals``' order; see the module docstring), as a
+    double; null when ``bin_no`` is null. ``closed``: a public upper bound closes the last bin (its integers include
+    the bound)."""
+    lo = F.element_at(F.array(*[F.lit(float(lo)) for lo, _ in intervals.values()]), bin_no)
+    hi = F.element_at(F.array(*[F.lit(float(hi)) for _, hi in intervals.values()]), bin_no)
     if scale in ("integer", "date"):
         first = F.ceil(lo)
         # integers of [lo, hi): ceil(lo) .. ceil(hi) - 1; the last bin with a public upper bound includes it
         stop = F.ceil(hi) + (
-            F.when((label == F.lit(closed)) & (F.floor(hi) == hi), F.lit(1)).otherwise(F.lit(0))
-            if closed is not None
+            F.when((bin_no == F.lit(len(intervals))) & (F.floor(hi) == hi), F.lit(1)).otherwise(F.lit(0))
+            if closed
             else F.lit(0)
         )
         count = F.greatest(stop - first, F.lit(1))
@@ -167,6 +170,10 @@ def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: in
     types = manifest.get("column_types") or {}
     if not types:
         return synthetic
+    # Two selects (docs/design.md section 2.8): the first looks each binned label up once (its bin number, then an
+    # array index) and draws its uniform; the second computes the value. In one select, every use of a bin's
+    # bounds repeated the string lookup (four per value).
+    looked_up: list[Column] = []
     out = []
     base = None if seed is None else int(seed) + _TYPE_SEED_STREAM
     for j, name in enumerate(synthetic.columns):
@@ -179,10 +186,17 @@ def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: in
         bins = t.get("bins")
         if bins and scale != "category":
             intervals = bin_intervals(bins, scale)
-            u = F.rand(None if base is None else base + j)
+            bin_col, u_col = f"{_BIN_COLUMN}{j}", f"{_UNIFORM_COLUMN}{j}"
+            numbers = F.create_map(
+                *[x for i, lab in enumerate(intervals) for x in (F.lit(lab), F.lit(i + 1))]
+            )
             label = col.cast("string")
-            closed = str(bins["labels"][-1]) if bins.get("upper") is not None else None
-            drawn = _draw(label, intervals, scale, u, closed)
+            looked_up += [
+                F.element_at(numbers, label).alias(bin_col),
+                F.rand(None if base is None else base + j).alias(u_col),
+            ]
+            closed = bins.get("upper") is not None
+            drawn = _draw(F.col(bin_col), intervals, scale, F.col(u_col), closed)
             # an empty cell stays empty (least/greatest below would turn a null into a bound)
             value = F.when(label.isNull(), F.lit(None)).otherwise(_restore(drawn, scale, type_name))
             passthrough = [str(x) for x in bins.get("passthrough") or ()]
@@ -194,4 +208,6 @@ def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: in
         else:
             # a category column of another type: its values are the input's values written as strings
             out.append(col.cast("string").try_cast(type_name).alias(name))
-    return synthetic.select(*out)
+    if not looked_up:
+        return synthetic.select(*out)
+    return synthetic.select(*[F.col(f"`{c}`") for c in synthetic.columns], *looked_up).select(*out)

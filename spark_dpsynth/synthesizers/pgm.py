@@ -9,12 +9,15 @@ with their noise std), such as those of the ``workload`` mechanism. Two stages (
    :func:`spark_dpsynth.estimation.estimate`: the graphical model whose clique marginals best fit every measured
    marginal (1-, 2-, 3-way and longer alike), each weighted by its noise precision 1/std^2. The number of records
    of the model is estimated from the tables' sums.
-2. **Sample, on the executors**: ``sample_partitions`` (docs/design.md section 4.3) runs one task per partition;
-   partition p draws its exact share n_p of the target (``exact_split``) from the model by ancestral sampling
-   along its junction tree, systematically (:meth:`GraphicalModel.sample` with ``rounded=True``): every group of
-   the partition's records that share a separator value splits over the next clique's cells with counts within
-   one of their expected counts, so the output's marginals follow the model's closely. Codes are decoded to the
-   released values; the empty category is written as null.
+2. **Sample, on the executors**: ``sample_partitions`` (docs/design.md section 4.3) runs one task per partition.
+   The target is cut into blocks of :data:`BLOCK_ROWS` records (the last one shorter), block b drawn from its own
+   generator (seed, b); partition p of P draws the blocks p B / P to (p + 1) B / P - 1 of the B blocks, one at a
+   time (a task holds one block), so the synthetic table, read in partition order, is the same rows in the same
+   order whatever P. A block is drawn from the model by ancestral sampling along its junction tree,
+   systematically (:meth:`GraphicalModel.sample` with ``rounded=True``): every group of the block's records
+   that share a separator value splits over the next clique's cells with counts within one of their expected
+   counts, so the output's marginals follow the model's closely; then put in random order. Codes are decoded to
+   the released values; the empty category is written as null.
 3. **Empty cells and empty bins as measured**: a column whose empty category is not significantly positive in
    its 1-way measurements (the inverse-variance mean of its 1-way tables' empty cell is below ``EMPTY_Z`` of its
    noise std) gets no empty cell, and a binned number column no value in a bin measured so: the records are
@@ -31,7 +34,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
@@ -41,9 +44,10 @@ from spark_dpsynth.errors import InvalidParameterError, ReleaseError
 from spark_dpsynth.estimation import Domain, GraphicalModel, Measurement, estimate
 from spark_dpsynth.params import SynthesisParams
 from spark_dpsynth.release.core import Release
-from spark_dpsynth.synthesizers._kernels import exact_split, sample_partitions
+from spark_dpsynth.synthesizers._kernels import sample_partitions
 
 __all__ = [
+    "BLOCK_ROWS",
     "EMPTY_Z",
     "FIT_ITERATIONS",
     "absent_cells",
@@ -57,10 +61,11 @@ log = logging.getLogger(__name__)
 
 FIT_ITERATIONS = 500
 """Mirror-descent iterations of the synthesizer's fit (docs/design.md section 4.8)."""
-_ROWS_STREAM = 0x70676D72
-"""Seed stream of the partitions' shares of the rows."""
-_DRAW_STREAM = 0x70676D64
-"""Seed stream of the records a partition draws."""
+BLOCK_ROWS = 1 << 18
+"""Records per block, the unit of the draws (module docstring, stage 2): the same blocks whatever the number of
+partitions; a task's memory holds one block (about 30 MB of codes at 15 columns)."""
+_DRAW_STREAM = 0x70676D62
+"""Seed stream of the records of a block (spawned with the seed and the block number)."""
 EMPTY_Z = 3.0
 """A column's empty category is kept when its measured count is at least this many noise stds (module
 docstring, stage 3): with no empty cell in the data, it is kept with probability 0.13 %."""
@@ -210,7 +215,8 @@ def sample(
 
     Returns:
         DataFrame with the columns ``release.columns``, nullable strings (null = the empty category), exactly the
-        target number of rows in P partitions; the same (seed, P) gives the same rows in the same order.
+        target number of rows in P partitions; the same seed gives the same rows in the same order (partitions
+        read in order) whatever P.
 
     Raises:
         InvalidParameterError: ``params`` is not a SynthesisParams.
@@ -249,17 +255,21 @@ def sample(
             f"measured empty (below {EMPTY_Z:g} noise stds): records drawn outside them",
         )
 
-    def draw(part: int, parts: int) -> np.ndarray:
-        """The partition's rows as int32 codes (n_p, d), -1 = empty."""
-        share_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_ROWS_STREAM,)))
-        n_part = int(exact_split(np.array([target], dtype=np.int64), parts, share_rng, part)[0])
-        rng = np.random.default_rng(np.random.SeedSequence([seed, part], spawn_key=(_DRAW_STREAM,)))
-        codes, complete = _draw_conditioned(model, n_part, rng, absent)
-        if not complete:
-            log.warning(
-                "pgm: partition %d: the model rarely draws non-empty cells; some empty cells remain", part
-            )
-        return np.where(codes == empty, -1, codes).astype(np.int32)
+    block_rows = BLOCK_ROWS
+    blocks = -(-target // block_rows)
+
+    def draw(part: int, parts: int) -> Iterator[np.ndarray]:
+        """The partition's rows, block by block, as int32 codes (n_b, d) in random order, -1 = empty."""
+        for b in range(part * blocks // parts, (part + 1) * blocks // parts):
+            n_block = min(block_rows, target - b * block_rows)
+            rng = np.random.default_rng(np.random.SeedSequence([seed, b], spawn_key=(_DRAW_STREAM,)))
+            codes, complete = _draw_conditioned(model, n_block, rng, absent)
+            if not complete:
+                log.warning(
+                    "pgm: block %d: the model rarely draws non-empty cells; some empty cells remain", b
+                )
+            codes = codes[rng.permutation(n_block)]
+            yield np.where(codes == empty, -1, codes).astype(np.int32)
 
     report(progress, log, f"pgm: sampling {target} records")
     return sample_partitions(
@@ -270,4 +280,5 @@ def sample(
         seed=seed,
         partitions=params.partitions,
         label="pgm",
+        permute=False,
     )
