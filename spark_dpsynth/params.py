@@ -679,6 +679,10 @@ class WorkloadParams:
     bins_epsilon_proportion: float = 0.05
     """B_p in (0, 1): share of rho spent on the DP bin edges of numeric, date and timestamp columns without
     public bins (from ``[aggregate]``; spent only when there is one, docs/design.md section 2.8)."""
+    one_way_rho_proportion: float | None = None
+    """Share in (0, 1) of the rho left after the discovery that measures the full 1-way tables (MST's first
+    step, AIM's round 0); None: MST's 1/3 and, for AIM, one round's sigma. MST splits the rest evenly between
+    the tree's choices and its 2-way tables (docs/design.md section 4.7)."""
 
     def __post_init__(self) -> None:
         v.positive("epsilon", self.epsilon)
@@ -699,6 +703,8 @@ class WorkloadParams:
                 "bins_epsilon_proportion + domain_rho_proportion must be < 1, "
                 f"got {bp} + {self.domain_rho_proportion}"
             )
+        if self.one_way_rho_proportion is not None:
+            v.open_unit("one_way_rho_proportion", self.one_way_rho_proportion)
         if self.rounds is not None:
             v.integer("rounds", self.rounds, low=1)
         v.integer("max_rounds", self.max_rounds, low=1)
