@@ -195,9 +195,9 @@ def test_fit_workload_on_spark(spark, selection: str) -> None:
     assert sum(s["rho"] or 0.0 for s in shares) == pytest.approx(m["rho"], rel=1e-9)
     assert sum(s["delta"] or 0.0 for s in shares) == pytest.approx(m["delta"], rel=1e-9)
     assert len(m["measurements"]) == len(release.measurements) >= 4
-    # the discovery's released counts come first, as partial 1-way tables of a and c, charged once
+    # the discovery's released counts come first, as partial 1-way tables of a, b and c (not the binned age)
     disc = [e for e in m["measurements"] if e["round"] == "discovery"]
-    assert {e["columns"][0] for e in disc} <= {"a", "c"} and all(e["partial"] for e in disc)
+    assert {e["columns"][0] for e in disc} == {"a", "b", "c"} and all(e["partial"] for e in disc)
     assert all(release.measurements[i].partial for i in range(len(disc)))
     assert not any(x.partial for x in release.measurements[len(disc) :])
     assert [e["columns"] for e in m["measurements"]] == [
@@ -302,23 +302,21 @@ def test_auto_selection_is_aim_while_its_rounds_fit_else_mst() -> None:
 
 
 def test_discovery_counts_become_partial_one_way_measurements() -> None:
-    from spark_dpsynth.mechanisms.workload import DISCOVERY_MARGIN, Discovery, _discovery_measurements
+    from spark_dpsynth.mechanisms.workload import Discovery, _discovery_measurements
 
-    threshold, std = 100.0, 10.0
-    floor = threshold + DISCOVERY_MARGIN * std
-    counts = {(0, 0): 500, (0, 1): int(floor) - 1, (2, 0): int(floor) + 1, (3, 0): 105}
+    counts = {(0, 0): 500, (0, 1): 101, (2, 0): 130}
     disc = Discovery(
-        domains=(("p", "q"), ("<1", ">=1"), ("u",), ("v",)),
+        domains=(("p", "q"), ("<1", ">=1"), ("u",), ()),
         kept=(0, 1, 2, 3),
         counts=counts,
-        manifest={"threshold": threshold, "noise_std": std},
+        manifest={"threshold": 100.0, "noise_std": 10.0},
     )
     names = ("A", "B", "C", "D")
     out, entries = _discovery_measurements(disc, disc.kept, names, {1: ("<1", ">=1")}, {})
-    # A: its common value measured, the one near the threshold not (upward bias); B public; D only near it
+    # A and C: their released values measured, the empty category not; B is public; D released nothing
     assert [m.columns for m in out] == [(0,), (2,)]
-    assert out[0].values.tolist() == [500.0, 0.0, 0.0] and out[0].mask.tolist() == [True, False, False]
-    assert out[1].mask.tolist() == [True, False] and all(m.std == std for m in out)
+    assert out[0].values.tolist() == [500.0, 101.0, 0.0] and out[0].mask.tolist() == [True, True, False]
+    assert out[1].mask.tolist() == [True, False] and all(m.std == 10.0 for m in out)
     assert [e["columns"] for e in entries] == [["A"], ["C"]]
     assert all(e["partial"] and e["round"] == "discovery" and e["rho"] == 0.0 for e in entries)
     # multi-value columns bound each record's contributions in the discovery: no measurement then

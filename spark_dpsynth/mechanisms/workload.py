@@ -64,10 +64,6 @@ log = logging.getLogger(__name__)
 
 _PERCENTILE_SHARE = 0.05
 """Share of the discovery's rho spent on the DP percentile of Delta_1 (only with multi-value columns)."""
-DISCOVERY_MARGIN = 2.0
-"""A discovered value's released count is used as a measurement when it is at least this many noise stds above
-the discovery threshold: a count is released only when it passed the threshold, so near it the noise is biased
-upward (docs/design.md section 4.7: under 0.25 std beyond 2 stds)."""
 
 
 # ------------------------------------------------------------------------------------------------ planner
@@ -1132,14 +1128,14 @@ def _discovery_measurements(
 ) -> tuple[list[MeasuredMarginal], list[dict[str, Any]]]:
     """The discovery's released counts as partial 1-way measurements (post-processing of its DP release: no
     budget), and their manifest entries. Each discovered column's table measures the cells of its released
-    values whose count is at least :data:`DISCOVERY_MARGIN` noise stds above the threshold, at the discovery's
-    noise std; the empty category (empty cells and unreleased values) is not measured. None with multi-value
+    values at the discovery's noise std; the empty category (empty cells and unreleased values) is not measured.
+    A count was released only when it passed the threshold, so the counts of values whose true count is near it
+    are biased upward (docs/design.md section 4.7 says by how much and why it is left). None with multi-value
     columns: their discovery bounds each record's contributions, so its counts are not those of the measured
     records."""
     if derived or "threshold" not in discovery.manifest:
         return [], []
     scale = float(discovery.manifest["noise_std"])
-    floor = float(discovery.manifest["threshold"]) + DISCOVERY_MARGIN * scale
     out: list[MeasuredMarginal] = []
     entries: list[dict[str, Any]] = []
     for i, j in enumerate(kept):
@@ -1149,9 +1145,9 @@ def _discovery_measurements(
         values = np.zeros(size + 1)
         for code in range(size):
             values[code] = discovery.counts[(j, code)]
-        mask = values >= floor
+        mask = np.ones(size + 1, dtype=bool)
         mask[-1] = False
-        if not mask.any():
+        if not size:
             continue
         out.append(MeasuredMarginal(columns=(i,), values=values, std=scale, mask=mask))
         entries.append(
