@@ -359,3 +359,15 @@ def test_known_measurements_are_used_not_charged(selection: str) -> None:
     assert rounds[0]["rho"] == pytest.approx(0.1 * rho, rel=1e-9)
     if selection == "mst":  # the tree and its tables share the rest evenly
         assert rounds[1]["rho"] == pytest.approx(0.45 * rho, rel=1e-9)
+
+
+def test_the_discovery_share_grows_with_the_columns_to_discover() -> None:
+    params = WorkloadParams()
+    assert params.domain_rho_proportion is None
+    assert params.domain_share(0) == params.domain_share(13) == 0.1  # NIST national: 13 such columns
+    assert params.domain_share(60) == pytest.approx(0.4)
+    assert params.domain_share(76) == params.domain_share(500) == 0.5  # LFS: 76
+    assert WorkloadParams(domain_rho_proportion=0.3).domain_share(76) == 0.3
+    with pytest.raises(InvalidParameterError, match="can reach 0.5"):
+        WorkloadParams(bins_epsilon_proportion=0.5)
+    assert WorkloadParams(bins_epsilon_proportion=0.5, domain_rho_proportion=0.1).domain_share(76) == 0.1

@@ -1044,7 +1044,8 @@ def _discover(
         "columns": [names[j] for j in disc_cols],
     }
     if disc_cols:
-        rho_disc = rho * params.domain_rho_proportion
+        share = params.domain_share(len(disc_cols))
+        rho_disc = rho * share
         private = [j for j in disc_cols if names[j] in derived]
         n_single = len(disc_cols) - len(private)
         if private:
@@ -1094,6 +1095,7 @@ def _discover(
                 "noise_std": scale,
                 "threshold": threshold,
                 "rho": rho_disc,
+                "rho_proportion": share,
             }
         )
     else:
