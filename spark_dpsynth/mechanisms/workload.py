@@ -11,7 +11,9 @@ graphical-model estimator to fit (:mod:`spark_dpsynth.estimation`, the ``pgm`` s
    candidate; Delta_1 = the number of such columns, or with multi-value columns a DP percentile of attributes
    per record; exact discrete Gaussian noise of std sigma_1 sqrt(Delta_1); the threshold rho_1 that pays
    delta/2; Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", Algorithm 1). The fixed domain of
-   column j is its released values plus one empty category (empty cells and unreleased values).
+   column j is its released values plus one empty category (empty cells and unreleased values). Its share of
+   rho grows with the number of columns it covers (``WorkloadParams.domain_share``), and its released counts are
+   passed on as partial 1-way measurements (post-processing: no more budget; the empty category unmeasured).
 2. **Encoding.** The records are encoded once to codes over the fixed domain (``mapInArrow``, cached
    patterns with their multiplicity); every record adds 1 to exactly one cell of a clique's table, so a table
    has L2 sensitivity 1 (add/remove one record, or one person with a privacy unit: their rows are one record).
