@@ -689,6 +689,11 @@ class WorkloadParams:
     bins_epsilon_proportion: float = 0.05
     """B_p in (0, 1): share of rho spent on the DP bin edges of numeric, date and timestamp columns without
     public bins (from ``[aggregate]``; spent only when there is one, docs/design.md section 2.8)."""
+    discovery_measurements: bool = False
+    """Pass the 1-way discovery's released counts on as partial 1-way measurements (post-processing, no more
+    budget; docs/design.md section 4.7). Off by default: on LFS at epsilon 4 they lowered the 1-way TVD but
+    raised the 2- and 3-way TVD by .002-.003 over two seeds; at epsilon 1 and on NIST national, no change beyond
+    .002."""
     one_way_rho_proportion: float | None = None
     """Share in (0, 1) of the rho left after the discovery that measures the full 1-way tables (MST's first
     step, AIM's round 0); None: MST's 1/3 and, for AIM, one round's sigma. MST splits the rest evenly between

@@ -184,7 +184,13 @@ def test_fit_workload_on_spark(spark, selection: str) -> None:
     df = _small_table(spark)
     data = DataConfig(bins={"age": BinSpec(edges=(30, 50, 70))})
     params = WorkloadParams(
-        epsilon=3.0, delta=1e-6, selection=selection, seed=7, max_rounds=4, estimation_iterations=20
+        epsilon=3.0,
+        delta=1e-6,
+        selection=selection,
+        seed=7,
+        max_rounds=4,
+        estimation_iterations=20,
+        discovery_measurements=True,
     )
     release = fit_workload(df, params, data)
     m = release.manifest

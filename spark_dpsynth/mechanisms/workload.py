@@ -12,8 +12,9 @@ graphical-model estimator to fit (:mod:`spark_dpsynth.estimation`, the ``pgm`` s
    per record; exact discrete Gaussian noise of std sigma_1 sqrt(Delta_1); the threshold rho_1 that pays
    delta/2; Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", Algorithm 1). The fixed domain of
    column j is its released values plus one empty category (empty cells and unreleased values). Its share of
-   rho grows with the number of columns it covers (``WorkloadParams.domain_share``), and its released counts are
-   passed on as partial 1-way measurements (post-processing: no more budget; the empty category unmeasured).
+   rho grows with the number of columns it covers (``WorkloadParams.domain_share``); with
+   ``discovery_measurements`` its released counts are passed on as partial 1-way measurements (post-processing:
+   no more budget; the empty category unmeasured).
 2. **Encoding.** The records are encoded once to codes over the fixed domain (``mapInArrow``, cached
    patterns with their multiplicity); every record adds 1 to exactly one cell of a clique's table, so a table
    has L2 sensitivity 1 (add/remove one record, or one person with a privacy unit: their rows are one record).
@@ -810,7 +811,11 @@ def fit_workload(
         backend.release_cache()
         backend = None
         rho_rest = acct.rho - sum(s.rho or 0.0 for s in acct.budget().shares)  # type: ignore[operator]
-        known, known_entries = _discovery_measurements(discovery, kept, names, public, derived)
+        known, known_entries = (
+            _discovery_measurements(discovery, kept, names, public, derived)
+            if params.discovery_measurements
+            else ([], [])
+        )
         measurements, entries, rounds = select_and_measure(
             counter, kept_names, rho_rest, params, acct, noise, progress=progress, known=known
         )
@@ -868,6 +873,7 @@ def fit_workload(
             "max_cells_per_pass": params.max_cells_per_pass,
             "estimation_iterations": params.estimation_iterations,
             "one_way_rho_proportion": params.one_way_rho_proportion,
+            "discovery_measurements": params.discovery_measurements,
             "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
             "percentile": params.percentile,
             "seed": params.seed,
