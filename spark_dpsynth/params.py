@@ -617,6 +617,14 @@ class Selection(enum.StrEnum):
         return Selection.AIM if 4 * d <= max_rounds else Selection.MST
 
 
+_DOMAIN_SHARE_MIN = 0.1
+"""The default discovery share of rho for few columns without public values (WorkloadParams.domain_share)."""
+_DOMAIN_SHARE_MAX = 0.5
+"""The default discovery share of rho for many columns without public values."""
+_DOMAIN_SHARE_COLUMNS = 150
+"""Columns without public values per unit of the default discovery share (between the two bounds)."""
+
+
 @dataclass(frozen=True)
 class WorkloadParams:
     """Parameters of the ``workload`` mechanism: DP selection and measurement of marginals (cliques) over the
@@ -649,9 +657,11 @@ class WorkloadParams:
     selection: Selection = Selection.AUTO
     """``aim`` (adaptive rounds), ``mst`` (maximum spanning tree of 2-way cliques) or ``auto`` (AIM when
     4 d <= ``max_rounds``, else MST: :attr:`Selection.AUTO`)."""
-    domain_rho_proportion: float = 0.1
+    domain_rho_proportion: float | None = None
     """Share of rho in (0, 1) spent on discovering the values of the columns without public bins (unused, and
-    given to the rounds, when every column has public bins)."""
+    given to the rounds, when every column has public bins); None: it grows with the number m of such columns,
+    min(0.5, max(0.1, m / 150)) (:meth:`domain_share`; the discovery's noise std grows as sqrt(m / share);
+    measured in docs/design.md section 4.7)."""
     selection_rho_proportion: float = 0.1
     """AIM: share in (0, 1) of each round's rho spent on the exponential-mechanism choice (AIM's 1 - alpha);
     the rest measures the chosen clique."""
@@ -679,6 +689,15 @@ class WorkloadParams:
     bins_epsilon_proportion: float = 0.05
     """B_p in (0, 1): share of rho spent on the DP bin edges of numeric, date and timestamp columns without
     public bins (from ``[aggregate]``; spent only when there is one, docs/design.md section 2.8)."""
+    discovery_measurements: bool = False
+    """Pass the 1-way discovery's released counts on as partial 1-way measurements (post-processing, no more
+    budget; docs/design.md section 4.7). Off by default: on LFS at epsilon 4 they lowered the 1-way TVD but
+    raised the 2- and 3-way TVD by .002-.003 over two seeds; at epsilon 1 and on NIST national, no change beyond
+    .002."""
+    one_way_rho_proportion: float | None = None
+    """Share in (0, 1) of the rho left after the discovery that measures the full 1-way tables (MST's first
+    step, AIM's round 0); None: MST's 1/3 and, for AIM, one round's sigma. MST splits the rest evenly between
+    the tree's choices and its 2-way tables (docs/design.md section 4.7)."""
 
     def __post_init__(self) -> None:
         v.positive("epsilon", self.epsilon)
@@ -691,14 +710,18 @@ class WorkloadParams:
         if not 0 < q <= 100:
             raise InvalidParameterError(f"percentile must be in (0, 100], got {self.percentile!r}")
         v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
-        v.open_unit("domain_rho_proportion", self.domain_rho_proportion)
+        if self.domain_rho_proportion is not None:
+            v.open_unit("domain_rho_proportion", self.domain_rho_proportion)
         v.open_unit("selection_rho_proportion", self.selection_rho_proportion)
         bp = v.open_unit("bins_epsilon_proportion", self.bins_epsilon_proportion)
-        if bp + self.domain_rho_proportion >= 1:
+        dp = self.domain_rho_proportion if self.domain_rho_proportion is not None else _DOMAIN_SHARE_MAX
+        if bp + dp >= 1:
             raise InvalidParameterError(
-                "bins_epsilon_proportion + domain_rho_proportion must be < 1, "
-                f"got {bp} + {self.domain_rho_proportion}"
+                "bins_epsilon_proportion + domain_rho_proportion must be < 1 (its default can reach "
+                f"{_DOMAIN_SHARE_MAX}), got {bp} + {dp}"
             )
+        if self.one_way_rho_proportion is not None:
+            v.open_unit("one_way_rho_proportion", self.one_way_rho_proportion)
         if self.rounds is not None:
             v.integer("rounds", self.rounds, low=1)
         v.integer("max_rounds", self.max_rounds, low=1)
@@ -718,6 +741,14 @@ class WorkloadParams:
             )
         if self.seed is not None:
             v.integer("seed", self.seed, low=0)
+
+    def domain_share(self, columns: int) -> float:
+        """The discovery's share of rho for ``columns`` (>= 0) columns without public values:
+        ``domain_rho_proportion``, or when None min(0.5, max(0.1, columns / 150)) (docs/design.md section 4.7:
+        0.1 was best of 0.1/0.3/0.5 on NIST national, 13 such columns; 0.5 on LFS, 76)."""
+        if self.domain_rho_proportion is not None:
+            return self.domain_rho_proportion
+        return min(_DOMAIN_SHARE_MAX, max(_DOMAIN_SHARE_MIN, columns / _DOMAIN_SHARE_COLUMNS))
 
     @property
     def test_mode(self) -> bool:

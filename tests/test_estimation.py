@@ -344,3 +344,71 @@ def test_projection_across_cliques_with_a_subnormal_separator_count_is_finite() 
     assert ac.sum() == pytest.approx(100.0)
     want = model.project(("a", "b")).sum(axis=1)[:, None] * model.project(("b", "c"))[0][None, :] / 100.0
     assert ac == pytest.approx(want / want.sum() * 100.0, rel=1e-9)
+
+
+# ------------------------------------------------------------------------------------------- partial measurements
+
+
+def test_a_partial_measurement_counts_only_its_measured_cells() -> None:
+    # a cell left out of a partial measurement does not move the fit, whatever value it holds
+    table = true_table(7, DOMAIN) + 1.0
+    rng = np.random.default_rng(8)
+    full = [
+        Measurement(c, marginal(table, DOMAIN, c) + rng.normal(0, 20.0, DOMAIN.shape(c)), 20.0)
+        for c in MEASURED
+    ]
+    mask = np.array([True, True, False])
+    b = marginal(table, DOMAIN, ("b",))
+    fits = []
+    for junk in (0.0, 1e6):
+        part = Measurement(("b",), np.where(mask, b, junk), 2.0, mask)
+        assert part.partial and part.values[2] == 0.0  # unmeasured cells are held as 0
+        fits.append(estimate(DOMAIN, [*full, part], iterations=300, total=float(table.sum())))
+    np.testing.assert_allclose(fits[0].project(("b",)), fits[1].project(("b",)), rtol=1e-9)
+    # the precise partial measurement pins its cells: closer to the truth than without it
+    alone = estimate(DOMAIN, full, iterations=300, total=float(table.sum()))
+    err_with = np.abs(fits[0].project(("b",)) - b)[mask].sum()
+    err_without = np.abs(alone.project(("b",)) - b)[mask].sum()
+    assert err_with < err_without and err_with < 5.0
+
+
+def test_noiseless_partial_and_full_measurements_are_recovered() -> None:
+    table = true_table(9, DOMAIN) + 1.0
+    mask = np.zeros(DOMAIN.shape(("c",)), dtype=bool)
+    mask[:2] = True
+    measurements = [Measurement(c, marginal(table, DOMAIN, c), 1.0) for c in MEASURED]
+    measurements.append(Measurement(("c",), marginal(table, DOMAIN, ("c",)), 0.5, mask))
+    model = estimate(DOMAIN, measurements, iterations=1000)
+    assert model.total == pytest.approx(table.sum())  # the partial table is not summed into the total
+    assert np.abs(model.project(("c",)) - marginal(table, DOMAIN, ("c",))).max() < 0.05
+
+
+def test_the_total_leaves_partial_measurements_out() -> None:
+    small = Measurement(("a",), np.array([40.0, 60.0]), 1.0)
+    part = Measurement(("b",), np.array([500.0, 0.0, 0.0]), 1.0, np.array([True, False, False]))
+    assert estimate_total([small, part]) == pytest.approx(100.0)
+    with pytest.raises(InvalidParameterError, match="every cell"):
+        estimate_total([part])
+    # a mask of every cell is a whole measurement
+    assert Measurement(("a",), np.array([1.0, 2.0]), 1.0, np.array([True, True])).mask is None
+
+
+@pytest.mark.parametrize(
+    ("mask", "match"),
+    [
+        (np.array([1, 0, 1]), "bool array"),
+        (np.array([True, False]), "bool array"),
+        (np.zeros(3, dtype=bool), "masks every cell"),
+    ],
+)
+def test_invalid_masks_are_named(mask: np.ndarray, match: str) -> None:
+    with pytest.raises(InvalidParameterError, match=match):
+        Measurement(("b",), np.zeros(3), 1.0, mask)
+
+
+def test_a_partial_measurement_in_domain_order_keeps_its_mask() -> None:
+    mask = np.zeros((3, 2), dtype=bool)
+    mask[1, 0] = True
+    m = Measurement(("b", "a"), np.arange(6.0).reshape(3, 2), 1.0, mask).in_domain_order(DOMAIN)
+    assert m.clique == ("a", "b") and m.mask is not None and m.mask.shape == (2, 3) and m.mask[0, 1]
+    assert m.values[0, 1] == 2.0 and m.values.sum() == 2.0

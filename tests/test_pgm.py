@@ -171,3 +171,35 @@ def test_bins_measured_empty_are_not_drawn() -> None:
     absent = pgm.absent_cells(release)
     assert set(absent) == {2}  # A is a category column (its small cell stays); its empty cell is 100
     np.testing.assert_array_equal(absent[2], [False, True])
+
+
+def test_partial_one_way_tables_count_only_on_their_cells() -> None:
+    """A partial 1-way table (the discovery's counts: values measured, empty category not) joins the
+    inverse-variance means on its cells only; an empty category no full table measures is never judged absent."""
+    base = measured_release()
+    n = JOINT_AB.sum()
+    a_part = MeasuredMarginal(
+        columns=(0,), values=np.array([500.0, 400.0, 0.0]), std=1.0, mask=np.array([True, True, False])
+    )
+    c_part = MeasuredMarginal(columns=(2,), values=np.array([n, 0.0]), std=1.0, mask=np.array([True, False]))
+    release = Release(
+        base.columns,
+        base.domains,
+        base.marginals,
+        base.manifest,
+        measurements=(base.measurements[0], base.measurements[2], a_part, c_part),
+    )
+    means = pgm._one_way_means(release)
+    a_mean, a_std = means[0]
+    full = JOINT_AB.sum(axis=1)  # A's full table, std 2: weight 1/4 beside the partial's 1
+    np.testing.assert_allclose(a_mean[:2], (full[:2] / 4 + np.array([500.0, 400.0])) / 1.25)
+    assert a_mean[2] == pytest.approx(full[2]) and a_std[2] == pytest.approx(2.0)
+    np.testing.assert_allclose(a_std[:2], 1.25**-0.5)
+    c_mean, c_std = means[2]
+    assert c_mean[1] == 0.0 and np.isinf(c_std[1])
+    assert pgm.absent_cells(release) == {}  # C's empty cell is unmeasured, not measured as zero
+    measured = pgm.release_measurements(release)
+    assert measured[2].mask is not None and measured[2].mask.tolist() == [True, True, False]
+    model = pgm.fit_release(release, iterations=200)
+    assert model.total == pytest.approx(n, rel=0.01)  # from the whole tables only
+    assert model.project(("A",))[0] == pytest.approx(JOINT_AB[0].sum(), abs=5.0)

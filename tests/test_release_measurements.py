@@ -164,3 +164,52 @@ def test_a_measurement_domain_in_bin_order_survives_save_and_load(spark, tmp_pat
         7: (">=5", "x"),
         50: ("<1", "x"),
     }
+
+
+def partial_release() -> Release:
+    """measured_release plus a partial 1-way table of B: its two values measured, its empty category not."""
+    base = measured_release()
+    part = MeasuredMarginal(
+        columns=(1,), values=np.array([50.5, 39.0, 7.0]), std=1.5, mask=np.array([True, True, False])
+    )
+    doc = base.manifest.to_json()
+    doc["measurements"] = [
+        {"columns": ["B"], "std": 1.5, "partial": True, "round": "discovery"},
+        *doc["measurements"],
+    ]
+    return Release(base.columns, base.domains, base.marginals, doc, measurements=(part, *base.measurements))
+
+
+def test_a_partial_measurement_holds_zero_on_its_unmeasured_cells() -> None:
+    part = partial_release().measurements[0]
+    assert part.partial and part.values.tolist() == [50.5, 39.0, 0.0]
+    with pytest.raises(ReleaseError, match="mask"):
+        MeasuredMarginal(columns=(0,), values=np.zeros(3), std=1.0, mask=np.zeros(3, dtype=bool))
+    with pytest.raises(ReleaseError, match="mask"):
+        MeasuredMarginal(columns=(0,), values=np.zeros(3), std=1.0, mask=np.ones(2, dtype=bool))
+    full = MeasuredMarginal(columns=(0,), values=np.zeros(3), std=1.0, mask=np.ones(3, dtype=bool))
+    assert full.mask is None and not full.partial
+
+
+def test_partial_measurements_survive_save_and_load(spark, tmp_path) -> None:  # noqa: ANN001
+    release = partial_release()
+    path = tmp_path / "release"
+    release.save(str(path), spark)
+    with open(path / "manifest.json", encoding="utf-8") as f:
+        doc = json.load(f)
+    assert [e.get("partial", False) for e in doc["measurements"]] == [True, False, False, False]
+    cells = pd.read_parquet(path / "measurements")
+    assert sorted(cells[cells["marginal"] == 0]["cell"]) == [0, 1]  # only the measured cells are written
+    back = Release.load(str(path), spark)
+    assert back.measurements == release.measurements
+    assert back.measurements[0].mask.tolist() == [True, True, False]
+    assert back.measurements[1].mask is None  # an entry without "partial" is a whole table (older releases)
+
+
+def test_a_manifest_that_contradicts_partial_measurements_is_refused(spark, tmp_path) -> None:  # noqa: ANN001
+    release = partial_release()
+    doc = release.manifest.to_json()
+    del doc["measurements"][0]["partial"]
+    bad = Release(release.columns, release.domains, release.marginals, doc, measurements=release.measurements)
+    with pytest.raises(ReleaseError, match="does not match"):
+        bad.save(str(tmp_path / "bad"), spark)

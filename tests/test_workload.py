@@ -35,6 +35,7 @@ from spark_dpsynth.privacy.noise import NoNoise
         ({"estimation_iterations": 0}, "estimation_iterations must be >= 1"),
         ({"percentile": 0}, "percentile must be in"),
         ({"seed": -1}, "seed must be >= 0"),
+        ({"one_way_rho_proportion": 1.0}, "one_way_rho_proportion must be in"),
     ],
 )
 def test_params_validation(kwargs: dict, match: str) -> None:
@@ -183,7 +184,13 @@ def test_fit_workload_on_spark(spark, selection: str) -> None:
     df = _small_table(spark)
     data = DataConfig(bins={"age": BinSpec(edges=(30, 50, 70))})
     params = WorkloadParams(
-        epsilon=3.0, delta=1e-6, selection=selection, seed=7, max_rounds=4, estimation_iterations=20
+        epsilon=3.0,
+        delta=1e-6,
+        selection=selection,
+        seed=7,
+        max_rounds=4,
+        estimation_iterations=20,
+        discovery_measurements=True,
     )
     release = fit_workload(df, params, data)
     m = release.manifest
@@ -194,6 +201,11 @@ def test_fit_workload_on_spark(spark, selection: str) -> None:
     assert sum(s["rho"] or 0.0 for s in shares) == pytest.approx(m["rho"], rel=1e-9)
     assert sum(s["delta"] or 0.0 for s in shares) == pytest.approx(m["delta"], rel=1e-9)
     assert len(m["measurements"]) == len(release.measurements) >= 4
+    # the discovery's released counts come first, as partial 1-way tables of a, b and c (not the binned age)
+    disc = [e for e in m["measurements"] if e["round"] == "discovery"]
+    assert {e["columns"][0] for e in disc} == {"a", "b", "c"} and all(e["partial"] for e in disc)
+    assert all(release.measurements[i].partial for i in range(len(disc)))
+    assert not any(x.partial for x in release.measurements[len(disc) :])
     assert [e["columns"] for e in m["measurements"]] == [
         [release.columns[c] for c in x.columns] for x in release.measurements
     ]
@@ -293,3 +305,75 @@ def test_auto_selection_is_aim_while_its_rounds_fit_else_mst() -> None:
     assert params.selection.resolve(26, params.max_rounds) is Selection.MST
     assert Selection.AUTO.resolve(76, 400) is Selection.AIM
     assert Selection.AIM.resolve(76, 100) is Selection.AIM and Selection.MST.resolve(3, 100) is Selection.MST
+
+
+def test_discovery_counts_become_partial_one_way_measurements() -> None:
+    from spark_dpsynth.mechanisms.workload import Discovery, _discovery_measurements
+
+    counts = {(0, 0): 500, (0, 1): 101, (2, 0): 130}
+    disc = Discovery(
+        domains=(("p", "q"), ("<1", ">=1"), ("u",), ()),
+        kept=(0, 1, 2, 3),
+        counts=counts,
+        manifest={"threshold": 100.0, "noise_std": 10.0},
+    )
+    names = ("A", "B", "C", "D")
+    out, entries = _discovery_measurements(disc, disc.kept, names, {1: ("<1", ">=1")}, {})
+    # A and C: their released values measured, the empty category not; B is public; D released nothing
+    assert [m.columns for m in out] == [(0,), (2,)]
+    assert out[0].values.tolist() == [500.0, 101.0, 0.0] and out[0].mask.tolist() == [True, True, False]
+    assert out[1].mask.tolist() == [True, False] and all(m.std == 10.0 for m in out)
+    assert [e["columns"] for e in entries] == [["A"], ["C"]]
+    assert all(e["partial"] and e["round"] == "discovery" and e["rho"] == 0.0 for e in entries)
+    # multi-value columns bound each record's contributions in the discovery: no measurement then
+    assert _discovery_measurements(disc, disc.kept, names, {}, {"A": ("M", "p")}) == ([], [])
+
+
+@pytest.mark.parametrize("selection", ["mst", "aim"])
+def test_known_measurements_are_used_not_charged(selection: str) -> None:
+    from spark_dpsynth.release.core import MeasuredMarginal
+
+    codes, sizes = _codes(500)
+    acct = Accountant(2.0, 1e-6)
+    rho = acct.convert_to_rho(2.0, 1e-6)
+    params = WorkloadParams(
+        epsilon=2.0,
+        delta=1e-6,
+        selection=selection,
+        max_rounds=6,
+        estimation_iterations=20,
+        one_way_rho_proportion=0.1,
+    )
+    true_a = LocalCliqueCounter(codes, sizes).tables([(0,)], 10**6)[0].astype(float)
+    mask = np.zeros(sizes[0], dtype=bool)
+    mask[0] = True
+    known = [MeasuredMarginal(columns=(0,), values=true_a + 3.0, std=5.0, mask=mask)]
+    measurements, entries, rounds = select_and_measure(
+        LocalCliqueCounter(codes, sizes),
+        ("a", "b", "c", "d"),
+        rho,
+        params,
+        acct,
+        SeededNoise(5),
+        order_key=b"k",
+        known=known,
+    )
+    assert sum(s.rho or 0.0 for s in acct.budget().shares) == pytest.approx(rho, rel=1e-9)
+    assert sum(r["rho"] for r in rounds) == pytest.approx(rho, rel=1e-9)
+    assert not any(m.partial for m in measurements)  # the known table is not returned again
+    # the 1-way tables get their share: 4 tables at 1 / (2 sigma^2) each make 0.1 rho
+    assert rounds[0]["rho"] == pytest.approx(0.1 * rho, rel=1e-9)
+    if selection == "mst":  # the tree and its tables share the rest evenly
+        assert rounds[1]["rho"] == pytest.approx(0.45 * rho, rel=1e-9)
+
+
+def test_the_discovery_share_grows_with_the_columns_to_discover() -> None:
+    params = WorkloadParams()
+    assert params.domain_rho_proportion is None
+    assert params.domain_share(0) == params.domain_share(13) == 0.1  # NIST national: 13 such columns
+    assert params.domain_share(60) == pytest.approx(0.4)
+    assert params.domain_share(76) == params.domain_share(500) == 0.5  # LFS: 76
+    assert WorkloadParams(domain_rho_proportion=0.3).domain_share(76) == 0.3
+    with pytest.raises(InvalidParameterError, match="can reach 0.5"):
+        WorkloadParams(bins_epsilon_proportion=0.5)
+    assert WorkloadParams(bins_epsilon_proportion=0.5, domain_rho_proportion=0.1).domain_share(76) == 0.1

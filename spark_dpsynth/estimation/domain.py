@@ -5,7 +5,9 @@ an integer code ``0 .. size - 1``. A clique is a tuple of column names; in *doma
 the order of :attr:`Domain.names`, and every table over a clique has one axis per name, in that order. A
 :class:`Measurement` is a noisy table over a clique with the standard deviation of its Gaussian noise: the
 measurement y = M_C x + N(0, std^2 I) of McKenna, Sheldon and Miklau, "Graphical-model based estimation and
-inference for differential privacy" (ICML 2019), section 3, with M_C the marginalization onto clique C.
+inference for differential privacy" (ICML 2019), section 3, with M_C the marginalization onto clique C. A
+*partial* measurement (a ``mask``) measures only some cells of the table: y = S M_C x + noise, S selecting the
+measured cells, still a linear query in their sense.
 """
 
 from __future__ import annotations
@@ -109,6 +111,9 @@ class Measurement:
     """float64, one axis per clique name, ``domain.size(name)`` cells each: noisy counts (may be negative)."""
     std: float
     """Noise standard deviation of every cell, in counts, > 0 and finite."""
+    mask: np.ndarray | None = None
+    """A *partial* measurement: bool, the table's shape, True on the cells measured; the others carry no
+    information (their ``values`` are ignored, the loss leaves them out). None: every cell is measured."""
 
     def __post_init__(self) -> None:
         clique = tuple(str(c) for c in self.clique)
@@ -126,9 +131,30 @@ class Measurement:
         std = float(self.std)
         if not (math.isfinite(std) and std > 0):
             raise InvalidParameterError(f"std must be > 0 and finite, got {self.std!r}")
+        if self.mask is not None:
+            mask = np.asarray(self.mask)
+            if mask.dtype != np.bool_ or mask.shape != values.shape:
+                raise InvalidParameterError(
+                    f"the mask of the measurement over {list(clique)} must be a bool array of shape "
+                    f"{values.shape}, got {mask.dtype} {mask.shape}"
+                )
+            if not mask.any():
+                raise InvalidParameterError(f"the measurement over {list(clique)} masks every cell")
+            object.__setattr__(self, "mask", None if mask.all() else mask)
+            values = np.where(mask, values, 0.0)
         object.__setattr__(self, "clique", clique)
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "std", std)
+
+    @property
+    def partial(self) -> bool:
+        """Whether only some cells are measured (:attr:`mask`)."""
+        return self.mask is not None
+
+    def precision(self) -> np.ndarray | float:
+        """1/std^2 per cell: a float when every cell is measured, else an array, zero on unmeasured cells."""
+        w = 1.0 / self.std**2
+        return w if self.mask is None else np.where(self.mask, w, 0.0)
 
     def in_domain_order(self, domain: Domain) -> Measurement:
         """The same measurement with its clique in domain order (the table's axes permuted alike).
@@ -145,4 +171,5 @@ class Measurement:
         if canonical == self.clique:
             return self
         order = [self.clique.index(n) for n in canonical]
-        return Measurement(canonical, np.ascontiguousarray(self.values.transpose(order)), self.std)
+        mask = None if self.mask is None else np.ascontiguousarray(self.mask.transpose(order))
+        return Measurement(canonical, np.ascontiguousarray(self.values.transpose(order)), self.std, mask)

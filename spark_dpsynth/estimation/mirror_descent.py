@@ -13,6 +13,9 @@ algorithm 1), whose mirror map is the model's entropy: in the potentials it read
 
     theta_{t+1} = theta_t - alpha_t grad L(mu_t),       mu_{t+1} = marginals of p_{theta_{t+1}} (belief propagation).
 
+A partial measurement (``Measurement.mask``) adds its terms only on the cells it measures: W_C and the
+gradient are then taken cell by cell, W_C(x) = sum_{i: C_i = C, x measured by i} 1/sigma_i^2 (per-cell precision).
+
 The step size alpha starts at 1 / (N max_C W_C), W_C = sum_{i: C_i = C} 1/sigma_i^2 (N = total; the Lipschitz
 rule of the loss as a function of the normalized distribution, N^2 sum_i 1/sigma_i^2, is as many times smaller as
 there are measurements, and steps that large are slow), and is then adapted by a backtracking line search: a
@@ -29,8 +32,9 @@ loss that plain mirror descent reaches in 1,000 iterations is reached in about 1
 propagation. The solver stops early when the last ``WINDOW`` = 10 steps lowered the loss by less than
 ``tolerance`` (default 1e-6) times the loss, or when no step lowers it any more.
 
-When ``total`` is not given, N is estimated from the measurements: each table's sum is an unbiased measurement of
-N with variance (number of cells) x sigma_i^2, and N is their inverse-variance weighted mean (at least 1).
+When ``total`` is not given, N is estimated from the measurements: each (whole) table's sum is an unbiased
+measurement of N with variance (number of cells) x sigma_i^2, and N is their inverse-variance weighted mean (at
+least 1); partial measurements do not sum to N and are left out.
 """
 
 from __future__ import annotations
@@ -86,15 +90,19 @@ class FitReport:
 
 
 def estimate_total(measurements: Sequence[Measurement]) -> float:
-    """The number of records estimated from the measurements' sums (module docstring), >= 1.
+    """The number of records estimated from the measurements' sums (module docstring), >= 1. Partial
+    measurements (a ``mask``) are left out: their sum misses the unmeasured cells.
 
     Raises:
-        InvalidParameterError: there is no measurement.
+        InvalidParameterError: there is no measurement of a whole table.
     """
-    if not measurements:
-        raise InvalidParameterError("estimating the number of records needs at least one measurement")
-    weights = np.array([1.0 / (m.values.size * m.std**2) for m in measurements])
-    sums = np.array([float(m.values.sum()) for m in measurements])
+    full = [m for m in measurements if m.mask is None]
+    if not full:
+        raise InvalidParameterError(
+            "estimating the number of records needs at least one measurement of every cell of its table"
+        )
+    weights = np.array([1.0 / (m.values.size * m.std**2) for m in full])
+    sums = np.array([float(m.values.sum()) for m in full])
     return max(1.0, float(np.sum(weights * sums) / np.sum(weights)))
 
 
@@ -153,15 +161,16 @@ def estimate(
         raise InvalidParameterError(f"total must be > 0 and finite, got {total!r}")
     total = float(total)
 
-    # the measurements of each clique, combined: W_C = sum 1/sigma^2, B_C = sum y / sigma^2, K = sum y^2 / sigma^2
-    precision: dict[Clique, float] = {}
+    # the measurements of each clique, combined: W_C = sum 1/sigma^2, B_C = sum y / sigma^2, K = sum y^2 / sigma^2,
+    # cell by cell (W_C is an array when a partial measurement leaves cells out: zero weight there)
+    precision: dict[Clique, float | np.ndarray] = {}
     weighted: dict[Clique, np.ndarray] = {}
     constant = 0.0
     for m in measured:
-        w = 1.0 / m.std**2
+        w = m.precision()
         precision[m.clique] = precision.get(m.clique, 0.0) + w
         weighted[m.clique] = weighted.get(m.clique, 0.0) + w * m.values
-        constant += w * float(np.sum(m.values**2))
+        constant += float(np.sum(w * m.values**2))
     model_cliques = list(precision) + [domain.canonical(c) for c in cliques]
     if warm_start is not None:
         model_cliques += list(warm_start.potentials)
@@ -211,7 +220,7 @@ def estimate(
     loss, mu, grad = evaluate(beliefs)
     steps = 0
     if measured_cliques and iterations > 0:
-        alpha = 1.0 / (total * max(precision.values()))
+        alpha = 1.0 / (total * max(float(np.max(w)) for w in precision.values()))
         previous = theta
         history = [loss]
         run = 0  # accepted momentum steps since the last restart

@@ -11,7 +11,10 @@ graphical-model estimator to fit (:mod:`spark_dpsynth.estimation`, the ``pgm`` s
    candidate; Delta_1 = the number of such columns, or with multi-value columns a DP percentile of attributes
    per record; exact discrete Gaussian noise of std sigma_1 sqrt(Delta_1); the threshold rho_1 that pays
    delta/2; Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", Algorithm 1). The fixed domain of
-   column j is its released values plus one empty category (empty cells and unreleased values).
+   column j is its released values plus one empty category (empty cells and unreleased values). Its share of
+   rho grows with the number of columns it covers (``WorkloadParams.domain_share``); with
+   ``discovery_measurements`` its released counts are passed on as partial 1-way measurements (post-processing:
+   no more budget; the empty category unmeasured).
 2. **Encoding.** The records are encoded once to codes over the fixed domain (``mapInArrow``, cached
    patterns with their multiplicity); every record adds 1 to exactly one cell of a clique's table, so a table
    has L2 sensitivity 1 (add/remove one record, or one person with a privacy unit: their rows are one record).
@@ -188,6 +191,23 @@ def _record(
     )
 
 
+def _one_way_combined(d: int, measurements: Sequence[MeasuredMarginal]) -> dict[int, np.ndarray]:
+    """Per column, the inverse-variance mean of its 1-way measurements cell by cell (a partial one only on the
+    cells it measures; post-processing of DP tables); columns without a 1-way table are not listed."""
+    weights: dict[int, np.ndarray] = {}
+    sums: dict[int, np.ndarray] = {}
+    for m in measurements:
+        if len(m.columns) != 1:
+            continue
+        w = np.full(m.values.shape, 1.0 / m.std**2)
+        if m.mask is not None:
+            w = np.where(m.mask, w, 0.0)
+        j = m.columns[0]
+        weights[j] = weights.get(j, 0.0) + w
+        sums[j] = sums.get(j, 0.0) + w * m.values
+    return {j: np.where(w > 0, sums[j] / np.where(w > 0, w, 1.0), 0.0) for j, w in weights.items() if j < d}
+
+
 def _candidate_order(cliques: list[tuple[int, ...]], key: bytes, round_no: int) -> list[tuple[int, ...]]:
     """A data-independent pseudo-random order of cliques (keyed hash: a fresh public sample per round)."""
 
@@ -207,6 +227,7 @@ def select_and_measure(
     *,
     progress: Progress | None = None,
     order_key: bytes | None = None,
+    known: Sequence[MeasuredMarginal] = (),
 ) -> tuple[list[MeasuredMarginal], list[dict[str, Any]], list[dict[str, Any]]]:
     """Choose and measure cliques under DP with a budget ``rho`` (the selection core, on any counter).
 
@@ -220,6 +241,8 @@ def select_and_measure(
         noise: the noise source.
         progress: optional callback, one message per stage.
         order_key: the key of the public pseudo-random candidate order (default: fresh from ``secrets``).
+        known: measurements already released and paid for (the discovery's partial 1-way tables): used as
+            measurements by the estimate and the scores (post-processing), not returned, not charged.
 
     Returns:
         (measured marginals, their manifest entries ``{"columns", "std", "rho", "round"}``, the rounds'
@@ -229,9 +252,9 @@ def select_and_measure(
     key = order_key if order_key is not None else secrets.token_bytes(16)
     tables = _TrueTables(counter, params.max_candidate_cells, params.max_cells_per_pass)
     if params.selection.resolve(len(sizes), params.max_rounds) is Selection.MST:
-        state = _mst(tables, sizes, names, rho, params, acct, noise, progress)
+        state = _mst(tables, sizes, names, rho, params, acct, noise, progress, known)
     else:
-        state = _aim(tables, sizes, names, rho, params, acct, noise, progress, key)
+        state = _aim(tables, sizes, names, rho, params, acct, noise, progress, key, known)
     return state.measurements, state.entries, state.rounds
 
 
@@ -247,25 +270,30 @@ def _mst(
     acct: Accountant,
     noise: NoiseSource,
     progress: Progress | None,
+    known: Sequence[MeasuredMarginal] = (),
 ) -> _State:
-    """MST (McKenna, Miklau, Sheldon 2021, section 4): rho/3 each for the 1-way tables, the tree's d - 1
-    exponential-mechanism choices, and the d - 1 chosen 2-way tables."""
+    """MST (McKenna, Miklau, Sheldon 2021, section 4): a share p of rho for the 1-way tables (``one_way_rho_
+    proportion``; MST's 1/3 when None), (1 - p)/2 each for the tree's d - 1 exponential-mechanism choices and
+    the d - 1 chosen 2-way tables. The independent-columns estimate that scores the edges combines the 1-way
+    tables with the ``known`` partial ones (inverse-variance mean on the cells they measure)."""
     state = _State()
     d = len(sizes)
     ones = [(j,) for j in range(d)]
-    # d tables of sensitivity 1 each at std sigma_1: rho/3 in total.
-    sigma1 = math.sqrt(d / (2.0 * rho / 3.0))
+    share = params.one_way_rho_proportion if params.one_way_rho_proportion is not None else 1.0 / 3.0
+    # d tables of sensitivity 1 each at std sigma_1: share x rho in total.
+    sigma1 = math.sqrt(d / (2.0 * rho * share))
     true1 = tables.get(ones)
     for c in ones:
         _record(state, acct, _measure(true1[c], c, sigma1, noise), names, 0, f"measure_1way_{names[c[0]]}")
     state.rounds.append({"round": 0, "kind": "1-way tables", "rho": d / (2 * sigma1**2), "sigma": sigma1})
     if d < 2:
         return state
-    # Independent-columns estimate from the noisy 1-way tables (post-processing).
+    # Independent-columns estimate from the noisy 1-way tables and the known ones (post-processing).
     total = float(np.mean([max(m.values.sum(), 1.0) for m in state.measurements]))
+    combined = _one_way_combined(d, [*known, *state.measurements])
     probs = []
-    for m in state.measurements:
-        p = np.clip(m.values, 0, None)
+    for j in range(d):
+        p = np.clip(combined[j], 0, None)
         probs.append(p / p.sum() if p.sum() > 0 else np.full(p.shape, 1.0 / p.size))
     pairs = [
         c for c in itertools.combinations(range(d), 2) if clique_cells(sizes, c) <= params.max_clique_cells
@@ -285,7 +313,7 @@ def _mst(
         return x
 
     steps = d - 1
-    rho_step = rho / 3.0 / steps
+    rho_step = rho * (1.0 - share) / 2.0 / steps
     chosen: list[tuple[int, int]] = []
     for t in range(steps):
         options = [c for c in pairs if find(c[0]) != find(c[1])]
@@ -340,6 +368,7 @@ def _aim(
     noise: NoiseSource,
     progress: Progress | None,
     key: bytes,
+    known: Sequence[MeasuredMarginal] = (),
 ) -> _State:
     """AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1) over the candidates of
     :func:`_aim_candidates`, with the estimator of :mod:`spark_dpsynth.estimation`."""
@@ -358,17 +387,24 @@ def _aim(
     used = 0.0
 
     def as_measurements() -> list[Any]:
-        return [Measurement(tuple(names[c] for c in m.columns), m.values, m.std) for m in state.measurements]
+        return [
+            Measurement(tuple(names[c] for c in m.columns), m.values, m.std, m.mask)
+            for m in [*known, *state.measurements]
+        ]
 
-    # Round 0: every 1-way table (AIM, Algorithm 1, line 2).
+    # Round 0: every 1-way table (AIM, Algorithm 1, line 2), at the rounds' sigma or, with
+    # ``one_way_rho_proportion``, at that share of rho.
     ones = [(j,) for j in range(d)]
+    sigma0 = sigma
+    if params.one_way_rho_proportion is not None:
+        sigma0 = math.sqrt(d / (2.0 * rho * params.one_way_rho_proportion))
     true1 = tables.get(ones)
     for c in ones:
-        m = _measure(true1[c], c, sigma, noise)
+        m = _measure(true1[c], c, sigma0, noise)
         _record(state, acct, m, names, 0, f"round_0_measure_{names[c[0]]}")
-        used += 1.0 / (2 * sigma**2)
-    state.rounds.append({"round": 0, "kind": "1-way tables", "rho": used, "sigma": sigma})
-    report(progress, log, f"workload (aim): 1-way tables measured (sigma {sigma:.3g}); fitting the model")
+        used += 1.0 / (2 * sigma0**2)
+    state.rounds.append({"round": 0, "kind": "1-way tables", "rho": used, "sigma": sigma0})
+    report(progress, log, f"workload (aim): 1-way tables measured (sigma {sigma0:.3g}); fitting the model")
     model = estimate(domain, as_measurements(), iterations=params.estimation_iterations)
     candidates_all = [c for c in _all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
     wide = len(candidates_all) > params.max_candidates_per_round
@@ -775,9 +811,16 @@ def fit_workload(
         backend.release_cache()
         backend = None
         rho_rest = acct.rho - sum(s.rho or 0.0 for s in acct.budget().shares)  # type: ignore[operator]
-        measurements, entries, rounds = select_and_measure(
-            counter, kept_names, rho_rest, params, acct, noise, progress=progress
+        known, known_entries = (
+            _discovery_measurements(discovery, kept, names, public, derived)
+            if params.discovery_measurements
+            else ([], [])
         )
+        measurements, entries, rounds = select_and_measure(
+            counter, kept_names, rho_rest, params, acct, noise, progress=progress, known=known
+        )
+        measurements = [*known, *measurements]
+        entries = [*known_entries, *entries]
     finally:
         if backend is not None:
             backend.release_cache()
@@ -829,6 +872,8 @@ def fit_workload(
             "max_candidate_cells": params.max_candidate_cells,
             "max_cells_per_pass": params.max_cells_per_pass,
             "estimation_iterations": params.estimation_iterations,
+            "one_way_rho_proportion": params.one_way_rho_proportion,
+            "discovery_measurements": params.discovery_measurements,
             "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
             "percentile": params.percentile,
             "seed": params.seed,
@@ -1007,7 +1052,8 @@ def _discover(
         "columns": [names[j] for j in disc_cols],
     }
     if disc_cols:
-        rho_disc = rho * params.domain_rho_proportion
+        share = params.domain_share(len(disc_cols))
+        rho_disc = rho * share
         private = [j for j in disc_cols if names[j] in derived]
         n_single = len(disc_cols) - len(private)
         if private:
@@ -1057,6 +1103,7 @@ def _discover(
                 "noise_std": scale,
                 "threshold": threshold,
                 "rho": rho_disc,
+                "rho_proportion": share,
             }
         )
     else:
@@ -1082,13 +1129,57 @@ def _discover(
     return Discovery(tuple(domains), kept, counts, manifest), protected_n, delta
 
 
+def _discovery_measurements(
+    discovery: Discovery,
+    kept: tuple[int, ...],
+    names: tuple[str, ...],
+    public: dict[int, tuple[str, ...]],
+    derived: dict[str, tuple[str, str]],
+) -> tuple[list[MeasuredMarginal], list[dict[str, Any]]]:
+    """The discovery's released counts as partial 1-way measurements (post-processing of its DP release: no
+    budget), and their manifest entries. Each discovered column's table measures the cells of its released
+    values at the discovery's noise std; the empty category (empty cells and unreleased values) is not measured.
+    A count was released only when it passed the threshold, so the counts of values whose true count is near it
+    are biased upward (docs/design.md section 4.7 says by how much and why it is left). None with multi-value
+    columns: their discovery bounds each record's contributions, so its counts are not those of the measured
+    records."""
+    if derived or "threshold" not in discovery.manifest:
+        return [], []
+    scale = float(discovery.manifest["noise_std"])
+    out: list[MeasuredMarginal] = []
+    entries: list[dict[str, Any]] = []
+    for i, j in enumerate(kept):
+        if j in public:
+            continue
+        size = len(discovery.domains[j])
+        values = np.zeros(size + 1)
+        for code in range(size):
+            values[code] = discovery.counts[(j, code)]
+        mask = np.ones(size + 1, dtype=bool)
+        mask[-1] = False
+        if not size:
+            continue
+        out.append(MeasuredMarginal(columns=(i,), values=values, std=scale, mask=mask))
+        entries.append(
+            {
+                "columns": [names[j]],
+                "std": scale,
+                "partial": True,
+                "cells": int(mask.sum()),
+                "round": "discovery",
+                "rho": 0.0,
+                "note": "the domain discovery's released counts (post-processing): its rho is charged once, "
+                "as discovery_counts",
+            }
+        )
+    return out, entries
+
+
 def _one_tuples(domains: tuple[tuple[str, ...], ...], measurements: Sequence[MeasuredMarginal]) -> Marginal:
-    """The released values as 1-tuples with counts from the noisy 1-way tables (post-processing: the latest
-    measurement of each column, rounded, at least 1), for the evaluation and the ``independent`` synthesizer."""
-    latest: dict[int, np.ndarray] = {}
-    for m in measurements:
-        if len(m.columns) == 1:
-            latest[m.columns[0]] = m.values
+    """The released values as 1-tuples with counts from the noisy 1-way tables (post-processing: the
+    inverse-variance mean of each column's 1-way measurements, the discovery's partial ones on their cells,
+    rounded, at least 1), for the evaluation and the ``independent`` synthesizer."""
+    latest = _one_way_combined(len(domains), measurements)
     cols, vals, counts = [], [], []
     for j, dom in enumerate(domains):
         table = latest.get(j)

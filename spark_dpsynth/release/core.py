@@ -12,7 +12,8 @@ On disk a release is a directory::
                        measured marginal, schema marginal: int (index into the manifest's ``measurements``
                        list), cell: bigint (C-order flat index into the marginal's table), value: double (the
                        noisy count); the manifest's ``measurements`` list gives each one's ``columns`` (names)
-                       and ``std`` (docs/design.md section 4.8)
+                       and ``std``, and ``"partial": true`` when only the cells written are measured
+                       (docs/design.md section 4.8)
 
 In memory, a :class:`Release` holds the same data encoded for computation: per length k, a :class:`Marginal`
 with (m_k, k) arrays of column indices and value codes and an (m_k,) array of counts. Value codes index
@@ -24,7 +25,10 @@ deviation of its Gaussian noise. Their cells index the *measurement domain* of a
 ``0 .. len(domains[c]) - 1`` are the released values ``domains[c]``, and code ``len(domains[c])`` is the *empty
 category* (empty cells, and values that did not pass the 1-tuple threshold), so column c has
 ``len(domains[c]) + 1`` cells (:meth:`Release.measurement_sizes`). The ``pgm`` synthesizer estimates a graphical
-model from them (docs/design.md section 4.8).
+model from them (docs/design.md section 4.8). A measured marginal may be *partial* (``MeasuredMarginal.mask``):
+only some of its cells are measured, e.g. the 1-way value discovery's released counts, which cover the released
+values but not the empty category; on disk only its measured cells are written and its manifest entry says
+``"partial": true`` (entries without the key are whole tables, as in releases written before).
 
 Privacy: everything in a release is differentially private (docs/design.md section 1.5). It never holds the true number
 of records, a true count, a value that did not pass rho_1, record-level data, or the release key.
@@ -96,6 +100,9 @@ class MeasuredMarginal:
     cell, zero cells included; may be negative (not thresholded, not rounded)."""
     std: float
     """Noise standard deviation of every cell, in counts, > 0 and finite."""
+    mask: np.ndarray | None = None
+    """A *partial* measurement (module docstring): bool, the table's shape, True on the measured cells; the
+    others hold 0 and carry no information. None: every cell is measured."""
 
     def __post_init__(self) -> None:
         cols = tuple(int(c) for c in self.columns)
@@ -113,9 +120,23 @@ class MeasuredMarginal:
         std = float(self.std)
         if not (np.isfinite(std) and std > 0):
             raise ReleaseError(f"a measured marginal's std must be > 0 and finite, got {self.std!r}")
+        if self.mask is not None:
+            mask = np.asarray(self.mask)
+            if mask.dtype != np.bool_ or mask.shape != values.shape or not mask.any():
+                raise ReleaseError(
+                    f"the mask of the measured marginal over columns {cols} must be a bool array of shape "
+                    f"{values.shape} with a measured cell, got {mask.dtype} {mask.shape}"
+                )
+            object.__setattr__(self, "mask", None if mask.all() else mask)
+            values = np.where(mask, values, 0.0)
         object.__setattr__(self, "columns", cols)
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "std", std)
+
+    @property
+    def partial(self) -> bool:
+        """Whether only some cells are measured (:attr:`mask`)."""
+        return self.mask is not None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MeasuredMarginal):
@@ -125,6 +146,8 @@ class MeasuredMarginal:
             and self.std == other.std
             and self.values.shape == other.values.shape
             and bool(np.array_equal(self.values, other.values))
+            and (self.mask is None) == (other.mask is None)
+            and (self.mask is None or bool(np.array_equal(self.mask, other.mask)))
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -323,17 +346,26 @@ class Release:
             ReleaseError: the manifest lists measurements that differ from :attr:`measurements`.
         """
         own = self.manifest.get("measurements")
-        made = [{"columns": [self.columns[c] for c in m.columns], "std": m.std} for m in self.measurements]
+        made = [
+            {
+                "columns": [self.columns[c] for c in m.columns],
+                "std": m.std,
+                **({"partial": True} if m.partial else {}),
+            }
+            for m in self.measurements
+        ]
         if own is None:
             return made
         entries = [dict(e) for e in own]
         if len(entries) != len(made) or any(
-            list(e.get("columns", ())) != m["columns"] or float(e.get("std", -1.0)) != m["std"]
+            list(e.get("columns", ())) != m["columns"]
+            or float(e.get("std", -1.0)) != m["std"]
+            or bool(e.get("partial", False)) != bool(m.get("partial", False))
             for e, m in zip(entries, made, strict=False)
         ):
             raise ReleaseError(
                 "the manifest's measurements list does not match the release's measured marginals "
-                "(same order, columns and std expected)"
+                "(same order, columns, std and partial expected)"
             )
         return [{**e, "columns": list(e["columns"])} for e in entries]
 
@@ -435,16 +467,16 @@ def _sorted_marginal(columns: np.ndarray, values: np.ndarray, counts: np.ndarray
 
 def _measurement_cells(measurements: tuple[MeasuredMarginal, ...]) -> pd.DataFrame:
     """Every cell of the measured marginals, in the ``release/measurements`` layout."""
-    frames = [
-        pd.DataFrame(
-            {
-                "marginal": np.full(m.values.size, i, dtype=np.int32),
-                "cell": np.arange(m.values.size, dtype=np.int64),
-                "value": m.values.ravel(order="C"),
-            }
+    frames = []
+    for i, m in enumerate(measurements):
+        cell = np.arange(m.values.size, dtype=np.int64)
+        value = m.values.ravel(order="C")
+        if m.mask is not None:  # a partial measurement: its measured cells only
+            keep = m.mask.ravel(order="C")
+            cell, value = cell[keep], value[keep]
+        frames.append(
+            pd.DataFrame({"marginal": np.full(cell.size, i, dtype=np.int32), "cell": cell, "value": value})
         )
-        for i, m in enumerate(measurements)
-    ]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -468,7 +500,8 @@ def _read_measurements(listed: Any, cells: pd.DataFrame, release: Release) -> tu
         try:
             cols = [index[str(c)] for c in entry["columns"]]
             std = float(entry["std"])
-        except (KeyError, TypeError, ValueError) as err:
+            partial = bool(entry.get("partial", False))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise ReleaseError(
                 f"the manifest's measurement {i} is malformed or names an unknown column"
             ) from err
@@ -478,15 +511,24 @@ def _read_measurements(listed: Any, cells: pd.DataFrame, release: Release) -> tu
         group = by_marginal.get(i)
         cell = np.empty(0, np.int64) if group is None else group["cell"].to_numpy(np.int64)
         if (
-            cell.size != size
-            or np.unique(cell).size != size
-            or (size and (cell.min() < 0 or cell.max() >= size))
+            (cell.size != size and not partial)
+            or cell.size == 0
+            or np.unique(cell).size != cell.size
+            or (cell.min() < 0 or cell.max() >= size)
         ):
-            raise ReleaseError(f"measured marginal {i} does not have exactly one value per cell of its table")
-        flat = np.empty(size, dtype=np.float64)
+            raise ReleaseError(
+                f"measured marginal {i} does not have exactly one value per "
+                f"{'measured cell' if partial else 'cell of its table'}"
+            )
+        flat = np.zeros(size, dtype=np.float64)
         flat[cell] = group["value"].to_numpy(np.float64)  # type: ignore[index]
         table = flat.reshape(shape).transpose(order)
-        out.append(MeasuredMarginal(columns=tuple(cols[j] for j in order), values=table, std=std))
+        mask = None
+        if partial:
+            measured = np.zeros(size, dtype=bool)
+            measured[cell] = True
+            mask = measured.reshape(shape).transpose(order)
+        out.append(MeasuredMarginal(columns=tuple(cols[j] for j in order), values=table, std=std, mask=mask))
     return tuple(out)
 
 

@@ -1,7 +1,8 @@
 """The ``pgm`` synthesizer: records sampled from a graphical model estimated from the release's measured marginals.
 
 For releases that carry measured marginals (``Release.measurements``: full noisy tables over cliques of columns,
-with their noise std), such as those of the ``workload`` mechanism. Two stages (docs/design.md section 4.8):
+with their noise std, and partial ones that measure only some cells, such as the 1-way value discovery's released
+counts), such as those of the ``workload`` mechanism. Two stages (docs/design.md section 4.8):
 
 1. **Fit, on the driver** (release-sized): :func:`fit_release` builds the measurement domain (per column its
    released values plus the empty category) and runs Private-PGM (McKenna, Sheldon and Miklau, "Graphical-model
@@ -73,21 +74,31 @@ _MAX_REDRAWS = 50
 """Rounds of rejection sampling before the rows still missing are taken from the rejected ones (logged)."""
 
 
-def _one_way_means(release: Release) -> dict[int, tuple[np.ndarray, float]]:
-    """Per column with 1-way measured marginals: the inverse-variance mean of its cells and that mean's std.
+def _one_way_means(release: Release) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per column with 1-way measured marginals: the inverse-variance mean of its cells and that mean's std,
+    cell by cell.
 
-    Over a column's 1-way tables i (cells y_i, std s_i): y = sum(y_i / s_i^2) / sum(1 / s_i^2) cell by cell,
-    s = sum(1 / s_i^2)^(-1/2).
+    Over a column's 1-way tables i (cells y_i, std s_i) that measure a cell: y = sum(y_i / s_i^2) / sum(1 / s_i^2),
+    s = sum(1 / s_i^2)^(-1/2). A partial table counts only on the cells it measures; a cell no table measures
+    has mean 0 and std infinity (nothing is known of it).
     """
-    weights: dict[int, float] = {}
+    weights: dict[int, np.ndarray] = {}
     sums: dict[int, np.ndarray] = {}
     for m in release.measurements:
         if len(m.columns) == 1:
             c = m.columns[0]
-            w = 1.0 / (m.std * m.std)
+            w = np.full(m.values.shape, 1.0 / (m.std * m.std))
+            if m.mask is not None:
+                w = np.where(m.mask, w, 0.0)
             weights[c] = weights.get(c, 0.0) + w
             sums[c] = sums.get(c, 0.0) + w * np.asarray(m.values, dtype=np.float64)
-    return {c: (sums[c] / weights[c], 1.0 / np.sqrt(weights[c])) for c in weights}
+    out = {}
+    for c, w in weights.items():
+        seen = w > 0
+        mean = np.where(seen, sums[c] / np.where(seen, w, 1.0), 0.0)
+        std = np.where(seen, 1.0 / np.sqrt(np.where(seen, w, 1.0)), np.inf)
+        out[c] = (mean, std)
+    return out
 
 
 def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
@@ -97,12 +108,13 @@ def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
     Tested: every column's empty category, and every bin of a binned number, date or timestamp column (the
     manifest's ``column_types``): DP bin edges can open bins far beyond the data, whose noisy cells would
     otherwise draw values there. A category value keeps its measured share (it passed its own discovery
-    threshold, or its domain is public). Columns with nothing absent, or no 1-way table, are not listed.
+    threshold, or its domain is public). Only measured cells are tested (a cell that only partial tables leave
+    out is never judged absent). Columns with nothing absent, or no 1-way table, are not listed.
     """
     types = release.manifest.get("column_types") or {}
     out = {}
     for c, (mean, std) in _one_way_means(release).items():
-        below = mean < z * std
+        below = (mean < z * std) & np.isfinite(std)
         t = types.get(release.columns[c]) or {}
         binned = bool(t.get("bins")) and t.get("scale") != "category"
         mask = below if binned else np.zeros_like(below)
@@ -166,7 +178,7 @@ def release_measurements(release: Release) -> list[Measurement]:
             f"release of the {release.manifest.mechanism!r} mechanism has none: use one of its own synthesizers"
         )
     return [
-        Measurement(tuple(release.columns[c] for c in m.columns), m.values, m.std)
+        Measurement(tuple(release.columns[c] for c in m.columns), m.values, m.std, m.mask)
         for m in release.measurements
     ]
 
