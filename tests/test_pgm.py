@@ -10,6 +10,7 @@ from spark_dpsynth import registry
 from spark_dpsynth.errors import InvalidParameterError, ReleaseError
 from spark_dpsynth.params import SynthesisParams
 from spark_dpsynth.release import MeasuredMarginal, Release
+from spark_dpsynth.release.core import one_way_means
 from spark_dpsynth.synthesizers import pgm
 
 # The true joint of (A, B) over the measurement domain: A in {a, b, empty}, B in {x, y, z, empty}; C in {u, empty}
@@ -189,7 +190,7 @@ def test_partial_one_way_tables_count_only_on_their_cells() -> None:
         base.manifest,
         measurements=(base.measurements[0], base.measurements[2], a_part, c_part),
     )
-    means = pgm._one_way_means(release)
+    means = one_way_means(release.measurements)
     a_mean, a_std = means[0]
     full = JOINT_AB.sum(axis=1)  # A's full table, std 2: weight 1/4 beside the partial's 1
     np.testing.assert_allclose(a_mean[:2], (full[:2] / 4 + np.array([500.0, 400.0])) / 1.25)

@@ -58,7 +58,7 @@ from spark_dpsynth.params import DataConfig, Selection, WorkloadParams
 from spark_dpsynth.privacy.accounting import Accountant, delta_from_protected_n, rho_1_threshold_discrete
 from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
-from spark_dpsynth.release.core import Marginal, MeasuredMarginal, Release, _sorted_marginal
+from spark_dpsynth.release.core import Marginal, MeasuredMarginal, Release, _sorted_marginal, one_way_means
 from spark_dpsynth.release.manifest import FORMAT_VERSION
 
 __all__ = ["fit_workload", "select_and_measure", "check_plan", "run", "Discovery", "Plan"]
@@ -191,23 +191,6 @@ def _record(
     )
 
 
-def _one_way_combined(d: int, measurements: Sequence[MeasuredMarginal]) -> dict[int, np.ndarray]:
-    """Per column, the inverse-variance mean of its 1-way measurements cell by cell (a partial one only on the
-    cells it measures; post-processing of DP tables); columns without a 1-way table are not listed."""
-    weights: dict[int, np.ndarray] = {}
-    sums: dict[int, np.ndarray] = {}
-    for m in measurements:
-        if len(m.columns) != 1:
-            continue
-        w = np.full(m.values.shape, 1.0 / m.std**2)
-        if m.mask is not None:
-            w = np.where(m.mask, w, 0.0)
-        j = m.columns[0]
-        weights[j] = weights.get(j, 0.0) + w
-        sums[j] = sums.get(j, 0.0) + w * m.values
-    return {j: np.where(w > 0, sums[j] / np.where(w > 0, w, 1.0), 0.0) for j, w in weights.items() if j < d}
-
-
 def _candidate_order(cliques: list[tuple[int, ...]], key: bytes, round_no: int) -> list[tuple[int, ...]]:
     """A data-independent pseudo-random order of cliques (keyed hash: a fresh public sample per round)."""
 
@@ -290,7 +273,7 @@ def _mst(
         return state
     # Independent-columns estimate from the noisy 1-way tables and the known ones (post-processing).
     total = float(np.mean([max(m.values.sum(), 1.0) for m in state.measurements]))
-    combined = _one_way_combined(d, [*known, *state.measurements])
+    combined = {j: mean for j, (mean, _) in one_way_means([*known, *state.measurements]).items()}
     probs = []
     for j in range(d):
         p = np.clip(combined[j], 0, None)
@@ -1179,7 +1162,7 @@ def _one_tuples(domains: tuple[tuple[str, ...], ...], measurements: Sequence[Mea
     """The released values as 1-tuples with counts from the noisy 1-way tables (post-processing: the
     inverse-variance mean of each column's 1-way measurements, the discovery's partial ones on their cells,
     rounded, at least 1), for the evaluation and the ``independent`` synthesizer."""
-    latest = _one_way_combined(len(domains), measurements)
+    latest = {j: mean for j, (mean, _) in one_way_means(measurements).items()}
     cols, vals, counts = [], [], []
     for j, dom in enumerate(domains):
         table = latest.get(j)

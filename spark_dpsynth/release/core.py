@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,14 @@ from spark_dpsynth.release.manifest import Manifest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["AGGREGATES_SCHEMA", "MEASUREMENTS_SCHEMA", "Marginal", "MeasuredMarginal", "Release"]
+__all__ = [
+    "AGGREGATES_SCHEMA",
+    "MEASUREMENTS_SCHEMA",
+    "Marginal",
+    "MeasuredMarginal",
+    "Release",
+    "one_way_means",
+]
 
 AGGREGATES_SCHEMA = "k int, columns array<string>, values array<string>, count bigint"
 """Spark DDL schema of ``release/aggregates``."""
@@ -151,6 +158,33 @@ class MeasuredMarginal:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def one_way_means(measurements: Iterable[MeasuredMarginal]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per column with 1-way measured marginals: the inverse-variance mean of its cells and that mean's std,
+    cell by cell (post-processing of DP tables).
+
+    Over a column's 1-way tables i (cells y_i, std s_i) that measure a cell: y = sum(y_i / s_i^2) / sum(1 / s_i^2),
+    s = sum(1 / s_i^2)^(-1/2). A partial table counts only on the cells it measures; a cell no table measures
+    has mean 0 and std infinity (nothing is known of it). Columns without a 1-way table are not listed.
+    """
+    weights: dict[int, np.ndarray] = {}
+    sums: dict[int, np.ndarray] = {}
+    for m in measurements:
+        if len(m.columns) == 1:
+            c = m.columns[0]
+            w = np.full(m.values.shape, 1.0 / (m.std * m.std))
+            if m.mask is not None:
+                w = np.where(m.mask, w, 0.0)
+            weights[c] = weights.get(c, 0.0) + w
+            sums[c] = sums.get(c, 0.0) + w * m.values
+    out = {}
+    for c, w in weights.items():
+        seen = w > 0
+        mean = np.where(seen, sums[c] / np.where(seen, w, 1.0), 0.0)
+        std = np.where(seen, 1.0 / np.sqrt(np.where(seen, w, 1.0)), np.inf)
+        out[c] = (mean, std)
+    return out
 
 
 @dataclass(frozen=True)

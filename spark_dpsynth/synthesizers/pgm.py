@@ -44,7 +44,7 @@ from spark_dpsynth._progress import report
 from spark_dpsynth.errors import InvalidParameterError, ReleaseError
 from spark_dpsynth.estimation import Domain, GraphicalModel, Measurement, estimate
 from spark_dpsynth.params import SynthesisParams
-from spark_dpsynth.release.core import Release
+from spark_dpsynth.release.core import Release, one_way_means
 from spark_dpsynth.synthesizers._kernels import sample_partitions
 
 __all__ = [
@@ -74,33 +74,6 @@ _MAX_REDRAWS = 50
 """Rounds of rejection sampling before the rows still missing are taken from the rejected ones (logged)."""
 
 
-def _one_way_means(release: Release) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per column with 1-way measured marginals: the inverse-variance mean of its cells and that mean's std,
-    cell by cell.
-
-    Over a column's 1-way tables i (cells y_i, std s_i) that measure a cell: y = sum(y_i / s_i^2) / sum(1 / s_i^2),
-    s = sum(1 / s_i^2)^(-1/2). A partial table counts only on the cells it measures; a cell no table measures
-    has mean 0 and std infinity (nothing is known of it).
-    """
-    weights: dict[int, np.ndarray] = {}
-    sums: dict[int, np.ndarray] = {}
-    for m in release.measurements:
-        if len(m.columns) == 1:
-            c = m.columns[0]
-            w = np.full(m.values.shape, 1.0 / (m.std * m.std))
-            if m.mask is not None:
-                w = np.where(m.mask, w, 0.0)
-            weights[c] = weights.get(c, 0.0) + w
-            sums[c] = sums.get(c, 0.0) + w * np.asarray(m.values, dtype=np.float64)
-    out = {}
-    for c, w in weights.items():
-        seen = w > 0
-        mean = np.where(seen, sums[c] / np.where(seen, w, 1.0), 0.0)
-        std = np.where(seen, 1.0 / np.sqrt(np.where(seen, w, 1.0)), np.inf)
-        out[c] = (mean, std)
-    return out
-
-
 def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
     """Per column, a boolean mask over its measurement domain (released values, then the empty category) of the
     cells judged absent from the data (module docstring, stage 3): cells whose 1-way mean y is below z s.
@@ -113,7 +86,7 @@ def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
     """
     types = release.manifest.get("column_types") or {}
     out = {}
-    for c, (mean, std) in _one_way_means(release).items():
+    for c, (mean, std) in one_way_means(release.measurements).items():
         below = (mean < z * std) & np.isfinite(std)
         t = types.get(release.columns[c]) or {}
         binned = bool(t.get("bins")) and t.get("scale") != "category"
