@@ -8,9 +8,11 @@ import json
 
 import numpy as np
 import pytest
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from spark_dpsynth.data.prepare import synthetic_for_release
+from spark_dpsynth.data.session import SQL_DEFAULTS, _with_sql_defaults
 from spark_dpsynth.data.types import (
     _grid_cell,
     bin_quantile_levels,
@@ -138,6 +140,31 @@ def test_restore_types_draws_inside_the_bin_and_restores_the_schema(spark) -> No
     # and back: the typed synthetic data bins to the labels it came from
     back = synthetic_for_release(typed, tuple(df.columns), manifest).collect()
     assert [tuple(r) for r in back] == [tuple(r) for r in labels.collect()]
+
+
+def test_restoration_is_the_same_with_the_sessions_method_size_limit(spark) -> None:
+    """The sessions built here cap whole-stage generated methods at HotSpot's limit (data.session.SQL_DEFAULTS):
+    a plan too large for it runs with per-expression code, which must give the same values."""
+    key = "spark.sql.codegen.hugeMethodLimit"
+    assert SQL_DEFAULTS == {key: "8000"}
+    assert _with_sql_defaults(SparkSession.builder)._options[key] == "8000"
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    bins = {"n": BinSpec((1, 10, 100)), "x": BinSpec((0, 1, 10), upper=2e6), "d": BinSpec((10957.0, 18262.0))}
+    manifest = _manifest(df, bins)
+    labels = spark.createDataFrame(
+        [("[1, 10)", ">=10", "<10957", "1", "a"), ("<1", "[1, 10)", ">=18262", None, None)] * 200,
+        "n string, x string, d string, t string, s string",
+    ).repartition(3)
+    typed = restore_types(labels, manifest, seed=5)
+    before = spark.conf.get(key)
+    try:
+        spark.conf.set(key, "65535")
+        whole_stage = typed.collect()
+        spark.conf.set(key, "200")  # below any plan here: every stage falls back
+        per_expression = typed.collect()
+    finally:
+        spark.conf.set(key, before)
+    assert per_expression == whole_stage
 
 
 def test_bin_intervals_close_the_open_bins_with_the_neighbour_width() -> None:

@@ -25,6 +25,14 @@ last bytes, PySpark logs every SQL error with its query context as a JSON line).
 Not covered: a Spark Connect server that is not started here logs as its operator configured it, and the
 executors of a cluster log to their own files (configure their log4j2 there, e.g. with the file this module
 writes, see :func:`quiet_log4j2_file`).
+
+**Generated code the JIT compiles** (:data:`SQL_DEFAULTS`, docs/design.md section 2.8). A session built here,
+classic or Connect, sets ``spark.sql.codegen.hugeMethodLimit`` to 8000, HotSpot's limit on the bytecode size of a
+method it compiles (Spark's default, 65535, lets whole-stage code generation emit methods the JVM then only
+interprets; Spark's configuration reference recommends 8000 on HotSpot). A stage whose generated method is larger
+runs with Spark's per-expression code instead, which the JIT compiles: the type restoration of synthetic data
+(many columns of literal-map lookups) costs a fifth of the CPU. Same results either way. An active session is used
+as it is: set the key in its configuration (``--conf`` of spark-submit, a Databricks cluster's Spark config).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "QUIET_LOG4J2",
+    "SQL_DEFAULTS",
     "configure_logging",
     "default_parallelism",
     "delta_builder",
@@ -49,6 +58,10 @@ __all__ = [
     "is_connect",
     "quiet_log4j2_file",
 ]
+
+SQL_DEFAULTS = {"spark.sql.codegen.hugeMethodLimit": "8000"}
+"""SQL settings of every session built here (module docstring): the largest generated method whole-stage code
+generation may emit, HotSpot's 8000 bytes of bytecode, above which the JVM does not compile it."""
 
 QUIET_LOG4J2 = """\
 # spark_dpsynth: Spark's own log output is withheld, because its messages can quote data values
@@ -250,7 +263,7 @@ def get_session(
     if remote:
         # the local Connect server's Python workers must run this interpreter (numpy, pyarrow, this package)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = SparkSession.builder.remote(remote).appName(app_name)
+        builder = _with_sql_defaults(SparkSession.builder.remote(remote).appName(app_name))
         if remote.startswith("local") and not debug:  # a local Connect server starts its JVM with these
             builder = _quiet_builder(builder)
         return builder.getOrCreate()
@@ -265,7 +278,7 @@ def get_session(
         builder = builder.master(master)
     elif "PYSPARK_SUBMIT_ARGS" not in os.environ and "SPARK_HOME" not in os.environ:
         builder = builder.master(os.environ.get("SPARK_DPSYNTH_MASTER", "local[*]"))
-    builder = (
+    builder = _with_sql_defaults(
         builder.config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
@@ -285,6 +298,12 @@ def get_session(
         raise
     gate_spark_logs(spark, debug=debug)  # a JVM started before (spark-submit) has its own configuration
     return spark
+
+
+def _with_sql_defaults(builder: SparkSession.Builder) -> SparkSession.Builder:
+    for key, value in SQL_DEFAULTS.items():
+        builder = builder.config(key, value)
+    return builder
 
 
 def _quiet_builder(builder: SparkSession.Builder) -> SparkSession.Builder:
