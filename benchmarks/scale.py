@@ -38,7 +38,7 @@ bounds. Usage::
 
     python benchmarks/scale.py [--datasets nist_tx,nist_tx27k,adult_1m,military] [--quick] [--skip-pacsynth]
         [--skip-scaling] [--skip-cluster] [--output output/bench/scale.json] [--cache output/bench/cache]
-        [--series [adult_1m,adult_3m,adult_10m]]
+        [--series [adult_1m,adult_3m,adult_10m]] [--series-on local|cluster|both] [--series-reference DIR]
 
 ``--series`` adds the end-to-end runs, stage by stage (``scale_workers.worker_stages``: aggregation, synthesis
 of the protected number of records written to Parquet, the write alone, the evaluation), each in its own
@@ -46,7 +46,12 @@ process, of the CLI's default pipeline (the workload mechanism and the ``pgm`` s
 driver is its own stage) or, with ``--series-pipeline model``, of the marginals mechanism and the ``model``
 synthesizer, with each stage's wall and CPU seconds and peak RSS of the Python driver, the driver JVM and
 the Python workers; ``adult_3m`` and ``adult_10m`` are built as ``adult_1m`` (Adult replicated, 10% of each
-column's cells swapped). Not run by default (10M rows take tens of minutes on 2 cores).
+column's cells swapped). Not run by default (10M rows take tens of minutes on 2 cores). ``--series-on cluster``
+(or ``both``: local first) sends the same stage-by-stage job with ``spark-submit`` to a standalone master and
+``--cluster-workers`` (2) one-core workers started on 127.0.0.1 for each data set, samples the executor JVMs and
+their Python workers with the driver, and compares the test-mode release, part by part (``release_digests``),
+with the local one: this run's, or ``--series-reference DIR``'s ``NAME-PIPELINE-local2`` (an earlier run's
+``scale-work/releases/``).
 
 The code, by job: this entry point (arguments, the run order, the runs of ours and pac-synth per data set, the
 local[1]/local[2] scaling runs, the standalone-cluster run), ``scale_data.py`` (data sets, their builders and the
@@ -407,8 +412,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=("local", "cluster", "both"),
         default="local",
         help="where the series runs: local = --master (local[2]) in a process of its own; cluster = "
-        "spark-submit to a standalone master + 2 one-core workers on 127.0.0.1 started for each data set, "
-        "its test-mode release compared with the local one; both = local, then cluster",
+        "spark-submit to a standalone master + --cluster-workers one-core workers on 127.0.0.1, started for each "
+        "data set, its test-mode release compared with the local one; both = local, then cluster",
     )
     parser.add_argument(
         "--series-reference",
@@ -469,6 +474,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     output = Path(args.output)
     work = output.parent / "scale-work"
+    if args.series_reference and Path(args.series_reference).resolve().is_relative_to(work.resolve()):
+        # this run starts by emptying its work directory
+        print(
+            f"--series-reference {args.series_reference} is inside {work}: give another --output",
+            file=sys.stderr,
+        )
+        return 2
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     results: dict[str, Any] = {
