@@ -221,7 +221,7 @@ def _submit(
         "--py-files", str(package_zip(work)),
         "--conf", "spark.ui.enabled=false", "--conf", f"spark.executor.memory={args.executor_memory}",
         "--conf", f"spark.sql.files.maxPartitionBytes={2 << 20}",
-        "--conf", f"spark.driver.memory={args.driver_memory}",
+        "--conf", f"spark.driver.memory={args.driver_memory}", "--conf", "spark.sql.codegen.hugeMethodLimit=8000",
         str(Path(__file__).resolve()), *worker,
         "--result", str(result_path), "--epsilon", str(args.epsilon),
         "--reporting-length", str(args.reporting_length), "--scratch", str(work / "scratch" / label),

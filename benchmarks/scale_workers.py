@@ -34,6 +34,8 @@ def _spark_session(master: str | None, driver_memory: str, event_log: str | None
         .config("spark.sql.files.maxPartitionBytes", str(2 << 20))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
+        # as the sessions spark_dpsynth builds (data.session): generated methods up to HotSpot's JIT limit
+        .config("spark.sql.codegen.hugeMethodLimit", "8000")
     )
     if event_log:
         os.makedirs(event_log, exist_ok=True)
