@@ -220,7 +220,7 @@ def _submit(
         str(spark_home() / "bin" / "spark-submit"), "--master", url,
         "--py-files", str(package_zip(work)),
         "--conf", "spark.ui.enabled=false", "--conf", f"spark.executor.memory={args.executor_memory}",
-        "--conf", f"spark.sql.files.maxPartitionBytes={2 << 20}",
+        "--conf", f"spark.sql.files.maxPartitionBytes={int(args.split_mb * 2**20)}",
         "--conf", f"spark.driver.memory={args.driver_memory}", "--conf", "spark.sql.codegen.hugeMethodLimit=8000",
         str(Path(__file__).resolve()), *worker,
         "--result", str(result_path), "--epsilon", str(args.epsilon),
@@ -306,7 +306,8 @@ def run_cluster_series(
         command = _submit(
             args, work, url,
             ["--worker", "stages", "--dataset", name, "--input", str(raw),
-             "--series-pipeline", args.series_pipeline, "--release-out", str(release_dir)]
+             "--series-pipeline", args.series_pipeline, "--release-out", str(release_dir),
+             "--split-mb", str(args.split_mb)]
             + (["--event-log-dir", str(work / "events")] if args.event_log else []),
             label, result_path,
         )  # fmt: skip
@@ -426,6 +427,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--worker-memory", default="2g", help="memory each standalone worker offers (the cluster series)"
+    )
+    parser.add_argument(
+        "--split-mb",
+        type=float,
+        default=2.0,
+        help="spark.sql.files.maxPartitionBytes of the series runs, MB: the input's partitions (their number)",
     )
     parser.add_argument(
         "--cluster-workers",
@@ -550,7 +557,8 @@ def run_series(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
             run = _worker(
                 sys.executable, "stages", args, work, f"{name}-stages-{_tag(args.master)}",
                 ["--dataset", name, "--input", str(raw), "--master", args.master,
-                 "--series-pipeline", args.series_pipeline, "--release-out", str(local_release)]
+                 "--series-pipeline", args.series_pipeline, "--release-out", str(local_release),
+                 "--split-mb", str(args.split_mb)]
                 + (["--event-log-dir", str(work / "events")] if args.event_log else []),
                 args.timeout,
             )  # fmt: skip

@@ -18,7 +18,9 @@ from scale_measure import T_START, descendants, package_version, proc_table, sta
 # ------------------------------------------------------------------------------------------------ the workers
 
 
-def _spark_session(master: str | None, driver_memory: str, event_log: str | None):  # noqa: ANN202
+def _spark_session(  # noqa: ANN202
+    master: str | None, driver_memory: str, event_log: str | None, split_bytes: int = 2 << 20
+):
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -29,9 +31,9 @@ def _spark_session(master: str | None, driver_memory: str, event_log: str | None
         builder.config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "8")
-        # read the small benchmark files in splits of <= 2 MB: every core gets an even share of the input (with
-        # Spark's default, the open cost of 4 MB makes a 8 MB file two splits of 6 MB and 2 MB)
-        .config("spark.sql.files.maxPartitionBytes", str(2 << 20))
+        # read the small benchmark files in splits of <= 2 MB (split_bytes): every core gets an even share of the
+        # input (with Spark's default, the open cost of 4 MB makes a 8 MB file two splits of 6 MB and 2 MB)
+        .config("spark.sql.files.maxPartitionBytes", str(split_bytes))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         # as the sessions spark_dpsynth builds (data.session): generated methods up to HotSpot's JIT limit
@@ -311,7 +313,7 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
     the size)."""
     t0 = time.perf_counter()
     spec = DATASETS[args.dataset]
-    spark = _spark_session(args.master, args.driver_memory, args.event_log_dir)
+    spark = _spark_session(args.master, args.driver_memory, args.event_log_dir, int(args.split_mb * 2**20))
     spark.sparkContext.setLogLevel("ERROR")
     from spark_dpsynth.data.prepare import prepare_for_release, resolve_columns, synthetic_for_release
     from spark_dpsynth.data.session import default_parallelism as parallelism
@@ -333,6 +335,7 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
         "master": spark.sparkContext.master,
         "pipeline": pipeline,
         "default_parallelism": parallelism(spark),
+        "split_mb": args.split_mb,
         "executor_memory": conf.get("spark.executor.memory", "1g (default)")
         if stages.cluster
         else "in the driver JVM (local mode)",
