@@ -38,7 +38,7 @@ bounds. Usage::
 
     python benchmarks/scale.py [--datasets nist_tx,nist_tx27k,adult_1m,military] [--quick] [--skip-pacsynth]
         [--skip-scaling] [--skip-cluster] [--output output/bench/scale.json] [--cache output/bench/cache]
-        [--series [adult_1m,adult_3m,adult_10m]]
+        [--series [adult_1m,adult_3m,adult_10m]] [--series-on local|cluster|both] [--series-reference DIR]
 
 ``--series`` adds the end-to-end runs, stage by stage (``scale_workers.worker_stages``: aggregation, synthesis
 of the protected number of records written to Parquet, the write alone, the evaluation), each in its own
@@ -46,7 +46,12 @@ process, of the CLI's default pipeline (the workload mechanism and the ``pgm`` s
 driver is its own stage) or, with ``--series-pipeline model``, of the marginals mechanism and the ``model``
 synthesizer, with each stage's wall and CPU seconds and peak RSS of the Python driver, the driver JVM and
 the Python workers; ``adult_3m`` and ``adult_10m`` are built as ``adult_1m`` (Adult replicated, 10% of each
-column's cells swapped). Not run by default (10M rows take tens of minutes on 2 cores).
+column's cells swapped). Not run by default (10M rows take tens of minutes on 2 cores). ``--series-on cluster``
+(or ``both``: local first) sends the same stage-by-stage job with ``spark-submit`` to a standalone master and
+``--cluster-workers`` (2) one-core workers started on 127.0.0.1 for each data set, samples the executor JVMs and
+their Python workers with the driver, and compares the test-mode release, part by part (``release_digests``),
+with the local one: this run's, or ``--series-reference DIR``'s ``NAME-PIPELINE-local2`` (an earlier run's
+``scale-work/releases/``).
 
 The code, by job: this entry point (arguments, the run order, the runs of ours and pac-synth per data set, the
 local[1]/local[2] scaling runs, the standalone-cluster run), ``scale_data.py`` (data sets, their builders and the
@@ -205,6 +210,24 @@ def _tag(master: str) -> str:
 # -------------------------------------------------------------------------------------- standalone cluster
 
 
+def _submit(
+    args: argparse.Namespace, work: Path, url: str, worker: list[str], label: str, result_path: Path
+) -> list[str]:
+    """The spark-submit command of ``scale.py --worker ...`` on the standalone master ``url``."""
+    from standalone import package_zip, spark_home
+
+    return [
+        str(spark_home() / "bin" / "spark-submit"), "--master", url,
+        "--py-files", str(package_zip(work)),
+        "--conf", "spark.ui.enabled=false", "--conf", f"spark.executor.memory={args.executor_memory}",
+        "--conf", f"spark.sql.files.maxPartitionBytes={int(args.split_mb * 2**20)}",
+        "--conf", f"spark.driver.memory={args.driver_memory}", "--conf", "spark.sql.codegen.hugeMethodLimit=8000",
+        str(Path(__file__).resolve()), *worker,
+        "--result", str(result_path), "--epsilon", str(args.epsilon),
+        "--reporting-length", str(args.reporting_length), "--scratch", str(work / "scratch" / label),
+    ]  # fmt: skip
+
+
 def run_cluster(args: argparse.Namespace, work: Path, local_release: Path | None) -> dict[str, Any]:
     """The aggregation sent with spark-submit to a standalone master + 2 workers; its release vs local mode."""
     spec = DATASETS[args.cluster_dataset]
@@ -214,21 +237,16 @@ def run_cluster(args: argparse.Namespace, work: Path, local_release: Path | None
     label = f"{spec.name}-ours-cluster"
     result_path = work / f"{label}.json"
     result_path.unlink(missing_ok=True)
-    from standalone import cluster_env, package_zip, spark_home, standalone_cluster
+    from standalone import cluster_env, standalone_cluster
 
     env = cluster_env(_child_env(), work / "cluster-logs")
     with standalone_cluster(work, env) as url:
-        command = [
-            str(spark_home() / "bin" / "spark-submit"), "--master", url,
-            "--py-files", str(package_zip(work)),
-            "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=1g",
-            "--conf", f"spark.sql.files.maxPartitionBytes={2 << 20}",
-            "--conf", f"spark.driver.memory={args.driver_memory}",
-            str(Path(__file__).resolve()), "--worker", "ours", "--dataset", spec.name, "--input", str(raw),
-            "--result", str(result_path), "--epsilon", str(args.epsilon),
-            "--reporting-length", str(args.reporting_length), "--synthesis-modes", "",
-            "--release-out", str(release_dir), "--scratch", str(work / "scratch" / label),
-        ]  # fmt: skip
+        command = _submit(
+            args, work, url,
+            ["--worker", "ours", "--dataset", spec.name, "--input", str(raw), "--synthesis-modes", "",
+             "--release-out", str(release_dir)],
+            label, result_path,
+        )  # fmt: skip
         print(f"bench: {label} on {url} ...", file=sys.stderr, flush=True)
         measured = run_measured(command, env, args.timeout, work / "logs" / f"{label}.log")
         executors = sorted(str(p.parent) for p in work.glob("cluster-work*/app-*/*/stderr"))
@@ -243,6 +261,87 @@ def run_cluster(args: argparse.Namespace, work: Path, local_release: Path | None
     else:
         out["failed"] = True
         print(f"bench: {label} FAILED, see {measured['log']}", file=sys.stderr)
+    return out
+
+
+def release_digests(path: Path) -> dict[str, str]:
+    """SHA-256 of each part of a release saved by ``Release.save``: ``manifest`` (without ``created_utc`` and
+    ``versions``), ``aggregates`` and ``measurements`` (their rows sorted: the files' row order is Spark's)."""
+    import hashlib
+
+    import pandas as pd
+
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = {k: v for k, v in manifest.items() if k not in ("created_utc", "versions")}
+    out = {"manifest": hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()}
+    for part in ("aggregates", "measurements"):
+        if not (path / part).exists():
+            out[part] = "absent"
+            continue
+        frame = pd.read_parquet(path / part)
+        rows = sorted(
+            tuple(tuple(v) if not isinstance(v, str) and hasattr(v, "__len__") else v for v in row)
+            for row in frame.itertuples(index=False, name=None)
+        )
+        out[part] = hashlib.sha256(repr(rows).encode()).hexdigest()
+    return out
+
+
+def run_cluster_series(
+    args: argparse.Namespace, work: Path, name: str, raw: Path, reference: Path
+) -> dict[str, Any]:
+    """One series run (:func:`worker_stages`) sent with spark-submit to a standalone master + 2 one-core workers
+    started for it; its release compared with the local-mode one at ``reference`` (:func:`release_digests`)."""
+    label = f"{name}-stages-cluster"
+    release_dir = work / "releases" / f"{name}-{args.series_pipeline}-cluster"
+    shutil.rmtree(release_dir, ignore_errors=True)
+    result_path = work / f"{label}.json"
+    result_path.unlink(missing_ok=True)
+    from standalone import cluster_env, standalone_cluster
+
+    cluster_work = work / f"cluster-{name}"
+    env = cluster_env(_child_env(), cluster_work / "cluster-logs")
+    load = load_average()
+    with standalone_cluster(cluster_work, env, args.cluster_workers, args.worker_memory) as url:
+        command = _submit(
+            args, work, url,
+            ["--worker", "stages", "--dataset", name, "--input", str(raw),
+             "--series-pipeline", args.series_pipeline, "--release-out", str(release_dir),
+             "--split-mb", str(args.split_mb)]
+            + (["--event-log-dir", str(work / "events")] if args.event_log else []),
+            label, result_path,
+        )  # fmt: skip
+        print(f"bench: {label} on {url} ...", file=sys.stderr, flush=True)
+        measured = run_measured(command, env, args.timeout, work / "logs" / f"{label}.log")
+        executors = sorted(str(p.parent) for p in cluster_work.glob("cluster-work*/app-*/*/stderr"))
+    out: dict[str, Any] = {
+        "label": label, "master": url, "cluster": True, "workers": args.cluster_workers,
+        "executors": len(executors), "worker_memory": args.worker_memory, "load_before": load,
+        "load_after": load_average(), **measured,
+    }  # fmt: skip
+    if result_path.exists():
+        out.update(json.loads(result_path.read_text()))
+    if measured["returncode"] != 0 or not result_path.exists():
+        out["failed"] = True
+        print(f"bench: {label} FAILED, see {measured['log']}", file=sys.stderr)
+    if (release_dir / "manifest.json").exists():
+        digests = release_digests(release_dir)
+        out["release_digests"] = digests
+        out["reference_release"] = str(reference)
+        if (reference / "manifest.json").exists():
+            local = release_digests(reference)
+            out["reference_digests"] = local
+            out["release_differs"] = [part for part in digests if digests[part] != local.get(part)]
+            out["same_release_as_local"] = not out["release_differs"]
+        else:
+            out["same_release_as_local"] = None
+            print(f"bench: no local release at {reference} to compare with", file=sys.stderr)
+    print(
+        f"bench: {label} done in {measured['wall_seconds']:.1f} s, same release as local: "
+        f"{out.get('same_release_as_local')}",
+        file=sys.stderr,
+        flush=True,
+    )
     return out
 
 
@@ -309,6 +408,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the series' pipeline: default = the workload mechanism and the pgm synthesizer (the CLI's "
         "default); model = the marginals mechanism and the model synthesizer",
     )
+    parser.add_argument(
+        "--series-on",
+        choices=("local", "cluster", "both"),
+        default="local",
+        help="where the series runs: local = --master (local[2]) in a process of its own; cluster = "
+        "spark-submit to a standalone master + --cluster-workers one-core workers on 127.0.0.1, started for each "
+        "data set, its test-mode release compared with the local one; both = local, then cluster",
+    )
+    parser.add_argument(
+        "--series-reference",
+        default=None,
+        help="directory of the local releases (NAME-PIPELINE-local2) the cluster series is compared with, "
+        "e.g. the releases/ of an earlier --series run (default: this run's own)",
+    )
+    parser.add_argument(
+        "--executor-memory", default="1g", help="spark.executor.memory of the standalone-cluster runs"
+    )
+    parser.add_argument(
+        "--worker-memory", default="2g", help="memory each standalone worker offers (the cluster series)"
+    )
+    parser.add_argument(
+        "--split-mb",
+        type=float,
+        default=2.0,
+        help="spark.sql.files.maxPartitionBytes of the series runs, MB: the input's partitions (their number)",
+    )
+    parser.add_argument(
+        "--cluster-workers",
+        type=int,
+        default=2,
+        help="one-core workers of the cluster series' standalone cluster (its default parallelism)",
+    )
     # internal: one measured run in this process
     parser.add_argument("--worker", choices=("ours", "pacsynth", "prepare", "stages"), help=argparse.SUPPRESS)
     parser.add_argument("--dataset", help=argparse.SUPPRESS)
@@ -350,6 +481,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     output = Path(args.output)
     work = output.parent / "scale-work"
+    if args.series_reference and Path(args.series_reference).resolve().is_relative_to(work.resolve()):
+        # this run starts by emptying its work directory
+        print(
+            f"--series-reference {args.series_reference} is inside {work}: give another --output",
+            file=sys.stderr,
+        )
+        return 2
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     results: dict[str, Any] = {
@@ -396,7 +534,8 @@ def _without_pacsynth(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def run_series(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
-    """The end-to-end runs of ``--series``, one process each (stage by stage: :func:`worker_stages`)."""
+    """The end-to-end runs of ``--series``, one process each (stage by stage: :func:`worker_stages`), in local
+    mode and/or on a standalone cluster (``--series-on``)."""
     out = []
     for name in args.series:
         spec = DATASETS[name]
@@ -405,27 +544,30 @@ def run_series(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         raw = ensure_raw(Path(args.cache), spec, rows)
         build_s = time.perf_counter() - started
         d = n_columns(spec, raw)
-        load = load_average()
-        run = _worker(
-            sys.executable, "stages", args, work, f"{name}-stages-{_tag(args.master)}",
-            ["--dataset", name, "--input", str(raw), "--master", args.master,
-             "--series-pipeline", args.series_pipeline,
-             "--release-out", str(work / "releases" / f"{name}-{args.series_pipeline}-{_tag(args.master)}")]
-            + (["--event-log-dir", str(work / "events")] if args.event_log else []),
-            args.timeout,
-        )  # fmt: skip
-        out.append(
-            {
-                "dataset": name,
-                "rows": rows,
-                "columns": d,
-                "record_tuples": rows * math.comb(d, args.reporting_length),
-                "data_build_seconds": build_s,
-                "load_before": load,
-                "load_after": load_average(),
-                **run,
-            }
-        )
+        entry = {
+            "dataset": name,
+            "rows": rows,
+            "columns": d,
+            "record_tuples": rows * math.comb(d, args.reporting_length),
+            "data_build_seconds": build_s,
+        }
+        local_release = work / "releases" / f"{name}-{args.series_pipeline}-{_tag(args.master)}"
+        if args.series_on in ("local", "both"):
+            load = load_average()
+            run = _worker(
+                sys.executable, "stages", args, work, f"{name}-stages-{_tag(args.master)}",
+                ["--dataset", name, "--input", str(raw), "--master", args.master,
+                 "--series-pipeline", args.series_pipeline, "--release-out", str(local_release),
+                 "--split-mb", str(args.split_mb)]
+                + (["--event-log-dir", str(work / "events")] if args.event_log else []),
+                args.timeout,
+            )  # fmt: skip
+            out.append({**entry, "load_before": load, "load_after": load_average(), **run})
+        if args.series_on in ("cluster", "both"):
+            reference = (
+                Path(args.series_reference) / local_release.name if args.series_reference else local_release
+            )
+            out.append({**entry, **run_cluster_series(args, work, name, raw, reference)})
     return out
 
 

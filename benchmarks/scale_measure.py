@@ -35,9 +35,9 @@ def proc_table() -> dict[int, tuple[int, str]]:
     return out
 
 
-def descendants(root: int) -> list[tuple[int, str]]:
-    """(pid, command name) of every descendant of ``root``."""
-    table = proc_table()
+def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[tuple[int, str]]:
+    """(pid, command name) of every descendant of ``root`` (in ``table``, default: :func:`proc_table` now)."""
+    table = proc_table() if table is None else table
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -98,16 +98,21 @@ class TreeSampler:
             self.sample()
             self._stop.wait(self.interval)
 
+    def _visit(self, pid: int, kind: str, now: dict[str, int]) -> None:
+        now[kind] += status_kb(pid, "VmRSS")
+        self.cpu[pid] = max(self.cpu.get(pid, 0.0), _cpu_seconds(pid))
+        self.kind[pid] = kind
+
+    def _collect(self, now: dict[str, int], table: dict[int, tuple[int, str]]) -> None:
+        """Add the RSS (KiB) of every process sampled to its kind in ``now``; record their CPU seconds."""
+        self._visit(self.root, "root", now)
+        for pid, comm in descendants(self.root, table):
+            self._visit(pid, "jvm" if comm == "java" else "workers", now)
+
     def sample(self) -> None:
-        now = {"root": status_kb(self.root, "VmRSS"), "jvm": 0, "workers": 0}
-        self.cpu[self.root] = max(self.cpu.get(self.root, 0.0), _cpu_seconds(self.root))
-        self.kind[self.root] = "root"
-        for pid, comm in descendants(self.root):
-            kind = "jvm" if comm == "java" else "workers"
-            now[kind] += status_kb(pid, "VmRSS")
-            self.cpu[pid] = max(self.cpu.get(pid, 0.0), _cpu_seconds(pid))
-            self.kind[pid] = kind
-        now["total"] = now["root"] + now["jvm"] + now["workers"]
+        now = dict.fromkeys(self.peak, 0)
+        self._collect(now, proc_table())
+        now["total"] = sum(v for k, v in now.items() if k != "total")
         for key, value in now.items():
             self.peak[key] = max(self.peak[key], value)
 
@@ -117,10 +122,50 @@ class TreeSampler:
 
     @property
     def cpu_by_kind(self) -> dict[str, float]:
-        out = {"root": 0.0, "jvm": 0.0, "workers": 0.0}
+        out = {k: 0.0 for k in self.peak if k != "total"}
         for pid, seconds in self.cpu.items():
             out[self.kind[pid]] += seconds
         return out
+
+
+def executor_pids(app_id: str, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    """The executor JVMs of Spark application ``app_id`` running on this machine (a standalone worker's
+    ``CoarseGrainedExecutorBackend ... --app-id app_id`` processes)."""
+    table = proc_table() if table is None else table
+    out = []
+    for pid, (_, comm) in table.items():
+        if comm != "java":
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in argv and app_id.encode() in argv:
+            out.append(pid)
+    return sorted(out)
+
+
+class ClusterSampler(TreeSampler):
+    """A :class:`TreeSampler` of a driver that ``spark-submit`` started on a cluster whose workers run on this
+    machine: the Python driver (``root``) and its descendants, its parent (the driver JVM, kind ``jvm``), the
+    executor JVMs of application ``app_id`` (kind ``executor_jvms``) and their descendants (the Python workers,
+    kind ``workers``). The master's and the workers' daemons are not sampled."""
+
+    def __init__(self, root: int, app_id: str, interval: float = 0.1) -> None:
+        super().__init__(root, interval)
+        self.app_id = app_id
+        self.peak = {"root": 0, "jvm": 0, "executor_jvms": 0, "workers": 0, "total": 0}
+
+    def _collect(self, now: dict[str, int], table: dict[int, tuple[int, str]]) -> None:
+        super()._collect(now, table)
+        parent = table.get(self.root, (0, ""))[0]
+        if table.get(parent, (0, ""))[1] == "java":
+            self._visit(parent, "jvm", now)
+        for pid in executor_pids(self.app_id, table):
+            self._visit(pid, "executor_jvms", now)
+            for child, _ in descendants(pid, table):
+                self._visit(child, "workers", now)
 
 
 def run_measured(command: list[str], env: dict[str, str], timeout: float, log: Path) -> dict[str, Any]:

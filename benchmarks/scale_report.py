@@ -230,6 +230,21 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     for run in results.get("series") or []:
+        if run.get("cluster"):
+            out.append(
+                {
+                    "target": f"{run['dataset']}: the series on the standalone cluster gives the local-mode "
+                    "release (test mode)",
+                    "measured": f"same release: {run.get('same_release_as_local')}"
+                    + (
+                        f" (differ: {', '.join(run['release_differs'])})"
+                        if run.get("release_differs")
+                        else ""
+                    ),
+                    "met": bool(run.get("same_release_as_local")),
+                }
+            )
+            continue
         stages = run.get("stages") or {}
         if run["dataset"] != "adult_10m" or run.get("failed") or "evaluation" not in stages:
             continue
@@ -292,7 +307,7 @@ def series_table(series: list[dict[str, Any]]) -> list[str]:
     ]
     for run in series:
         stages = run.get("stages") or {}
-        pipeline = run.get("pipeline", "model")
+        pipeline = run.get("pipeline", "model") + (", standalone" if run.get("cluster") else "")
         if run.get("failed") and not stages:
             lines.append(f"| {run['dataset']} | {pipeline} | {run['rows']:,} | failed |" + " |" * 13)
             continue
@@ -317,5 +332,44 @@ def series_table(series: list[dict[str, Any]]) -> list[str]:
             f"| {_num(run.get('wall_seconds'), '.0f')} | {_num(run.get('python_hwm_mb'), '.0f')} "
             f"| {_num(run.get('jvm_hwm_mb'), '.0f')} | {workers:.0f} "
             f"| {run.get('load_before', '-')} / {run.get('load_after', '-')} |"
+        )
+    clusters = [run for run in series if run.get("cluster")]
+    if clusters:
+        lines += ["", *cluster_series_table(clusters)]
+    return lines
+
+
+_STAGES = ("aggregation", "synthesis_fit", "synthesis_and_write", "write_alone", "evaluation")
+
+
+def cluster_series_table(runs: list[dict[str, Any]]) -> list[str]:
+    """The series runs on the standalone cluster (``--series-on cluster``) as markdown lines: the cluster, the
+    executors' share of each stage's CPU seconds, their peak RSS, and the release compared with local mode."""
+    lines = [
+        "On the standalone cluster (spark-submit to a master and one-core workers on 127.0.0.1; each stage's CPU "
+        "and peaks above include the executor JVMs and their Python workers, the driver JVM is spark-submit's; "
+        "the master's and workers' daemons are not counted)",
+        "",
+        "| data set | workers x 1 core | default parallelism | executor memory | executors' CPU s: aggregation "
+        "/ fit / draw + write / write alone / evaluation | executor JVMs MB (peak of the sum) "
+        "| executor JVM MB (VmHWM each) | same release as local[2] |",
+        "|---|---:|---:|---|---|---:|---|---|",
+    ]
+    for run in runs:
+        stages = run.get("stages") or {}
+
+        def executors(name: str, stages: dict[str, Any] = stages) -> str:
+            cpu = (stages.get(name) or {}).get("cpu_seconds_by_process")
+            return f"{cpu['executor_jvms'] + cpu['workers']:.0f}" if cpu else "-"
+
+        peak = max((s["peak_rss_mb"].get("executor_jvms", 0) for s in stages.values()), default=0)
+        same = run.get("same_release_as_local")
+        if run.get("release_differs"):
+            same = f"{same} (differ: {', '.join(run['release_differs'])})"
+        lines.append(
+            f"| {run['dataset']}{' (failed)' if run.get('failed') else ''} | {run.get('workers', '-')} "
+            f"| {run.get('default_parallelism', '-')} | {run.get('executor_memory', '-')} "
+            f"| {' / '.join(executors(n) for n in _STAGES)} | {peak:.0f} "
+            f"| {', '.join(f'{m:.0f}' for m in run.get('executor_hwm_mb') or []) or '-'} | {same} |"
         )
     return lines

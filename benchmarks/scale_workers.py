@@ -18,7 +18,9 @@ from scale_measure import T_START, descendants, package_version, proc_table, sta
 # ------------------------------------------------------------------------------------------------ the workers
 
 
-def _spark_session(master: str | None, driver_memory: str, event_log: str | None):  # noqa: ANN202
+def _spark_session(  # noqa: ANN202
+    master: str | None, driver_memory: str, event_log: str | None, split_bytes: int = 2 << 20
+):
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -29,11 +31,13 @@ def _spark_session(master: str | None, driver_memory: str, event_log: str | None
         builder.config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "8")
-        # read the small benchmark files in splits of <= 2 MB: every core gets an even share of the input (with
-        # Spark's default, the open cost of 4 MB makes a 8 MB file two splits of 6 MB and 2 MB)
-        .config("spark.sql.files.maxPartitionBytes", str(2 << 20))
+        # read the small benchmark files in splits of <= 2 MB (split_bytes): every core gets an even share of the
+        # input (with Spark's default, the open cost of 4 MB makes a 8 MB file two splits of 6 MB and 2 MB)
+        .config("spark.sql.files.maxPartitionBytes", str(split_bytes))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
+        # as the sessions spark_dpsynth builds (data.session): generated methods up to HotSpot's JIT limit
+        .config("spark.sql.codegen.hugeMethodLimit", "8000")
     )
     if event_log:
         os.makedirs(event_log, exist_ok=True)
@@ -245,31 +249,51 @@ def worker_prepare(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class _Stages:
-    """Wall and CPU seconds and peak RSS (MB) of each stage of one process tree (this Python driver, its JVM and
-    the JVM's Python workers), from a 0.2 s sampler of the tree (:class:`scale_measure.TreeSampler`)."""
+    """Wall and CPU seconds and peak RSS (MB) of each stage, from a 0.2 s sampler of the processes of the job:
+    in local mode this Python driver's tree (the driver JVM and its Python workers:
+    :class:`scale_measure.TreeSampler`); on a standalone cluster whose workers run on this machine also the driver
+    JVM (this process's parent, started by spark-submit) and the application's executor JVMs with their Python
+    workers (:class:`scale_measure.ClusterSampler`)."""
 
-    def __init__(self) -> None:
-        from scale_measure import TreeSampler
+    def __init__(self, spark) -> None:  # noqa: ANN001 - a SparkSession
+        from scale_measure import ClusterSampler, TreeSampler
 
-        self.sampler = TreeSampler(os.getpid(), interval=0.2).__enter__()
-        self.stages: dict[str, dict[str, float]] = {}
+        sc = spark.sparkContext
+        self.cluster = not sc.master.startswith("local")
+        sampler = ClusterSampler(os.getpid(), sc.applicationId, 0.2) if self.cluster else None
+        self.sampler = (sampler or TreeSampler(os.getpid(), interval=0.2)).__enter__()
+        self.stages: dict[str, dict[str, Any]] = {}
 
     def run(self, name: str, fn):  # noqa: ANN001, ANN202 - any callable, its result
         self.sampler.sample()
-        cpu0 = self.sampler.cpu_seconds
+        cpu0 = self.sampler.cpu_by_kind
         self.sampler.peak = dict.fromkeys(self.sampler.peak, 0)
         started = time.perf_counter()
         out = fn()
         wall = time.perf_counter() - started
         self.sampler.sample()
         peak = {k: v / 1024 for k, v in self.sampler.peak.items()}
+        cpu = {k: v - cpu0.get(k, 0.0) for k, v in self.sampler.cpu_by_kind.items()}
         self.stages[name] = {
             "seconds": wall,
-            "cpu_seconds": self.sampler.cpu_seconds - cpu0,
+            "cpu_seconds": sum(cpu.values()),
             "peak_rss_mb": {"python_driver": peak["root"], "jvm": peak["jvm"], "workers": peak["workers"]},
         }
+        if self.cluster:
+            self.stages[name]["peak_rss_mb"]["executor_jvms"] = peak["executor_jvms"]
+            self.stages[name]["cpu_seconds_by_process"] = {
+                {"root": "python_driver"}.get(k, k): v for k, v in cpu.items()
+            }
         print(f"stage {name}: {wall:.1f} s, CPU {self.stages[name]['cpu_seconds']:.1f} s", flush=True)
         return out
+
+    def executor_hwm_mb(self) -> list[float]:
+        """Peak RSS (``VmHWM``) of each executor JVM of the application now running, MB (empty in local mode)."""
+        from scale_measure import executor_pids
+
+        if not self.cluster:
+            return []
+        return [status_kb(pid, "VmHWM") / 1024 for pid in executor_pids(self.sampler.app_id)]
 
     def close(self) -> None:
         self.sampler.__exit__(None, None, None)
@@ -289,7 +313,7 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
     the size)."""
     t0 = time.perf_counter()
     spec = DATASETS[args.dataset]
-    spark = _spark_session(args.master, args.driver_memory, args.event_log_dir)
+    spark = _spark_session(args.master, args.driver_memory, args.event_log_dir, int(args.split_mb * 2**20))
     spark.sparkContext.setLogLevel("ERROR")
     from spark_dpsynth.data.prepare import prepare_for_release, resolve_columns, synthetic_for_release
     from spark_dpsynth.data.session import default_parallelism as parallelism
@@ -304,11 +328,17 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("spark_dpsynth.evaluation").setLevel(logging.INFO)
     logging.getLogger("spark_dpsynth.synthesizers").setLevel(logging.INFO)
-    stages = _Stages()
+    stages = _Stages(spark)
     pipeline = getattr(args, "series_pipeline", "default")
+    conf = spark.sparkContext.getConf()
     result: dict[str, Any] = {
         "master": spark.sparkContext.master,
         "pipeline": pipeline,
+        "default_parallelism": parallelism(spark),
+        "split_mb": args.split_mb,
+        "executor_memory": conf.get("spark.executor.memory", "1g (default)")
+        if stages.cluster
+        else "in the driver JVM (local mode)",
         "session_seconds": time.perf_counter() - t0,
     }
     out = os.path.join(args.scratch, "synthetic")
@@ -389,10 +419,11 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
         "numeric_columns": len((metrics.get("numeric") or {}).get("columns") or []),
     }
     shutil.rmtree(out, ignore_errors=True)
+    result["executor_hwm_mb"] = stages.executor_hwm_mb()
     stages.close()
     result["stages"] = stages.stages
     result["python_hwm_mb"] = status_kb(os.getpid(), "VmHWM") / 1024
-    result["jvm_hwm_mb"] = _own_jvm_hwm_mb()
+    result["jvm_hwm_mb"] = _own_jvm_hwm_mb() or _parent_jvm_hwm_mb()
     result["cold_total_seconds"] = time.perf_counter() - T_START
     spark.stop()
     return result

@@ -113,9 +113,11 @@ def standalone_cluster(
 
 
 def package_zip(directory: Path) -> Path:
-    """spark_dpsynth as ``directory/spark_dpsynth.zip`` for ``--py-files`` (what the README tells users to ship)."""
+    """spark_dpsynth as ``directory/spark_dpsynth.zip`` for ``--py-files`` (what the README tells users to ship,
+    as ``make dist`` builds it: every module of the package and its subpackages)."""
     path = directory / "spark_dpsynth.zip"
+    package = ROOT / "spark_dpsynth"
     with zipfile.ZipFile(path, "w") as z:
-        for f in sorted((ROOT / "spark_dpsynth").glob("*.py")) + [ROOT / "spark_dpsynth" / "py.typed"]:
-            z.write(f, f"spark_dpsynth/{f.name}")
+        for f in sorted(package.rglob("*.py")) + [package / "py.typed"]:
+            z.write(f, str(f.relative_to(ROOT)))
     return path

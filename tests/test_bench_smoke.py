@@ -170,3 +170,59 @@ def test_series_table_and_10m_targets(scale) -> None:
     )
     targets = scale.evaluate_targets({"datasets": [], "series": [pgm]})
     assert targets[1]["measured"] == "100 s" and targets[1]["met"] is True
+
+
+def test_cluster_sampler_without_executors_samples_this_process(scale) -> None:
+    assert scale.executor_pids("app-no-such-application") == []
+    sampler = scale.ClusterSampler(os.getpid(), "app-no-such-application")
+    sampler.sample()
+    assert sampler.peak["root"] > 0 and sampler.peak["executor_jvms"] == 0
+    assert set(sampler.cpu_by_kind) == {"root", "jvm", "executor_jvms", "workers"}
+
+
+def test_release_digests_ignore_row_order_and_time_stamps(scale, tmp_path: Path) -> None:
+    aggregates = pd.DataFrame(
+        {"k": [1, 2], "columns": [["a"], ["a", "b"]], "values": [["x"], ["x", "y"]], "count": [5, 3]}
+    )
+    cells = pd.DataFrame({"marginal": [0, 0, 1], "cell": [0, 1, 0], "value": [1.5, -0.25, 3.0]})
+    for name, order, created in (("local", [0, 1, 2], "2026-01-01"), ("cluster", [2, 0, 1], "2026-01-02")):
+        for part, frame in (("aggregates", aggregates), ("measurements", cells)):
+            (tmp_path / name / part).mkdir(parents=True)
+            rows = frame.iloc[[i for i in order if i < len(frame)]]
+            rows.to_parquet(tmp_path / name / part / "part-00000.parquet")
+        manifest = {"epsilon": 4.0, "created_utc": created, "versions": {"pyspark": name}}
+        (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
+    local = scale.release_digests(tmp_path / "local")
+    assert local == scale.release_digests(tmp_path / "cluster")
+    cells.assign(value=[1.5, -0.25, 3.0000001]).to_parquet(
+        tmp_path / "cluster" / "measurements" / "part-00000.parquet"
+    )
+    cluster = scale.release_digests(tmp_path / "cluster")
+    assert [p for p in local if local[p] != cluster[p]] == ["measurements"]
+
+
+def test_cluster_series_table_and_target(scale) -> None:
+    def stage(seconds: float, executors: float) -> dict:
+        return {"seconds": seconds, "cpu_seconds": executors + 5.0,
+                "peak_rss_mb": {"python_driver": 300.0, "jvm": 500.0, "workers": 400.0, "executor_jvms": 1200.0},
+                "cpu_seconds_by_process": {"python_driver": 4.0, "jvm": 1.0, "executor_jvms": executors - 1.0,
+                                           "workers": 1.0}}  # fmt: skip
+
+    run = {
+        "dataset": "adult_1m", "rows": 1_000_000, "columns": 15, "record_tuples": 455_000_000, "cluster": True,
+        "pipeline": "default", "workers": 2, "default_parallelism": 2, "executor_memory": "1g",
+        "wall_seconds": 300.0, "python_hwm_mb": 320.0, "jvm_hwm_mb": 600.0, "synthetic_rows": 1_000_000,
+        "executor_hwm_mb": [700.0, 650.0], "same_release_as_local": False, "release_differs": ["measurements"],
+        "stages": {name: stage(10.0, 20.0) for name in
+                   ("aggregation", "synthesis_fit", "synthesis_and_write", "write_alone", "evaluation")},
+    }  # fmt: skip
+    lines = scale.series_table([run])
+    assert any(
+        line.startswith("| adult_1m | default, standalone | 1,000,000 | 10.0 (25) |") for line in lines
+    )
+    assert (
+        "| adult_1m | 2 | 2 | 1g | 20 / 20 / 20 / 20 / 20 | 1200 | 700, 650 | False (differ: measurements) |"
+        in lines
+    )
+    (target,) = scale.evaluate_targets({"datasets": [], "series": [run]})
+    assert target["met"] is False and "differ: measurements" in target["measured"]
