@@ -287,6 +287,8 @@ class GraphicalModel:
         try:
             return [self.project(c) for c in cliques]
         finally:
+            # emptied in place, not only dropped: its tables are freed now whatever else still refers to it
+            self._messages.clear()
             self._messages, self._memo_cells = None, 0
 
     def _covering_subtree(self, query: Clique) -> list[int]:
@@ -421,7 +423,13 @@ class GraphicalModel:
                 self._memo_cells += result[1].size
             return result
 
-        scope, table = message(root)
+        try:
+            scope, table = message(root)
+        finally:
+            # `message` calls itself: its closure is a reference cycle that holds the batch's memo until the
+            # cyclic garbage collector runs (rarely, in a driver that has imported pyspark and pandas), one
+            # memo of up to _MEMO_CELLS per AIM round (docs/design.md section 4.7, the driver's memory)
+            del message
         assert set(scope) == wanted
         return table
 
