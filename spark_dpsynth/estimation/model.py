@@ -287,6 +287,8 @@ class GraphicalModel:
         try:
             return [self.project(c) for c in cliques]
         finally:
+            # emptied in place, not only dropped: its tables are freed now whatever else still refers to it
+            self._messages.clear()
             self._messages, self._memo_cells = None, 0
 
     def _covering_subtree(self, query: Clique) -> list[int]:
@@ -394,24 +396,41 @@ class GraphicalModel:
                 self._memo_cells += table.size
             return table
 
-        def message(i: int) -> tuple[Clique, np.ndarray]:
+        # The messages towards the root, depth first (each child's subtree before the next child, the parent
+        # last), from an explicit stack: a recursive closure would be a reference cycle holding the batch's
+        # memo until the cyclic garbage collector runs, which a driver that has imported pyspark and pandas
+        # does rarely (one memo of up to _MEMO_CELLS per AIM round piled up: docs/design.md section 4.7).
+        done: dict[int, tuple[Clique, np.ndarray]] = {}
+        started: dict[int, tuple[Clique, list[tuple[Clique, np.ndarray]]]] = {}
+        stack = [root]
+        while stack:
+            i = stack.pop()
             up = towards[i]
             key = (i, up, carried[i])
-            if up >= 0 and memo is not None and key in memo:
-                return memo[key]
-            clique = self.cliques[i]
-            sep = tuple(n for n in clique if n in sets[up]) if up >= 0 else ()
-            needed = set(sep) | (wanted & sets[i])
-            for j in kids_of[i]:
-                needed.update(n for n in clique if n in sets[j])
-            reduced = tuple(n for n in clique if n in needed)
-            counts = reduction(i, reduced)
-            factors: list[tuple[Clique, np.ndarray]] = [(reduced, counts)]
-            if up >= 0:
-                sep_counts = reduction(i, sep)
-                inverse = np.divide(1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > _TINY)
-                factors.append((sep, inverse))
-            factors.extend(message(j) for j in kids_of[i])
+            if i not in started:
+                if up >= 0 and memo is not None and key in memo:
+                    done[i] = memo[key]
+                    continue
+                clique = self.cliques[i]
+                sep = tuple(n for n in clique if n in sets[up]) if up >= 0 else ()
+                needed = set(sep) | (wanted & sets[i])
+                for j in kids_of[i]:
+                    needed.update(n for n in clique if n in sets[j])
+                reduced = tuple(n for n in clique if n in needed)
+                counts = reduction(i, reduced)
+                factors: list[tuple[Clique, np.ndarray]] = [(reduced, counts)]
+                if up >= 0:
+                    sep_counts = reduction(i, sep)
+                    inverse = np.divide(
+                        1.0, sep_counts, out=np.zeros_like(sep_counts), where=sep_counts > _TINY
+                    )
+                    factors.append((sep, inverse))
+                started[i] = (sep, factors)
+                stack.append(i)  # back once its children's messages are done
+                stack.extend(reversed(kids_of[i]))
+                continue
+            sep, factors = started.pop(i)
+            factors.extend(done.pop(j) for j in kids_of[i])
             scope = union(self.domain, [c for c, _ in factors])
             keep = set(sep) | (wanted & set(scope))
             out = tuple(n for n in scope if n in keep)
@@ -419,9 +438,8 @@ class GraphicalModel:
             if up >= 0 and memo is not None and self._memo_cells + result[1].size <= _MEMO_CELLS:
                 memo[key] = result
                 self._memo_cells += result[1].size
-            return result
-
-        scope, table = message(root)
+            done[i] = result
+        scope, table = done[root]
         assert set(scope) == wanted
         return table
 
