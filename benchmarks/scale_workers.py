@@ -284,8 +284,8 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
     partition from the draw to the file; the input's types restored as the CLI does). ``model``: the marginals
     mechanism and the ``model`` synthesizer (aggregation, synthesis and write). Then, for both, the write alone
     (the written table read and written again) and the evaluation of the written synthetic table against the
-    sensitive table (as the ``pipeline`` command: prepared tables, numeric columns from the typed input, default
-    ``max_rows`` and ``max_subsets``; no train-on-synthetic, whose cost is bounded by ``tstr_max_rows`` whatever
+    sensitive table (as the ``pipeline`` command: rows sampled before they are prepared, ``RowSampling``,
+    prepared tables, numeric columns from the typed input, default ``max_rows`` and ``max_subsets``; no train-on-synthetic, whose cost is bounded by ``tstr_max_rows`` whatever
     the size)."""
     t0 = time.perf_counter()
     spec = DATASETS[args.dataset]
