@@ -308,8 +308,8 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
     partition from the draw to the file; the input's types restored as the CLI does). ``model``: the marginals
     mechanism and the ``model`` synthesizer (aggregation, synthesis and write). Then, for both, the write alone
     (the written table read and written again) and the evaluation of the written synthetic table against the
-    sensitive table (as the ``pipeline`` command: prepared tables, numeric columns from the typed input, default
-    ``max_rows`` and ``max_subsets``; no train-on-synthetic, whose cost is bounded by ``tstr_max_rows`` whatever
+    sensitive table (as the ``pipeline`` command: rows sampled before they are prepared, ``RowSampling``,
+    prepared tables, numeric columns from the typed input, default ``max_rows`` and ``max_subsets``; no train-on-synthetic, whose cost is bounded by ``tstr_max_rows`` whatever
     the size)."""
     t0 = time.perf_counter()
     spec = DATASETS[args.dataset]
@@ -317,7 +317,7 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
     spark.sparkContext.setLogLevel("ERROR")
     from spark_dpsynth.data.prepare import prepare_for_release, resolve_columns, synthetic_for_release
     from spark_dpsynth.data.session import default_parallelism as parallelism
-    from spark_dpsynth.evaluation.metrics import evaluate
+    from spark_dpsynth.evaluation.metrics import RowSampling, evaluate
     from spark_dpsynth.evaluation.numeric import typed_sensitive_table
     from spark_dpsynth.params import SynthesisParams
 
@@ -397,9 +397,13 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
     def evaluation() -> dict[str, Any]:
         df = spark.read.parquet(args.input)
         resolved = resolve_columns(df.columns, data)
+        # as the CLI: rows sampled before they are prepared, each table read once (design 5.5)
+        sampling = RowSampling()
+        columns = list(resolved.columns or df.columns)
+        df = sampling.sample("sensitive", df, release.protected_number_of_records, columns=columns)
+        written = sampling.sample("synthetic", spark.read.parquet(out))
         sensitive = prepare_for_release(df, resolved, release.columns, release.manifest)
         typed, numeric = typed_sensitive_table(df, resolved, release.columns, None)
-        written = spark.read.parquet(out)
         synthetic = synthetic_for_release(written, release.columns, release.manifest)
         return evaluate(
             sensitive,
@@ -408,6 +412,7 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
             numeric_columns=numeric,
             typed_sensitive=typed,
             typed_synthetic=written,
+            row_sampling=sampling,
         )
 
     metrics = stages.run("evaluation", evaluation)

@@ -230,3 +230,73 @@ def test_row_sampling_config_key():
     assert parse_config({"evaluate": {"max_rows": 0}}).max_rows == 0
     with pytest.raises(ConfigError, match=r"\[evaluate\] max_rows must be an integer >= 0, got -5"):
         parse_config({"evaluate": {"max_rows": -5}})
+
+
+def test_rows_sampled_before_preparing_are_read_once_and_match_the_numeric_rows(spark):
+    """``RowSampling.sample`` on the raw tables (the CLI's path): the same rows whatever the partitioning, the
+    cell counts and the numeric metrics of the same rows, the sizes exact, and nothing changes under the bound."""
+    from pyspark.sql import functions as F
+
+    from spark_dpsynth.evaluation.metrics import RowSampling
+
+    def raw(pdf: pd.DataFrame, partitions: int):
+        # a raw table: the attributes, a numeric column (as the input holds it) and a column not evaluated
+        table = spark_table(spark, pdf, partitions)
+        return table.withColumn(
+            "x", F.length(F.coalesce(F.col("A"), F.lit(""))) + F.hash("B") % 7
+        ).withColumn("unused", F.lit("u"))
+
+    def run(partitions: tuple[int, int], max_rows: int, pre: bool):
+        sens, syn = raw(frame(7, n=2000), partitions[0]), raw(frame(8, n=1500), partitions[1])
+        sampling = None
+        if pre:
+            sampling = RowSampling(max_rows, seed=3)
+            sens = sampling.sample("sensitive", sens, 1800, columns=[*COLUMNS, "x"])
+            syn = sampling.sample("synthetic", syn)
+        typed_s, typed_y = sens.select("x"), syn.select("x")
+        metrics = evaluate(
+            sens.select(*COLUMNS),
+            syn.select(*COLUMNS),
+            max_marginal_length=2,
+            max_rows=max_rows,
+            seed=3,
+            numeric_columns=["x"],
+            typed_sensitive=typed_s,
+            typed_synthetic=typed_y,
+            row_sampling=sampling,
+        )
+        metrics["numeric"].pop("seconds")  # wall time
+        return metrics
+
+    # Under the bound: the figures are those of the tables prepared and compared whole.
+    assert run((2, 3), 0, pre=True) == run((2, 3), 0, pre=False)
+    first, split = run((1, 1), 500, pre=True), run((4, 2), 500, pre=True)
+    # The same rows whatever the partitioning (the numeric moments up to the order of floating-point sums).
+    numeric, numeric_split = first.pop("numeric"), split.pop("numeric")
+    assert first == split
+    for side in ("sensitive", "synthetic"):
+        a, b = numeric["by_column"]["x"][side], numeric_split["by_column"]["x"][side]
+        assert a["rows"] == b["rows"] and a["min"] == b["min"] and a["max"] == b["max"]
+        assert a["mean"] == pytest.approx(b["mean"], rel=1e-12) and a["std"] == pytest.approx(
+            b["std"], rel=1e-12
+        )
+    assert numeric["by_column"]["x"]["ks"] == numeric_split["by_column"]["x"]["ks"]
+    rows = first["row_sampling"]
+    assert rows["sampled"] and "before preparing" in rows["method"]
+    # The sensitive rate comes from the given size (1,800, a release's n'); the sizes are observed exactly.
+    assert rows["sensitive"]["rate"] == pytest.approx(500 / 1800) and rows["synthetic"][
+        "rate"
+    ] == pytest.approx(1 / 3)
+    assert first["rows"] == {"sensitive": 2000, "synthetic": 1500}
+    assert 400 < rows["sensitive"]["rows_compared"] < 720 and 400 < rows["synthetic"]["rows_compared"] < 620
+    # The numeric metrics counted the very rows the cells counted.
+    stats = numeric["by_column"]["x"]
+    assert stats["sensitive"]["rows"] == rows["sensitive"]["rows_compared"]
+    assert stats["synthetic"]["rows"] == rows["synthetic"]["rows_compared"]
+    sampling = RowSampling(10, seed=0)
+    with pytest.raises(InvalidParameterError, match="side must be"):
+        sampling.sample("holdout", spark_table(spark, frame(1), 1))
+    with pytest.raises(InvalidParameterError, match="max_rows must be >= 0"):
+        RowSampling(-1)
+    with pytest.raises(InvalidParameterError, match="row_sampling must be a RowSampling"):
+        evaluate(spark_table(spark, frame(1), 1), spark_table(spark, frame(2), 1), row_sampling=object())

@@ -537,7 +537,7 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         split_multi_value,
         synthetic_for_release,
     )
-    from spark_dpsynth.evaluation.metrics import evaluate, write_metrics
+    from spark_dpsynth.evaluation.metrics import RowSampling, evaluate, write_metrics
     from spark_dpsynth.evaluation.numeric import typed_sensitive_table
     from spark_dpsynth.evaluation.report import write_report
     from spark_dpsynth.release.core import Release
@@ -558,6 +558,14 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         raise InvalidParameterError(
             f"the columns {list(data.columns or ())} differ from the release's {list(release.columns)}"
         )
+    row_sampling = None
+    if data.privacy_unit is None and data.record_limit is None:
+        # Large tables: sample the rows before they are cleaned and binned, each table read once (design 5.5).
+        row_sampling = RowSampling(config.max_rows)
+        df = row_sampling.sample(
+            "sensitive", df, release.protected_number_of_records, columns=list(data.columns or df.columns)
+        )
+        synthetic = row_sampling.sample("synthetic", synthetic)
     sensitive = prepare_for_release(df, data, release.columns, release.manifest)
     typed_sensitive, numeric_columns = typed_sensitive_table(
         df, data, release.columns, config.numeric_columns
@@ -589,6 +597,7 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         numeric_columns=numeric_columns,
         typed_sensitive=typed_sensitive,
         typed_synthetic=typed_synthetic,
+        row_sampling=row_sampling,
     )
     if not release.marginals:
         from spark_dpsynth.evaluation.metrics import PRIVACY_KEYS

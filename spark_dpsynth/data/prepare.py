@@ -407,19 +407,27 @@ def synthetic_for_release(
     if not types:
         return synthetic.select(*[F.col(f"`{c}`") for c in release_columns])
     view = _release_numeric_view(synthetic, manifest)
-    out = []
-    for name in release_columns:
+    # Two selects, as select_attributes: each binned value is trimmed and parsed once (the first), then compared
+    # with its labels and edges (the second); written as one, Spark repeats the trim and the cast per edge.
+    parsed = []
+    for j, name in enumerate(release_columns):
         col = F.col(f"`{name}`")
         if name in bins:
-            # a label stays (synthetic data not yet restored); a number (typed, or read back from CSV) is binned
             value = F.trim(col.cast("string"))
-            labels = bins[name].interval_labels()
-            out.append(
-                F.when(value.isin(*labels), value).otherwise(bin_column(value, bins[name])).alias(name)
-            )
+            parsed += [value.alias(f"__v{j}"), value.try_cast("double").alias(f"__x{j}")]
         else:
-            out.append(empty_to_null(col, (), False).alias(name))
-    return view.select(*out)
+            parsed.append(empty_to_null(col, (), False).alias(f"__v{j}"))
+    out = []
+    for j, name in enumerate(release_columns):
+        value = F.col(f"__v{j}")
+        if name in bins:
+            # a label stays (synthetic data not yet restored); a number (typed, or read back from CSV) is binned
+            labels = bins[name].interval_labels()
+            binned = bin_column(value, bins[name], number=F.col(f"__x{j}"))
+            out.append(F.when(value.isin(*labels), value).otherwise(binned).alias(name))
+        else:
+            out.append(value.alias(name))
+    return view.select(*parsed).select(*out)
 
 
 def join_multi_value(synthetic: DataFrame, release_columns: tuple[str, ...], manifest: dict) -> DataFrame:  # type: ignore[type-arg]

@@ -42,7 +42,8 @@ those rows (about sum of C(d, L) times log2(n / 10) of them) and, when a release
 which it hands to Spark as one small Arrow table. The classifiers of ``tstr`` are the one exception: they run
 on the driver, on at most ``tstr_max_rows`` rows of each table (default 100,000), a top-N by a seeded hash of
 the row. Tables above ``max_rows`` rows (default 1,000,000) are counted on a seeded hash sample of
-their rows (``row_sampling``). DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
+their rows (``row_sampling``), best drawn before the tables are prepared (:class:`RowSampling`: each table is then
+read once, and only the sampled rows are prepared). DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ __all__ = [
     "MAX_ROWS",
     "describe_sampling",
     "describe_row_sampling",
+    "RowSampling",
 ]
 
 log = logging.getLogger(__name__)
@@ -152,6 +154,7 @@ def evaluate(
     numeric_columns: Sequence[str] | None = None,
     typed_sensitive: DataFrame | None = None,
     typed_synthetic: DataFrame | None = None,
+    row_sampling: RowSampling | None = None,
 ) -> dict[str, Any]:
     r"""Compare the synthetic table, and optionally the release, with the sensitive table.
 
@@ -206,6 +209,12 @@ def evaluate(
             default ``sensitive`` (strings, cast to double).
         typed_synthetic: the synthetic table as the synthesizer wrote it (its own types or strings); default
             ``synthetic``.
+        row_sampling: the tables were derived from samples :meth:`RowSampling.sample` drew before they were
+            prepared (``sensitive`` and ``typed_sensitive`` from the sensitive sample, ``synthetic`` and
+            ``typed_synthetic`` from the synthetic one): they are compared as given, ``max_rows`` and ``seed``
+            of the row sampling are those of ``row_sampling``, and its persisted samples are released when
+            the evaluation returns (docs/design.md section 5.5). None: the tables are sampled here, after they
+            were prepared (and the typed tables at the same rates, on their own values).
 
     Returns:
         A JSON-serialisable dict with these keys (lengths are decimal strings ``"1"``, ``"2"``, ...; a value
@@ -336,123 +345,134 @@ def evaluate(
         if hold_columns != columns:
             raise SchemaError(_mismatch("the held-out table", hold_columns, columns))
 
-    sampling = _RowSampling(bound_rows, seed)
-    sensitive = sampling.apply(
-        "sensitive", sensitive, release.protected_number_of_records if release is not None else None
-    )
-    synthetic = sampling.apply("synthetic", synthetic, None)
-    if sampling.sampled:
-        typed_s = sampling.same_rate("sensitive", typed_s)
-        typed_y = sampling.same_rate("synthetic", typed_y)
-        if release is not None:
-            log.info("rows sampled: SDS's evaluator (exact tuple counts) is skipped")
-            sampling.sds_skipped = (
-                "rows were sampled (max_rows): SDS's evaluator compares exact tuple counts with the release"
-            )
-    release_for_sds = None if sampling.sampled else release
-
-    d = len(columns)
-    tvd_length = min(length, d)
-    reporting_length = release_for_sds.reporting_length if release_for_sds is not None else 0
-    sds_length = min(reporting_length, d)
-    plan = _SubsetPlan(
-        d,
-        all_cells_length=tvd_length,
-        max_length=max(tvd_length, sds_length),
-        max_subsets=bound,
-        seed=subset_seed,
-    )
-    if any(plan.sampled.values()):
-        # Public: the shapes and the bound only, no data.
-        log.info(
-            "comparing a seeded sample of the column subsets: %s",
-            ", ".join(f"{len(plan.of_length(k))} of {t} {k}-column" for k, t in plan.totals.items()),
+    if row_sampling is not None and not isinstance(row_sampling, RowSampling):
+        raise InvalidParameterError(
+            f"row_sampling must be a RowSampling or None, got {type(row_sampling).__name__}"
         )
+    try:
+        sampling = row_sampling
+        if sampling is None:
+            sampling = RowSampling(bound_rows, seed)
+            sensitive = sampling.apply(
+                "sensitive", sensitive, release.protected_number_of_records if release is not None else None
+            )
+            synthetic = sampling.apply("synthetic", synthetic, None)
+            if sampling.sampled:
+                typed_s = sampling.same_rate("sensitive", typed_s)
+                typed_y = sampling.same_rate("synthetic", typed_y)
+        if sampling.sampled:
+            if release is not None:
+                log.info("rows sampled: SDS's evaluator (exact tuple counts) is skipped")
+                sampling.sds_skipped = "rows were sampled (max_rows): SDS's evaluator compares exact tuple counts with the release"
+        release_for_sds = None if sampling.sampled else release
 
-    parts = [
-        _cell_counts(sensitive, plan).select(
-            *plan.key_names, _as_long("n", "n_s"), _zero("n_y"), _zero("n_r")
-        ),
-        _cell_counts(synthetic, plan).select(
-            *plan.key_names, _zero("n_s"), _as_long("n", "n_y"), _zero("n_r")
-        ),
-    ]
-    if release_for_sds is not None:
-        with _stage(log, "release tuples to a Spark DataFrame", progress):
-            parts.append(_release_cells(release_for_sds, plan, sensitive))
-    stage = f"cell counts and metrics of {len(plan.subsets)} column subsets (one pass over each table)"
-    with _stage(log, stage, progress):
-        counts = _aggregate(reduce(DataFrame.unionByName, parts), plan, sds_length, res)
-    per_subset = counts.per_subset
-    # Every row is in exactly one cell of a 1-column subset (no row at all: no cell, no entry).
-    first = per_subset.get(plan.ids[(0,)], {"rows_s": 0, "rows_y": 0})
-    n, n_syn = first["rows_s"], first["rows_y"]
-    for name, rows in (("sensitive", n), ("synthetic", n_syn)):
-        if rows == 0:
-            raise InvalidParameterError(f"the {name} table has no rows; the evaluation needs at least one")
-    compared = {"sensitive": n, "synthetic": n_syn}
-    n, n_syn = sampling.total("sensitive", n), sampling.total("synthetic", n_syn)
-    blank_s = sum(row["blank_s"] for row in per_subset.values())
-    blank_y = sum(row["blank_y"] for row in per_subset.values())
+        d = len(columns)
+        tvd_length = min(length, d)
+        reporting_length = release_for_sds.reporting_length if release_for_sds is not None else 0
+        sds_length = min(reporting_length, d)
+        plan = _SubsetPlan(
+            d,
+            all_cells_length=tvd_length,
+            max_length=max(tvd_length, sds_length),
+            max_subsets=bound,
+            seed=subset_seed,
+        )
+        if any(plan.sampled.values()):
+            # Public: the shapes and the bound only, no data.
+            log.info(
+                "comparing a seeded sample of the column subsets: %s",
+                ", ".join(f"{len(plan.of_length(k))} of {t} {k}-column" for k, t in plan.totals.items()),
+            )
 
-    metrics: dict[str, Any] = {
-        "metrics_version": METRICS_VERSION,
-        "differentially_private": False,
-        "columns": list(columns),
-        "max_marginal_length": tvd_length,
-        "subset_sampling": _sampling_entry(plan),
-        "resolution": res,
-        "rows": {"sensitive": n, "synthetic": n_syn},
-        "record_expansion": (n_syn - n) / n,
-        "blank_cell_share": {
-            "sensitive": blank_s / (compared["sensitive"] * d),
-            "synthetic": blank_y / (compared["synthetic"] * d),
-        },
-        "row_sampling": sampling.entry(compared),
-    }
-    empty_shares = {
-        c: {
-            "sensitive": per_subset[plan.ids[(i,)]]["blank_s"] / compared["sensitive"],
-            "synthetic": per_subset[plan.ids[(i,)]]["blank_y"] / compared["synthetic"],
-        }
-        for i, c in enumerate(columns)
-    }
-    metrics["empty_share_by_column"] = empty_shares
-    binned = set(((release.manifest.get("data") or {}).get("bins") or {}) if release is not None else ())
-    metrics["empty_columns"] = merge_coverage(
-        release_coverage(release) if release is not None else [],
-        synthetic_coverage(empty_shares, binned=binned),
-        columns,
-    )
-    metrics.update(_tvd_metrics(per_subset, plan, columns))
-    three_way = metrics["tvd"].get("3")
-    metrics["nist_k_marginal_score"] = 1000.0 * (1.0 - three_way["mean"]) if three_way else None
-    metrics["one_way_worst"] = _one_way_worst(
-        counts.top_values, per_subset, plan, metrics["tvd_by_subset"]["1"]
-    )
-    metrics["sds"] = None
-    if release_for_sds is not None:
-        bins = _bucket_bins(counts.per_bucket)
-        metrics["sds"] = {
-            "reporting_length": reporting_length,
-            **{
-                side_name: _sds_side(per_subset, counts.per_bucket, bins, reporting_length, side)
-                for side_name, side in (("release", "r"), ("synthetic", "y"))
-            },
-        }
-    metrics["numeric"] = None
-    if numeric_kinds:
-        stage = f"numeric metrics of {len(numeric_kinds)} column(s) (one pass over each table)"
+        parts = [
+            _cell_counts(sensitive, plan).select(
+                *plan.key_names, _as_long("n", "n_s"), _zero("n_y"), _zero("n_r")
+            ),
+            _cell_counts(synthetic, plan).select(
+                *plan.key_names, _zero("n_s"), _as_long("n", "n_y"), _zero("n_r")
+            ),
+        ]
+        if release_for_sds is not None:
+            with _stage(log, "release tuples to a Spark DataFrame", progress):
+                parts.append(_release_cells(release_for_sds, plan, sensitive))
+        stage = f"cell counts and metrics of {len(plan.subsets)} column subsets (one pass over each table)"
         with _stage(log, stage, progress):
-            metrics["numeric"] = numeric_metrics(typed_s, typed_y, tuple(numeric_kinds))
-    metrics["tstr"] = None
-    if label is not None:
-        metrics["tstr"] = _tstr(synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress)
-    metrics["privacy"] = None
-    if release is not None:
-        metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
-    log.info("evaluation done in %.2f s", time.perf_counter() - started)
-    return metrics
+            counts = _aggregate(reduce(DataFrame.unionByName, parts), plan, sds_length, res)
+        per_subset = counts.per_subset
+        # Every row is in exactly one cell of a 1-column subset (no row at all: no cell, no entry).
+        first = per_subset.get(plan.ids[(0,)], {"rows_s": 0, "rows_y": 0})
+        n, n_syn = first["rows_s"], first["rows_y"]
+        for name, rows in (("sensitive", n), ("synthetic", n_syn)):
+            if rows == 0:
+                raise InvalidParameterError(
+                    f"the {name} table has no rows; the evaluation needs at least one"
+                )
+        compared = {"sensitive": n, "synthetic": n_syn}
+        n, n_syn = sampling.total("sensitive", n), sampling.total("synthetic", n_syn)
+        blank_s = sum(row["blank_s"] for row in per_subset.values())
+        blank_y = sum(row["blank_y"] for row in per_subset.values())
+
+        metrics: dict[str, Any] = {
+            "metrics_version": METRICS_VERSION,
+            "differentially_private": False,
+            "columns": list(columns),
+            "max_marginal_length": tvd_length,
+            "subset_sampling": _sampling_entry(plan),
+            "resolution": res,
+            "rows": {"sensitive": n, "synthetic": n_syn},
+            "record_expansion": (n_syn - n) / n,
+            "blank_cell_share": {
+                "sensitive": blank_s / (compared["sensitive"] * d),
+                "synthetic": blank_y / (compared["synthetic"] * d),
+            },
+            "row_sampling": sampling.entry(compared),
+        }
+        empty_shares = {
+            c: {
+                "sensitive": per_subset[plan.ids[(i,)]]["blank_s"] / compared["sensitive"],
+                "synthetic": per_subset[plan.ids[(i,)]]["blank_y"] / compared["synthetic"],
+            }
+            for i, c in enumerate(columns)
+        }
+        metrics["empty_share_by_column"] = empty_shares
+        binned = set(((release.manifest.get("data") or {}).get("bins") or {}) if release is not None else ())
+        metrics["empty_columns"] = merge_coverage(
+            release_coverage(release) if release is not None else [],
+            synthetic_coverage(empty_shares, binned=binned),
+            columns,
+        )
+        metrics.update(_tvd_metrics(per_subset, plan, columns))
+        three_way = metrics["tvd"].get("3")
+        metrics["nist_k_marginal_score"] = 1000.0 * (1.0 - three_way["mean"]) if three_way else None
+        metrics["one_way_worst"] = _one_way_worst(
+            counts.top_values, per_subset, plan, metrics["tvd_by_subset"]["1"]
+        )
+        metrics["sds"] = None
+        if release_for_sds is not None:
+            bins = _bucket_bins(counts.per_bucket)
+            metrics["sds"] = {
+                "reporting_length": reporting_length,
+                **{
+                    side_name: _sds_side(per_subset, counts.per_bucket, bins, reporting_length, side)
+                    for side_name, side in (("release", "r"), ("synthetic", "y"))
+                },
+            }
+        metrics["numeric"] = None
+        if numeric_kinds:
+            stage = f"numeric metrics of {len(numeric_kinds)} column(s) (one pass over each table)"
+            with _stage(log, stage, progress):
+                metrics["numeric"] = numeric_metrics(typed_s, typed_y, tuple(numeric_kinds))
+        metrics["tstr"] = None
+        if label is not None:
+            metrics["tstr"] = _tstr(synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress)
+        metrics["privacy"] = None
+        if release is not None:
+            metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
+        log.info("evaluation done in %.2f s", time.perf_counter() - started)
+        return metrics
+    finally:
+        if row_sampling is not None:
+            row_sampling.unpersist()
 
 
 def write_metrics(metrics: dict[str, Any], directory: str) -> str:
@@ -529,26 +549,96 @@ def true_aggregates(df: DataFrame, reporting_length: int) -> DataFrame:
     )
 
 
-class _RowSampling:
+class RowSampling:
     """The seeded row sampling of :func:`evaluate` (``max_rows``): which tables are sampled, at which rate, and
-    their sizes (observed in the cell pass itself with :class:`pyspark.sql.Observation`, no extra pass)."""
+    their sizes (observed in the cell pass itself with :class:`pyspark.sql.Observation`, no extra pass).
+
+    :func:`evaluate` samples the prepared tables it is given. A caller that holds the tables before they are
+    prepared (the ``evaluate`` and ``pipeline`` commands) samples them there instead, with :meth:`sample`, and
+    hands the sampling to :func:`evaluate` (``row_sampling``): only the sampled rows are then cleaned, binned and
+    converted, each table is read once (the sample is kept on the executors' local disks, ``DISK_ONLY``, for
+    the cell pass and the numeric metrics), and the cell counts and the numeric metrics are of the same rows
+    (docs/design.md section 5.5).
+
+    Args:
+        max_rows: the most rows of each table counted exactly (an integer >= 0; 0: every row).
+        seed: the seed of the row hash (an integer).
+
+    Raises:
+        InvalidParameterError: ``max_rows`` or ``seed`` out of range.
+    """
 
     METHOD = (
         "Bernoulli by a seeded hash of the row: a row is kept when the top 53 bits of xxhash64(its values, "
         "seed), over 2^53, are below rate = max_rows / rows (identical rows are kept or dropped together)"
     )
+    RAW_METHOD = (
+        "Bernoulli by a seeded hash of the row before preparing: a row is kept when the top 53 bits of "
+        "xxhash64(its raw values in the compared columns, seed), over 2^53, are below rate = max_rows / rows "
+        "(identical rows are kept or dropped together)"
+    )
 
-    def __init__(self, max_rows: int, seed: int) -> None:
-        self.max_rows = max_rows
-        self.seed = seed
+    def __init__(self, max_rows: int = MAX_ROWS, seed: int = 0) -> None:
+        self.max_rows = v.integer("max_rows", max_rows, low=0)
+        self.seed = v.integer("seed", seed)
         self.rates: dict[str, float] = {}
         self.expected: dict[str, int] = {}
         self.observations: dict[str, Any] = {}
         self.sds_skipped: str | None = None
+        self.raw = False
+        self._persisted: list[DataFrame] = []
 
     @property
     def sampled(self) -> bool:
         return any(rate < 1.0 for rate in self.rates.values())
+
+    def sample(
+        self,
+        side: str,
+        df: DataFrame,
+        rows: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+    ) -> DataFrame:
+        """A table before it is prepared, or its seeded hash sample when it has more than ``max_rows`` rows.
+
+        Args:
+            side: ``"sensitive"`` or ``"synthetic"``.
+            df: the table as read (the sensitive input after its row filter, or the synthetic table as written).
+            rows: its number of rows (the sensitive table: the release's public protected number of records
+                n'); None: a count of ``df`` (from the files' metadata for a table read from Parquet).
+            columns: the columns the evaluation reads (hashed, and the only ones kept); None: every column.
+                A table whose rows are merged per person (a privacy unit) must not be sampled here: the sample
+                would split a person's rows; :func:`evaluate` samples the merged records instead.
+
+        Returns:
+            ``df`` (restricted to ``columns``) when it has at most ``max_rows`` rows or ``max_rows`` is 0;
+            else the rows whose hash falls below the rate max_rows / rows, persisted on the local disks
+            (``DISK_ONLY``; released when :func:`evaluate` returns, or by :meth:`unpersist`). The table's size
+            is observed in the first pass over it.
+
+        Raises:
+            InvalidParameterError: ``side`` is not one of the two, or was sampled already.
+        """
+        if side not in ("sensitive", "synthetic") or side in self.rates:
+            raise InvalidParameterError(f"side must be 'sensitive' or 'synthetic', once each, got {side!r}")
+        table = df.select(*(F.col(_quote(c)) for c in dict.fromkeys(columns))) if columns is not None else df
+        out = self.apply(side, table, rows)
+        if self.rates[side] >= 1.0:
+            return out
+        self.raw = True
+        from pyspark import StorageLevel
+
+        # A sample of about max_rows rows (bounded whatever the table's size), on disk: not in the JVM's heap.
+        out = out.persist(StorageLevel.DISK_ONLY)
+        self._persisted.append(out)
+        return out
+
+    def unpersist(self) -> None:
+        """Release the samples :meth:`sample` persisted."""
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted = []
 
     def apply(self, side: str, df: DataFrame, rows_hint: int | None) -> DataFrame:
         """``df`` itself, or its hash sample when its rows (``rows_hint``, else a count) exceed ``max_rows``."""
@@ -604,10 +694,13 @@ class _RowSampling:
             "max_rows": self.max_rows,
             "seed": self.seed,
             "sampled": self.sampled,
-            "method": self.METHOD,
+            "method": self.RAW_METHOD if self.raw else self.METHOD,
             **sides,
             "sds_skipped": self.sds_skipped,
         }
+
+
+_RowSampling = RowSampling
 
 
 def describe_row_sampling(metrics: dict[str, Any]) -> list[str]:
