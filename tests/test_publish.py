@@ -351,3 +351,36 @@ def test_sigterm_removes_the_staging_and_exits_143(tmp_path: Path) -> None:
     assert code == 143, err
     assert err.strip().splitlines()[-1] == "spark-dpsynth: interrupted by SIGTERM; no output was changed"
     assert os.listdir(out) == []
+
+
+# the callback's ignored exception is the point of the test
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_interrupt_whose_exception_was_lost_is_raised_again() -> None:
+    """A SIGTERM that lands while Python runs a weak-reference callback (py4j frees its Java objects in them)
+    has its exception ignored; the job's check between steps raises it again, so nothing is published."""
+    import weakref
+
+    from spark_dpsynth.cli import main as cli
+
+    saved = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        cli._install_interrupts()
+        cli._check_interrupts()  # nothing received: no exception
+
+        class Held:
+            pass
+
+        def on_collected(_ref: object) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler runs here, inside the callback, and its exception is ignored
+
+        held = Held()
+        ref = weakref.ref(held, on_collected)
+        del held  # runs the callback: the process goes on
+        assert ref() is None
+        with pytest.raises(cli._Terminated):
+            cli._check_interrupts()
+    finally:
+        signal.signal(signal.SIGINT, saved[0])
+        signal.signal(signal.SIGTERM, saved[1])
+        cli._PENDING.clear()

@@ -409,11 +409,25 @@ class _Terminated(BaseException):
     """Raised in the main thread by the SIGTERM handler (a BaseException, like KeyboardInterrupt)."""
 
 
+_PENDING: list[type[BaseException]] = []
+"""The interrupts received (KeyboardInterrupt, _Terminated), in order. A signal handler's exception is lost when
+the signal lands while Python runs a finalizer or a weak-reference callback (py4j releases its Java objects in
+those: Python prints "Exception ignored in" and goes on), so the job checks this list between its steps and
+before it publishes (:func:`_check_interrupts`)."""
+
+
+def _check_interrupts() -> None:
+    """Raise the first interrupt received whose exception was lost (see :data:`_PENDING`)."""
+    if _PENDING:
+        raise _PENDING[0]
+
+
 def _install_interrupts(spark=None) -> None:  # noqa: ANN001
     """SIGINT raises KeyboardInterrupt and SIGTERM :class:`_Terminated` in the main thread; with a session,
     its running Spark jobs are cancelled first (so that no task still writes into the staging directory)."""
     if threading.current_thread() is not threading.main_thread():
         return
+    _PENDING.clear()
     from spark_dpsynth.data.session import is_connect
 
     connect = spark is not None and is_connect(spark)
@@ -430,10 +444,12 @@ def _install_interrupts(spark=None) -> None:  # noqa: ANN001
             pass
 
     def on_sigint(signum, frame) -> None:  # noqa: ANN001
+        _PENDING.append(KeyboardInterrupt)
         cancel()
         raise KeyboardInterrupt
 
     def on_sigterm(signum, frame) -> None:  # noqa: ANN001
+        _PENDING.append(_Terminated)
         cancel()
         raise _Terminated
 
@@ -750,6 +766,7 @@ def main(argv: list[str] | None = None) -> int:
                 _check_synthesis_plan(spark, config)
             if command in ("pipeline", "aggregate"):
                 release = _run_aggregate(spark, config, stage)
+                _check_interrupts()
             else:
                 from spark_dpsynth.release import load_release
 
@@ -758,6 +775,7 @@ def main(argv: list[str] | None = None) -> int:
                 # The release just staged (pipeline) or the one on disk (synthesize).
                 source = os.path.join(stage.staging_dir, "release") if command == "pipeline" else release_dir
                 synthetic = _run_synthesize(spark, config, stage, release, source)
+                _check_interrupts()
             if command in ("pipeline", "evaluate"):
                 if synthetic is None:
                     synthetic = read_output(
@@ -768,6 +786,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 stage.path("evaluation")
                 metrics, _ = _run_evaluate(spark, config, stage.staging_dir, release, synthetic=synthetic)
+            _check_interrupts()  # nothing is published after an interrupt, even one whose exception was lost
         print(_summary(release, metrics, out_dir, stage))
         print(f"  wall time              {time.perf_counter() - started:.1f} s")
         return 0
