@@ -700,9 +700,6 @@ class RowSampling:
         }
 
 
-_RowSampling = RowSampling
-
-
 def describe_row_sampling(metrics: dict[str, Any]) -> list[str]:
     """One line per sampled table of ``metrics``, e.g. "sensitive table: 1,000,212 of 10,000,000 rows compared
     (a seeded hash sample, max_rows 1,000,000)"; empty when every row was compared."""
