@@ -106,7 +106,8 @@ def _session():  # noqa: ANN202 - SparkSession
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.memory", "4g")
-        .config("spark.sql.codegen.hugeMethodLimit", "8000")  # as the CLI's sessions (data.session.SQL_DEFAULTS)
+        # as the CLI's sessions (data.session.SQL_DEFAULTS)
+        .config("spark.sql.codegen.hugeMethodLimit", "8000")
         .getOrCreate()
     )
 
