@@ -6,7 +6,8 @@ categorical; the last three read from ``../shared/data`` and skipped when absent
 Adult 0.3, 1, 4; NIST national 1, 4; LFS 1, 4; ``--epsilons`` overrides), every mode:
 
 * ``model``, ``sds``: one DP release (``dp_aggregate``) shared by both, then ``synthesize`` with that mode;
-* ``aim``, ``mst``: the workload mechanism (docs/design.md section 4.7) with that selection, sampled by ``pgm``;
+* ``aim``, ``mst``, ``auto``: the workload mechanism (docs/design.md section 4.7) with that selection, sampled by
+  ``pgm`` (``auto`` is the default: AIM or MST, the row's ``selection`` says which);
 * ``peer_mst``, ``peer_aim``: MST / AIM of private-pgm, run by smartnoise-synth from their own environment
   (``.venv-peers``, ``make bench-peers-env``) in a subprocess, on the same prepared table exported once to Parquet
   (``benchmarks/peers.py``), at the same epsilon and delta; a peer past its time limit is a ``timeout`` row.
@@ -82,8 +83,9 @@ DATASETS: dict[str, dict[str, Any]] = {
         "tvd_subsets": 2000,
     },
 }
-WORKLOAD_MODES = {"aim": "aim", "mst": "mst"}
-"""Modes run by the workload mechanism (docs/design.md section 4.7) with this selection, sampled by ``pgm``."""
+WORKLOAD_MODES = {"auto": "auto", "aim": "aim", "mst": "mst"}
+"""Modes run by the workload mechanism (docs/design.md section 4.7) with this selection, sampled by ``pgm``
+(``auto``: the default's choice, AIM or MST; the row's ``selection`` says which ran)."""
 PEER_MODES = {"peer_mst": "mst", "peer_aim": "aim"}
 """Modes run by ``benchmarks/peers.py`` in the peer environment: smartnoise-synth's synthesizer of that name."""
 RELEASE_SEED = 20240501
@@ -224,6 +226,7 @@ def _run_ours(spark, mode, config, train, data_config, epsilon, partitions, work
     figures = {
         "status": "ok",
         "protected_number_of_records": release.protected_number_of_records,
+        "selection": release.manifest.get("selection"),
         "release_seconds": release_s,
         "synthesis_seconds": synthesis_s,
         "wall_seconds": release_s + synthesis_s,
@@ -343,6 +346,7 @@ COLUMNS = [
     ("dataset", "dataset", "s"),
     ("eps", "epsilon", "g"),
     ("mode", "mode", "s"),
+    ("selection", "selection", "s"),
     ("status", "status", "s"),
     ("rows", "rows", ",d"),
     ("1-way TVD", "tvd_1", ".3f"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -605,16 +606,44 @@ class Selection(enum.StrEnum):
     mechanism (McKenna, Miklau, Sheldon, "Winning the NIST Contest: A scalable and general approach to
     differentially private synthetic data", 2021, section 4)."""
     AUTO = "auto"
-    """AIM when its planned rounds fit, 4 d <= ``max_rounds`` (d <= 25 columns at the default 100), else MST:
-    decided from the number of released columns d only (public, or post-processing of the DP domain
-    discovery). Measured (docs/design.md section 4.7): AIM is best on 15-19 columns at epsilon 1 and 4; on 76
-    columns AIM capped at 40 rounds was worse than MST (3-way TVD .072 against .060) and 2-3 times slower."""
+    """AIM when its planned rounds fit, 4 d <= ``max_rounds`` (d <= 25 columns at the default 100); on wider
+    tables AIM while the budget is large enough for the width, else MST: the noise std a 1-way table would get
+    with the rounds' rho spread evenly over the d columns, sqrt(d / (2 rho)), is at most
+    ``aim_max_relative_noise`` of the protected number of records n' (:meth:`relative_noise`). Decided from
+    d, rho and n' only (public, or post-processing of DP outputs). Measured (docs/design.md section 4.7): AIM
+    is best on 15-19 columns at epsilon 0.3, 1 and 4; on 76 columns (EU LFS) AIM is better than MST at
+    epsilon 2 and 4 (relative noise 6.4e-4 and 3.5e-4) and worse at epsilon 1 (1.25e-3)."""
 
-    def resolve(self, d: int, max_rounds: int) -> Selection:
-        """The selection run on ``d`` released columns (AUTO resolved; AIM and MST are themselves)."""
+    def resolve(
+        self,
+        d: int,
+        max_rounds: int,
+        relative_noise: float | None = None,
+        max_relative_noise: float = 0.0,
+    ) -> Selection:
+        """The selection run on ``d`` released columns (AUTO resolved; AIM and MST are themselves).
+
+        Args:
+            d: released columns (>= 1).
+            max_rounds: AIM's largest number of rounds.
+            relative_noise: :meth:`relative_noise` of the release, or None when unknown (then a table of more
+                than ``max_rounds / 4`` columns gets MST).
+            max_relative_noise: AUTO's threshold on it for the tables of more than ``max_rounds / 4`` columns.
+        """
         if self is not Selection.AUTO:
             return self
-        return Selection.AIM if 4 * d <= max_rounds else Selection.MST
+        if 4 * d <= max_rounds:
+            return Selection.AIM
+        if relative_noise is not None and relative_noise <= max_relative_noise:
+            return Selection.AIM
+        return Selection.MST
+
+    @staticmethod
+    def relative_noise(d: int, rho: float, records: int) -> float:
+        """sqrt(d / (2 rho)) / records: the std of the discrete Gaussian noise (in counts) of a 1-way table
+        measured at rho / d (zCDP, [BS16, Proposition 1.6]: rho = 1 / (2 sigma^2) at L2 sensitivity 1), over
+        ``records`` (the protected number of records n', >= 1). ``d`` >= 1 columns, ``rho`` > 0."""
+        return math.sqrt(d / (2.0 * rho)) / max(1, records)
 
 
 _DOMAIN_SHARE_MIN = 0.1
@@ -656,7 +685,7 @@ class WorkloadParams:
     """Test mode: reproducible, NON-cryptographic noise (not private; from ``[aggregate] seed``)."""
     selection: Selection = Selection.AUTO
     """``aim`` (adaptive rounds), ``mst`` (maximum spanning tree of 2-way cliques) or ``auto`` (AIM when
-    4 d <= ``max_rounds``, else MST: :attr:`Selection.AUTO`)."""
+    4 d <= ``max_rounds`` or the budget is large enough for the width, else MST: :attr:`Selection.AUTO`)."""
     domain_rho_proportion: float | None = None
     """Share of rho in (0, 1) spent on discovering the values of the columns without public bins (unused, and
     given to the rounds, when every column has public bins); None: it grows with the number m of such columns,
@@ -671,6 +700,11 @@ class WorkloadParams:
     section 4.7); annealing spends the budget in fewer."""
     max_rounds: int = 100
     """AIM: the largest number of rounds (>= 1); the last round spends what is left of the budget."""
+    aim_max_relative_noise: float = 9e-4
+    """``auto`` on tables of more than ``max_rounds`` / 4 columns: AIM when :meth:`Selection.relative_noise`
+    (the rounds' rho spread evenly over the d released columns, as a share of n') is at most this (> 0), else
+    MST. 9e-4 lies between the two epsilons of the EU LFS benchmark where the better of the two changes
+    (docs/design.md section 4.7)."""
     max_model_cells: int = 500_000
     """AIM: cap (>= 1) on the junction-tree size of the model, in cells (AIM's model-size cap of 80 MB is
     10^7 float64 cells); candidates that would exceed ``max_model_cells`` x (rho used / rho) are not scored."""
@@ -725,6 +759,7 @@ class WorkloadParams:
         if self.rounds is not None:
             v.integer("rounds", self.rounds, low=1)
         v.integer("max_rounds", self.max_rounds, low=1)
+        v.positive("aim_max_relative_noise", self.aim_max_relative_noise)
         for name in (
             "max_model_cells",
             "max_clique_cells",

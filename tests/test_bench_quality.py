@@ -75,9 +75,9 @@ def test_markdown_prints_missing_figures_as_dashes(quality) -> None:
         {"dataset": "adult", "epsilon": 1.0, "mode": "peer_aim", "status": "timeout (60 s)", "wall_seconds": 60.0},
     ]  # fmt: skip
     lines = quality.markdown(rows).splitlines()
-    assert len(lines) == 4 and lines[0].startswith("| dataset | eps | mode | status | rows |")
-    assert "| adult | 1 | model | ok | 32,561 | 0.010 | 0.030 | 0.070 | 0.850 | - | 61 |" in lines[2]
-    assert lines[3].startswith("| adult | 1 | peer_aim | timeout (60 s) | - | - | - | - |")
+    assert len(lines) == 4 and lines[0].startswith("| dataset | eps | mode | selection | status | rows |")
+    assert "| adult | 1 | model | - | ok | 32,561 | 0.010 | 0.030 | 0.070 | 0.850 | - | 61 |" in lines[2]
+    assert lines[3].startswith("| adult | 1 | peer_aim | - | timeout (60 s) | - | - | - | - |")
 
 
 def test_lfs_configuration_is_the_76_columns_without_the_weight(quality) -> None:
@@ -86,6 +86,10 @@ def test_lfs_configuration_is_the_76_columns_without_the_weight(quality) -> None
     config = load_config(str(quality.DATASETS["lfs"]["config"]))
     assert len(config.data.columns) == 76 and "COEFF" not in config.data.columns
     assert config.aggregate.delta == 1e-6 and not config.data.bins
+    # the public codebook of the columns coded as numbers: hours 00-98 and 99 "not applicable", in the file's
+    # decimal form
+    assert config.data.domains["HWUSUAL"] == tuple(f"{h}.0" for h in range(100))
+    assert set(config.data.domains) <= set(config.data.columns) and "COURLEN" not in config.data.domains
     source = quality.DATASETS["lfs"]["input"]
     if os.path.exists(source):
         with gzip.open(source, "rt", encoding="utf-8") as f:

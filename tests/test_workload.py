@@ -29,6 +29,7 @@ from spark_dpsynth.privacy.noise import NoNoise
         ({"selection_rho_proportion": 0.0}, "selection_rho_proportion must be in"),
         ({"rounds": 0}, "rounds must be >= 1"),
         ({"max_rounds": 0}, "max_rounds must be >= 1"),
+        ({"aim_max_relative_noise": 0.0}, "aim_max_relative_noise"),
         ({"max_model_cells": 0}, "max_model_cells must be >= 1"),
         ({"max_candidates_per_round": -1}, "max_candidates_per_round must be >= 1"),
         ({"max_clique_cells": 10, "max_cells_per_pass": 5}, "max_clique_cells must be <= max_cells_per_pass"),
@@ -297,14 +298,24 @@ def test_choose_fitting_is_the_exponential_mechanism_over_the_fitting_cliques() 
     np.testing.assert_allclose(got, want, atol=0.03)
 
 
-def test_auto_selection_is_aim_while_its_rounds_fit_else_mst() -> None:
-    """Selection AUTO (the default): AIM when 4 d <= max_rounds, MST beyond; AIM and MST resolve to themselves."""
+def test_auto_selection_is_aim_while_its_rounds_fit_or_the_budget_suffices_else_mst() -> None:
+    """Selection AUTO (the default): AIM when 4 d <= max_rounds; beyond, AIM while the rounds' 1-way noise over
+    n' is at most aim_max_relative_noise, else MST; AIM and MST resolve to themselves."""
     params = WorkloadParams()
     assert params.selection is Selection.AUTO
+    top = params.aim_max_relative_noise
     assert params.selection.resolve(25, params.max_rounds) is Selection.AIM
-    assert params.selection.resolve(26, params.max_rounds) is Selection.MST
+    assert params.selection.resolve(26, params.max_rounds) is Selection.MST  # budget unknown
+    assert params.selection.resolve(25, params.max_rounds, 10 * top, top) is Selection.AIM  # narrow: AIM
+    assert params.selection.resolve(76, params.max_rounds, top, top) is Selection.AIM
+    assert params.selection.resolve(76, params.max_rounds, 1.01 * top, top) is Selection.MST
     assert Selection.AUTO.resolve(76, 400) is Selection.AIM
-    assert Selection.AIM.resolve(76, 100) is Selection.AIM and Selection.MST.resolve(3, 100) is Selection.MST
+    assert Selection.AIM.resolve(76, 100, 1.0, top) is Selection.AIM
+    assert Selection.MST.resolve(3, 100, 0.0, top) is Selection.MST
+    # sqrt(d / (2 rho)) counts of noise per 1-way cell, over n': the EU LFS benchmark's three budgets
+    assert Selection.relative_noise(76, 0.00957, 50_246) == pytest.approx(1.254e-3, rel=1e-3)
+    assert Selection.relative_noise(76, 0.0368, 50_123) > 6e-4
+    assert Selection.relative_noise(76, 0.0368, 50_123) < top < Selection.relative_noise(76, 0.00957, 50_246)
 
 
 def test_discovery_counts_become_partial_one_way_measurements() -> None:

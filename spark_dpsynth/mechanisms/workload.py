@@ -38,6 +38,7 @@ count, score or candidate statistic is written or logged.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import itertools
@@ -776,14 +777,6 @@ def fit_workload(
             f"workload: plan {plan.candidates:,} candidate cliques ({plan.pruned:,} pruned by size), "
             f"1-way cells {plan.one_way_cells:,}",
         )
-        if params.selection is Selection.AUTO:
-            chosen = params.selection.resolve(len(kept), params.max_rounds)
-            report(
-                progress,
-                log,
-                f"workload: selection auto -> {chosen.value} ({len(kept)} columns; AIM when 4 x columns <= "
-                f"max_rounds = {params.max_rounds}, else MST)",
-            )
         # Fixed-domain encoding of the patterns, cached: every later pass reads only this.
         luts = [discovery.manifest["_luts"][j] for j in kept]
         assert backend._encoded is not None  # the dictionary-encoded patterns, made by the discovery
@@ -794,13 +787,34 @@ def fit_workload(
         backend.release_cache()
         backend = None
         rho_rest = acct.rho - sum(s.rho or 0.0 for s in acct.budget().shares)  # type: ignore[operator]
+        chosen = params.selection.resolve(
+            len(kept),
+            params.max_rounds,
+            Selection.relative_noise(len(kept), rho_rest, protected_n),
+            params.aim_max_relative_noise,
+        )
+        if params.selection is Selection.AUTO:
+            report(
+                progress,
+                log,
+                f"workload: selection auto -> {chosen.value} ({len(kept)} columns; AIM when 4 x columns <= "
+                f"max_rounds = {params.max_rounds} or the rounds' 1-way noise is at most "
+                f"{params.aim_max_relative_noise:g} of the protected number of records, else MST)",
+            )
         known, known_entries = (
             _discovery_measurements(discovery, kept, names, public, derived)
             if params.discovery_measurements
             else ([], [])
         )
         measurements, entries, rounds = select_and_measure(
-            counter, kept_names, rho_rest, params, acct, noise, progress=progress, known=known
+            counter,
+            kept_names,
+            rho_rest,
+            dataclasses.replace(params, selection=chosen),
+            acct,
+            noise,
+            progress=progress,
+            known=known,
         )
         measurements = [*known, *measurements]
         entries = [*known_entries, *entries]
@@ -832,7 +846,7 @@ def fit_workload(
         "rho": float(acct.rho or 0.0),
         "accounting": params.accounting.value,
         "epsilon_n": eps_n,
-        "selection": params.selection.resolve(len(kept_names), params.max_rounds).value,
+        "selection": chosen.value,
         "protected_number_of_records": int(protected_n),
         "domain_discovery": disc,
         "plan": plan.to_json(),
@@ -849,6 +863,7 @@ def fit_workload(
             "selection_rho_proportion": params.selection_rho_proportion,
             "rounds": params.rounds,
             "max_rounds": params.max_rounds,
+            "aim_max_relative_noise": params.aim_max_relative_noise,
             "max_model_cells": params.max_model_cells,
             "max_clique_cells": params.max_clique_cells,
             "max_candidates_per_round": params.max_candidates_per_round,
