@@ -609,10 +609,12 @@ class Selection(enum.StrEnum):
     """AIM when its planned rounds fit, 4 d <= ``max_rounds`` (d <= 25 columns at the default 100); on wider
     tables AIM while the budget is large enough for the width, else MST: the noise std a 1-way table would get
     with the rounds' rho spread evenly over the d columns, sqrt(d / (2 rho)), is at most
-    ``aim_max_relative_noise`` of the protected number of records n' (:meth:`relative_noise`). Decided from
-    d, rho and n' only (public, or post-processing of DP outputs). Measured (docs/design.md section 4.7): AIM
-    is best on 15-19 columns at epsilon 0.3, 1 and 4; on 76 columns (EU LFS) AIM is better than MST at
-    epsilon 2 and 4 (relative noise 6.4e-4 and 3.5e-4) and worse at epsilon 1 (1.25e-3)."""
+    ``aim_max_relative_noise`` of the protected number of records n' (:meth:`relative_noise`), and n' is at
+    most ``aim_max_records`` (the cost: on a wide table each AIM round counts new candidate tables over the
+    data, MST counts its tables once). Decided from d, rho and n' only (public, or post-processing of DP
+    outputs). Measured (docs/design.md section 4.7): AIM is best on 15-19 columns at epsilon 0.3, 1 and 4; on
+    76 columns (EU LFS, 50,000 records) AIM is better than MST at epsilon 2 and 4 (relative noise 6.4e-4 and
+    3.5e-4) and worse at epsilon 1 (1.25e-3)."""
 
     def resolve(
         self,
@@ -620,6 +622,8 @@ class Selection(enum.StrEnum):
         max_rounds: int,
         relative_noise: float | None = None,
         max_relative_noise: float = 0.0,
+        records: int | None = None,
+        max_records: int = 0,
     ) -> Selection:
         """The selection run on ``d`` released columns (AUTO resolved; AIM and MST are themselves).
 
@@ -629,12 +633,19 @@ class Selection(enum.StrEnum):
             relative_noise: :meth:`relative_noise` of the release, or None when unknown (then a table of more
                 than ``max_rounds / 4`` columns gets MST).
             max_relative_noise: AUTO's threshold on it for the tables of more than ``max_rounds / 4`` columns.
+            records: the protected number of records n', or None when unknown (then such a table gets MST).
+            max_records: AUTO's cap on n' for the tables of more than ``max_rounds / 4`` columns.
         """
         if self is not Selection.AUTO:
             return self
         if 4 * d <= max_rounds:
             return Selection.AIM
-        if relative_noise is not None and relative_noise <= max_relative_noise:
+        if (
+            relative_noise is not None
+            and relative_noise <= max_relative_noise
+            and records is not None
+            and records <= max_records
+        ):
             return Selection.AIM
         return Selection.MST
 
@@ -705,6 +716,11 @@ class WorkloadParams:
     (the rounds' rho spread evenly over the d released columns, as a share of n') is at most this (> 0), else
     MST. 9e-4 lies between the two epsilons of the EU LFS benchmark where the better of the two changes
     (docs/design.md section 4.7)."""
+    aim_max_records: int = 1_000_000
+    """``auto`` on tables of more than ``max_rounds`` / 4 columns: AIM only up to this many protected records
+    (>= 1), else MST. A cost guard, not an accuracy one: on such a table a round's candidates (at most
+    ``max_candidates_per_round``, drawn afresh each round) are counted in passes over the data, so AIM makes
+    one pass per round where MST makes one in all (docs/design.md section 4.7)."""
     max_model_cells: int = 500_000
     """AIM: cap (>= 1) on the junction-tree size of the model, in cells (AIM's model-size cap of 80 MB is
     10^7 float64 cells); candidates that would exceed ``max_model_cells`` x (rho used / rho) are not scored."""
@@ -760,6 +776,7 @@ class WorkloadParams:
             v.integer("rounds", self.rounds, low=1)
         v.integer("max_rounds", self.max_rounds, low=1)
         v.positive("aim_max_relative_noise", self.aim_max_relative_noise)
+        v.integer("aim_max_records", self.aim_max_records, low=1)
         for name in (
             "max_model_cells",
             "max_clique_cells",

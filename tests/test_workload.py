@@ -30,6 +30,7 @@ from spark_dpsynth.privacy.noise import NoNoise
         ({"rounds": 0}, "rounds must be >= 1"),
         ({"max_rounds": 0}, "max_rounds must be >= 1"),
         ({"aim_max_relative_noise": 0.0}, "aim_max_relative_noise"),
+        ({"aim_max_records": 0}, "aim_max_records must be >= 1"),
         ({"max_model_cells": 0}, "max_model_cells must be >= 1"),
         ({"max_candidates_per_round": -1}, "max_candidates_per_round must be >= 1"),
         ({"max_clique_cells": 10, "max_cells_per_pass": 5}, "max_clique_cells must be <= max_cells_per_pass"),
@@ -300,15 +301,19 @@ def test_choose_fitting_is_the_exponential_mechanism_over_the_fitting_cliques() 
 
 def test_auto_selection_is_aim_while_its_rounds_fit_or_the_budget_suffices_else_mst() -> None:
     """Selection AUTO (the default): AIM when 4 d <= max_rounds; beyond, AIM while the rounds' 1-way noise over
-    n' is at most aim_max_relative_noise, else MST; AIM and MST resolve to themselves."""
+    n' is at most aim_max_relative_noise and n' at most aim_max_records, else MST; AIM and MST resolve to
+    themselves."""
     params = WorkloadParams()
     assert params.selection is Selection.AUTO
     top = params.aim_max_relative_noise
     assert params.selection.resolve(25, params.max_rounds) is Selection.AIM
     assert params.selection.resolve(26, params.max_rounds) is Selection.MST  # budget unknown
-    assert params.selection.resolve(25, params.max_rounds, 10 * top, top) is Selection.AIM  # narrow: AIM
-    assert params.selection.resolve(76, params.max_rounds, top, top) is Selection.AIM
-    assert params.selection.resolve(76, params.max_rounds, 1.01 * top, top) is Selection.MST
+    n_max = params.aim_max_records
+    assert params.selection.resolve(25, params.max_rounds, 10 * top, top, 10 * n_max, n_max) is Selection.AIM
+    assert params.selection.resolve(76, params.max_rounds, top, top, n_max, n_max) is Selection.AIM
+    assert params.selection.resolve(76, params.max_rounds, 1.01 * top, top, 50_000, n_max) is Selection.MST
+    assert params.selection.resolve(76, params.max_rounds, top / 10, top, n_max + 1, n_max) is Selection.MST
+    assert params.selection.resolve(76, params.max_rounds, top / 10, top) is Selection.MST  # n' unknown
     assert Selection.AUTO.resolve(76, 400) is Selection.AIM
     assert Selection.AIM.resolve(76, 100, 1.0, top) is Selection.AIM
     assert Selection.MST.resolve(3, 100, 0.0, top) is Selection.MST

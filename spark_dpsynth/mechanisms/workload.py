@@ -792,14 +792,17 @@ def fit_workload(
             params.max_rounds,
             Selection.relative_noise(len(kept), rho_rest, protected_n),
             params.aim_max_relative_noise,
+            protected_n,
+            params.aim_max_records,
         )
         if params.selection is Selection.AUTO:
             report(
                 progress,
                 log,
                 f"workload: selection auto -> {chosen.value} ({len(kept)} columns; AIM when 4 x columns <= "
-                f"max_rounds = {params.max_rounds} or the rounds' 1-way noise is at most "
-                f"{params.aim_max_relative_noise:g} of the protected number of records, else MST)",
+                f"max_rounds = {params.max_rounds}, or when the rounds' 1-way noise is at most "
+                f"{params.aim_max_relative_noise:g} of the protected number of records and that number at most "
+                f"{params.aim_max_records:,}; else MST)",
             )
         known, known_entries = (
             _discovery_measurements(discovery, kept, names, public, derived)
@@ -864,6 +867,7 @@ def fit_workload(
             "rounds": params.rounds,
             "max_rounds": params.max_rounds,
             "aim_max_relative_noise": params.aim_max_relative_noise,
+            "aim_max_records": params.aim_max_records,
             "max_model_cells": params.max_model_cells,
             "max_clique_cells": params.max_clique_cells,
             "max_candidates_per_round": params.max_candidates_per_round,
