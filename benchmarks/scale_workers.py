@@ -303,7 +303,7 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
     """The whole job on one data set, stage by stage, as the ``pipeline`` command runs it.
 
     ``--series-pipeline default`` (the CLI's default): the workload mechanism (``[workload] selection = "auto"``:
-    AIM up to 25 columns, else MST) and the ``pgm`` synthesizer, with the stages aggregation, synthesis fit (the
+    AIM up to 25 columns, and beyond while the budget suffices, else MST) and the ``pgm`` synthesizer, with the stages aggregation, synthesis fit (the
     graphical model, on the driver), synthesis and write (the draw runs inside the Parquet write, one task per
     partition from the draw to the file; the input's types restored as the CLI does). ``model``: the marginals
     mechanism and the ``model`` synthesizer (aggregation, synthesis and write). Then, for both, the write alone

@@ -614,7 +614,7 @@ class Selection(enum.StrEnum):
     data, MST counts its tables once). Decided from d, rho and n' only (public, or post-processing of DP
     outputs). Measured (docs/design.md section 4.7): AIM is best on 15-19 columns at epsilon 0.3, 1 and 4; on
     76 columns (EU LFS, 50,000 records) AIM is better than MST at epsilon 2 and 4 (relative noise 6.4e-4 and
-    3.5e-4) and worse at epsilon 1 (1.25e-3)."""
+    3.3e-4) and worse at epsilon 1 (1.25e-3)."""
 
     def resolve(
         self,

@@ -531,7 +531,8 @@ _STATIC_KEYS = (
     ConfigKey("run", "synthesizer", "str", "the method, which also picks the mechanism: "
               + "; ".join(f"{s.name}: {s.summary} (mechanism {s.mechanisms[0]})" for s in registry.SYNTHESIZERS.values())
               + f"; {LEGACY_SYNTHESIZER}: the marginals mechanism, then [synthesize] mode; {AUTO_SYNTHESIZER} "
-              "(default): pgm (AIM, or MST beyond 25 columns), or with --sds-format or --mode sds the marginals "
+              "(default): pgm (AIM; MST on more than 25 columns when the budget is small for the width), or with "
+              "--sds-format or --mode sds the marginals "
               "mechanism", SYNTHESIZERS),
     ConfigKey("run", "debug", "bool", "show full tracebacks on failure, which may show data values (default "
               "false)"),

@@ -201,6 +201,15 @@ def _candidate_order(cliques: list[tuple[int, ...]], key: bytes, round_no: int) 
     return sorted(cliques, key=h)
 
 
+def _order_key(seed: int | None) -> bytes | None:
+    """The key of AIM's public candidate order (:func:`_candidate_order`): None in production (a fresh key from
+    ``secrets`` per release), derived from the seed in test mode so that a test-mode release is reproducible
+    also on tables whose candidates are pruned per round (more than ``max_candidates_per_round``)."""
+    if seed is None:
+        return None
+    return hashlib.sha256(f"spark_dpsynth candidate order {seed}".encode()).digest()[:16]
+
+
 def select_and_measure(
     counter: CliqueCounter,
     names: tuple[str, ...],
@@ -787,10 +796,11 @@ def fit_workload(
         backend.release_cache()
         backend = None
         rho_rest = acct.rho - sum(s.rho or 0.0 for s in acct.budget().shares)  # type: ignore[operator]
+        relative_noise = Selection.relative_noise(len(kept), rho_rest, protected_n)
         chosen = params.selection.resolve(
             len(kept),
             params.max_rounds,
-            Selection.relative_noise(len(kept), rho_rest, protected_n),
+            relative_noise,
             params.aim_max_relative_noise,
             protected_n,
             params.aim_max_records,
@@ -799,7 +809,8 @@ def fit_workload(
             report(
                 progress,
                 log,
-                f"workload: selection auto -> {chosen.value} ({len(kept)} columns; AIM when 4 x columns <= "
+                f"workload: selection auto -> {chosen.value} ({len(kept)} columns, relative 1-way noise "
+                f"{relative_noise:.2g}; AIM when 4 x columns <= "
                 f"max_rounds = {params.max_rounds}, or when the rounds' 1-way noise is at most "
                 f"{params.aim_max_relative_noise:g} of the protected number of records and that number at most "
                 f"{params.aim_max_records:,}; else MST)",
@@ -817,6 +828,7 @@ def fit_workload(
             acct,
             noise,
             progress=progress,
+            order_key=_order_key(params.seed),
             known=known,
         )
         measurements = [*known, *measurements]
@@ -850,6 +862,7 @@ def fit_workload(
         "accounting": params.accounting.value,
         "epsilon_n": eps_n,
         "selection": chosen.value,
+        "selection_relative_noise": relative_noise,
         "protected_number_of_records": int(protected_n),
         "domain_discovery": disc,
         "plan": plan.to_json(),
