@@ -109,6 +109,9 @@ MAX_ROWS = 1_000_000
 """Default bound on the rows of each table the evaluation counts exactly: a larger table (by the release's
 protected number of records for the sensitive table, by its count for the synthetic one) is evaluated on a
 seeded hash sample of about this many rows (docs/design.md section 5.5)."""
+SAMPLE_ROWS_PER_PARTITION = 250_000
+"""Rows per partition of a table sampled by :meth:`RowSampling.sample` when the evaluation reads it (about
+``max_rows`` / this partitions: 4 at the default)."""
 _HASH_BITS = 53
 """Bits of the row hash compared with the sampling rate (a row is kept when hash / 2^53 < rate)."""
 
@@ -632,7 +635,10 @@ class RowSampling:
         # A sample of about max_rows rows (bounded whatever the table's size), on disk: not in the JVM's heap.
         out = out.persist(StorageLevel.DISK_ONLY)
         self._persisted.append(out)
-        return out
+        # The sample keeps the input's partitions (10M rows read in 60 splits: 60 slivers of ~17,000 rows), and
+        # each later pass (cell counts, numeric metrics) would pay a task per sliver; it reads the persisted
+        # partitions merged into a few (no shuffle: the sampling pass keeps the input's parallelism).
+        return out.coalesce(max(1, math.ceil(self.max_rows / SAMPLE_ROWS_PER_PARTITION)))
 
     def unpersist(self) -> None:
         """Release the samples :meth:`sample` persisted."""
