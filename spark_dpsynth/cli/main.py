@@ -690,6 +690,12 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
             )
         report = os.path.join(os.path.abspath(out_dir), "evaluation", "report.html")
         lines.append(f"  report (NOT private)   {report}")
+    identifiers = list(m.get("identifier_columns") or {})
+    if identifiers:
+        lines.append(
+            f"  identifier columns     {', '.join(identifiers)}: left out of the measurement by configuration, "
+            "synthetic surrogate keys"
+        )
     from spark_dpsynth.evaluation.coverage import column_warnings
 
     lines += [f"  EMPTY COLUMN           {line}" for line in column_warnings(release, metrics)]
