@@ -235,8 +235,9 @@ class DataConfig:
     """Identifier columns (a row key, a customer number): read from the schema only, left out of every
     measurement (no budget, no marginal), and written in the synthetic table at their input position and type as
     fresh surrogate keys that depend on nothing in the data: 1..N for an integer column, ``"syn-"`` and the
-    zero-padded number for a string column (docs/design.md section 2.8). Not in ``columns``; never the privacy
-    unit; integer or string columns only."""
+    zero-padded number for a string column (docs/design.md section 2.8). Not in ``columns``; integer or string
+    columns only. The privacy unit may be one: a release of one record per person then writes one surrogate key
+    per synthetic person."""
     hash_buckets: Mapping[str, int] = field(default_factory=dict)
     """Hash buckets of high-cardinality columns: column name -> B, 2..10000. The value (trimmed, as a string) is
     replaced by its bucket ``pmod(xxhash64(value), B)``, labelled ``"bucket i of B"`` (i zero-padded); the B
@@ -370,7 +371,6 @@ class DataConfig:
         unit = () if self.privacy_unit is None else (self.privacy_unit,)
         roles = (
             ("columns", self.columns or ()),
-            ("privacy_unit", unit),
             ("bins", tuple(bins)),
             ("domains", tuple(self.domains)),
             ("categorical", self.categorical),
@@ -383,13 +383,8 @@ class DataConfig:
             if both:
                 raise InvalidParameterError(
                     f"identifier column(s) {both} are left out of the measurement, so they cannot be in {what}"
-                    + (
-                        " (the privacy unit is never written; an identifier is written as surrogate keys)"
-                        if what == "privacy_unit"
-                        else ""
-                    )
                 )
-        for what, names in roles[1:-2]:
+        for what, names in (("privacy_unit", unit), *roles[1:-2]):
             both = sorted(set(buckets) & set(names))
             if both:
                 raise InvalidParameterError(f"a column cannot have both hash_buckets and {what}: {both}")

@@ -18,7 +18,6 @@ from spark_dpsynth.params import BinSpec, DataConfig, WorkloadParams, hash_bucke
         ({"identifiers": "id"}, "identifiers must be a list of column names"),
         ({"identifiers": ("id", "id")}, r"identifiers must be distinct, got duplicates \['id'\]"),
         ({"identifiers": ("id",), "columns": ("id", "a")}, r"\['id'\] .* cannot be in columns"),
-        ({"identifiers": ("u",), "privacy_unit": "u"}, r"cannot be in privacy_unit .*surrogate keys"),
         ({"identifiers": ("id",), "bins": {"id": BinSpec(edges=(1,))}}, "cannot be in bins"),
         ({"identifiers": ("id",), "domains": {"id": ("x",)}}, "cannot be in domains"),
         ({"identifiers": ("id",), "categorical": ("id",)}, "cannot be in categorical"),
@@ -206,3 +205,24 @@ def test_surrogate_keys_are_distinct_in_the_input_schema_whatever_the_partitions
         keys[parts] = (sorted(out["seq"]), sorted(out["key"]))
         assert typed.toPandas().equals(out)  # deterministic given the seed
     assert keys[1] == keys[3]  # the same keys whatever the partitioning
+
+
+def test_the_privacy_unit_can_come_back_as_surrogate_person_keys(spark) -> None:
+    from spark_dpsynth import registry
+    from spark_dpsynth.mechanisms.marginals import dp_aggregate
+    from spark_dpsynth.params import AggregationParams, SynthesisParams
+    from spark_dpsynth.synthesizers._types import restore_types
+
+    # 100 persons with 1-3 rows each; a and b are constant per person (the merge checks it)
+    rows = [(p, "x" if p % 3 else "y", "k" if p % 2 else "l") for p in range(100) for _ in range(1 + p % 3)]
+    df = spark.createDataFrame(rows, "person int, a string, b string")
+    data = DataConfig(privacy_unit="person", identifiers=("person",))
+    release = dp_aggregate(df, AggregationParams(epsilon=4.0, delta=1e-6, reporting_length=2, seed=4), data)
+    m = release.manifest
+    assert release.columns == ("a", "b") and m["privacy_unit_column"] == "person"
+    assert m["identifier_columns"] == {"person": {"type": "int", "nullable": True, "before": "a"}}
+    params = SynthesisParams(partitions=2, seed=1, target_number_of_records=80)
+    synthetic = registry.resolve_synthesizer(m).load_sample()(release, params, spark)
+    out = restore_types(synthetic, m, seed=1)
+    assert out.schema.simpleString() == df.schema.simpleString()
+    assert sorted(r["person"] for r in out.collect()) == list(range(1, 81))  # one key per synthetic person
