@@ -199,6 +199,7 @@ def test_surrogate_keys_are_distinct_in_the_input_schema_whatever_the_partitions
         synthetic = registry.resolve_synthesizer(m).load_sample()(release, params, spark)
         typed = restore_types(synthetic, m, seed=1)
         assert typed.schema.simpleString() == df.schema.simpleString()  # names, order and types
+        assert typed.schema["key"].nullable and typed.schema["seq"].nullable  # as in the input
         out = typed.toPandas()
         assert sorted(out["seq"]) == list(range(1, len(out) + 1))
         assert out["key"].is_unique and out["key"].str.startswith(SURROGATE_PREFIX).all()

@@ -300,11 +300,11 @@ def with_surrogate_keys(
     for name, entry in identifiers.items():
         type_name = str(entry["type"])
         if type_name == "string":
-            keys[name] = F.concat(F.lit(SURROGATE_PREFIX), F.lpad(row_id.cast("string"), width, "0")).alias(
-                name
-            )
+            key = F.concat(F.lit(SURROGATE_PREFIX), F.lpad(row_id.cast("string"), width, "0"))
         else:
-            keys[name] = row_id.cast(type_name).alias(name)
+            key = row_id.cast(type_name)
+        # never null; nullable in the schema when the input's column is (a `when` without `otherwise`)
+        keys[name] = (F.when(row_id > F.lit(0), key) if entry.get("nullable", True) else key).alias(name)
     meta = multi_value_columns or {}
     columns = list(synthetic.columns)
     placed: dict[int, list[str]] = {}
