@@ -227,3 +227,31 @@ def test_the_privacy_unit_can_come_back_as_surrogate_person_keys(spark) -> None:
     out = restore_types(synthetic, m, seed=1)
     assert out.schema.simpleString() == df.schema.simpleString()
     assert sorted(r["person"] for r in out.collect()) == list(range(1, 81))  # one key per synthetic person
+
+
+def test_pipeline_writes_surrogate_keys_and_the_evaluation_leaves_them_out(spark, tmp_path, capsys) -> None:
+    import pyarrow.parquet as pq
+
+    from spark_dpsynth.cli.main import main
+
+    path = tmp_path / "t.csv"
+    lines = ["id,code,p,q"] + [
+        f"{1000 + i},c{(7 * i) % 300},{'a' if i % 3 else 'b'},{i % 4}" for i in range(300)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    args = ["pipeline", "--input", str(path), "--output", str(out), "--identifiers", "id", "--hash-buckets",
+            '{"code": 8}', "--categorical", "q", "--reporting-length", "2", "--synthesizer", "model", "--max-marginal-length", "2",
+            "--no-single-csv", "--seed", "1", "--quiet"]  # fmt: skip
+    assert main(args) == 0
+    assert (
+        "identifier columns     id: left out of the measurement by configuration" in capsys.readouterr().out
+    )
+    table = pq.read_table(out / "synthetic")
+    assert table.schema.names == ["id", "code", "p", "q"] and str(table.schema.field("id").type) == "int32"
+    ids = table.column("id").to_pylist()
+    assert sorted(ids) == list(range(1, len(ids) + 1))
+    assert set(table.column("code").to_pylist()) <= set(hash_bucket_labels(8))
+    metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
+    assert metrics["identifier_columns"] == ["id"] and "id" not in json.dumps(metrics["empty_columns"])
+    assert "Identifier columns" in (out / "evaluation" / "report.html").read_text()
