@@ -18,7 +18,9 @@ then returned unchanged):
   Edges only, never the data (docs/design.md section 2.8). A ``passthrough`` code stays as it is, cast to the column's type (a string column keeps NIST's ``"N"``); any
   other label that is not a bin becomes null. Bin labels never reach the output;
 * a **category** column is cast to its input type (``"39"`` back to the integer 39; a string stays);
-* the columns keep the synthetic table's order, which is the input's (the release's column order).
+* the columns keep the synthetic table's order, which is the input's (the release's column order);
+* the **identifier columns** of the manifest's ``identifier_columns`` (left out of every measurement) are
+  inserted at their input places, filled with fresh surrogate keys 1..N (:func:`with_surrogate_keys`).
 
 Uniform within a bin is the maximum-entropy choice given only the bin's count: no within-bin shape is measured,
 so none is invented. The draws are utility randomness of post-processing, from Spark's ``rand`` seeded by the
@@ -73,7 +75,6 @@ _INTEGER_RANGES = {
 SURROGATE_PREFIX = "syn-"
 """Prefix of the surrogate keys of a string identifier column: ``"syn-"`` and the row's number, zero-padded to
 the width of the number of synthetic rows (``"syn-0042"`` among 1,000 rows)."""
-_PARTITION_COLUMN = "__dpsynth_partition"
 _ROW_ID_COLUMN = "__dpsynth_row_id"
 
 
@@ -280,7 +281,7 @@ def with_surrogate_keys(
         offsets.append(running)
         running += counts.get(p, 0)
     for name, entry in identifiers.items():
-        low, high = _INTEGER_RANGES.get(str(entry["type"]), (0, 2**63 - 1))
+        _, high = _INTEGER_RANGES.get(str(entry["type"]), (0, 2**63 - 1))
         if total > high:
             raise InvalidParameterError(
                 f"identifier column {name!r} ({entry['type']}) cannot number {total} synthetic rows (at most "
