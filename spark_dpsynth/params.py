@@ -25,9 +25,11 @@ __all__ = [
     "FabricationMode",
     "BinSpec",
     "DataConfig",
+    "hash_bucket_labels",
     "AggregationParams",
     "SynthesisParams",
     "MIN_DELTA",
+    "MAX_HASH_BUCKETS",
     "MAX_MULTI_VALUES",
     "MAX_PARTITIONS",
     "MAX_RECORDS_PER_PARTITION",
@@ -41,6 +43,9 @@ MIN_DELTA = 1e-100
 """Smallest ``AggregationParams.delta``: below it the quantities derived from delta (ln(2/delta), the threshold
 rho_1's tail delta/2, Phi^-1 of it) leave the floating-point range (NaN near 1e-308) or the 40-standard-deviation
 window of the discrete Gaussian tail; no meaningful guarantee needs a smaller delta."""
+MAX_HASH_BUCKETS = 10_000
+"""Largest ``DataConfig.hash_buckets`` count of one column: its B labels are a public domain that every table of
+the column covers whole (docs/design.md section 2.8), so B is bounded like a codebook, not like a set of values."""
 MAX_MULTI_VALUES = 100_000
 """Largest ``DataConfig.max_multi_values``: the DP percentile of Delta_1 scores every candidate 0..(single-value
 columns + max_multi_values x multi-value columns) in one array on the driver."""
@@ -227,6 +232,18 @@ class DataConfig:
     documentation (a survey's codebook, a data dictionary), never computed from the data. A value outside its
     column's domain is empty (compared after trimming white space). Such a column costs no domain discovery:
     the workload mechanism measures its tables over the whole domain (docs/design.md section 2.9)."""
+    identifiers: tuple[str, ...] = ()
+    """Identifier columns (a row key, a customer number): read from the schema only, left out of every
+    measurement (no budget, no marginal), and written in the synthetic table at their input position and type as
+    fresh surrogate keys that depend on nothing in the data: 1..N for an integer column, ``"syn-"`` and the
+    zero-padded number for a string column (docs/design.md section 2.8). Not in ``columns``; integer or string
+    columns only. The privacy unit may be one: a release of one record per person then writes one surrogate key
+    per synthetic person."""
+    hash_buckets: Mapping[str, int] = field(default_factory=dict)
+    """Hash buckets of high-cardinality columns: column name -> B, 2..10000. The value (trimmed, as a string) is
+    replaced by its bucket ``pmod(xxhash64(value), B)``, labelled ``"bucket i of B"`` (i zero-padded); the B
+    labels are a public domain (docs/design.md sections 2.8 and 2.9), and the synthetic column holds labels
+    (strings), never values."""
 
     def __post_init__(self) -> None:
         if self.columns is not None:
@@ -273,6 +290,7 @@ class DataConfig:
         if self.record_limit is not None:
             v.integer("record_limit", self.record_limit, low=1)
         object.__setattr__(self, "domains", self._checked_domains(bins, multi))
+        self._check_identifiers_and_buckets(bins, multi)
         if self.columns is not None:
             names_by_role = (
                 ("domains", tuple(self.domains)),
@@ -280,6 +298,7 @@ class DataConfig:
                 ("sensitive_zeros", self.sensitive_zeros),
                 ("bins", tuple(bins)),
                 ("multi_value", tuple(multi)),
+                ("hash_buckets", tuple(self.hash_buckets)),
             )
             for what, names in names_by_role:
                 unknown = [c for c in names if c not in self.columns]
@@ -327,6 +346,56 @@ class DataConfig:
             )
         return out
 
+    def _check_identifiers_and_buckets(self, bins: Mapping[str, BinSpec], multi: Mapping[str, str]) -> None:
+        """``identifiers`` and ``hash_buckets`` validated: distinct names, B in 2..:data:`MAX_HASH_BUCKETS`, and
+        no column in two roles (an identifier is no attribute; a bucketed column has no other value rule)."""
+        if isinstance(self.identifiers, str):
+            raise InvalidParameterError(
+                f"identifiers must be a list of column names, got {self.identifiers!r}"
+            )
+        ids = tuple(self.identifiers)
+        bad = [c for c in ids if not isinstance(c, str) or not c]
+        if bad:
+            raise InvalidParameterError(f"identifiers must be column names, got {bad}")
+        dup = sorted({c for c in ids if ids.count(c) > 1})
+        if dup:
+            raise InvalidParameterError(f"identifiers must be distinct, got duplicates {dup}")
+        object.__setattr__(self, "identifiers", ids)
+        if not isinstance(self.hash_buckets, Mapping):
+            raise InvalidParameterError(
+                f"hash_buckets must map column names to bucket counts, got {type(self.hash_buckets).__name__}"
+            )
+        buckets = dict(self.hash_buckets)
+        for name, count in buckets.items():
+            v.integer(f"hash_buckets[{name!r}]", count, low=2, high=MAX_HASH_BUCKETS)
+        object.__setattr__(self, "hash_buckets", buckets)
+        unit = () if self.privacy_unit is None else (self.privacy_unit,)
+        roles = (
+            ("columns", self.columns or ()),
+            ("bins", tuple(bins)),
+            ("domains", tuple(self.domains)),
+            ("categorical", self.categorical),
+            ("multi_value", tuple(multi)),
+            ("sensitive_zeros", self.sensitive_zeros),
+            ("hash_buckets", tuple(buckets)),
+        )
+        for what, names in roles:
+            both = sorted(set(ids) & set(names))
+            if both:
+                raise InvalidParameterError(
+                    f"identifier column(s) {both} are left out of the measurement, so they cannot be in {what}"
+                )
+        for what, names in (("privacy_unit", unit), *roles[1:-2]):
+            both = sorted(set(buckets) & set(names))
+            if both:
+                raise InvalidParameterError(f"a column cannot have both hash_buckets and {what}: {both}")
+
+    @property
+    def public_domains(self) -> dict[str, tuple[str, ...]]:
+        """Every column whose values are public by configuration: ``domains`` (codebooks) and the bucket labels
+        of ``hash_buckets`` (:func:`hash_bucket_labels`), column -> its values in order."""
+        return {**self.domains, **{c: hash_bucket_labels(b) for c, b in self.hash_buckets.items()}}
+
     def with_columns(self, columns: tuple[str, ...]) -> DataConfig:
         """This config with ``columns`` set (used when the config left them to the input's schema)."""
         return dataclasses.replace(self, columns=columns)
@@ -335,6 +404,14 @@ class DataConfig:
     def merges_rows(self) -> bool:
         """True when records are not rows: a privacy unit merges rows, or multi-value columns expand cells."""
         return self.privacy_unit is not None or bool(self.multi_value)
+
+
+def hash_bucket_labels(buckets: int) -> tuple[str, ...]:
+    """The public labels of a column hashed into ``buckets`` buckets, in bucket order: ``"bucket 0 of 8"`` ..
+    ``"bucket 7 of 8"``, the number zero-padded to the width of B - 1 (``"bucket 007 of 128"``) so that the
+    labels sort in bucket order."""
+    width = len(str(buckets - 1))
+    return tuple(f"bucket {i:0{width}d} of {buckets}" for i in range(buckets))
 
 
 @dataclass(frozen=True)

@@ -288,7 +288,8 @@ def test_evaluate_lists_empty_columns_and_computes_numeric_metrics(spark):
     lines = column_warnings(_release(100), m)
     assert lines[0] == (
         "B: no value released; 100.0% of synthetic cells empty (sensitive 0.0%): bin it with public edges "
-        "([data.bins.B]) if it is a number, group its values, or leave it out ([data] columns)"
+        "([data.bins.B]) if it is a number, group its values, hash it into buckets ([data.hash_buckets]), declare "
+        "a row key an identifier ([data] identifiers), or leave it out ([data] columns)"
     )
     numeric = m["numeric"]
     assert numeric["columns"] == ["B", "C"]

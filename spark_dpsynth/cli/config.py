@@ -7,9 +7,11 @@ Layout (every table and key is optional; unknown keys are errors that name the k
     [spark]            master | remote
     [run]              quiet, debug
     [data]             columns, empty_values, zeros_are_empty, sensitive_zeros, row_filter, privacy_unit,
-                       multi_value, max_multi_values, record_limit, categorical, dp_bins
+                       multi_value, max_multi_values, record_limit, categorical, dp_bins,
+                       identifiers
     [data.bins.COL]    edges, labels, passthrough
     [data.domains]     COL = [values]: the PUBLIC domain (codebook) of a categorical column
+    [data.hash_buckets] COL = B: hash a high-cardinality column into B buckets (public labels)
     [aggregate]        the fields of AggregationParams
     [synthesize]       the fields of SynthesisParams
     [evaluate]         max_marginal_length, ...
@@ -78,6 +80,8 @@ _DATA_KEYS = {
     "domains",
     "categorical",
     "dp_bins",
+    "identifiers",
+    "hash_buckets",
 }
 _BIN_KEYS = {"edges", "labels", "passthrough", "lower", "upper", "count"}
 _EVALUATE_KEYS = {
@@ -693,8 +697,8 @@ def merge(doc: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """A copy of the parsed TOML ``doc`` with ``overrides`` (``"section.key" -> value``) applied.
 
     Overriding ``input.path`` drops the file's ``input.table`` and the other way round. Overriding
-    ``data.columns`` drops the file's ``sensitive_zeros``, ``bins``, ``multi_value`` and ``domains`` entries of
-    other columns.
+    ``data.columns`` drops the file's ``sensitive_zeros``, ``bins``, ``multi_value``, ``domains`` and
+    ``hash_buckets`` entries of other columns.
     """
     if "input.path" in overrides and "input.table" in overrides:
         raise ConfigError("[input] give either path or table, not both")
@@ -716,6 +720,8 @@ def merge(doc: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
                 table["multi_value"] = {c: b for c, b in table["multi_value"].items() if c in value}
             if isinstance(table.get("domains"), dict):
                 table["domains"] = {c: b for c, b in table["domains"].items() if c in value}
+            if isinstance(table.get("hash_buckets"), dict):
+                table["hash_buckets"] = {c: b for c, b in table["hash_buckets"].items() if c in value}
     return out
 
 

@@ -567,6 +567,9 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         synthetic = spark.read.parquet(syn_path)
     df = read_table(spark, config)
     data = resolve_columns(df.columns, config.data)
+    # Identifier columns are never compared (left out of the measurement, surrogate keys; design 2.8): the
+    # resolved columns exclude them, and the tables below hold the attribute columns only.
+    data = dataclasses.replace(data, identifiers=())
     if registry.mechanism(release.manifest.mechanism).keeps_rows:
         # Its synthesizer emits a person's rows, not one merged record: compare rows with rows.
         data = dataclasses.replace(data, privacy_unit=None)
@@ -690,6 +693,12 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
             )
         report = os.path.join(os.path.abspath(out_dir), "evaluation", "report.html")
         lines.append(f"  report (NOT private)   {report}")
+    identifiers = list(m.get("identifier_columns") or {})
+    if identifiers:
+        lines.append(
+            f"  identifier columns     {', '.join(identifiers)}: left out of the measurement by configuration, "
+            "synthetic surrogate keys"
+        )
     from spark_dpsynth.evaluation.coverage import column_warnings
 
     lines += [f"  EMPTY COLUMN           {line}" for line in column_warnings(release, metrics)]

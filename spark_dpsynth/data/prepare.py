@@ -6,7 +6,9 @@ after trimming), and "0" when ``config.zeros_are_empty`` and the column is not i
 Numeric columns with a :class:`~spark_dpsynth.params.BinSpec` are replaced by the label of their public bin; a
 value that does not parse as a number is empty. A column with a public domain (``config.domains``, a codebook)
 keeps only the values of its domain: any other value is empty, so no value outside the codebook reaches a
-release (docs/design.md section 2.9). A multi-value column is an ``array<string>`` of its distinct
+release (docs/design.md section 2.9). A column of ``config.hash_buckets`` is replaced by the label of its hash
+bucket (:func:`hash_bucket`), a value of a public domain. Identifier columns (``config.identifiers``) are not
+attributes: :func:`resolve_columns` leaves them out. A multi-value column is an ``array<string>`` of its distinct
 non-empty values, sorted. With a privacy unit, the rows of one person are merged first (see
 :func:`merge_privacy_units`). Everything is a Spark built-in expression (no Python UDF).
 
@@ -21,12 +23,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_dpsynth.errors import SchemaError
-from spark_dpsynth.params import BinSpec, DataConfig
+from spark_dpsynth.params import BinSpec, DataConfig, hash_bucket_labels
 
 __all__ = [
     "prepare",
     "resolve_columns",
     "bin_column",
+    "hash_bucket",
     "in_domain",
     "select_attributes",
     "empty_to_null",
@@ -59,10 +62,16 @@ def resolve_columns(df_columns: list[str] | tuple[str, ...], config: DataConfig)
         raise SchemaError(
             f"unknown privacy unit column {unit!r}; the input has {_describe_columns(available)}"
         )
+    unknown_ids = [c for c in config.identifiers if c not in available]
+    if unknown_ids:
+        raise SchemaError(
+            f"unknown identifier column(s) {unknown_ids}; the input has {_describe_columns(available)}"
+        )
     if config.columns is not None:
         columns = config.columns
     else:
-        columns = tuple(c for c in available if c != unit)
+        # identifier columns are no attributes: left out of every measurement (docs/design.md section 2.8)
+        columns = tuple(c for c in available if c != unit and c not in config.identifiers)
     missing = [c for c in columns if c not in available]
     if missing:
         raise SchemaError(f"unknown column(s) {missing}; the input has {_describe_columns(available)}")
@@ -71,6 +80,7 @@ def resolve_columns(df_columns: list[str] | tuple[str, ...], config: DataConfig)
         ("bins", tuple(config.bins)),
         ("multi_value", tuple(config.multi_value)),
         ("domains", tuple(config.domains)),
+        ("hash_buckets", tuple(config.hash_buckets)),
     )
     for what, names in roles:
         unknown = [c for c in names if c not in columns]
@@ -107,6 +117,19 @@ def in_domain(value: Column, domain: tuple[str, ...]) -> Column:
     were blank, so it can never be released.
     """
     return F.when(value.isin(*domain), value).otherwise(F.lit(None).cast("string"))
+
+
+def hash_bucket(value: Column, buckets: int) -> Column:
+    """The label of the hash bucket of ``value`` (a trimmed, non-null string) among ``buckets`` buckets.
+
+    Bucket ``pmod(xxhash64(value), B)`` (Spark's built-in 64-bit xxHash with its fixed seed 42: a public function
+    of the value alone, the same on every executor and for every partitioning), labelled as
+    :func:`~spark_dpsynth.params.hash_bucket_labels`. The labels are a public domain (docs/design.md sections
+    2.8 and 2.9).
+    """
+    width = len(hash_bucket_labels(buckets)[-1].split(" ")[1])
+    bucket = F.pmod(F.xxhash64(value), F.lit(buckets)).cast("string")
+    return F.concat(F.lit("bucket "), F.lpad(bucket, width, "0"), F.lit(f" of {buckets}"))
 
 
 def bin_column(value: Column, spec: BinSpec, number: Column | None = None) -> Column:
@@ -175,6 +198,9 @@ def select_attributes(
             # empty_to_null then in_domain: a value is kept when it is in the domain and not an empty value
             keep = [v for v in config.domains[name] if v not in empties]
             value = F.when(trimmed.isin(*keep), trimmed).otherwise(null) if keep else null
+        elif name in config.hash_buckets:
+            nonempty = trimmed.isNotNull() & ~trimmed.isin(*empties)
+            value = F.when(nonempty, hash_bucket(trimmed, config.hash_buckets[name])).otherwise(null)
         else:
             value = F.when(trimmed.isNull() | trimmed.isin(*empties), null).otherwise(trimmed)
         second.append(value.alias(name))

@@ -9,6 +9,8 @@ section 2.8).
 * :func:`dp_bins` places the bin edges of the discretized columns without public bins: DP quantiles chosen by the
   exponential mechanism over a public grid of candidate edges (:func:`candidate_grid`), from a histogram of the
   column over that grid computed on Spark (never the raw values on the driver).
+* :func:`identifiers_manifest` is the manifest's ``identifier_columns`` block: the identifier columns' types and
+  places (schema facts), from which type restoration writes surrogate keys.
 * :func:`types_manifest` is the manifest's ``column_types`` block, the only input of type restoration
   (:mod:`spark_dpsynth.synthesizers._types`).
 
@@ -29,6 +31,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.params import BinSpec, DataConfig
 from spark_dpsynth.privacy.noise import NoiseSource
 
@@ -38,6 +41,7 @@ __all__ = [
     "bin_quantile_levels",
     "candidate_grid",
     "column_types",
+    "identifiers_manifest",
     "dp_bins",
     "numeric_view",
     "scale_of",
@@ -104,7 +108,8 @@ def column_types(schema: T.StructType, config: DataConfig) -> dict[str, ColumnTy
     A numeric, date or timestamp column is binned unless it is in ``config.categorical``; a column with public
     bins (``config.bins``) is binned whatever its type (a string column of numbers: scale ``integer`` when every
     edge and bound is an integer, else ``real``). Multi-value columns and columns with a public domain
-    (``config.domains``, whose values are strings of the codebook) are categories.
+    (``config.domains``, whose values are strings of the codebook) are categories, and so are hash-bucketed
+    columns (``config.hash_buckets``), whose type becomes ``string`` (their bucket labels).
     """
     assert config.columns is not None
     fields = {f.name: f for f in schema.fields}
@@ -112,14 +117,16 @@ def column_types(schema: T.StructType, config: DataConfig) -> dict[str, ColumnTy
     for name in config.columns:
         f = fields[name]
         scale = scale_of(f.dataType)
-        if name in config.categorical or name in config.multi_value or name in config.domains:
+        if name in config.categorical or name in config.multi_value or name in config.public_domains:
             scale = "category"
         elif name in config.bins and scale == "category":
             b = config.bins[name]
             bounds = [*b.edges, *(x for x in (b.lower, b.upper) if x is not None)]
             scale = "integer" if all(float(x).is_integer() for x in bounds) else "real"
         # a multi-value column comes back as its joined values ("4.0|3.5"), a string whatever its input type
-        type_name = "string" if name in config.multi_value else f.dataType.simpleString()
+        # a hash-bucketed column comes back as its bucket labels ("bucket 07 of 64"): the release knows no value
+        labels_only = name in config.multi_value or name in config.hash_buckets
+        type_name = "string" if labels_only else f.dataType.simpleString()
         out[name] = ColumnType(name=name, type=type_name, nullable=f.nullable, scale=scale)
     return out
 
@@ -327,4 +334,40 @@ def types_manifest(
                 "source": sources.get(name, "config"),
             }
         out[name] = entry
+    return out
+
+
+IDENTIFIER_TYPES = ("tinyint", "smallint", "int", "bigint", "string")
+"""The input types an identifier column may have: its surrogate keys are the numbers 1..N or strings."""
+
+
+def identifiers_manifest(schema: T.StructType, config: DataConfig) -> dict[str, dict[str, object]]:
+    """The manifest's ``identifier_columns`` block: per identifier column (``config.identifiers``, in input
+    order) its type, nullability and ``before``: the first attribute column (``config.columns``, resolved) that
+    follows it in the input, or None (it goes last). Schema facts only (docs/design.md section 2.8).
+
+    Raises:
+        InvalidParameterError: an identifier column whose type is not one of :data:`IDENTIFIER_TYPES` (its
+            surrogate keys are integers or strings; a number, date or timestamp column that is no row key can be
+            binned, a high-cardinality one hashed into buckets). Checked on the schema, before data is read.
+    """
+    assert config.columns is not None
+    if not config.identifiers:
+        return {}
+    fields = list(schema.fields)
+    names = [f.name for f in fields]
+    attributes = set(config.columns)
+    out: dict[str, dict[str, object]] = {}
+    for i, f in enumerate(fields):
+        if f.name not in config.identifiers:
+            continue
+        type_name = f.dataType.simpleString()
+        if type_name not in IDENTIFIER_TYPES:
+            raise InvalidParameterError(
+                f"identifiers: column {f.name!r} has type {type_name}; an identifier column must be an integer or "
+                f"string column ({', '.join(IDENTIFIER_TYPES)}), whose surrogate keys are 1..N or strings. A "
+                "column of another type can be binned ([data.bins]) or hashed into buckets ([data.hash_buckets])"
+            )
+        before = next((n for n in names[i + 1 :] if n in attributes), None)
+        out[f.name] = {"type": type_name, "nullable": f.nullable, "before": before}
     return out

@@ -179,6 +179,7 @@ def _advice(column: str, binned: bool) -> str:
     if binned:
         return f"give it fewer, wider public bins ([data.bins.{column}]) or leave it out ([data] columns)"
     return (
-        f"bin it with public edges ([data.bins.{column}]) if it is a number, group its values, "
-        "or leave it out ([data] columns)"
+        f"bin it with public edges ([data.bins.{column}]) if it is a number, group its values, hash it into "
+        "buckets ([data.hash_buckets]), declare a row key an identifier ([data] identifiers), or leave it out "
+        "([data] columns)"
     )

@@ -22,6 +22,8 @@ The metrics are:
 * ``tstr``: train-on-synthetic / test-on-real against train-on-real accuracy and F1 for a label column, tested
   on held-out real rows (docs/design.md section 5.3; :func:`train_synthetic_test_real`);
 * ``privacy``: the release manifest's privacy parameters, for the report.
+* ``identifier_columns``: the release's identifier columns (left out of the measurement by configuration,
+  synthetic surrogate keys; docs/design.md section 2.8): never compared, never counted as empty.
 
 This module checks the inputs, runs the parts in order and assembles the dict: the cell counts on Spark are
 :mod:`spark_dpsynth.evaluation.cells`, the scores :mod:`~spark_dpsynth.evaluation.tvd`,
@@ -469,8 +471,11 @@ def evaluate(
         if label is not None:
             metrics["tstr"] = _tstr(synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress)
         metrics["privacy"] = None
+        metrics["identifier_columns"] = []
         if release is not None:
             metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
+            # left out of every measurement by configuration: not compared, not counted as empty (design 2.8)
+            metrics["identifier_columns"] = list(release.manifest.get("identifier_columns") or {})
         log.info("evaluation done in %.2f s", time.perf_counter() - started)
         return metrics
     finally:

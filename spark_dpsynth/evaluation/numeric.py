@@ -297,7 +297,8 @@ def typed_sensitive_table(
             largest value of each column, its only non-empty value after the prepare stage's checks).
         columns: the attribute columns of the release.
         numeric_columns: the columns to compare; None: those of ``columns`` whose type in ``df`` is numeric,
-            date or timestamp, or that have public bins in ``config``.
+            date or timestamp, or that have public bins in ``config``, but not hash-bucketed
+            (``config.hash_buckets``: the synthetic column holds bucket labels).
 
     Returns:
         (table, names): one column per name, in that order.
@@ -309,14 +310,22 @@ def typed_sensitive_table(
 
     types = {f.name: f.dataType for f in df.schema.fields}
     if numeric_columns is None:
+        # a hash-bucketed column comes back as bucket labels, not numbers (docs/design.md section 2.8)
         names = tuple(
-            c for c in columns if c in types and (numeric_kind(types[c]) is not None or c in config.bins)
+            c
+            for c in columns
+            if c in types
+            and c not in config.hash_buckets
+            and (numeric_kind(types[c]) is not None or c in config.bins)
         )
     else:
         names = tuple(numeric_columns)
-        wrong = [c for c in names if c not in types or c not in columns]
+        wrong = [c for c in names if c not in types or c not in columns or c in config.hash_buckets]
         if wrong:
-            raise SchemaError(f"numeric column(s) {wrong} are not attribute columns of the input")
+            raise SchemaError(
+                f"numeric column(s) {wrong} are not attribute columns of the input with values (a hash-bucketed "
+                "column holds bucket labels)"
+            )
     cleaned = []
     for c in names:
         raw = F.col(_quote(c))

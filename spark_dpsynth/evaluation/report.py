@@ -107,6 +107,7 @@ def render_report(metrics: dict[str, Any], *, title: str = "spark_dpsynth evalua
         _privacy_section(metrics.get("privacy")),
         _headline_section(metrics),
         _empty_columns_section(metrics.get("empty_columns")),
+        _identifiers_section(metrics.get("identifier_columns")),
         _sds_section(metrics.get("sds")),
         _tvd_section(metrics),
         _numeric_section(metrics.get("numeric")),
@@ -573,6 +574,17 @@ def _empty_columns_section(entries: list[dict[str, Any]] | None) -> str:
         "<p>Released values and their share of the protected number of records come from the release (public); "
         "the empty shares compare the synthetic cells with the sensitive ones (not private).</p>"
         f"<ul>{items}</ul></section>"
+    )
+
+
+def _identifiers_section(names: list[str] | None) -> str:
+    if not names:
+        return ""
+    return (
+        '<section id="identifiers"><h2>Identifier columns</h2>'
+        f"<p>Left out of the measurement by configuration ([data] identifiers): {_e(', '.join(names))}. The "
+        "synthetic table holds fresh surrogate keys there (docs/design.md section 2.8); they are not compared and "
+        "not counted as empty.</p></section>"
     )
 
 

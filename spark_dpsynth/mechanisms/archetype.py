@@ -594,6 +594,7 @@ def fit_archetype(
 
     params = params if params is not None else ArchetypeParams()
     data = data_config if data_config is not None else DataConfig()
+    check_data(params, data)
     unit = params.privacy_unit
     roles = resolve_roles(private.columns, params, data)
     public_roles = resolve_roles(public.columns, params, data.with_columns(roles.columns))
@@ -762,10 +763,18 @@ def check_data(params: ArchetypeParams, data: DataConfig) -> None:
     """The data configurations this mechanism takes (checked before any data is read).
 
     Raises:
-        InvalidParameterError: multi-value columns (it samples whole rows of single values).
+        InvalidParameterError: multi-value columns (it samples whole rows of single values); identifier
+            columns (a person's rows come from one public archetype: keys distinct per row would be invented
+            structure; the marginals and workload mechanisms write surrogate keys).
     """
     if data.multi_value:
         raise InvalidParameterError("the archetype synthesizer takes single-value columns: no multi_value")
+    if data.identifiers:
+        raise InvalidParameterError(
+            f"the archetype synthesizer takes no identifier columns, got identifiers {list(data.identifiers)}: "
+            "leave them out of [data] columns, or use the pgm or model synthesizer, whose releases write "
+            "surrogate keys"
+        )
 
 
 def run(private, params: ArchetypeParams, data: DataConfig, context: MechanismContext) -> Fitted:  # noqa: ANN001 - DataFrame

@@ -112,8 +112,10 @@ def _public_domains(
     for col in columns:
         if col in params.domains:
             out[col] = params.domains[col]
-        elif col in data.domains:  # a codebook of [data.domains] (docs/design.md section 2.9)
-            out[col] = data.domains[col]
+        elif (
+            col in data.public_domains
+        ):  # a codebook of [data.domains] or hash-bucket labels (design 2.8, 2.9)
+            out[col] = data.public_domains[col]
         elif col in data.bins:
             spec = data.bins[col]
             out[col] = tuple(spec.interval_labels()) + tuple(spec.passthrough)
@@ -157,6 +159,7 @@ def fit_class_conditional(
     from spark_dpsynth.data.prepare import prepare, resolve_columns
 
     params = params if params is not None else ClassConditionalParams()
+    check_data(params, data_config if data_config is not None else DataConfig())
     data = resolve_columns(df.columns, data_config if data_config is not None else DataConfig())
     columns = tuple(data.columns or ())
     label = params.label if params.label is not None else columns[-1]
@@ -379,11 +382,18 @@ def check_data(params: ClassConditionalParams, data: DataConfig) -> None:
     """The data configurations this mechanism takes (checked before any data is read).
 
     Raises:
-        InvalidParameterError: a privacy unit or multi-value columns (records must be rows).
+        InvalidParameterError: a privacy unit or multi-value columns (records must be rows); identifier
+            columns (their surrogate keys are written by the marginals and workload mechanisms' releases).
     """
     if data.merges_rows:
         raise InvalidParameterError(
             "the class_conditional synthesizer takes one row per record: no privacy_unit or multi_value"
+        )
+    if data.identifiers:
+        raise InvalidParameterError(
+            f"the class_conditional synthesizer takes no identifier columns, got identifiers "
+            f"{list(data.identifiers)}: leave them out of [data] columns, or use the pgm or model synthesizer, "
+            "whose releases write surrogate keys"
         )
 
 

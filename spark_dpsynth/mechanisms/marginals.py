@@ -396,8 +396,10 @@ def report_high_cardinality(
         report(
             progress,
             log,
-            f"column {name!r}: identifier-like or high-cardinality: {found}. Instead: bin a column of numbers "
-            "([data.bins]), list its public values ([data.domains]), or leave it out of [data] columns",
+            f"column {name!r}: identifier-like or high-cardinality: {found}. Instead: declare a row key an "
+            "identifier ([data] identifiers: left out of the measurement, synthetic surrogate keys), hash it into "
+            "buckets ([data.hash_buckets]), bin a column of numbers ([data.bins]), list its public values "
+            "([data.domains]), or leave it out of [data] columns",
         )
     return {"share_below": HIGH_CARDINALITY_SHARE, "columns": flagged}
 
@@ -841,6 +843,7 @@ def dp_aggregate(
         bin_quantile_levels,
         column_types,
         dp_bins,
+        identifiers_manifest,
         numeric_view,
         types_manifest,
     )
@@ -861,6 +864,8 @@ def dp_aggregate(
     # Column types and bins (docs/design.md section 2.8): from the schema and the configuration (public), then
     # DP quantile edges for the binned columns without public edges.
     types = column_types(df.schema, config)
+    identifiers = identifiers_manifest(df.schema, config)
+    report_identifiers(identifiers, progress)
     report_columns(types, config, progress)
     df = numeric_view(df, types)
     need = tuple(c for c, t in types.items() if t.binned and c not in config.bins)
@@ -920,7 +925,7 @@ def dp_aggregate(
                 progress=progress,
                 noise=noise,
                 extra_manifest={
-                    **_data_manifest(config),
+                    **_data_manifest(config, identifiers),
                     "column_types": types_manifest(types, config.bins, sources),
                 },
                 private_columns=private,
@@ -964,7 +969,7 @@ def _values_found_in_data(name: str, types: Mapping[str, object], config: DataCo
     return (
         getattr(t, "scale", "category") == "category"
         and name not in config.multi_value
-        and name not in config.domains
+        and name not in config.public_domains
         and name not in config.bins
     )
 
@@ -993,11 +998,34 @@ def report_columns(types: Mapping[str, object], config: DataConfig, progress: Pr
                 f"public domain from the configuration ({len(config.domains[name])} values; any other value is "
                 "empty)"
             )
+        elif name in config.hash_buckets:
+            choice = (
+                f"hash buckets: each value replaced by its bucket, a public domain of {config.hash_buckets[name]} "
+                "labels; the synthetic column holds bucket labels, never values"
+            )
         elif name in config.categorical:
             choice = "declared categorical: keeps its frequent values, each released only above rho_1"
         else:
             choice = "category: keeps its frequent values (a value is released only above rho_1)"
         report(progress, log, f"column {name!r} ({kind}): {choice}")
+
+
+def report_identifiers(
+    identifiers: Mapping[str, Mapping[str, object]], progress: Progress | None = None
+) -> None:
+    """One line per identifier column, before counting (docs/design.md section 2.8): the choice made for it.
+
+    Args:
+        identifiers: the manifest's ``identifier_columns`` block
+            (:func:`~spark_dpsynth.data.types.identifiers_manifest`): schema facts only.
+        progress: the progress callback.
+    """
+    for name, entry in identifiers.items():
+        report(
+            progress,
+            log,
+            f"column {name!r} ({entry['type']}): identifier: left out of the measurement, synthetic surrogate keys",
+        )
 
 
 def _open_bins_note(name: str, spec: BinSpec, scale: str) -> str:
@@ -1036,9 +1064,15 @@ def _distinct_values(prepared, column: str) -> tuple[str, ...]:  # noqa: ANN001 
     return tuple(sorted(str(r["v"]) for r in rows))
 
 
-def _data_manifest(config: DataConfig) -> dict[str, object]:
-    """The public data configuration of a release: the manifest's ``data`` entry and its privacy unit."""
+def _data_manifest(
+    config: DataConfig, identifiers: Mapping[str, Mapping[str, object]] | None = None
+) -> dict[str, object]:
+    """The public data configuration of a release: the manifest's ``data`` entry, its privacy unit and, with
+    identifier columns, the ``identifier_columns`` block (:func:`~spark_dpsynth.data.types.identifiers_manifest`:
+    their types and places, which type restoration fills with surrogate keys)."""
+    extra: dict[str, object] = {"identifier_columns": dict(identifiers)} if identifiers else {}
     return {
+        **extra,
         "privacy_unit": "person" if config.privacy_unit is not None else "record",
         "privacy_unit_column": config.privacy_unit,
         "data": {
@@ -1058,6 +1092,8 @@ def _data_manifest(config: DataConfig) -> dict[str, object]:
             "max_multi_values": config.max_multi_values,
             "record_limit": config.record_limit,
             "domains": {c: list(vals) for c, vals in config.domains.items()},
+            "identifiers": list(config.identifiers),
+            "hash_buckets": dict(config.hash_buckets),
         },
     }
 

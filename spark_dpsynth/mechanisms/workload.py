@@ -693,6 +693,7 @@ def fit_workload(
         _SparkBackend,
         _versions,
         report_high_cardinality,
+        report_identifiers,
     )
 
     params = params if params is not None else WorkloadParams()
@@ -707,6 +708,10 @@ def fit_workload(
     noise = noise if noise is not None else noise_source_for(params.seed)
     started = time.perf_counter()
     report(progress, log, f"workload ({params.selection.value}): {len(config.columns)} columns")
+    from spark_dpsynth.data.types import identifiers_manifest
+
+    identifiers = identifiers_manifest(df.schema, config)  # schema only; never measured (design 2.8)
+    report_identifiers(identifiers, progress)
     # Column types and bins, as the marginals mechanism (docs/design.md section 2.8).
     df, config, types_block, bins = _typed_bins(df, config, params, noise, progress)
     prepared = prepare(df, config)
@@ -895,7 +900,7 @@ def fit_workload(
         },
         "versions": _versions(),
     }
-    manifest.update(_data_manifest(config))
+    manifest.update(_data_manifest(config, identifiers))
     manifest["column_types"] = types_block
     manifest["high_cardinality"] = high_cardinality
     manifest["bins_rho"] = bins.rho
@@ -1006,8 +1011,8 @@ def _public_domains(
         if c in config.bins:
             spec = config.bins[c]
             out[j] = tuple(spec.interval_labels()) + tuple(spec.passthrough)
-        elif c in config.domains:
-            out[j] = tuple(config.domains[c])
+        elif c in config.public_domains:  # a codebook, or hash-bucket labels
+            out[j] = tuple(config.public_domains[c])
     return out
 
 
@@ -1063,7 +1068,7 @@ def _discover(
     counts: dict[tuple[int, int], int] = {}
     manifest: dict[str, Any] = {
         "public_columns": [names[j] for j in public],
-        "public_domain_columns": [names[j] for j in public if names[j] in config.domains],
+        "public_domain_columns": [names[j] for j in public if names[j] in config.public_domains],
         "columns": [names[j] for j in disc_cols],
     }
     if disc_cols:

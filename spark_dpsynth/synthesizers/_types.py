@@ -18,7 +18,9 @@ then returned unchanged):
   Edges only, never the data (docs/design.md section 2.8). A ``passthrough`` code stays as it is, cast to the column's type (a string column keeps NIST's ``"N"``); any
   other label that is not a bin becomes null. Bin labels never reach the output;
 * a **category** column is cast to its input type (``"39"`` back to the integer 39; a string stays);
-* the columns keep the synthetic table's order, which is the input's (the release's column order).
+* the columns keep the synthetic table's order, which is the input's (the release's column order);
+* the **identifier columns** of the manifest's ``identifier_columns`` (left out of every measurement) are
+  inserted at their input places, filled with fresh surrogate keys 1..N (:func:`with_surrogate_keys`).
 
 Uniform within a bin is the maximum-entropy choice given only the bin's count: no within-bin shape is measured,
 so none is invented. The draws are utility randomness of post-processing, from Spark's ``rand`` seeded by the
@@ -43,7 +45,14 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["bin_intervals", "has_column_types", "open_bounds", "restore_types"]
+__all__ = [
+    "SURROGATE_PREFIX",
+    "bin_intervals",
+    "has_column_types",
+    "open_bounds",
+    "restore_types",
+    "with_surrogate_keys",
+]
 
 _TYPE_SEED_STREAM = 0x7E5
 """Added to the caller's seed so that type restoration draws apart from the synthesizer's own streams."""
@@ -61,6 +70,12 @@ _INTEGER_RANGES = {
     "bigint": (-(2**63), 2**63 - 1024),
 }
 """The range of each integer type (bigint's top kept inside the doubles below 2^63): drawn values are clamped."""
+
+
+SURROGATE_PREFIX = "syn-"
+"""Prefix of the surrogate keys of a string identifier column: ``"syn-"`` and the row's number, zero-padded to
+the width of the number of synthetic rows (``"syn-0042"`` among 1,000 rows)."""
+_ROW_ID_COLUMN = "__dpsynth_row_id"
 
 
 _NUMBER_SCALES = ("integer", "real")
@@ -164,12 +179,20 @@ def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: in
         seed: seed of the within-bin draws (None: Spark's random seed).
 
     Returns:
-        The same columns in the same order, typed as ``column_types[c]["type"]``. Unchanged when the manifest has
-        no ``column_types``.
+        The same columns in the same order, typed as ``column_types[c]["type"]``, with the identifier columns of
+        the manifest's ``identifier_columns`` inserted at their input places (:func:`with_surrogate_keys`).
+        Unchanged when the manifest has no ``column_types``.
     """
     types = manifest.get("column_types") or {}
     if not types:
         return synthetic
+    typed = _restore_columns(synthetic, types, seed)
+    identifiers = manifest.get("identifier_columns") or {}
+    return with_surrogate_keys(typed, identifiers, manifest.get("multi_value_columns") or {})
+
+
+def _restore_columns(synthetic: DataFrame, types: Mapping[str, Any], seed: int | None) -> DataFrame:
+    """:func:`restore_types` without the identifier columns."""
     # Two selects (docs/design.md section 2.8): the first looks each binned label up once (its bin number, then an
     # array index) and draws its uniform; the second computes the value. In one select, every use of a bin's
     # bounds repeated the string lookup (four per value).
@@ -211,3 +234,95 @@ def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: in
     if not looked_up:
         return synthetic.select(*out)
     return synthetic.select(*[F.col(f"`{c}`") for c in synthetic.columns], *looked_up).select(*out)
+
+
+def with_surrogate_keys(
+    synthetic: DataFrame, identifiers: Mapping[str, Any], multi_value_columns: Mapping[str, Any] | None = None
+) -> DataFrame:
+    """The synthetic table with each identifier column inserted, filled with fresh surrogate keys.
+
+    Identifier columns are left out of every measurement (docs/design.md section 2.8); their keys depend on
+    nothing in the data. Row r (1-based) of the synthetic table, counted partition by partition in the
+    partitions' order and row by row within one, gets the key r: the integer r for an integer column, the string
+    :data:`SURROGATE_PREFIX` + r zero-padded to the width of N for a string column. The keys are 1..N, distinct,
+    deterministic given the synthetic table (the synthesizers' output is deterministic given their seed), and
+    the same set whatever the number of partitions.
+
+    Cost: N per partition is needed first, so the synthetic table's plan runs once more to count its rows per
+    partition (P numbers reach the driver); only with identifier columns.
+
+    Args:
+        synthetic: the typed synthetic table (:func:`restore_types`), in the release's columns or with the
+            multi-value columns joined.
+        identifiers: the manifest's ``identifier_columns``: name -> {``type``, ``nullable``, ``before``}, where
+            ``before`` is the attribute column it precedes in the input (None: last).
+        multi_value_columns: the manifest's ``multi_value_columns``: an identifier placed before a multi-value
+            column goes before its first binary column when the values are not joined.
+
+    Returns:
+        The columns of ``synthetic`` with the identifiers inserted (the input's schema, when ``synthetic`` holds
+        every attribute column). Unchanged when there are no identifiers.
+
+    Raises:
+        InvalidParameterError: the synthetic table has more rows than the identifier's integer type can number.
+    """
+    from spark_dpsynth.errors import InvalidParameterError
+
+    if not identifiers:
+        return synthetic
+    part = F.spark_partition_id()
+    # One row per non-empty partition: at most P rows (the synthetic table's partitions) reach the driver.
+    rows = synthetic.select(part.alias("p")).groupBy("p").count().collect()
+    counts = {int(r["p"]): int(r["count"]) for r in rows}
+    total = sum(counts.values())
+    parts = max(counts, default=-1) + 1
+    offsets, running = [], 0
+    for p in range(parts):
+        offsets.append(running)
+        running += counts.get(p, 0)
+    for name, entry in identifiers.items():
+        _, high = _INTEGER_RANGES.get(str(entry["type"]), (0, 2**63 - 1))
+        if total > high:
+            raise InvalidParameterError(
+                f"identifier column {name!r} ({entry['type']}) cannot number {total} synthetic rows (at most "
+                f"{high}); declare it as a wider integer type or a string"
+            )
+    # monotonically_increasing_id is (partition << 33) + the row's index in its partition
+    in_part = F.monotonically_increasing_id() - F.shiftleft(part.cast("long"), 33)
+    offset = (
+        F.element_at(F.array(*[F.lit(o) for o in offsets] or [F.lit(0)]), part + F.lit(1))
+        if parts
+        else F.lit(0)
+    )
+    numbered = synthetic.select("*", (offset.cast("long") + in_part + F.lit(1)).alias(_ROW_ID_COLUMN))
+    row_id = F.col(_ROW_ID_COLUMN)
+    width = len(str(max(total, 1)))
+    keys: dict[str, Column] = {}
+    for name, entry in identifiers.items():
+        type_name = str(entry["type"])
+        if type_name == "string":
+            key = F.concat(F.lit(SURROGATE_PREFIX), F.lpad(row_id.cast("string"), width, "0"))
+        else:
+            key = row_id.cast(type_name)
+        # never null; nullable in the schema when the input's column is (a `when` without `otherwise`)
+        keys[name] = (F.when(row_id > F.lit(0), key) if entry.get("nullable", True) else key).alias(name)
+    meta = multi_value_columns or {}
+    columns = list(synthetic.columns)
+    placed: dict[int, list[str]] = {}
+    for name, entry in identifiers.items():
+        before = entry.get("before")
+        at = len(columns)
+        if before is not None:
+            matches = [
+                i
+                for i, c in enumerate(columns)
+                if c == before or str((meta.get(c) or {}).get("column")) == before
+            ]
+            at = matches[0] if matches else len(columns)
+        placed.setdefault(at, []).append(name)
+    out: list[Column] = []
+    for i in range(len(columns) + 1):
+        out += [keys[n] for n in placed.get(i, [])]
+        if i < len(columns):
+            out.append(F.col(f"`{columns[i]}`"))
+    return numbered.select(*out)
