@@ -189,8 +189,8 @@ def _released_given_others(
         cum = np.where(
             total > 0, cum / np.where(total > 0, total, 1.0), np.arange(1, released + 1) / released
         )
-        u = rng.random(block.shape[0])
-        out[start : start + block.shape[0]] = np.minimum((cum <= u[:, None]).sum(axis=1), released - 1)
+        u = rng.random(size=(block.shape[0], 1))
+        out[start : start + block.shape[0]] = np.minimum((cum <= u).sum(axis=1), released - 1)
     return out
 
 
