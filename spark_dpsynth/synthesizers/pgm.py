@@ -29,7 +29,8 @@ counts), such as those of the ``workload`` mechanism. The stages (docs/design.md
    values that did not pass the discovery's threshold. Where the release also measures the column's empty cells
    (the workload discovery's noisy empty count e, std s; :func:`measured_empty_counts`), a drawn cell of the
    category is written empty with probability min(1, e / r), r the model's expected count of the category,
-   when e >= ``EMPTY_Z`` s (else never), and otherwise gets a released value drawn from the model's conditional
+   when e >= ``EMPTY_Z`` s (else never; always when r - e, the rare values' mass, does not stand out of the
+   noise), and otherwise gets a released value drawn from the model's conditional
    distribution of the column given the record's other columns (:func:`rest_empty_shares`): a rare value is no
    longer written as an empty cell. Releases without empty counts write the whole category empty.
 
@@ -135,9 +136,11 @@ def rest_empty_shares(release: Release, model: GraphicalModel, z: float = EMPTY_
     category is written empty (module docstring, stage 4); the others get a released value.
 
     With e the column's noisy empty count (:func:`measured_empty_counts`, noise std s) and r the model's
-    expected count of the category (its records x the category's probability): min(1, e / r) when e >= z s and
-    r > 0, else 0 (no evidence of an empty cell: none is written, the rare values' mass stays as released
-    values). Columns without a released value are left out (their category is all they have: written empty).
+    expected count of the category (its records x the category's probability): 0 when e < z s (no evidence of
+    an empty cell: none is written, the rare values' mass stays as released values); 1 when r - e < z
+    sqrt(s^2 + s_r^2), s_r the std of the category's 1-way mean (no evidence of rare values: the category is
+    written empty, in the contexts where the model puts it, as without empty counts); else min(1, e / r).
+    Columns without a released value are left out (their category is all they have: written empty).
 
     Returns:
         {column index: probability in [0, 1]}; empty for releases without empty counts.
@@ -146,12 +149,20 @@ def rest_empty_shares(release: Release, model: GraphicalModel, z: float = EMPTY_
     if measured is None:
         return {}
     counts, std = measured
+    means = one_way_means(release.measurements)
     out = {}
     for c, e in counts.items():
         if not release.domains[c]:
             continue
         r = float(model.project((release.columns[c],))[-1])
-        out[c] = min(1.0, e / r) if e >= z * std and r > 0 else 0.0
+        s_r = float(means[c][1][-1]) if c in means else 0.0
+        s_r = s_r if np.isfinite(s_r) else 0.0
+        if e < z * std or r <= 0:
+            out[c] = 0.0
+        elif r - e < z * float(np.hypot(std, s_r)):
+            out[c] = 1.0
+        else:
+            out[c] = min(1.0, e / r)
     return out
 
 
