@@ -442,8 +442,10 @@ def test_discovery_releases_each_columns_empty_count_without_threshold() -> None
     threshold (r's 2 empty cells are far below it), with the value counts' noise std; no new budget share."""
     discovery, acct = _discover_local(_rows_with_empties(), NoNoise())
     m = discovery.manifest
+    assert "empty_counts" not in m  # drawn after the selection, the release's last noise
+    discovery.release_empty_counts(NoNoise())
     assert m["empty_counts"] == {"p": 0, "q": 40, "r": 2} and m["threshold"] > 2
-    assert discovery.empty_counts == {0: 0, 1: 40, 2: 2}
+    assert not discovery._true_empty  # the true counts are dropped once noised
     assert m["empty_counts_noise_std"] == m["noise_std"] == pytest.approx(m["sigma"] * math.sqrt(3))
     assert "rare" not in discovery.domains[0]  # its count did not pass the threshold; it is not an empty cell
     shares = {s.name: s for s in acct.budget().shares}
@@ -452,8 +454,12 @@ def test_discovery_releases_each_columns_empty_count_without_threshold() -> None
     # with noise: the same std as the value counts (seeded: 200 repetitions of the 3 counts)
     errors = []
     for seed in range(200):
-        noisy, _ = _discover_local(_rows_with_empties(), SeededNoise(seed))
-        errors += [noisy.empty_counts[j] - want for j, want in enumerate((0, 40, 2))]
+        source = SeededNoise(seed)
+        noisy, _ = _discover_local(_rows_with_empties(), source)
+        noisy.release_empty_counts(source)
+        errors += [
+            noisy.manifest["empty_counts"][c] - want for c, want in zip("pqr", (0, 40, 2), strict=True)
+        ]
     std = noisy.manifest["empty_counts_noise_std"]
     # 600 draws: the sample std within 10% of std fails with probability < 1e-3 (chi-square); a std off by
     # sqrt(3) (the noise of one column alone) is rejected
@@ -466,5 +472,6 @@ def test_discovery_with_multi_value_columns_measures_no_empty_count() -> None:
     rows = [("1", "x", "y") for _ in range(300)]
     config = DataConfig(multi_value={"m": ";"})
     discovery, _ = _discover_local(rows, NoNoise(), derived={"p": ("m", "1")}, config=config)
-    assert "empty_counts" not in discovery.manifest and discovery.empty_counts == {}
+    discovery.release_empty_counts(NoNoise())
+    assert "empty_counts" not in discovery.manifest and not discovery._true_empty
     assert "multi-value" in discovery.manifest["empty_counts_skipped"]

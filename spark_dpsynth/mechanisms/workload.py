@@ -650,9 +650,22 @@ class Discovery:
     """(column, value code) -> noisy count of the released value (discovered columns only)."""
     manifest: dict[str, Any]
     """Sensitivity, std, threshold, rho, the discovered and the public-domain columns, the empty counts."""
-    empty_counts: dict[int, int] = field(default_factory=dict)
-    """Column -> noisy number of its empty cells (discovered columns, none with multi-value columns; no
-    threshold, the same noise as the counts; docs/design.md section 4.7, step 1)."""
+    _true_empty: dict[str, int] = field(default_factory=dict, repr=False)
+    """Private until :meth:`release_empty_counts`: column name -> true number of its empty cells (discovered
+    columns, none with multi-value columns). In memory only, never logged or written."""
+
+    def release_empty_counts(self, noise: NoiseSource) -> None:
+        """Add the discovery's noise (std ``noise_std``, no threshold; docs/design.md section 4.7, step 1) to the
+        true empty counts, write them to the manifest's ``empty_counts`` and drop the true ones."""
+        if not self._true_empty:
+            return
+        scale = float(self.manifest["empty_counts_noise_std"])
+        names = list(self._true_empty)
+        drawn = noise.discrete_gaussian(scale, len(names)).astype(np.int64).tolist()
+        self.manifest["empty_counts"] = {
+            name: int(self._true_empty[name] + e) for name, e in zip(names, drawn, strict=True)
+        }
+        self._true_empty.clear()
 
 
 def fit_workload(
@@ -764,8 +777,7 @@ def fit_workload(
             {
                 names[j]: (
                     len(discovery.domains[j]),
-                    float(sum(n for (jj, _), n in discovery.counts.items() if jj == j))
-                    + max(0, discovery.empty_counts.get(j, 0)),
+                    float(sum(n for (jj, _), n in discovery.counts.items() if jj == j)),
                 )
                 for j in range(d)
                 if j not in public and names[j] not in derived
@@ -844,6 +856,7 @@ def fit_workload(
         )
         measurements = [*known, *measurements]
         entries = [*known_entries, *entries]
+        discovery.release_empty_counts(noise)
     finally:
         if backend is not None:
             backend.release_cache()
@@ -1077,7 +1090,7 @@ def _discover(
     luts: list[np.ndarray] = []
     domains: list[tuple[str, ...]] = []
     counts: dict[tuple[int, int], int] = {}
-    empty_counts: dict[int, int] = {}
+    true_empty: dict[int, int] = {}
     manifest: dict[str, Any] = {
         "public_columns": [names[j] for j in public],
         "public_domain_columns": [names[j] for j in public if names[j] in config.public_domains],
@@ -1132,11 +1145,9 @@ def _discover(
             # bounds no record), noised like every value count; the empty candidates are public, so no threshold.
             column_of = index.subsets[index.decode(index.keys)[0], 0].astype(np.int64)
             values_sum = np.bincount(column_of, weights=true_counts, minlength=d).astype(np.int64)
-            drawn = noise.discrete_gaussian(scale, len(disc_cols)).astype(np.int64)
-            empty_counts = {
-                j: int(records_for_empty - values_sum[j] + e)
-                for j, e in zip(disc_cols, drawn.tolist(), strict=True)
-            }
+            # The noise is drawn after the selection (Discovery.release_empty_counts), the last draw of the
+            # release: the other draws of a test-mode release stay those of a release without empty counts.
+            true_empty = {j: int(records_for_empty - values_sum[j]) for j in disc_cols}
             del values_sum, column_of
         del true_counts, records_for_empty
         subset_idx, codes = index.decode(index.keys[keep])
@@ -1157,7 +1168,6 @@ def _discover(
             }
         )
         if measure_empty:
-            manifest["empty_counts"] = {names[j]: empty_counts[j] for j in disc_cols}
             manifest["empty_counts_noise_std"] = scale
         else:
             manifest["empty_counts_skipped"] = (
@@ -1183,7 +1193,10 @@ def _discover(
     del dictionary
     kept = tuple(j for j in range(d) if names[j] not in derived or len(domains[j]))
     manifest["_luts"] = luts
-    return Discovery(tuple(domains), kept, counts, manifest, empty_counts), protected_n, delta
+    discovery = Discovery(
+        tuple(domains), kept, counts, manifest, {names[j]: n for j, n in true_empty.items()}
+    )
+    return discovery, protected_n, delta
 
 
 def _discovery_measurements(
