@@ -204,3 +204,81 @@ def test_partial_one_way_tables_count_only_on_their_cells() -> None:
     model = pgm.fit_release(release, iterations=200)
     assert model.total == pytest.approx(n, rel=0.01)  # from the whole tables only
     assert model.project(("A",))[0] == pytest.approx(JOINT_AB[0].sum(), abs=5.0)
+
+
+def with_empty_counts(release: Release, counts: dict[str, int], std: float = 5.0) -> Release:
+    """The release with the workload discovery's noisy empty counts in its manifest."""
+    manifest = {
+        **dict(release.manifest),
+        "domain_discovery": {"empty_counts": counts, "empty_counts_noise_std": std},
+    }
+    return Release(
+        release.columns, release.domains, release.marginals, manifest, measurements=release.measurements
+    )
+
+
+def test_the_empty_category_is_decoded_at_the_measured_empty_rate() -> None:
+    """A's and B's empty category holds rare unreleased values only (empty counts 0 and 2, std 5: not
+    significant): none is written empty, each gets a released value given the record's other columns (A given
+    B = x is always a, given z always b: the joint's zero cells stay empty). C's category (250 of 1000) holds 100
+    empty cells: empty in 10% of the rows, "u" in the rest."""
+    release = with_empty_counts(measured_release(), {"A": 0, "B": 2, "C": 100})
+    model = pgm.fit_release(release, iterations=300)
+    shares = pgm.rest_empty_shares(release, model)
+    assert shares[0] == 0.0 and shares[1] == 0.0
+    assert shares[2] == pytest.approx(100 / float(model.project(("C",))[-1]), rel=1e-9)
+    assert shares[2] == pytest.approx(0.4, abs=0.01)
+    # C's category is (about) all empty cells: 245 of 250 with std 5, the rare values' 5 do not stand out
+    assert pgm.rest_empty_shares(with_empty_counts(release, {"C": 245}), model) == {2: 1.0}
+    empty = np.array([len(d) for d in release.domains])
+    rng = np.random.default_rng(4)
+    n = 40_000
+    drawn = model.sample(n, rng, rounded=True)
+    out = pgm._decode(drawn, empty, model, shares, rng)
+    assert (out[:, :2] >= 0).all() and (out[:, :2] < empty[:2]).all()  # no empty A or B, released codes only
+    assert (out[:, 2] == -1).mean() == pytest.approx(
+        0.10, abs=0.005
+    )  # systematic: within one record per block
+    assert (out[:, 2] == 0).mean() == pytest.approx(0.90, abs=0.005)
+    kept = drawn[:, 0] < empty[0]
+    np.testing.assert_array_equal(out[kept, 0], drawn[kept, 0])  # released values are left as drawn
+    joint = np.zeros((2, 3))
+    np.add.at(joint, (out[:, 0], out[:, 1]), 1.0 / n)
+    # the true joint with A's and B's rare values folded into the released values by the conditionals:
+    # A's rest (x 50, z 50) -> (a, x), (b, z); B's rest given A: a (100) -> x .75, y .25; b (50) -> y 4/7, z 3/7
+    want = np.array([[300 + 50 + 75, 100 + 25, 0], [0, 200 + 50 * 4 / 7, 150 + 50 + 50 * 3 / 7]]) / 1000
+    np.testing.assert_allclose(joint, want, atol=0.01)
+    # (at atol 0.01 this rejects the column's 1-way shares in place of the conditional: (a, z) would be .028)
+
+
+def test_a_significant_empty_count_keeps_the_empty_category() -> None:
+    """C's 1-way empty cell (1.5, std 2) is below 3 stds, but its measured empty count (40, std 5) stands out:
+    its empty category is kept (not conditioned away); A's empty count 10 (std 5) does not stand out."""
+    base = measured_release()
+    n = JOINT_AB.sum()
+    c_table = MeasuredMarginal(columns=(2,), values=np.array([n - 1.5, 1.5]), std=2.0)
+    plain = Release(
+        base.columns, base.domains, base.marginals, base.manifest,
+        measurements=(base.measurements[0], c_table, base.measurements[2]),
+    )  # fmt: skip
+    assert set(pgm.absent_cells(plain)) == {2}
+    assert pgm.absent_cells(with_empty_counts(plain, {"A": 10, "C": 40})) == {}
+    assert set(pgm.absent_cells(with_empty_counts(plain, {"A": 10, "C": 14}))) == {2}
+
+
+def test_releases_without_empty_counts_write_the_whole_category_empty(spark) -> None:  # noqa: ANN001
+    """An old-style release (no empty counts) keeps today's decoding (every cell of the empty category is
+    null); with empty counts the same release and seed write A never empty and C empty at its measured rate."""
+    params = SynthesisParams(target_number_of_records=10_000, partitions=2, seed=7)
+    old = measured_release()
+    assert pgm.measured_empty_counts(old) is None and pgm.rest_empty_shares(old, pgm.fit_release(old)) == {}
+    before = pgm.sample(old, params, spark).toPandas()
+    assert before["A"].isna().mean() == pytest.approx(0.10, abs=0.005)  # JOINT_AB's third row
+    assert before["C"].isna().mean() == pytest.approx(0.25, abs=0.005)
+    messages: list[str] = []
+    after = pgm.sample(
+        with_empty_counts(old, {"A": 0, "B": 2, "C": 100}), params, spark, progress=messages.append
+    ).toPandas()
+    assert not after["A"].isna().any() and not after["B"].isna().any()
+    assert after["C"].isna().mean() == pytest.approx(0.10, abs=0.005)
+    assert any("empty category of 3 columns decoded" in m for m in messages)

@@ -403,3 +403,75 @@ def test_candidate_order_key_is_fresh_in_production_and_fixed_by_the_test_seed()
     assert _order_key(7) == _order_key(7) != _order_key(8) and len(_order_key(7)) == 16
     cliques = [(a, b) for a in range(6) for b in range(a + 1, 6)]
     assert _candidate_order(cliques, _order_key(7), 3) == _candidate_order(cliques, _order_key(7), 3)
+
+
+def _discover_local(rows, noise, derived=None, config=None):  # noqa: ANN001, ANN202
+    """The workload discovery on a NumPy backend (no Spark): (Discovery, accountant)."""
+    from spark_dpsynth.mechanisms.marginals import LocalBackend, _release_key
+    from spark_dpsynth.mechanisms.workload import _discover
+
+    names = ("p", "q", "r")
+    params = WorkloadParams(epsilon=4.0, delta=1e-6, seed=3)
+    acct = Accountant(4.0)
+    eps_n = acct.spend_epsilon("number_of_records", params.number_of_records_epsilon_proportion, "count")
+    discovery, _, _ = _discover(
+        LocalBackend.from_rows(rows, 3),
+        names,
+        {},
+        derived or {},
+        config or DataConfig(),
+        params,
+        acct,
+        eps_n,
+        noise,
+        None,
+        _release_key,
+    )
+    return discovery, acct
+
+
+def _rows_with_empties() -> list[tuple[str | None, ...]]:
+    # p: no empty cell, one rare value (below any threshold); q: 40 empty cells; r: 2 empty cells
+    rows = [("a" if i % 2 else "b", None if i < 40 else "x", None if i < 2 else "y") for i in range(600)]
+    rows[-1] = ("rare", "x", "y")
+    return rows
+
+
+def test_discovery_releases_each_columns_empty_count_without_threshold() -> None:
+    """Empty counts c(j, empty) = n - sum of the column's value counts, for every discovered column, no
+    threshold (r's 2 empty cells are far below it), with the value counts' noise std; no new budget share."""
+    discovery, acct = _discover_local(_rows_with_empties(), NoNoise())
+    m = discovery.manifest
+    assert "empty_counts" not in m  # drawn after the selection, the release's last noise
+    discovery.release_empty_counts(NoNoise())
+    assert m["empty_counts"] == {"p": 0, "q": 40, "r": 2} and m["threshold"] > 2
+    assert not discovery._true_empty  # the true counts are dropped once noised
+    assert m["empty_counts_noise_std"] == m["noise_std"] == pytest.approx(m["sigma"] * math.sqrt(3))
+    assert "rare" not in discovery.domains[0]  # its count did not pass the threshold; it is not an empty cell
+    shares = {s.name: s for s in acct.budget().shares}
+    assert "empty cells" in shares["discovery_counts"].mechanism
+    assert not any("empty" in name for name in shares)  # measured inside discovery_counts: no extra spend
+    # with noise: the same std as the value counts (seeded: 200 repetitions of the 3 counts)
+    errors = []
+    for seed in range(200):
+        source = SeededNoise(seed)
+        noisy, _ = _discover_local(_rows_with_empties(), source)
+        noisy.release_empty_counts(source)
+        errors += [
+            noisy.manifest["empty_counts"][c] - want for c, want in zip("pqr", (0, 40, 2), strict=True)
+        ]
+    std = noisy.manifest["empty_counts_noise_std"]
+    # 600 draws: the sample std within 10% of std fails with probability < 1e-3 (chi-square); a std off by
+    # sqrt(3) (the noise of one column alone) is rejected
+    assert np.std(errors) == pytest.approx(std, rel=0.1) and np.mean(errors) == pytest.approx(
+        0.0, abs=0.2 * std
+    )
+
+
+def test_discovery_with_multi_value_columns_measures_no_empty_count() -> None:
+    rows = [("1", "x", "y") for _ in range(300)]
+    config = DataConfig(multi_value={"m": ";"})
+    discovery, _ = _discover_local(rows, NoNoise(), derived={"p": ("m", "1")}, config=config)
+    discovery.release_empty_counts(NoNoise())
+    assert "empty_counts" not in discovery.manifest and not discovery._true_empty
+    assert "multi-value" in discovery.manifest["empty_counts_skipped"]

@@ -10,11 +10,13 @@ graphical-model estimator to fit (:mod:`spark_dpsynth.estimation`, the ``pgm`` s
    columns are private: the marginals mechanism's 1-way step releases them (every value present is a
    candidate; Delta_1 = the number of such columns, or with multi-value columns a DP percentile of attributes
    per record; exact discrete Gaussian noise of std sigma_1 sqrt(Delta_1); the threshold rho_1 that pays
-   delta/2; Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", Algorithm 1). The fixed domain of
-   column j is its released values plus one empty category (empty cells and unreleased values). Its share of
-   rho grows with the number of columns it covers (``WorkloadParams.domain_share``); with
-   ``discovery_measurements`` its released counts are passed on as partial 1-way measurements (post-processing:
-   no more budget; the empty category unmeasured).
+   delta/2; Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", Algorithm 1). Without multi-value
+   columns each discovered column's number of empty cells is released with them, noised alike and without
+   threshold (each record adds 1 to exactly Delta_1 cells of the values-and-empties vector: no more budget;
+   manifest ``empty_counts``). The fixed domain of column j is its released values plus one empty category
+   (empty cells and unreleased values). Its share of rho grows with the number of columns it covers
+   (``WorkloadParams.domain_share``); with ``discovery_measurements`` its released counts are passed on as
+   partial 1-way measurements (post-processing: no more budget; the empty category unmeasured).
 2. **Encoding.** The records are encoded once to codes over the fixed domain (``mapInArrow``, cached
    patterns with their multiplicity); every record adds 1 to exactly one cell of a clique's table, so a table
    has L2 sensitivity 1 (add/remove one record, or one person with a privacy unit: their rows are one record).
@@ -647,7 +649,23 @@ class Discovery:
     counts: dict[tuple[int, int], int]
     """(column, value code) -> noisy count of the released value (discovered columns only)."""
     manifest: dict[str, Any]
-    """Sensitivity, std, threshold, rho, the discovered and the public-domain columns."""
+    """Sensitivity, std, threshold, rho, the discovered and the public-domain columns, the empty counts."""
+    _true_empty: dict[str, int] = field(default_factory=dict, repr=False)
+    """Private until :meth:`release_empty_counts`: column name -> true number of its empty cells (discovered
+    columns, none with multi-value columns). In memory only, never logged or written."""
+
+    def release_empty_counts(self, noise: NoiseSource) -> None:
+        """Add the discovery's noise (std ``noise_std``, no threshold; docs/design.md section 4.7, step 1) to the
+        true empty counts, write them to the manifest's ``empty_counts`` and drop the true ones."""
+        if not self._true_empty:
+            return
+        scale = float(self.manifest["empty_counts_noise_std"])
+        names = list(self._true_empty)
+        drawn = noise.discrete_gaussian(scale, len(names)).astype(np.int64).tolist()
+        self.manifest["empty_counts"] = {
+            name: int(self._true_empty[name] + e) for name, e in zip(names, drawn, strict=True)
+        }
+        self._true_empty.clear()
 
 
 def fit_workload(
@@ -838,6 +856,7 @@ def fit_workload(
         )
         measurements = [*known, *measurements]
         entries = [*known_entries, *entries]
+        discovery.release_empty_counts(noise)
     finally:
         if backend is not None:
             backend.release_cache()
@@ -1053,6 +1072,11 @@ def _discover(
     )
     hist = backend.histogram(index)
     true_n = int(hist.sum())
+    # Empty cells are measured (docs/design.md section 4.7, step 1) when no column is multi-value: each record
+    # then holds exactly one value or "empty" in every discovered column. Private: kept in memory only, used once
+    # below, never logged or written.
+    measure_empty = bool(disc_cols) and not any(names[j] in derived for j in disc_cols)
+    records_for_empty = true_n if measure_empty else 0
     if protected_n is None:  # else drawn before the DP bin edges (_typed_bins), with the same epsilon_N
         protected_n = max(1, true_n + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
     del true_n
@@ -1066,6 +1090,7 @@ def _discover(
     luts: list[np.ndarray] = []
     domains: list[tuple[str, ...]] = []
     counts: dict[tuple[int, int], int] = {}
+    true_empty: dict[int, int] = {}
     manifest: dict[str, Any] = {
         "public_columns": [names[j] for j in public],
         "public_domain_columns": [names[j] for j in public if names[j] in config.public_domains],
@@ -1099,7 +1124,14 @@ def _discover(
             rho_counts = rho_disc
         sigma1 = 1.0 / math.sqrt(2.0 * rho_counts)
         acct.spend_rho(
-            "discovery_counts", rho_counts, "discrete Gaussian (1-way counts of the values present)"
+            "discovery_counts",
+            rho_counts,
+            "discrete Gaussian (1-way counts of the values present"
+            + (
+                ", and of each column's empty cells: L2 sensitivity sqrt(Delta_1) still)"
+                if measure_empty
+                else ")"
+            ),
         )
         acct.spend_delta("discovery_threshold", delta / 2.0, "threshold rho_1 on the noisy 1-way counts")
         key = release_key(params.seed)
@@ -1108,7 +1140,16 @@ def _discover(
         scale = sigma1 * math.sqrt(sensitivity)
         threshold = rho_1_threshold_discrete(sigma1, sensitivity, delta)
         noisy, keep = noisy_threshold(true_counts, scale, threshold, noise)
-        del true_counts
+        if measure_empty:
+            # c(j, empty) = n - sum of column j's value counts: exact (Delta_1 = the number of discovered columns
+            # bounds no record), noised like every value count; the empty candidates are public, so no threshold.
+            column_of = index.subsets[index.decode(index.keys)[0], 0].astype(np.int64)
+            values_sum = np.bincount(column_of, weights=true_counts, minlength=d).astype(np.int64)
+            # The noise is drawn after the selection (Discovery.release_empty_counts), the last draw of the
+            # release: the other draws of a test-mode release stay those of a release without empty counts.
+            true_empty = {j: int(records_for_empty - values_sum[j]) for j in disc_cols}
+            del values_sum, column_of
+        del true_counts, records_for_empty
         subset_idx, codes = index.decode(index.keys[keep])
         kept_noisy = noisy[keep]
         released: dict[int, list[tuple[int, int]]] = {}
@@ -1126,6 +1167,12 @@ def _discover(
                 "rho_proportion": share,
             }
         )
+        if measure_empty:
+            manifest["empty_counts_noise_std"] = scale
+        else:
+            manifest["empty_counts_skipped"] = (
+                "multi-value columns: the discovery bounds each record's contributions, so no empty count"
+            )
     else:
         released = {}
         acct.spend_delta("discovery_threshold", delta / 2.0, "unused: every column has public values")
@@ -1146,7 +1193,10 @@ def _discover(
     del dictionary
     kept = tuple(j for j in range(d) if names[j] not in derived or len(domains[j]))
     manifest["_luts"] = luts
-    return Discovery(tuple(domains), kept, counts, manifest), protected_n, delta
+    discovery = Discovery(
+        tuple(domains), kept, counts, manifest, {names[j]: n for j, n in true_empty.items()}
+    )
+    return discovery, protected_n, delta
 
 
 def _discovery_measurements(

@@ -2,7 +2,7 @@
 
 For releases that carry measured marginals (``Release.measurements``: full noisy tables over cliques of columns,
 with their noise std, and partial ones that measure only some cells, such as the 1-way value discovery's released
-counts), such as those of the ``workload`` mechanism. Two stages (docs/design.md section 4.8):
+counts), such as those of the ``workload`` mechanism. The stages (docs/design.md section 4.8):
 
 1. **Fit, on the driver** (release-sized): :func:`fit_release` builds the measurement domain (per column its
    released values plus the empty category) and runs Private-PGM (McKenna, Sheldon and Miklau, "Graphical-model
@@ -17,17 +17,25 @@ counts), such as those of the ``workload`` mechanism. Two stages (docs/design.md
    order whatever P. A block is drawn from the model by ancestral sampling along its junction tree,
    systematically (:meth:`GraphicalModel.sample` with ``rounded=True``): every group of the block's records
    that share a separator value splits over the next clique's cells with counts within one of their expected
-   counts, so the output's marginals follow the model's closely; then put in random order. Codes are decoded to
-   the released values; the empty category is written as null.
+   counts, so the output's marginals follow the model's closely; then decoded (stage 4) and put in random
+   order. Codes are decoded to the released values; the empty category is written as null (but see stage 4).
 3. **Empty cells and empty bins as measured**: a column whose empty category is not significantly positive in
    its 1-way measurements (the inverse-variance mean of its 1-way tables' empty cell is below ``EMPTY_Z`` of its
    noise std) gets no empty cell, and a binned number column no value in a bin measured so: the records are
    drawn from the model conditioned on avoiding those cells (rejection sampling, exact for the conditional
    distribution). Otherwise the noise alone would put empty cells, about sigma / n of each column's rows, into a
    table that has none, and values into DP bins beyond the data (docs/design.md section 4.8).
+4. **The empty category as measured**: a discovered column's empty category holds its empty cells and its
+   values that did not pass the discovery's threshold. Where the release also measures the column's empty cells
+   (the workload discovery's noisy empty count e, std s; :func:`measured_empty_counts`), a drawn cell of the
+   category is written empty with probability min(1, e / r), r the model's expected count of the category,
+   when e >= ``EMPTY_Z`` s (else never; always when r - e, the rare values' mass, does not stand out of the
+   noise), and otherwise gets a released value drawn from the model's conditional
+   distribution of the column given the record's other columns (:func:`rest_empty_shares`): a rare value is no
+   longer written as an empty cell. Releases without empty counts write the whole category empty.
 
-Privacy: post-processing of the release (it reads the measured marginals, their std and the protected number of
-records, nothing else); the randomness of sampling is utility randomness (docs/design.md section 7.3).
+Privacy: post-processing of the release (it reads the measured marginals, their std, the noisy empty counts and
+the protected number of records, nothing else); the randomness of sampling is utility randomness (docs/design.md section 7.3).
 """
 
 from __future__ import annotations
@@ -53,8 +61,10 @@ __all__ = [
     "FIT_ITERATIONS",
     "absent_cells",
     "fit_release",
+    "measured_empty_counts",
     "release_domain",
     "release_measurements",
+    "rest_empty_shares",
     "sample",
 ]
 
@@ -72,11 +82,34 @@ EMPTY_Z = 3.0
 docstring, stage 3): with no empty cell in the data, it is kept with probability 0.13 %."""
 _MAX_REDRAWS = 50
 """Rounds of rejection sampling before the rows still missing are taken from the rejected ones (logged)."""
+_DECODE_CELLS = 1 << 21
+"""Float cells (records x column values) of one chunk of the rest decoding's conditional tables (16 MiB)."""
+
+
+def measured_empty_counts(release: Release) -> tuple[dict[int, float], float] | None:
+    """The release's noisy numbers of empty cells per column and their noise std, or None when it has none.
+
+    They are the workload mechanism's domain discovery's (manifest ``domain_discovery.empty_counts``,
+    ``empty_counts_noise_std``; docs/design.md section 4.7): one per discovered column, noisy (possibly
+    negative). Releases without them (multi-value columns, releases written before) give None.
+
+    Returns:
+        ({column index: noisy empty count}, noise std), columns in ``release.columns`` order.
+    """
+    disc = release.manifest.get("domain_discovery") or {}
+    counts = disc.get("empty_counts")
+    std = disc.get("empty_counts_noise_std")
+    if not counts or std is None:
+        return None
+    found = {c: float(counts[name]) for c, name in enumerate(release.columns) if name in counts}
+    return (found, float(std)) if found else None
 
 
 def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
     """Per column, a boolean mask over its measurement domain (released values, then the empty category) of the
     cells judged absent from the data (module docstring, stage 3): cells whose 1-way mean y is below z s.
+    A column whose measured empty count (:func:`measured_empty_counts`) is at least z of its noise std keeps
+    its empty category whatever its 1-way tables say: the data has empty cells there.
 
     Tested: every column's empty category, and every bin of a binned number, date or timestamp column (the
     manifest's ``column_types``): DP bin edges can open bins far beyond the data, whose noisy cells would
@@ -85,15 +118,114 @@ def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
     out is never judged absent). Columns with nothing absent, or no 1-way table, are not listed.
     """
     types = release.manifest.get("column_types") or {}
+    empties, empty_std = measured_empty_counts(release) or ({}, 0.0)
     out = {}
     for c, (mean, std) in one_way_means(release.measurements).items():
         below = (mean < z * std) & np.isfinite(std)
         t = types.get(release.columns[c]) or {}
         binned = bool(t.get("bins")) and t.get("scale") != "category"
         mask = below if binned else np.zeros_like(below)
-        mask[-1] = below[-1]
+        mask[-1] = below[-1] and not (c in empties and empties[c] >= z * empty_std)
         if mask.any() and not mask.all():
             out[c] = mask
+    return out
+
+
+def rest_empty_shares(release: Release, model: GraphicalModel, z: float = EMPTY_Z) -> dict[int, float]:
+    """Per column whose release measures its empty cells, the probability that a drawn cell of its empty
+    category is written empty (module docstring, stage 4); the others get a released value.
+
+    With e the column's noisy empty count (:func:`measured_empty_counts`, noise std s) and r the model's
+    expected count of the category (its records x the category's probability): 0 when e < z s (no evidence of
+    an empty cell: none is written, the rare values' mass stays as released values); 1 when r - e < z
+    sqrt(s^2 + s_r^2), s_r the std of the category's 1-way mean (no evidence of rare values: the category is
+    written empty, in the contexts where the model puts it, as without empty counts); else min(1, e / r).
+    Columns without a released value are left out (their category is all they have: written empty).
+
+    Returns:
+        {column index: probability in [0, 1]}; empty for releases without empty counts.
+    """
+    measured = measured_empty_counts(release)
+    if measured is None:
+        return {}
+    counts, std = measured
+    means = one_way_means(release.measurements)
+    out = {}
+    for c, e in counts.items():
+        if not release.domains[c]:
+            continue
+        r = float(model.project((release.columns[c],))[-1])
+        s_r = float(means[c][1][-1]) if c in means else 0.0
+        s_r = s_r if np.isfinite(s_r) else 0.0
+        if e < z * std or r <= 0:
+            out[c] = 0.0
+        elif r - e < z * float(np.hypot(std, s_r)):
+            out[c] = 1.0
+        else:
+            out[c] = min(1.0, e / r)
+    return out
+
+
+def _released_given_others(
+    model: GraphicalModel, c: int, rows: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """For each record of ``rows`` (int codes (k, d), domain order), a released value of column ``c`` drawn from
+    the model's conditional distribution given the record's other columns, the empty category left out.
+
+    Under p(x) proportional to exp(sum_q theta_q(x_q)) (docs/design.md section 4.8), p(x_c | x_-c) is
+    proportional to exp of the sum of the potentials of the cliques q that contain c, evaluated at the record's
+    codes: one fancy-index per clique, chunked to :data:`_DECODE_CELLS` cells.
+    """
+    name = model.domain.names[c]
+    size = model.domain.sizes[c]
+    released = size - 1
+    factors = [
+        (np.moveaxis(theta, clique.index(name), -1), [model.domain.index(x) for x in clique if x != name])
+        for clique, theta in model.potentials.items()
+        if name in clique
+    ]
+    out = np.empty(rows.shape[0], dtype=np.int64)
+    step = max(1, _DECODE_CELLS // size)
+    for start in range(0, rows.shape[0], step):
+        block = rows[start : start + step]
+        logits = np.zeros((block.shape[0], size))
+        for table, cols in factors:
+            logits += table[tuple(block[:, j] for j in cols)]
+        logits = logits[:, :released]
+        top = logits.max(axis=1, keepdims=True)
+        weights = np.exp(logits - np.where(np.isfinite(top), top, 0.0))
+        weights = np.where(np.isfinite(weights), weights, 0.0)
+        cum = np.cumsum(weights, axis=1)
+        total = cum[:, -1:]
+        cum = np.where(
+            total > 0, cum / np.where(total > 0, total, 1.0), np.arange(1, released + 1) / released
+        )
+        u = rng.random(size=(block.shape[0], 1))
+        out[start : start + block.shape[0]] = np.minimum((cum <= u).sum(axis=1), released - 1)
+    return out
+
+
+def _decode(
+    codes: np.ndarray,
+    empty: np.ndarray,
+    model: GraphicalModel,
+    shares: dict[int, float],
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Codes (n, d) of the model to output codes, -1 = empty (module docstring, stage 4): in the columns of
+    ``shares`` a cell of the empty category is empty with its probability (systematically: floor(k p + U) of
+    the k such cells, chosen uniformly), the others get a released value given the record's other columns;
+    elsewhere the empty category is empty."""
+    out = np.where(codes == empty, -1, codes)
+    for c in sorted(shares):
+        rows = np.flatnonzero(codes[:, c] == empty[c])
+        k = rows.shape[0]
+        if k == 0:
+            continue
+        nulls = min(k, int(np.floor(k * shares[c] + rng.random())))
+        filled = rows[rng.permutation(k)[nulls:]]
+        if filled.shape[0]:
+            out[filled, c] = _released_given_others(model, c, codes[filled], rng)
     return out
 
 
@@ -230,6 +362,17 @@ def sample(
     seed = params.seed if params.seed is not None else secrets.randbits(63)
     empty = np.array([len(d) for d in release.domains], dtype=np.int64)
     absent = absent_cells(release)
+    shares = {
+        c: p for c, p in rest_empty_shares(release, model).items() if c not in absent or not absent[c][-1]
+    }
+    if shares:
+        writes = sum(p > 0 for p in shares.values())
+        report(
+            progress,
+            log,
+            f"pgm: the empty category of {len(shares)} columns decoded as measured: empty at the measured rate in "
+            f"{writes}, a released value (given the record's other columns) otherwise",
+        )
     no_empty = sum(bool(mask[-1]) for mask in absent.values())
     no_bins = sum(int(mask[:-1].sum()) for mask in absent.values())
     if absent:
@@ -253,8 +396,8 @@ def sample(
                 log.warning(
                     "pgm: block %d: the model rarely draws non-empty cells; some empty cells remain", b
                 )
-            codes = codes[rng.permutation(n_block)]
-            yield np.where(codes == empty, -1, codes).astype(np.int32)
+            codes = _decode(codes, empty, model, shares, rng)
+            yield codes[rng.permutation(n_block)].astype(np.int32)
 
     report(progress, log, f"pgm: sampling {target} records")
     return sample_partitions(
