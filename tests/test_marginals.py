@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from spark_dpsynth.data.prepare import prepare
-from spark_dpsynth.mechanisms.marginals import _SparkBackend, aggregate_encoded, dp_aggregate
+from spark_dpsynth.mechanisms.marginals import LocalBackend, _SparkBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
 from spark_dpsynth.privacy.noise import NoNoise
 from spark_dpsynth.release.core import Release
@@ -191,3 +192,69 @@ def test_schema_error_never_shows_data_read_as_a_header() -> None:
     with pytest.raises(SchemaError) as err:
         resolve_columns(garbage, DataConfig(columns=("c",)))
     assert "secret-value" not in str(err.value) and "2 columns (names not shown" in str(err.value)
+
+
+def _packed_table(spark):
+    # 24 columns: bins with a passthrough code, codebook domains (one of them 5 bits wide), free strings; the
+    # packed ones need two 62-bit key words. Rows repeat so that patterns have multiplicities.
+    rng = np.random.default_rng(7)
+    n = 600
+    cols = {}
+    for j in range(8):
+        cols[f"h{j}"] = [("N" if x < 3 else str(x)) for x in rng.integers(0, 40, n)]
+    for j in range(8):
+        cols[f"c{j}"] = [("zz" if x == 20 else f"v{x:02d}") for x in rng.integers(0, 21, n)]
+    for j in range(8):
+        cols[f"s{j}"] = [(None if x == 0 else f"w{x}") for x in rng.integers(0, 4, n)]
+    names = list(cols)
+    rows = [tuple(cols[c][i] for c in names) for i in range(n)] * 3
+    df = spark.createDataFrame(rows, ", ".join(f"{c} string" for c in names))
+    config = DataConfig(
+        columns=tuple(names),
+        bins={f"h{j}": BinSpec((10, 20, 30), passthrough=("N",)) for j in range(8)},
+        domains={f"c{j}": tuple(f"v{x:02d}" for x in range(24)) for j in range(8)},
+    )
+    return df, config
+
+
+def test_packed_grouping_key_gives_the_string_keys_release(spark, monkeypatch) -> None:
+    # Columns with a small public domain are grouped as bit fields of long words (design 2.2): the patterns,
+    # their multiplicities and content hashes, hence the test-mode release, are those of string keys.
+    from spark_dpsynth.mechanisms import marginals
+    from spark_dpsynth.mechanisms.marginals import _KeyLayout, _public_domains
+
+    df, config = _packed_table(spark)
+    layout = _KeyLayout.plan(len(config.columns), _public_domains(config.columns, config, {}))
+    assert sorted(layout.fields) == list(range(16)) and layout.words == 2
+    params = AggregationParams(epsilon=2.0, delta=1e-6, reporting_length=3, percentile=90, seed=11)
+    packed = dp_aggregate(df.repartition(3), params, config)
+    monkeypatch.setattr(marginals, "_PACKED_DOMAIN_MAX", 0)
+    strings = dp_aggregate(df, params, config)
+    assert _as_dict(packed) == _as_dict(strings) and len(_as_dict(packed)) > 1000
+    assert packed.domains == strings.domains
+    assert "zz" not in {v for dom in packed.domains for v in dom}  # outside the codebook: empty
+    same = ("sensitivities", "thresholds", "protected_number_of_records", "empty_counts")
+    assert {k: packed.manifest[k] for k in same} == {k: strings.manifest[k] for k in same}
+    assert packed.manifest["sensitivities"]["3"] < 24 * 23 * 22 // 6  # bounding ran (uses the content hash)
+
+
+def test_packed_backend_counts_exactly(spark) -> None:
+    from spark_dpsynth.mechanisms.marginals import _public_domains
+
+    df, config = _packed_table(spark)
+    names = config.columns
+    public = _public_domains(names, config, {})
+    prepared = prepare(df, config)
+    rows = [tuple(r) for r in prepared.collect()]
+    exact = dataclasses.replace(EXACT, reporting_length=2, thresholds=(0,))
+    got = []
+    for backend in (
+        _SparkBackend(prepared, names, public),
+        LocalBackend.from_rows(rows, len(names)),
+    ):
+        try:
+            got.append(_as_dict(aggregate_encoded(backend, names, exact, noise=NoNoise())))
+        finally:
+            if isinstance(backend, _SparkBackend):
+                backend.release_cache()
+    assert got[0] == got[1]

@@ -4,7 +4,8 @@
 
 1. prepare: select, clean and bin the attribute columns (:mod:`spark_dpsynth.data.prepare`);
 2. patterns: ``groupBy(all columns).count()``: distinct records with their multiplicity (partial aggregation
-   before the shuffle; identical records are counted once per pattern), plus a content hash per pattern;
+   before the shuffle; identical records are counted once per pattern), plus a content hash per pattern; the
+   columns with a small public domain are grouped as bit fields of int64 words (:class:`_KeyLayout`);
 3. encode: per column, value -> integer code with the (driver-held) dictionary of values, in ``mapInArrow``;
    the encoded patterns are cached and read 2 R times;
 4. per k = 1..R: one pass histograms |W_u| (per-record number of candidate k-tuples) for the DP percentile,
@@ -601,30 +602,114 @@ def _manifest(
 # --------------------------------------------------------------------------------------------- Spark backend
 
 
+_PACKED_DOMAIN_MAX = 255
+"""A public domain of at most this many values is grouped as a bit field of a long key (``_KeyLayout``)."""
+_WORD_BITS = 62
+"""Bits used of each packed int64 key (non-negative, with a bit to spare)."""
+
+
+@dataclass(frozen=True)
+class _KeyLayout:
+    """How the patterns' grouping key holds the columns with a small public domain (docs/design.md 2.2).
+
+    Column j of ``fields`` is code 0 (empty) or i + 1 (its public value i), in ``bits`` bits at ``shift`` of the
+    int64 key word ``word``. :func:`~spark_dpsynth.data.prepare.prepare` leaves no other value in such a column
+    (a value outside a public domain or a bin is empty). The other columns keep their strings.
+    """
+
+    fields: dict[int, tuple[int, int, int, tuple[str, ...]]]
+    """column -> (word, shift, bits, public domain)."""
+    words: int
+
+    @classmethod
+    def plan(cls, d: int, public: Mapping[int, tuple[str, ...]]) -> _KeyLayout:
+        fields: dict[int, tuple[int, int, int, tuple[str, ...]]] = {}
+        word, used = 0, 0
+        for j in range(d):
+            domain = public.get(j)
+            if domain is None or not 0 < len(domain) <= _PACKED_DOMAIN_MAX:
+                continue
+            bits = len(domain).bit_length()
+            if used + bits > _WORD_BITS:
+                word, used = word + 1, 0
+            fields[j] = (word, used, bits, tuple(domain))
+            used += bits
+        return cls(fields=fields, words=word + 1 if fields else 0)
+
+    def code(self, j: int, value):  # noqa: ANN001, ANN201 - pyspark Column -> Column
+        """The field's code of a prepared value (a string or null), as a long column: 0 for null.
+
+        ``value`` appears twice, so that Spark keeps this projection apart from the binning one that computes
+        it: merged, their generated method outgrows the JIT's limit and runs interpreted, 2x slower (section 2.2).
+        """
+        from pyspark.sql import functions as F
+
+        domain = self.fields[j][3]
+        found = F.array_position(F.array(*[F.lit(v) for v in domain]), value)
+        return F.when(value.isNull(), F.lit(0)).otherwise(found).cast("long")
+
+    def field(self, j: int):  # noqa: ANN201 - pyspark Column (int)
+        """Column j's code read back from its key word."""
+        from pyspark.sql import functions as F
+
+        word, shift, bits, _ = self.fields[j]
+        return F.shiftright(F.col(f"__k{word}"), shift).bitwiseAND(F.lit((1 << bits) - 1)).cast("int")
+
+    def value(self, j: int):  # noqa: ANN201 - pyspark Column (string or null)
+        """Column j's prepared value read back from its key word (null: empty)."""
+        from pyspark.sql import functions as F
+
+        domain = self.fields[j][3]
+        code = self.field(j)
+        return F.when(
+            (code > 0) & (code <= len(domain)), F.element_at(F.array(*[F.lit(v) for v in domain]), code)
+        )
+
+
 class _SparkBackend:
     """Encoded patterns in a cached Spark DataFrame; kernels run in ``mapInArrow``.
 
-    Spark stages: the patterns (``groupBy`` of the records: partial aggregation, shuffle, cached); the dictionary
+    Spark stages: the patterns (``groupBy`` of the records: partial aggregation, shuffle, cached; the columns of
+    ``public`` with at most 255 values grouped as bit fields of long words, :class:`_KeyLayout`); the dictionary
     (``collect_set`` over the cached patterns); then one Python stage per histogram pass, the first one also
-    encoding the patterns to integer codes (cached; the string patterns are then dropped). A pass sums one
+    encoding the patterns to integer codes (cached; the key patterns are then dropped). A pass sums one
     partial result per task on the driver (or, when partitions x result size is large, in a ``groupBy``). Each
     histogram pass also accumulates the unbounded candidate counts from the same lookups: when no record has more
     candidate tuples than Delta_k (the usual case at percentile 99), they are the bounded counts and the counting
     pass is skipped (the result is the same either way).
     """
 
-    def __init__(self, prepared, columns: tuple[str, ...]) -> None:  # noqa: ANN001 - pyspark DataFrame
+    def __init__(  # noqa: ANN001 - pyspark DataFrame
+        self, prepared, columns: tuple[str, ...], public: Mapping[int, tuple[str, ...]] | None = None
+    ) -> None:
         from pyspark.sql import functions as F
 
         self._columns = columns
+        d = len(columns)
         names = [f"`{c}`" for c in columns]
-        tagged = [F.coalesce(F.concat(F.lit(f"{j}="), F.col(n)), F.lit(f"{j}!")) for j, n in enumerate(names)]
+        # Columns with a small public domain are grouped as bit fields of int64 words, the others as strings: a
+        # hash aggregation on a few longs instead of d strings, and a cache of longs (docs/design.md section 2.2).
+        self._layout = layout = _KeyLayout.plan(d, public or {})
+        strings = [F.col(names[j]) for j in range(d) if j not in layout.fields]
+        coded = prepared.select(
+            *[layout.code(j, F.col(names[j])).alias(f"__c{j}") for j in layout.fields], *strings
+        )
+        words = [F.lit(0).cast("long")] * layout.words
+        for j, (w, shift, _, _) in layout.fields.items():
+            words[w] = words[w].bitwiseOR(F.shiftleft(F.col(f"__c{j}"), shift))
+        keys = [f"__k{w}" for w in range(layout.words)] + [
+            names[j] for j in range(d) if j not in layout.fields
+        ]
+        selected = coded.select(*[w.alias(f"__k{i}") for i, w in enumerate(words)], *strings)
+        # The content hash of each pattern is of its values (strings), whatever the grouping key.
+        values = [layout.value(j) if j in layout.fields else F.col(names[j]) for j in range(d)]
+        tagged = [F.coalesce(F.concat(F.lit(f"{j}="), v), F.lit(f"{j}!")) for j, v in enumerate(values)]
         # Distinct records with their multiplicity (partial aggregation before the shuffle) and a content hash,
         # in as many partitions as the session runs tasks at once: the mapInArrow kernels stream Arrow batches,
         # so partition size does not bound memory, while every extra partition costs a Python task.
         self._partitions = default_parallelism(prepared.sparkSession)
         self._patterns = (
-            prepared.groupBy(*[F.col(n) for n in names])
+            selected.groupBy(*[F.col(k) for k in keys])
             .agg(F.count(F.lit(1)).alias("__n"))
             .withColumn("__h", F.xxhash64(*tagged))
             .coalesce(self._partitions)
@@ -639,11 +724,22 @@ class _SparkBackend:
         from pyspark.sql import functions as F
 
         d = len(self._columns)
-        # One row of d arrays, bounded by the number of distinct attributes (column, value): the k=1 candidates.
+        fields = self._layout.fields
+        # One row of d arrays, bounded by the number of distinct attributes (column, value): the k=1 candidates
+        # (a packed column's codes: at most its public domain's size + 1).
         row = self._patterns.agg(
-            *[F.collect_set(F.col(f"`{c}`")).alias(f"v{j}") for j, c in enumerate(self._columns)]
+            *[
+                F.collect_set(self._layout.field(j) if j in fields else F.col(f"`{c}`")).alias(f"v{j}")
+                for j, c in enumerate(self._columns)
+            ]
         ).collect()[0]
-        values = [tuple(sorted(row[f"v{j}"])) for j in range(d)]
+        values = []
+        for j in range(d):
+            if j not in fields:
+                values.append(tuple(sorted(row[f"v{j}"])))
+                continue
+            domain = fields[j][3]
+            values.append(tuple(sorted(domain[c - 1] for c in row[f"v{j}"] if c > 0)))
         self._encode(values)
         return values
 
@@ -652,15 +748,31 @@ class _SparkBackend:
         import pyarrow.compute as pc
 
         d = len(self._columns)
+        fields = self._layout.fields
+        words = self._layout.words
         dictionaries = [pa.array(list(v), type=pa.string()) for v in values]
         names = list(self._columns)
+        # A packed column's field code -> its dictionary code (-1: empty), per column.
+        luts: dict[int, np.ndarray] = {}
+        for j, (_, _, bits, domain) in fields.items():
+            rank = {v: i for i, v in enumerate(values[j])}
+            lut = np.full(1 << bits, -1, dtype=np.int32)
+            lut[1 : len(domain) + 1] = [rank.get(v, -1) for v in domain]
+            luts[j] = lut
 
         def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for b in batches:
+                key = [
+                    b.column(f"__k{w}").to_numpy(zero_copy_only=False).astype(np.int64) for w in range(words)
+                ]
                 arrays = []
                 for j in range(d):
-                    idx = pc.index_in(b.column(names[j]).cast(pa.string()), value_set=dictionaries[j])
-                    arrays.append(pc.fill_null(idx, -1).cast(pa.int32()))
+                    if j in fields:
+                        w, shift, bits, _ = fields[j]
+                        arrays.append(pa.array(luts[j][(key[w] >> shift) & ((1 << bits) - 1)]))
+                    else:
+                        idx = pc.index_in(b.column(names[j]).cast(pa.string()), value_set=dictionaries[j])
+                        arrays.append(pc.fill_null(idx, -1).cast(pa.int32()))
                 arrays.append(b.column("__n").cast(pa.int64()))
                 arrays.append(b.column("__h").cast(pa.int64()))
                 yield pa.RecordBatch.from_arrays(arrays, names=[f"c{j}" for j in range(d)] + ["n", "h"])
@@ -916,7 +1028,7 @@ def dp_aggregate(
         prepared = prepared.select(
             *[F.col(f"`{c}`").alias(p) for c, p in zip(names, positional, strict=True)]
         )
-        backend = _SparkBackend(prepared, positional)
+        backend = _SparkBackend(prepared, positional, _public_domains(names, config, derived))
         try:
             release = aggregate_encoded(
                 backend,
@@ -960,6 +1072,24 @@ def dp_aggregate(
         progress, log, f"aggregate: done in {time.perf_counter() - started:.1f} s, sizes {release.sizes()}"
     )
     return release
+
+
+def _public_domains(
+    names: tuple[str, ...], config: DataConfig, derived: dict[str, tuple[str, str]]
+) -> dict[int, tuple[str, ...]]:
+    """Columns whose values are public: binned columns (their labels and passthrough codes) and columns with a
+    public domain (``config.domains``, a codebook, in its order; docs/design.md section 2.9). Their values cost
+    no discovery budget and their tables cover the whole domain, absent values as zero cells."""
+    out = {}
+    for j, c in enumerate(names):
+        if c in derived:
+            continue
+        if c in config.bins:
+            spec = config.bins[c]
+            out[j] = tuple(spec.interval_labels()) + tuple(spec.passthrough)
+        elif c in config.public_domains:  # a codebook, or hash-bucket labels
+            out[j] = tuple(config.public_domains[c])
+    return out
 
 
 def _values_found_in_data(name: str, types: Mapping[str, object], config: DataConfig) -> bool:

@@ -707,6 +707,7 @@ def fit_workload(
     from spark_dpsynth.mechanisms.marginals import (
         _data_manifest,
         _distinct_values,
+        _public_domains,
         _release_key,
         _SparkBackend,
         _versions,
@@ -750,14 +751,14 @@ def fit_workload(
         prepared = prepared.select(
             *[F.col(f"`{c}`").alias(p) for c, p in zip(names, positional, strict=True)]
         )
-        backend = _SparkBackend(prepared, positional)
+        public = _public_domains(names, config, derived)
+        backend = _SparkBackend(prepared, positional, public)
         acct = Accountant(float(params.epsilon), accounting=params.accounting)
         eps_n = acct.spend_epsilon(
             "number_of_records",
             params.number_of_records_epsilon_proportion,
             "discrete Laplace (count of records)",
         )
-        public = _public_domains(names, config, derived)
         discovery, protected_n, delta = _discover(
             backend,
             names,
@@ -1015,24 +1016,6 @@ def _typed_bins(df, config, params, noise, progress):  # noqa: ANN001, ANN202 - 
         sources.update({c: "dp_quantiles" for c in need})
         bins = _Bins(protected_n, rho_total, rho_b, eps_b, quantiles)
     return df, config, types_manifest(types, config.bins, sources), bins
-
-
-def _public_domains(
-    names: tuple[str, ...], config: DataConfig, derived: dict[str, tuple[str, str]]
-) -> dict[int, tuple[str, ...]]:
-    """Columns whose values are public: binned columns (their labels and passthrough codes) and columns with a
-    public domain (``config.domains``, a codebook, in its order; docs/design.md section 2.9). Their values cost
-    no discovery budget and their tables cover the whole domain, absent values as zero cells."""
-    out = {}
-    for j, c in enumerate(names):
-        if c in derived:
-            continue
-        if c in config.bins:
-            spec = config.bins[c]
-            out[j] = tuple(spec.interval_labels()) + tuple(spec.passthrough)
-        elif c in config.public_domains:  # a codebook, or hash-bucket labels
-            out[j] = tuple(config.public_domains[c])
-    return out
 
 
 def _discover(
