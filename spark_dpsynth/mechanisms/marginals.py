@@ -636,6 +636,11 @@ class _KeyLayout:
             used += bits
         return cls(fields=fields, words=word + 1 if fields else 0)
 
+    def _domain(self, j: int):  # noqa: ANN202 - pyspark Column (array<string> literal)
+        from pyspark.sql import functions as F
+
+        return F.array(*[F.lit(v) for v in self.fields[j][3]])
+
     def code(self, j: int, value):  # noqa: ANN001, ANN201 - pyspark Column -> Column
         """The field's code of a prepared value (a string or null), as a long column: 0 for null.
 
@@ -644,9 +649,9 @@ class _KeyLayout:
         """
         from pyspark.sql import functions as F
 
-        domain = self.fields[j][3]
-        found = F.array_position(F.array(*[F.lit(v) for v in domain]), value)
-        return F.when(value.isNull(), F.lit(0)).otherwise(found).cast("long")
+        return (
+            F.when(value.isNull(), F.lit(0)).otherwise(F.array_position(self._domain(j), value)).cast("long")
+        )
 
     def field(self, j: int):  # noqa: ANN201 - pyspark Column (int)
         """Column j's code read back from its key word."""
@@ -659,11 +664,8 @@ class _KeyLayout:
         """Column j's prepared value read back from its key word (null: empty)."""
         from pyspark.sql import functions as F
 
-        domain = self.fields[j][3]
         code = self.field(j)
-        return F.when(
-            (code > 0) & (code <= len(domain)), F.element_at(F.array(*[F.lit(v) for v in domain]), code)
-        )
+        return F.when(code > 0, F.element_at(self._domain(j), code))
 
 
 class _SparkBackend:
@@ -690,16 +692,14 @@ class _SparkBackend:
         # Columns with a small public domain are grouped as bit fields of int64 words, the others as strings: a
         # hash aggregation on a few longs instead of d strings, and a cache of longs (docs/design.md section 2.2).
         self._layout = layout = _KeyLayout.plan(d, public or {})
-        strings = [F.col(names[j]) for j in range(d) if j not in layout.fields]
+        strings = [names[j] for j in range(d) if j not in layout.fields]
         coded = prepared.select(
             *[layout.code(j, F.col(names[j])).alias(f"__c{j}") for j in layout.fields], *strings
         )
         words = [F.lit(0).cast("long")] * layout.words
         for j, (w, shift, _, _) in layout.fields.items():
             words[w] = words[w].bitwiseOR(F.shiftleft(F.col(f"__c{j}"), shift))
-        keys = [f"__k{w}" for w in range(layout.words)] + [
-            names[j] for j in range(d) if j not in layout.fields
-        ]
+        keys = [f"__k{w}" for w in range(layout.words)] + strings
         selected = coded.select(*[w.alias(f"__k{i}") for i, w in enumerate(words)], *strings)
         # The content hash of each pattern is of its values (strings), whatever the grouping key.
         values = [layout.value(j) if j in layout.fields else F.col(names[j]) for j in range(d)]
