@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -395,9 +396,10 @@ def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution:
     """Sum the partial cell counts and reduce them to per-subset and per-bucket sums, in one Spark job.
 
     ``union`` holds partial counts ``k, subset, v0.., n_s, n_y, n_r`` (sensitive, synthetic, release). It is
-    hash-partitioned on ``subset`` once; the cell sums, the per-subset totals (a window over the subset), the
-    per-(subset, count bucket) aggregates and the top values of the 1-column subsets then all run in those
-    partitions without another shuffle (the two branches of the final union reuse the one exchange).
+    hash-partitioned on ``subset`` once and summed per cell; the cell sums are persisted (one row per cell of
+    every compared subset, on the executors' local disks, released before this returns), so the pass over the
+    tables runs once. The per-subset totals (a window over the subset), the per-(subset, count bucket)
+    aggregates and the top values of the 1-column subsets then read those partitions without another shuffle.
 
     Returns:
         :class:`_Counts`. Per subset (and per (k, bucket)): ``k``; ``rows_s``, ``rows_y`` = the sum of the
@@ -413,13 +415,27 @@ def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution:
         ``perr_X`` = sum of |X - S| / S (1 if S = 0), ``abserr_X`` = sum of |X - S|, ``cnt_X`` = sum of X,
         ``true_X`` = sum of S. Each tuple's bucket is that of its sensitive count (:func:`_bucket_index`).
     """
-    k = F.col("k")
-    n_s, n_y, n_r = F.col("n_s"), F.col("n_y"), F.col("n_r")
-    cells = (
+    summed = (
         union.repartition(F.col("subset"))
         .groupBy(*plan.key_names)
         .agg(*(F.sum(c).alias(c) for c in ("n_s", "n_y", "n_r")))
     )
+    # The two branches below (per-bucket aggregates, top values) read the cell sums. Spark reuses a shuffle
+    # between branches only when their plans are identical after column pruning, which the union of a
+    # sensitive and a synthetic pass did not give: each branch ran the cell counter over both tables again.
+    # Persisted, the pass and its shuffle run once.
+    cells = summed.persist(StorageLevel.DISK_ONLY)
+    try:
+        return _reduce_cells(cells, plan, sds_length, resolution)
+    finally:
+        cells.unpersist()
+
+
+def _reduce_cells(cells: DataFrame, plan: _SubsetPlan, sds_length: int, resolution: int) -> _Counts:
+    """:func:`_aggregate`'s reduction of the cell sums ``cells`` (``k, subset, v0.., n_s, n_y, n_r``, one row
+    per cell, hash-partitioned on ``subset``) to the per-subset and per-bucket sums and the top values."""
+    k = F.col("k")
+    n_s, n_y, n_r = F.col("n_s"), F.col("n_y"), F.col("n_r")
     per_subset = Window.partitionBy("subset")
     cells = cells.withColumn("rows_s", F.sum(n_s).over(per_subset)).withColumn(
         "rows_y", F.sum(n_y).over(per_subset)
@@ -480,10 +496,7 @@ def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution:
         )
         .withColumn("kind", F.lit("subset"))
     )
-    # The top values of each 1-column subset. This branch must share the exchange (the one pass over every
-    # table) with the other: Spark reuses an exchange only for identical subplans. So it keeps n_r in its
-    # output although it does not need it (column pruning would drop n_r below the shuffle), and it filters on
-    # k only after a window over the whole subset (a filter on k alone would be pushed below the shuffle).
+    # The top values of each 1-column subset (a window over the subset, in the partitions of the cell sums).
     rank = F.row_number().over(
         Window.partitionBy("subset").orderBy(F.desc(n_s + n_y), F.col("v0").asc_nulls_first())
     )
