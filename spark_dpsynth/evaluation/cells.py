@@ -431,13 +431,13 @@ def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution:
         cells.unpersist()
 
 
-def _reduce_cells(cells: DataFrame, plan: _SubsetPlan, sds_length: int, resolution: int) -> _Counts:
-    """:func:`_aggregate`'s reduction of the cell sums ``cells`` (``k, subset, v0.., n_s, n_y, n_r``, one row
+def _reduce_cells(sums: DataFrame, plan: _SubsetPlan, sds_length: int, resolution: int) -> _Counts:
+    """:func:`_aggregate`'s reduction of the cell sums ``sums`` (``k, subset, v0.., n_s, n_y, n_r``, one row
     per cell, hash-partitioned on ``subset``) to the per-subset and per-bucket sums and the top values."""
     k = F.col("k")
     n_s, n_y, n_r = F.col("n_s"), F.col("n_y"), F.col("n_r")
     per_subset = Window.partitionBy("subset")
-    cells = cells.withColumn("rows_s", F.sum(n_s).over(per_subset)).withColumn(
+    cells = sums.withColumn("rows_s", F.sum(n_s).over(per_subset)).withColumn(
         "rows_y", F.sum(n_y).over(per_subset)
     )
     dec = T.DecimalType(38, 0)
@@ -496,16 +496,15 @@ def _reduce_cells(cells: DataFrame, plan: _SubsetPlan, sds_length: int, resoluti
         )
         .withColumn("kind", F.lit("subset"))
     )
-    # The top values of each 1-column subset (a window over the subset, in the partitions of the cell sums).
+    # The top values of each 1-column subset.
     rank = F.row_number().over(
         Window.partitionBy("subset").orderBy(F.desc(n_s + n_y), F.col("v0").asc_nulls_first())
     )
     top = (
-        cells.withColumn("rank", rank)
-        .where((k == F.lit(1)) & ((n_s + n_y) > 0) & (F.col("rank") <= F.lit(_ONE_WAY_VALUES)))
-        .select(
-            F.lit("value").alias("kind"), "k", "subset", "v0", n_s.alias("s"), n_y.alias("y"), n_r.alias("r")
-        )
+        sums.where((k == F.lit(1)) & ((n_s + n_y) > 0))
+        .withColumn("rank", rank)
+        .where(F.col("rank") <= F.lit(_ONE_WAY_VALUES))
+        .select(F.lit("value").alias("kind"), "k", "subset", "v0", n_s.alias("s"), n_y.alias("y"))
     )
     out = _Counts({}, {}, {})
     # Subset-sized: one row per (column subset, count bucket), about sum of C(d, L) * log2(n / 10) rows, plus

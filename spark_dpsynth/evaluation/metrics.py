@@ -41,9 +41,9 @@ join on nullable keys), shuffled once by column subset, summed per cell, and red
 subset, count bucket) (per-subset totals come from a window over the subset, in the same partitions), plus the
 12 most frequent values of each column (from the same cell sums, persisted so that the pass over the tables runs
 once). The driver receives only those rows (about sum of C(d, L) times log2(n / 10) of them) and, when a release
-is given, holds the release, which it hands to Spark as one small Arrow table. The classifiers of ``tstr`` are the one exception: they run
-on the driver, on at most ``tstr_max_rows`` rows of each table (default 100,000), a top-N by a seeded hash of
-the row. Tables above ``max_rows`` rows (default 1,000,000) are counted on a seeded hash sample of
+is given, holds the release, which it hands to Spark as one small Arrow table. The classifiers of ``tstr`` are
+the one exception: they run on the driver, on at most ``tstr_max_rows`` rows of each table (default 100,000), a
+top-N by a seeded hash of the row. Tables above ``max_rows`` rows (default 1,000,000) are counted on a seeded hash sample of
 their rows (``row_sampling``), best drawn before the tables are prepared (:class:`RowSampling`: each table is then
 read once, and only the sampled rows are prepared). DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
 """
