@@ -125,6 +125,13 @@ class BinSpec:
     [e_m, upper]; None: the neighbour's width above e_m, cut at 0 when e_m < 0 (docs/design.md section 2.8)."""
     count: int | None = None
     """With ``lower`` and ``upper`` and no ``edges``: ``count`` >= 1 equal-width bins between the bounds."""
+    points: tuple[float, ...] = ()
+    """Exact values kept as categories of their own (a spike such as 0 in an amount, 40 in weekly hours): a
+    value equal to one of them gets its label (:meth:`point_labels`) instead of its bin's, and comes back
+    exactly (docs/design.md section 2.8). Finite, distinct."""
+    integral: bool = False
+    """True when the column's values are whole numbers (a real column of whole numbers): values drawn inside a
+    bin are whole numbers too (docs/design.md section 2.8)."""
 
     def __post_init__(self) -> None:
         lower = None if self.lower is None else v.finite("bins.lower", self.lower)
@@ -146,6 +153,10 @@ class BinSpec:
             raise InvalidParameterError(f"bins.edges must be strictly increasing, got {list(self.edges)}")
         object.__setattr__(self, "edges", edges)
         object.__setattr__(self, "passthrough", tuple(str(x).strip() for x in self.passthrough))
+        points = tuple(v.finite("bins.points", p) for p in self.points)
+        if len(set(points)) != len(points):
+            raise InvalidParameterError(f"bins.points must be distinct, got {list(points)}")
+        object.__setattr__(self, "points", tuple(sorted(points)))
         if self.labels is not None:
             labels = tuple(str(x) for x in self.labels)
             if len(labels) != len(edges) + 1:
@@ -178,6 +189,15 @@ class BinSpec:
         e = self.edges
         inner = [f"[{fmt(a)}, {fmt(b)})" for a, b in zip(e, e[1:], strict=False)]
         return (f"<{fmt(e[0])}", *inner, f">={fmt(e[-1])}")
+
+    def point_labels(self) -> tuple[str, ...]:
+        """The labels of the exact ``points``, in their order: ``"=0"``, ``"=40"``, ``"=2.5"``."""
+        return tuple(f"={int(p)}" if float(p).is_integer() else f"={p!r}" for p in self.points)
+
+    def domain(self) -> tuple[str, ...]:
+        """Every value a binned column takes in the release: the interval labels, the point labels and the
+        passthrough codes (a public domain, docs/design.md section 2.9)."""
+        return (*self.interval_labels(), *self.point_labels(), *self.passthrough)
 
 
 @dataclass(frozen=True)

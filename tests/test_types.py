@@ -14,12 +14,14 @@ from pyspark.sql import functions as F
 from spark_dpsynth.data.prepare import synthetic_for_release
 from spark_dpsynth.data.session import SQL_DEFAULTS, _with_sql_defaults
 from spark_dpsynth.data.types import (
-    _grid_cell,
-    bin_quantile_levels,
-    candidate_grid,
+    _cell_key,
+    _cells_of,
+    _profile_grid,
     column_types,
-    dp_bins,
+    dp_profiles,
     numeric_view,
+    profile_points,
+    profile_sigma,
     types_manifest,
 )
 from spark_dpsynth.errors import InvalidParameterError
@@ -40,24 +42,54 @@ ROWS = [
 
 
 @pytest.mark.parametrize("scale", ["integer", "real", "date", "timestamp"])
-def test_grid_is_public_sorted_and_cells_match_searchsorted(spark, scale) -> None:
-    grid = candidate_grid(scale)
-    assert np.all(np.diff(grid) > 0)
-    if scale == "integer":
-        assert np.all(grid == np.round(grid)) and 0.0 in grid and 99.0 in grid and 110.0 in grid
-    probes = [-1e20, -3.7e4, -31.0, -30.0, -1.0, -0.0004, 0.0, 0.0004, 1.0, 1.05, 9.9, 10.0, 29.0, 30.0, 30.5]
-    probes += [99.0, 100.0, 105.0, 110.0, 17897.0, 17897.5, 1.6e9, 9.95e18, 1e20]
+def test_profile_cells_match_a_search_of_the_public_points(spark, scale) -> None:
+    grid = _profile_grid(scale)
+    points = grid.points
+    assert np.all(np.diff(points) > 0) and len(points) == len(profile_points(scale))
+    if scale in ("integer", "real"):
+        assert {0.0, 1.0, 17.0, 999.0, -999.0, 1000.0, 1100.0}.issubset(set(points.tolist()))
+    probes = [-1e20, -3.7e4, -1550.0, -1500.0, -999.5, -31.0, -2.55, -1.0, -0.0004, 0.0, 0.0004, 1.0, 1.05]
+    probes += [
+        2.5,
+        9.9,
+        40.0,
+        99.0,
+        100.0,
+        105.0,
+        999.0,
+        999.5,
+        1000.0,
+        1050.0,
+        17897.0,
+        17897.5,
+        1.6e9,
+        1e20,
+    ]
     df = spark.createDataFrame([(float(x),) for x in probes] + [(None,), (float("nan"),)], "x double")
-    got = [r["c"] for r in df.select(_grid_cell(F.col("x"), scale, len(grid)).alias("c")).collect()]
-    assert got[-2:] == [None, None]  # an empty value falls in no cell
-    got = got[:-2]
-    if scale == "timestamp":
-        want = np.searchsorted(grid, np.floor(np.array(probes) / 86400.0) * 86400.0, side="right")
-    elif scale == "date":
-        want = np.searchsorted(grid, np.floor(probes), side="right")
-    else:
-        want = np.searchsorted(grid, probes, side="right")
-    assert got == want.tolist()
+    lower, exact = _cell_key(F.col("x"), scale)
+    rows = df.select(lower.alias("l"), exact.alias("e")).collect()
+    lows = np.array([np.nan if r["l"] is None else r["l"] for r in rows])
+    got = _cells_of(grid, lows, np.array([bool(r["e"]) for r in rows])).tolist()
+    assert got[-2:] == [grid.null_cell, grid.null_cell]  # an empty value falls in the empty cell
+    x = np.array(probes)
+    day = {"date": 1.0, "timestamp": 86400.0}.get(scale)
+    want = []
+    for v in x:
+        if scale in ("date", "timestamp"):
+            v = float(np.clip(v, -1e13, 1e13))
+            start = np.floor(v / day) * day
+            i = np.searchsorted(points, start, side="right") - 1
+            exact_point = i >= 0 and points[i] == start and v == start
+        else:
+            i = np.searchsorted(points, v, side="right") - 1
+            exact_point = i >= 0 and points[i] == v
+        want.append(0 if i < 0 else (1 + 2 * i if exact_point else 2 + 2 * i))
+    assert got[:-2] == want
+    # every cell a value of the scale can fall in is possible (an integer never lies between 5 and 6)
+    whole_only = scale in ("integer", "date")
+    assert all(
+        grid.possible[c] for c, v in zip(want, x, strict=True) if not whole_only or float(v).is_integer()
+    )
 
 
 def test_column_types_come_from_the_schema_and_the_config(spark) -> None:
@@ -70,27 +102,74 @@ def test_column_types_come_from_the_schema_and_the_config(spark) -> None:
     assert cat["n"].scale == "category" and cat["n"].type == "int"
 
 
-def test_dp_bins_exact_percentiles_give_integer_edges_and_a_point_bin_for_a_spike(spark) -> None:
-    rows = [(0,)] * 600 + [(v,) for v in range(1, 401)]
-    df = spark.createDataFrame(rows, "n int")
-    types = column_types(df.schema, DataConfig(columns=("n",)))
-    bins = dp_bins(df, types, ("n",), 10, 1.0, NoNoise())["n"]
-    assert all(e == int(e) for e in bins.edges)
-    # 60% zeros: the zero cell is chosen by several quantiles and becomes the bin [0, 1)
-    assert "[0, 1)" in bins.interval_labels()
-    assert bins.edges[-1] <= 400 and bins.edges[-1] >= 300
+def _profile(spark, rows, schema, **kw):
+    df = spark.createDataFrame(rows, schema)
+    types = column_types(df.schema, DataConfig(columns=tuple(df.columns)))
+    return dp_profiles(
+        numeric_view(df, types), types, tuple(df.columns), kw.get("n_bins", 16), 1.0, len(rows), NoNoise()
+    )
 
 
-def test_split_budget_charges_the_bins_in_rho() -> None:
+def test_dp_profile_tells_codes_from_measurements(spark) -> None:
+    rng = np.random.default_rng(5)
+    n = 4000
+    rows = [
+        (
+            int(rng.integers(0, 2)),  # a 0/1 code
+            int(rng.choice([0, 1, 2, 39], p=[0.02, 0.03, 0.05, 0.9])),  # a country code, one value dominant
+            int(rng.integers(12_000, 1_500_000)),  # a measurement (a weight)
+            int(0 if rng.random() < 0.9 else rng.integers(1_000, 99_999)),  # an amount, 90% zeros
+            float(rng.choice([1.0, 2.0, 9.0])),  # codes read as doubles
+            float(round(rng.gamma(2.0, 300.0))),  # whole numbers in a double column
+            float(rng.normal(50.0, 10.0)),  # a real measurement
+        )
+        for _ in range(n)
+    ]
+    schema = "flag int, country int, weight int, amount int, code double, whole double, real double"
+    profiles = _profile(spark, rows, schema)
+    meaning = {c: p.meaning for c, p in profiles.items()}
+    assert meaning == {
+        "flag": "code", "country": "code", "weight": "measurement", "amount": "measurement",
+        "code": "code", "whole": "measurement", "real": "measurement",
+    }  # fmt: skip
+    weight = profiles["weight"].bins
+    # the DP range lies at the data (no edge a thousand times beyond it), edges inside it
+    assert 12_000 <= weight.lower <= 60_000 and 1_300_000 <= weight.upper <= 1_500_000
+    assert all(weight.lower < e < weight.upper for e in weight.edges) and len(weight.edges) >= 8
+    amount = profiles["amount"].bins
+    assert amount.points == (0.0,) and amount.lower >= 0 and amount.upper <= 100_000
+    assert profiles["whole"].bins.integral and not profiles["real"].bins.integral
+    assert "0" not in amount.interval_labels() and amount.point_labels() == ("=0",)
+    assert all("%" in p.reason or "bins" in p.reason or "range" in p.reason for p in profiles.values())
+
+
+def test_dp_profile_dates_are_measurements_inside_their_range(spark) -> None:
+    days = [dt.date(2010, 1, 1) + dt.timedelta(days=int(d)) for d in np.arange(0, 3650, 3)]
+    profiles = _profile(spark, [(d,) for d in days] * 3, "d date")
+    b = profiles["d"].bins
+    assert profiles["d"].meaning == "measurement" and not b.points
+    low, high = (dt.date(1970, 1, 1) + dt.timedelta(days=int(x)) for x in (b.lower, b.upper))
+    assert dt.date(2010, 1, 1) <= low <= dt.date(2010, 4, 1) and dt.date(2019, 8, 1) <= high <= dt.date(
+        2020, 1, 1
+    )
+
+
+def test_dp_profile_noise_is_charged_and_scaled_by_the_columns() -> None:
+    # one cell per column, plus one count of values that are not whole numbers per real column
+    assert profile_sigma(0.5, 4, 0) == pytest.approx(2.0)
+    assert profile_sigma(0.5, 4, 4) == pytest.approx(np.sqrt(8.0))
+
+
+def test_split_budget_charges_the_profile_in_rho() -> None:
     params = AggregationParams(epsilon=4.0, delta=1e-6, reporting_length=3)
     plain = split_budget(params, 1e-6)
-    binned = split_budget(params, 1e-6, 11 * 6)
-    assert plain.bins_rho == 0 and "bin_edges" not in {s.name for s in plain.budget.shares}
-    share = binned.budget.share("bin_edges")
-    assert share.rho == pytest.approx(0.05 * binned.rho)
-    assert binned.epsilon_b == pytest.approx(np.sqrt(2 * binned.rho * 0.05 / 66))
-    assert binned.zcdp_spent() == pytest.approx(binned.rho)
-    assert binned.sigma > plain.sigma
+    profiled = split_budget(params, 1e-6, 6)
+    assert plain.bins_rho == 0 and "column_profile" not in {s.name for s in plain.budget.shares}
+    share = profiled.budget.share("column_profile")
+    assert share.rho == pytest.approx(0.05 * profiled.rho) and "6 numeric column(s)" in share.mechanism
+    assert profiled.profile_columns == 6
+    assert profiled.zcdp_spent() == pytest.approx(profiled.rho)
+    assert profiled.sigma > plain.sigma
 
 
 def test_binspec_bounds_and_count() -> None:
@@ -227,14 +306,16 @@ def test_dp_aggregate_end_to_end_types_in_manifest(spark) -> None:
     release = dp_aggregate(df, params, DataConfig(bins={"n": BinSpec((1, 10, 100))}, dp_bins=4))
     m = release.manifest
     assert m["column_types"]["n"]["bins"]["source"] == "config"
-    assert m["column_types"]["x"]["bins"]["source"] == "dp_quantiles"
+    assert m["column_types"]["x"]["bins"]["source"] == "dp_profile"
     assert m["column_types"]["s"] == {"type": "string", "nullable": True, "scale": "category"}
-    assert m.budget.share("bin_edges").rho > 0
-    levels = len(bin_quantile_levels(4))
-    assert (
-        "3 times" not in m.budget.share("bin_edges").mechanism
-        and f"{levels * 3} times" in m.budget.share("bin_edges").mechanism
-    )
+    assert m.budget.share("column_profile").rho > 0
+    assert "3 numeric column(s)" in m.budget.share("column_profile").mechanism  # x, d, t
+    assert m["column_meanings"]["n"] == {
+        "source": "config",
+        "meaning": "measurement",
+        "reason": "public bins",
+    }
+    assert m["column_meanings"]["x"]["source"] == "dp_profile"
     assert m["empty_counts"]["n"] == 0 or abs(m["empty_counts"]["n"]) < 10
     assert numeric_view(df, {}).columns == df.columns
 
@@ -297,9 +378,9 @@ def test_workload_and_pgm_give_back_the_input_schema(spark) -> None:
     )
     m = release.manifest
     assert m["column_types"]["age"]["bins"]["source"] == "config"
-    assert m["column_types"]["x"]["bins"]["source"] == "dp_quantiles"
-    share = m.budget.share("bin_edges")
-    assert share.rho == pytest.approx(m["rho"] * 0.05) and m["epsilon_b"] > 0
+    assert m["column_types"]["x"]["bins"]["source"] == "dp_profile"
+    share = m.budget.share("column_profile")
+    assert share.rho == pytest.approx(m["rho"] * 0.05) and m["profile_columns"] == 1
     assert sum(s["rho"] or 0.0 for s in m["budget"]["shares"]) == pytest.approx(m["rho"], rel=1e-9)
     synthetic = pgm.sample(release, SynthesisParams(partitions=2, seed=1), spark)
     typed = restore_types(synthetic, m, seed=1)
@@ -312,7 +393,7 @@ def test_workload_and_pgm_give_back_the_input_schema(spark) -> None:
         dataclasses.replace(params, reporting_length=2),
         DataConfig(bins={"age": BinSpec(edges=(30, 50, 70))}),
     )
-    assert public.manifest["bins_rho"] == 0 and "bin_edges" not in json.dumps(public.manifest["budget"])
+    assert public.manifest["bins_rho"] == 0 and "column_profile" not in json.dumps(public.manifest["budget"])
 
 
 def test_one_line_per_column_before_counting_from_public_facts_only() -> None:

@@ -148,6 +148,8 @@ def bin_column(value: Column, spec: BinSpec, number: Column | None = None) -> Co
         expr = expr.when(x < F.lit(spec.edges[i]), F.lit(labels[i]))
     expr = expr.when(x >= F.lit(spec.edges[-1]), F.lit(labels[-1]))
     binned = F.when(x.isNull() | F.isnan(x), F.lit(None).cast("string")).otherwise(expr)
+    for point, label in zip(spec.points, spec.point_labels(), strict=True):
+        binned = F.when(x == F.lit(float(point)), F.lit(label)).otherwise(binned)
     if spec.passthrough:
         binned = F.when(value.isin(*spec.passthrough), value).otherwise(binned)
     return binned
@@ -392,6 +394,8 @@ def _manifest_bins(manifest: dict) -> dict[str, BinSpec]:  # type: ignore[type-a
                 passthrough=tuple(b.get("passthrough") or ()),
                 lower=b.get("lower"),
                 upper=b.get("upper"),
+                points=tuple(b.get("points") or ()),
+                integral=bool(b.get("integral", False)),
             )
     return out
 
@@ -448,7 +452,7 @@ def synthetic_for_release(
         value = F.col(f"__v{j}")
         if name in bins:
             # a label stays (synthetic data not yet restored); a number (typed, or read back from CSV) is binned
-            labels = bins[name].interval_labels()
+            labels = (*bins[name].interval_labels(), *bins[name].point_labels())
             binned = bin_column(value, bins[name], number=F.col(f"__x{j}"))
             out.append(F.when(value.isin(*labels), value).otherwise(binned).alias(name))
         else:

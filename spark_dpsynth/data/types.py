@@ -38,12 +38,18 @@ from spark_dpsynth.privacy.noise import NoiseSource
 __all__ = [
     "SCALES",
     "ColumnType",
-    "bin_quantile_levels",
+    "MEANINGS",
+    "ColumnProfile",
+    "apply_profiles",
     "candidate_grid",
     "column_types",
+    "dp_profiles",
     "identifiers_manifest",
-    "dp_bins",
+    "meanings_manifest",
     "numeric_view",
+    "profile_points",
+    "profile_sigma",
+    "profile_targets",
     "scale_of",
     "types_manifest",
 ]
@@ -171,150 +177,6 @@ def candidate_grid(scale: str) -> np.ndarray:
     return np.concatenate([-positive[::-1], [0.0], positive])
 
 
-def _grid_cell(x: Column, scale: str, size: int) -> Column:
-    """The cell of the grid holding x: the number of grid points <= x (0 .. size), as a Spark expression.
-
-    Cell c is [g_(c-1), g_c); cell 0 is below the grid and cell ``size`` at or above its last point. Built-in
-    arithmetic only: the decade and the two leading digits of |x|.
-    """
-    if scale in ("date", "timestamp"):
-        missing = x.isNull() | F.isnan(x)
-        x = F.least(F.greatest(x, F.lit(-1e13)), F.lit(1e13))  # far outside the grid; floor stays in a long
-        day = F.floor(x / F.lit(86400.0)) if scale == "timestamp" else F.floor(x)
-        cell = F.least(F.greatest(day - F.lit(_DATE_MIN) + F.lit(1), F.lit(0)), F.lit(size))
-        # least/greatest skip nulls: a null or NaN must stay out of every cell, not fall in one
-        return F.when(missing, F.lit(None)).otherwise(cell).cast("int")
-    low, high = _DECADES[scale]
-    units = _UNIT_POINTS[scale]
-    k = units + (high - low + 1) * 90  # positive grid points
-
-    def at_most(y: Column) -> tuple[Column, Column]:
-        """Positive grid points <= y (y >= 0), and whether y is one of them."""
-        e = F.floor(F.log10(y))
-        m = F.floor(y / F.pow(F.lit(10.0), e - F.lit(1)) + F.lit(1e-9))
-        m = F.least(F.greatest(m, F.lit(10.0)), F.lit(99.0))
-        count = F.lit(units) + (e - F.lit(low)) * F.lit(90) + (m - F.lit(10)) + F.lit(1)
-        start = 10.0**low
-        below = F.floor(y) if units else F.lit(0)
-        count = F.when(y < F.lit(start), below).otherwise(F.least(count, F.lit(k)))
-        exact = (
-            (y >= F.lit(start))
-            & (e <= F.lit(high))
-            & (F.abs(y - m * F.pow(F.lit(10.0), e - F.lit(1))) <= F.abs(y) * 1e-12)
-        )
-        if units:
-            exact = exact | ((y >= F.lit(1.0)) & (y < F.lit(start)) & (y == F.floor(y)))
-        return count, exact
-
-    pos, _ = at_most(x)
-    neg_count, neg_exact = at_most(-x)
-    # x >= 0: the k negative points and 0 are <= x; x < 0: the negative points -g_j with g_j >= |x|.
-    nonneg = F.lit(k + 1) + pos
-    negative = F.lit(k) - (neg_count - F.when(neg_exact, F.lit(1)).otherwise(F.lit(0)))
-    # least/greatest skip nulls: a null or NaN must stay out of every cell, not fall in one
-    missing = x.isNull() | F.isnan(x)
-    return F.when(missing, F.lit(None)).when(x >= 0, nonneg).otherwise(negative).cast("int")
-
-
-def bin_quantile_levels(n_bins: int) -> tuple[float, ...]:
-    """The quantile levels that place the edges of one DP-binned column: 1/(2n), 1/n .. (n-1)/n, 1 - 1/(2n).
-
-    The outer levels split the first and last of the n bins in two, so that the open bins ``<e0`` and ``>=e_m``
-    hold about 1/(2n) of the records each. Levels closer to 0 or 1 are not used: the exponential mechanism
-    over a grid that spans the whole range of the type picks a far-away cell with a probability that grows
-    with the number of cells beyond the data, and a level alpha near 1 leaves only (1 - alpha) n records of
-    score to tell them apart (docs/design.md section 2.8).
-    """
-    tail = 1.0 / (2 * n_bins)
-    return (tail, *(i / n_bins for i in range(1, n_bins)), 1.0 - tail)
-
-
-def dp_bins(
-    df: DataFrame,
-    types: Mapping[str, ColumnType],
-    columns: tuple[str, ...],
-    n_bins: int,
-    epsilon_b: float,
-    noise: NoiseSource,
-) -> dict[str, BinSpec]:
-    """DP bin edges of ``columns`` (binned columns without public bins), each from its own grid histogram.
-
-    Args:
-        df: the records (after the row filter, record limit and privacy-unit merge), in :func:`numeric_view`.
-        types: the column types (:func:`column_types`).
-        columns: the columns to bin.
-        n_bins: the number of inner quantile bins (``DataConfig.dp_bins``).
-        epsilon_b: the pure-DP epsilon of each quantile (``BudgetSplit.epsilon_b``).
-        noise: the release's noise source.
-
-    Returns:
-        column -> :class:`BinSpec` with edges = the grid points chosen by the quantiles of
-        :func:`bin_quantile_levels` (sorted, distinct). A cell chosen by two or more quantiles holds a large share
-        of the records (a spike such as 0): its upper edge is added so that it is a bin of its own. On integer
-        scales the edges are integers.
-
-    Privacy:
-        One Spark job: per column, the histogram of its values over the public grid cells (at most
-        len(grid) + 1 cells per column reach the driver). Each quantile is the exponential mechanism over the
-        cells with OpenDP's quantile score, sensitivity max(num, den - num) (docs/design.md section 2.2, step 3),
-        epsilon_b-DP; a record changes one cell of each column by one. len(levels) x len(columns) quantiles in
-        all, accounted in zCDP by :func:`~spark_dpsynth.privacy.accounting.split_budget`. Values that are null
-        or not numbers count in no cell.
-    """
-    if not columns:
-        return {}
-    grids = {c: candidate_grid(types[c].scale) for c in columns}
-    cells = [
-        F.struct(
-            F.lit(j).alias("j"),
-            _grid_cell(F.col(f"`{c}`").cast("double"), types[c].scale, len(grids[c])).alias("c"),
-        )
-        for j, c in enumerate(columns)
-    ]
-    exploded = (
-        df.select(F.explode(F.array(*cells)).alias("x")).select("x.j", "x.c").where(F.col("c").isNotNull())
-    )
-    # At most sum over columns of (len(grid) + 1) rows: release-sized.
-    rows = exploded.groupBy("j", "c").count().collect()
-    hists = {c: np.zeros(len(grids[c]) + 1, dtype=np.int64) for c in columns}
-    for r in rows:
-        hists[columns[int(r["j"])]][int(r["c"])] = int(r["count"])
-    del rows
-    levels = bin_quantile_levels(n_bins)
-    out = {}
-    for c in columns:
-        grid, hist = grids[c], hists[c]
-        chosen = [noise.quantile(hist, alpha, epsilon_b) for alpha in levels]
-        out[c] = _edges_from_cells(grid, chosen, types[c].scale)
-    return out
-
-
-def _edges_from_cells(grid: np.ndarray, chosen: list[int], scale: str) -> BinSpec:
-    """Bin edges from the chosen grid cells (cell c = [g_(c-1), g_c)): each cell's lower edge, plus the upper
-    edge of a cell chosen more than once and of the last level's cell."""
-    size = len(grid)
-
-    def lower(c: int) -> float:
-        return float(grid[max(c - 1, 0)])
-
-    def upper(c: int) -> float:
-        return float(grid[min(c, size - 1)])
-
-    inner = chosen[1:-1]
-    edges = {lower(c) for c in inner}
-    edges |= {upper(c) for c in set(inner) if inner.count(c) > 1}
-    # The outer levels (1/(2b), 1 - 1/(2b)) can land far outside the data: a spike at the end of the range (many
-    # zeros at the 5% level) leaves little score between the right cell and the cells beyond the data. Their
-    # edges are kept within one inner span of the inner edges; this reads DP outputs only (post-processing).
-    span = max(edges) - min(edges)
-    edges.add(max(lower(chosen[0]), min(edges) - span))
-    edges.add(min(upper(chosen[-1]), max(edges) + span))
-    values = sorted(edges)
-    if scale in ("integer", "date"):
-        values = sorted({float(math.ceil(x)) for x in values})
-    return BinSpec(edges=tuple(values))
-
-
 def types_manifest(
     types: Mapping[str, ColumnType], bins: Mapping[str, BinSpec], sources: Mapping[str, str]
 ) -> dict[str, object]:
@@ -331,6 +193,9 @@ def types_manifest(
                 "lower": b.lower,
                 "upper": b.upper,
                 "passthrough": list(b.passthrough),
+                "points": list(b.points),
+                "point_labels": list(b.point_labels()),
+                "integral": b.integral,
                 "source": sources.get(name, "config"),
             }
         out[name] = entry
@@ -370,4 +235,461 @@ def identifiers_manifest(schema: T.StructType, config: DataConfig) -> dict[str, 
             )
         before = next((n for n in names[i + 1 :] if n in attributes), None)
         out[f.name] = {"type": type_name, "nullable": f.nullable, "before": before}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The DP profile of a numeric column: code or measurement, its range, its bins and its spikes (section 2.8)
+# ---------------------------------------------------------------------------------------------------------------
+
+MEANINGS = ("code", "measurement")
+"""What a DP profile decides a numeric column is: a ``code`` (few exact values carry its records: counted as a
+category, its values found by the mechanism's discovery like any string's) or a ``measurement`` (binned inside
+its DP range, with its frequent exact values as points)."""
+
+_UNIT_TOP = 999
+"""Whole numbers -999 .. 999 are points of the integer and real profile grids: a code column's values."""
+_PROFILE_DECADES = {"integer": (3, 18), "real": (-3, 15)}
+"""Decades e of the two-significant-digit points m x 10^(e-1) (m = 10..99) of the profile grids: integers from
+1,000 (the whole numbers below are points already) to 9.9e18, reals from 0.001 to 9.9e15."""
+_SIGNAL_FALSE_POSITIVE = 0.05
+"""Chance that any cell without records of one column stands out of the noise (a Bonferroni bound over the
+column's cells): the level of the profile's signal threshold."""
+
+
+def profile_points(scale: str) -> np.ndarray:
+    """The public, sorted points of a scale's profile grid (float64, distinct); independent of any data.
+
+    ``integer``: every whole number in [-999, 999], then +-m x 10^(e-1) for m = 10..99 from 1,000 to 9.9e18.
+    ``real``: 0, +-m x 10^(e-1) for m = 10..99 from 0.001 to 9.9e15, and every whole number in [-999, 999].
+    ``date``: every day from 1900-01-01 to 2100-01-01 (days since 1970-01-01); ``timestamp``: the start of each
+    of those days, in seconds.
+    """
+    if scale in ("date", "timestamp"):
+        return candidate_grid(scale)
+    low, high = _PROFILE_DECADES[scale]
+    two_digit = np.concatenate([_MANTISSAS * 10.0 ** (e - 1) for e in range(low, high + 1)])
+    two_digit = np.array([float(f"{x:.12g}") for x in two_digit])
+    units = np.arange(1, _UNIT_TOP + 1, dtype=np.float64)
+    positive = np.unique(np.concatenate([units, two_digit]))
+    return np.concatenate([-positive[::-1], [0.0], positive])
+
+
+@dataclass(frozen=True)
+class _ProfileGrid:
+    """The cells of one scale's profile grid, in value order.
+
+    Cell 0 holds the values below the first point; cell 1 + 2i the point p_i exactly; cell 2 + 2i the open
+    interval (p_i, p_(i+1)) (the last one: above the last point); cell ``size - 1`` the empty values (null,
+    NaN, infinite). ``possible`` is False for the open cells that no value of the scale can fall in (between two
+    consecutive whole numbers on the integer and date scales): they hold no record whatever the data, get no
+    noise and are left out of every threshold."""
+
+    points: np.ndarray
+    possible: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return 2 * len(self.points) + 2
+
+    @property
+    def null_cell(self) -> int:
+        return self.size - 1
+
+    def bounds(self, cell: int) -> tuple[float, float]:
+        """[lo, hi] of a cell's values (the points themselves for a point cell; the open ends otherwise)."""
+        p = self.points
+        if cell == 0:
+            return -math.inf, float(p[0])
+        i, point = divmod(cell - 1, 2)
+        if point == 0:
+            return float(p[i]), float(p[i])
+        return float(p[i]), float(p[i + 1]) if i + 1 < len(p) else math.inf
+
+
+def _profile_grid(scale: str) -> _ProfileGrid:
+    points = profile_points(scale)
+    possible = np.ones(2 * len(points) + 2, dtype=bool)
+    if scale in ("integer", "date"):
+        gaps = np.diff(points)
+        # open cell (p_i, p_(i+1)) holds a whole number only when the points are more than 1 apart
+        possible[2 : 2 * len(points) : 2] = gaps > 1.0
+    if scale == "timestamp":
+        possible[1 : 2 * len(points) + 1 : 2] = True
+    return _ProfileGrid(points=points, possible=possible)
+
+
+def _cell_key(x: Column, scale: str) -> tuple[Column, Column]:
+    """(the largest profile point <= x or the point x itself, whether x equals it) as Spark expressions, built-in
+    arithmetic only; the driver turns the pair into a cell (:func:`_cells_of`). Null for an empty value."""
+    missing = x.isNull() | F.isnan(x) | (F.abs(x) == F.lit(math.inf))
+    if scale in ("date", "timestamp"):
+        unit = 86400.0 if scale == "timestamp" else 1.0
+        day = F.floor(F.least(F.greatest(x, F.lit(-1e13)), F.lit(1e13)) / F.lit(unit)) * F.lit(unit)
+        return (
+            F.when(missing, F.lit(None)).otherwise(day.cast("double")),
+            F.when(missing, F.lit(None)).otherwise(x == day),
+        )
+    low, _ = _PROFILE_DECADES[scale]
+    a = F.abs(x)
+    e = F.floor(F.log10(F.greatest(a, F.lit(1e-300))))
+    scale_e = F.pow(F.lit(10.0), e - F.lit(1))
+    down = F.least(F.greatest(F.floor(a / scale_e + F.lit(1e-9)), F.lit(10.0)), F.lit(99.0)) * scale_e
+    up_m = F.ceil(a / scale_e - F.lit(1e-9))
+    up = F.when(up_m >= F.lit(100.0), F.pow(F.lit(10.0), e + F.lit(1))).otherwise(
+        F.greatest(up_m, F.lit(10.0)) * scale_e
+    )
+    smallest = 10.0 ** (low - 1) * 10.0 if scale == "real" else 1.0
+    whole = x == F.floor(x)
+    small = a <= F.lit(float(_UNIT_TOP))
+    # positive x: the largest point <= x (the two-digit one, or the whole number below x when x < 1000)
+    pos = F.when(a < F.lit(smallest), F.lit(0.0)).otherwise(down)
+    pos = F.when(a < F.lit(_UNIT_TOP + 1.0), F.greatest(pos, F.floor(a))).otherwise(pos)
+    # negative x: minus the smallest point >= |x|
+    neg = F.when(a <= F.lit(smallest), F.lit(smallest)).otherwise(up)
+    neg = F.when(small, F.least(neg, F.ceil(a))).otherwise(neg)
+    lower = F.when(whole & small, x).when(x >= F.lit(0.0), pos).otherwise(-neg)
+    exact = F.abs(x - lower) <= F.abs(x) * F.lit(1e-12)
+    return (
+        F.when(missing, F.lit(None)).otherwise(lower.cast("double")),
+        F.when(missing, F.lit(None)).otherwise(exact),
+    )
+
+
+def _cells_of(grid: _ProfileGrid, lower: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """The cell index of each (lower point, exact) key of :func:`_cell_key` (lower NaN: the empty cell)."""
+    p = grid.points
+    out = np.full(len(lower), grid.null_cell, dtype=np.int64)
+    ok = ~np.isnan(lower)
+    tol = 1e-9 * np.maximum(np.abs(lower[ok]), 1.0)
+    i = np.searchsorted(p, lower[ok] + tol, side="right") - 1
+    at_point = (i >= 0) & (np.abs(p[np.maximum(i, 0)] - lower[ok]) <= tol) & exact[ok]
+    cell = np.where(i < 0, 0, np.where(at_point, 1 + 2 * i, 2 + 2 * i))
+    out[ok] = cell
+    return out
+
+
+@dataclass(frozen=True)
+class ColumnProfile:
+    """What the DP profile of one numeric column decided (docs/design.md section 2.8); DP outputs only."""
+
+    name: str
+    meaning: str
+    """One of :data:`MEANINGS`."""
+    bins: BinSpec | None
+    """A measurement's bins: edges inside its DP range, ``lower``/``upper`` = the range, its spikes as
+    ``points``; None for a code."""
+    point_share: float
+    """The noisy share of the non-empty records at points that stand out of the noise (post-processing)."""
+    reason: str
+    """One line: why this meaning (from the noisy shares, rounded; no count)."""
+
+    def to_json(self) -> dict[str, object]:
+        return {"meaning": self.meaning, "point_share": round(self.point_share, 3), "reason": self.reason}
+
+
+def profile_sigma(rho: float, columns: int, fractional: int) -> float:
+    """The noise scale of a DP profile of ``columns`` columns, ``fractional`` of them on the real scale, at
+    ``rho``: one record adds one to one cell of each column and, on a real column, possibly one to its count of
+    values that are not whole numbers, so the L2 sensitivity is sqrt(columns + fractional), and the Gaussian
+    mechanism with sigma = sqrt((columns + fractional) / (2 rho)) is rho-zCDP (Bun and Steinke 2016,
+    Proposition 1.6)."""
+    return math.sqrt((columns + fractional) / (2.0 * rho))
+
+
+def dp_profiles(
+    df: DataFrame,
+    types: Mapping[str, ColumnType],
+    columns: tuple[str, ...],
+    n_bins: int,
+    rho: float,
+    protected_n: int,
+    noise: NoiseSource,
+) -> dict[str, ColumnProfile]:
+    """The DP profile of each numeric column without public bins: code or measurement, and a measurement's bins.
+
+    Args:
+        df: the records (after the row filter, record limit and privacy-unit merge), in :func:`numeric_view`.
+        types: the column types (:func:`column_types`).
+        columns: the columns to profile (binned scales, no public bins, not declared categorical).
+        n_bins: the number of quantile bins of a measurement (``DataConfig.dp_bins``), >= 2.
+        rho: the zCDP budget of the whole profile (the share ``column_profile``), > 0.
+        protected_n: n', the protected number of records (already drawn).
+        noise: the release's noise source.
+
+    Returns:
+        column -> :class:`ColumnProfile`. A *code*: the points (whole numbers in [-999, 999], two-digit numbers
+        beyond, and on the real scale the two-digit decimals) whose noisy counts stand out of the noise hold at
+        least 1 - 1/(2 n_bins) of the column's non-empty records; the mechanism then treats it as a category.
+        A *measurement*: its bins (:class:`BinSpec`) with ``lower``/``upper`` the DP range (the lowest and highest
+        cells that stand out of the noise, spikes left aside), edges at the 1/n_bins .. (n_bins - 1)/n_bins
+        quantiles of the noisy cell counts inside that range, ``points`` the exact values holding at least
+        1/(2 n_bins) of the records, and ``integral`` when the noisy count of values that are not whole numbers
+        is within the noise (a real column of whole numbers). Dates and timestamps are always measurements.
+
+    Privacy:
+        One Spark job: per column, the counts of its values' cells on a public grid (:func:`profile_points`: a
+        point cell per grid point, an open cell between two points, one cell for empty values), and on the real
+        scale the count of values that are not whole numbers; at most 2 x len(points) + 2 keys per column reach
+        the driver. Every possible cell of every column gets discrete Gaussian noise, the cells without records
+        included, with sigma = :func:`profile_sigma`: rho-zCDP for the whole profile (docs/design.md section 2.8).
+        Everything after the noise (the threshold, the shares, the range, the quantiles) is post-processing.
+        Nothing true is logged or returned.
+    """
+    if not columns:
+        return {}
+    grids = {s: _profile_grid(s) for s in {types[c].scale for c in columns}}
+    fractional = [c for c in columns if types[c].scale == "real"]
+    sigma = profile_sigma(rho, len(columns), len(fractional))
+    keys = []
+    for j, c in enumerate(columns):
+        x = F.col(f"`{c}`").cast("double")
+        lower, exact = _cell_key(x, types[c].scale)
+        frac = (
+            (x != F.floor(x)) & ~F.isnan(x) & (F.abs(x) != F.lit(math.inf))
+            if c in fractional
+            else F.lit(False)
+        )
+        keys.append(
+            F.struct(
+                F.lit(j).alias("j"),
+                lower.alias("lower"),
+                F.coalesce(exact, F.lit(False)).alias("exact"),
+                F.coalesce(frac, F.lit(False)).alias("frac"),
+            )
+        )
+    exploded = df.select(F.explode(F.array(*keys)).alias("k")).select("k.*")
+    # At most 2 x (2 len(points) + 2) keys per column: release-sized (the grid is public).
+    rows = exploded.groupBy("j", "lower", "exact", "frac").count().collect()
+    by_column: dict[int, list[tuple[float, bool, bool, int]]] = {}
+    for r in rows:
+        lower = float("nan") if r["lower"] is None else float(r["lower"])
+        by_column.setdefault(int(r["j"]), []).append(
+            (lower, bool(r["exact"]), bool(r["frac"]), int(r["count"]))
+        )
+    del rows
+    out = {}
+    for j, c in enumerate(columns):
+        scale = types[c].scale
+        grid = grids[scale]
+        hist = np.zeros(grid.size, dtype=np.int64)
+        frac_count = 0
+        entries = by_column.get(j, [])
+        if entries:
+            lows = np.array([e[0] for e in entries])
+            exacts = np.array([e[1] for e in entries])
+            cells = _cells_of(grid, lows, exacts)
+            counts = np.array([e[3] for e in entries], dtype=np.int64)
+            np.add.at(hist, cells, counts)
+            frac_count = int(sum(e[3] for e in entries if e[2]))
+        noisy = np.zeros(grid.size, dtype=np.float64)
+        possible = grid.possible.copy()
+        possible[grid.null_cell] = True
+        noisy[possible] = hist[possible] + noise.discrete_gaussian(sigma, int(possible.sum()))
+        noisy_frac = float(frac_count + noise.discrete_gaussian(sigma, 1)[0]) if c in fractional else 0.0
+        del hist, frac_count, entries
+        out[c] = _profile_from_noisy(c, scale, grid, noisy, noisy_frac, sigma, n_bins, protected_n)
+    return out
+
+
+MAX_CODE_RANGE = 100
+"""A column of whole numbers whose DP range holds at most this many integers is a code (a category), whatever
+share its single values hold: codes 0..41 of a country, ages, weekly hours (docs/design.md section 2.8)."""
+
+
+def _whole_number_range(
+    grid: _ProfileGrid, noisy: np.ndarray, cells: np.ndarray, threshold: float, covered: float
+) -> tuple[float, float] | None:
+    """[lo, hi] of the cells that stand out of the noise when they are whole-number points and the points
+    between them (every whole number of the range) hold a noisy count of at least ``covered`` records; else
+    None. Post-processing of the noisy profile."""
+    standing = cells[noisy[cells] > threshold]
+    if len(standing) == 0:
+        return None
+    first, last = int(standing[0]), int(standing[-1])
+    if first % 2 == 0 or last % 2 == 0:
+        return None
+    if float(noisy[first : last + 1 : 2].sum()) < covered:
+        return None
+    lo, hi = grid.bounds(first)[0], grid.bounds(last)[1]
+    if not (float(lo).is_integer() and float(hi).is_integer()):
+        return None
+    return lo, hi
+
+
+def _trimmed(signal: np.ndarray, rest: np.ndarray, tail: float) -> np.ndarray:
+    """``signal``'s first and last cell moved inwards to the ``tail`` and 1 - ``tail`` levels of the running
+    noisy sum over its span (made non-decreasing): a range that errs inside the data, never beyond it; the
+    records of the two tails are drawn inside it (post-processing). Empty when the span holds no mass."""
+    if len(signal) == 0:
+        return signal
+    first, last = int(signal[0]), int(signal[-1])
+    cdf = np.maximum.accumulate(np.cumsum(rest[first : last + 1]))
+    if cdf[-1] <= 0:
+        return signal[:0]
+    lo = first + int(np.searchsorted(cdf, tail * cdf[-1], side="left"))
+    hi = first + int(np.searchsorted(cdf, (1.0 - tail) * cdf[-1], side="left"))
+    return signal[(signal >= lo) & (signal <= hi)] if lo <= hi else signal[:0]
+
+
+def _standing_blocks(grid: _ProfileGrid, rest: np.ndarray, cells: np.ndarray, sigma: float) -> np.ndarray:
+    """The cells of the blocks of magnitude (each decade of |x| on each side of 0, and 0) whose summed noisy
+    count stands out of its noise (std sigma sqrt(cells in the block)), in value order; post-processing."""
+    from scipy.stats import norm
+
+    p = grid.points
+    anchor = np.where(cells == 0, p[0], p[np.maximum((cells - 1) // 2, 0)])
+    magnitude = np.floor(np.log10(np.maximum(np.abs(anchor), 1e-300)))
+    block = np.where(anchor == 0, 0.0, np.sign(anchor) * (magnitude + 400.0))
+    keys, inverse = np.unique(block, return_inverse=True)
+    sums = np.bincount(inverse, weights=rest[cells], minlength=len(keys))
+    sizes = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
+    level = float(norm.isf(_SIGNAL_FALSE_POSITIVE / max(len(keys), 1)))
+    standing = sums > sigma * np.sqrt(sizes) * level
+    return cells[standing[inverse]]
+
+
+def _profile_from_noisy(
+    name: str,
+    scale: str,
+    grid: _ProfileGrid,
+    noisy: np.ndarray,
+    noisy_frac: float,
+    sigma: float,
+    n_bins: int,
+    protected_n: int,
+) -> ColumnProfile:
+    """Post-processing of one column's noisy profile (:func:`dp_profiles`, docs/design.md section 2.8)."""
+    from scipy.stats import norm
+
+    cells = np.flatnonzero(grid.possible[: grid.null_cell])
+    threshold = sigma * float(norm.isf(_SIGNAL_FALSE_POSITIVE / max(len(cells), 1)))
+    non_empty = max(float(protected_n) - max(float(noisy[grid.null_cell]), 0.0), 1.0)
+    point_cells = np.arange(1, grid.null_cell, 2)
+    standing = point_cells[noisy[point_cells] > threshold]
+    share = float(noisy[standing].sum()) / non_empty
+    half_bin = 1.0 / (2 * n_bins)
+    if scale in ("integer", "real") and share >= 1.0 - half_bin:
+        return ColumnProfile(
+            name,
+            "code",
+            None,
+            min(share, 1.0),
+            f"DP code: {len(standing)} exact values stand out of the noise and hold about {min(share, 1.0):.0%} "
+            "of its records",
+        )
+    whole = _whole_number_range(grid, noisy, cells, threshold, (1.0 - half_bin) * non_empty)
+    if scale in ("integer", "real") and whole is not None and whole[1] - whole[0] + 1 <= MAX_CODE_RANGE:
+        return ColumnProfile(
+            name,
+            "code",
+            None,
+            min(share, 1.0),
+            f"DP code: whole numbers in a DP range of {int(whole[1] - whole[0] + 1)} values (at most "
+            f"{MAX_CODE_RANGE})",
+        )
+    # A measurement: spikes as points, the rest binned inside its DP range.
+    spikes = (
+        standing[noisy[standing] >= half_bin * non_empty] if scale in ("integer", "real") else standing[:0]
+    )
+    rest = noisy.copy()
+    rest[spikes] = 0.0
+    rest[grid.null_cell] = 0.0
+    rest[~grid.possible] = 0.0
+    # cells that stand out alone, and blocks of magnitude that stand out together (a thin tail of amounts)
+    signal = np.union1d(cells[rest[cells] > threshold], _standing_blocks(grid, rest, cells, sigma))
+    signal = _trimmed(signal, rest, 1.0 / (4 * n_bins))
+    if len(signal) == 0:
+        # nothing beyond the spikes stands out: the column is its spikes (a code), the rest is noise
+        return ColumnProfile(
+            name,
+            "code",
+            None,
+            min(share, 1.0),
+            f"DP code: beyond {len(standing)} exact values no range of values stands out of the noise",
+        )
+    first, last = int(signal[0]), int(signal[-1])
+    lo = grid.bounds(first)[0]
+    hi = grid.bounds(last)[1]
+    if not math.isfinite(lo):  # the cell below the grid: start at the first point
+        lo = float(grid.points[0])
+    if not math.isfinite(hi):
+        hi = float(grid.points[-1])
+    # the running sum of the noisy counts (unbiased, its noise grows as a random walk), made non-decreasing
+    cdf = np.maximum.accumulate(np.cumsum(rest[first : last + 1]))
+    edges: set[float] = set()
+    if cdf[-1] > 0:
+        for i in range(1, n_bins):
+            at = int(np.searchsorted(cdf, cdf[-1] * i / n_bins, side="left"))
+            c_lo, c_hi = grid.bounds(first + at)
+            # the lower end of an open cell, the point itself for a point cell; whole numbers on integer scales
+            edges.add(c_lo if math.isfinite(c_lo) else lo)
+    edges = {e for e in edges if lo < e < hi}
+    if scale in ("integer", "date"):
+        edges = {float(math.ceil(e)) for e in edges}
+        edges = {e for e in edges if lo < e < hi}
+    if not edges:
+        edges = {float(math.ceil((lo + hi) / 2.0)) if scale in ("integer", "date") else (lo + hi) / 2.0}
+        edges = {e for e in edges if lo < e < hi} or {hi}
+    integral = scale == "real" and noisy_frac <= max(
+        sigma * float(norm.isf(_SIGNAL_FALSE_POSITIVE)), non_empty / 1000.0
+    )
+    points = tuple(float(grid.points[(c - 1) // 2]) for c in spikes)
+    spec = BinSpec(
+        edges=tuple(sorted(edges)), lower=lo, upper=max(hi, max(edges)), points=points, integral=integral
+    )
+    spike_note = f", {len(points)} exact value(s) kept" if points else ""
+    return ColumnProfile(
+        name,
+        "measurement",
+        spec,
+        min(share, 1.0),
+        f"DP measurement: {len(spec.edges) + 1} bins inside its DP range{spike_note}"
+        + (", whole numbers" if integral else ""),
+    )
+
+
+def profile_targets(types: Mapping[str, ColumnType], config: DataConfig) -> tuple[str, ...]:
+    """The columns a DP profile decides (:func:`dp_profiles`): numeric, date and timestamp columns without
+    public bins, not declared categorical (those are categories already, :func:`column_types`)."""
+    return tuple(c for c, t in types.items() if t.binned and c not in config.bins)
+
+
+def apply_profiles(
+    types: Mapping[str, ColumnType], config: DataConfig, profiles: Mapping[str, ColumnProfile]
+) -> tuple[dict[str, ColumnType], DataConfig]:
+    """The column types and configuration after the DP profiles (post-processing, docs/design.md section 2.8):
+    a code becomes a category (scale ``category``, its input type kept, so its values come back exactly and
+    typed), a measurement gets its DP bins in ``config.bins``."""
+    import dataclasses
+
+    out = dict(types)
+    bins = dict(config.bins)
+    for name, p in profiles.items():
+        if p.meaning == "code":
+            out[name] = dataclasses.replace(types[name], scale="category")
+        else:
+            assert p.bins is not None
+            bins[name] = p.bins
+    return out, dataclasses.replace(config, bins=bins)
+
+
+def meanings_manifest(
+    types: Mapping[str, ColumnType], config: DataConfig, profiles: Mapping[str, ColumnProfile]
+) -> dict[str, dict[str, object]]:
+    """Per attribute column, the meaning chosen and why (the manifest's ``column_meanings``; docs/design.md
+    section 2.8): ``source`` is ``config`` (public bins, a public domain, hash buckets, declared categorical),
+    ``schema`` (a string, boolean or other non-numeric column: a category) or ``dp_profile``."""
+    out: dict[str, dict[str, object]] = {}
+    for name, t in types.items():
+        if name in profiles:
+            out[name] = {"source": "dp_profile", **profiles[name].to_json()}
+        elif name in config.bins:
+            out[name] = {"source": "config", "meaning": "measurement", "reason": "public bins"}
+        elif name in config.public_domains:
+            out[name] = {"source": "config", "meaning": "code", "reason": "public domain"}
+        elif name in config.categorical:
+            out[name] = {"source": "config", "meaning": "code", "reason": "declared categorical"}
+        else:
+            out[name] = {"source": "schema", "meaning": "code", "reason": f"{t.type} column: a category"}
     return out

@@ -118,7 +118,7 @@ def _public_domains(
             out[col] = data.public_domains[col]
         elif col in data.bins:
             spec = data.bins[col]
-            out[col] = tuple(spec.interval_labels()) + tuple(spec.passthrough)
+            out[col] = spec.domain()
     return out
 
 

@@ -153,7 +153,7 @@ def aggregate_encoded(
     private_columns: frozenset[int] = frozenset(),
     max_attributes: int | None = None,
     protected_n: int | None = None,
-    bin_quantiles: int = 0,
+    profile_columns: int = 0,
     coverage_columns: frozenset[int] | None = None,
 ) -> Release:
     """The DP-marginals algorithm on encoded records (docs/design.md section 2).
@@ -172,8 +172,8 @@ def aggregate_encoded(
             number of public columns. Records above it count in its top cell.
         protected_n: the protected number of records when the caller already drew it (before the DP bin edges,
             docs/design.md section 2.8); None draws it here.
-        bin_quantiles: the number of DP quantiles the caller drew for bin edges (their share of rho is then in
-            the budget split, section 2.8).
+        profile_columns: the number of numeric columns whose DP profile the caller drew (its share of rho is
+            then in the budget split, section 2.8).
         coverage_columns: indices of the columns whose 1-way coverage is checked after the 1-way release
             (:func:`report_high_cardinality`); None: every public column.
 
@@ -220,7 +220,7 @@ def aggregate_encoded(
         protected_n = draw_protected_n(true_n, params, noise)
     del true_n
     delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
-    split = split_budget(params, delta, bin_quantiles)
+    split = split_budget(params, delta, profile_columns)
     sensitivities: dict[int, int] = {}
     thresholds: dict[int, float] = {}
     levels: dict[int, _Level] = {}
@@ -569,7 +569,7 @@ def _manifest(
         "percentile_epsilon_proportion": params.percentile_epsilon_proportion,
         "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
         "bins_rho": split.bins_rho,
-        "epsilon_b": split.epsilon_b,
+        "profile_columns": split.profile_columns,
         "accuracy_mode": params.accuracy_mode.value,
         "fabrication_mode": params.fabrication_mode.value,
         "sigma": split.sigma,
@@ -952,11 +952,13 @@ def dp_aggregate(
 
     from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
     from spark_dpsynth.data.types import (
-        bin_quantile_levels,
+        apply_profiles,
         column_types,
-        dp_bins,
+        dp_profiles,
         identifiers_manifest,
+        meanings_manifest,
         numeric_view,
+        profile_targets,
         types_manifest,
     )
 
@@ -980,25 +982,27 @@ def dp_aggregate(
     report_identifiers(identifiers, progress)
     report_columns(types, config, progress)
     df = numeric_view(df, types)
-    need = tuple(c for c, t in types.items() if t.binned and c not in config.bins)
+    need = profile_targets(types, config)
     noise = noise_source_for(params.seed)
     protected_n: int | None = None
-    n_quantiles = len(bin_quantile_levels(config.dp_bins)) * len(need)
     sources = {c: "config" for c in config.bins}
+    profiles = {}
+    input_types = types
     if need:
-        records = prepare(df, config)  # the DP-binned columns are still plain values here
+        records = prepare(df, config)  # the profiled columns are still plain values here
         # One number reaches the driver: the true number of records, used only for n' (never logged).
         protected_n = draw_protected_n(records.count(), params, noise)
         delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
-        split = split_budget(params, delta, n_quantiles)
+        split = split_budget(params, delta, len(need))
         report(
             progress,
             log,
-            f"aggregate: DP bin edges of {len(need)} column(s) (epsilon {split.epsilon_b:.4g} each quantile)",
+            f"aggregate: DP profile of {len(need)} numeric column(s) (rho {split.bins_rho:.4g})",
         )
-        new_bins = dp_bins(records, types, need, config.dp_bins, split.epsilon_b, noise)
-        config = dataclasses.replace(config, bins={**config.bins, **new_bins})
-        sources.update({c: "dp_quantiles" for c in need})
+        profiles = dp_profiles(records, types, need, config.dp_bins, split.bins_rho, protected_n, noise)
+        report_profiles(profiles, progress)
+        types, config = apply_profiles(types, config, profiles)
+        sources.update({c: "dp_profile" for c, p in profiles.items() if p.meaning == "measurement"})
     assert config.columns is not None
     prepared = prepare(df, config)
     names: tuple[str, ...] = config.columns
@@ -1039,10 +1043,11 @@ def dp_aggregate(
                 extra_manifest={
                     **_data_manifest(config, identifiers),
                     "column_types": types_manifest(types, config.bins, sources),
+                    "column_meanings": meanings_manifest(input_types, config, profiles),
                 },
                 private_columns=private,
                 protected_n=protected_n,
-                bin_quantiles=n_quantiles if need else 0,
+                profile_columns=len(need),
                 coverage_columns=frozenset(
                     j for j, c in enumerate(names) if c in types and _values_found_in_data(c, types, config)
                 ),
@@ -1086,7 +1091,7 @@ def _public_domains(
             continue
         if c in config.bins:
             spec = config.bins[c]
-            out[j] = tuple(spec.interval_labels()) + tuple(spec.passthrough)
+            out[j] = spec.domain()
         elif c in config.public_domains:  # a codebook, or hash-bucket labels
             out[j] = tuple(config.public_domains[c])
     return out
@@ -1122,7 +1127,11 @@ def report_columns(types: Mapping[str, object], config: DataConfig, progress: Pr
             choice = f"{scale}: public bins from the configuration ({len(config.bins[name].edges) + 1} bins)"
             choice += _open_bins_note(name, config.bins[name], scale)
         elif scale != "category":
-            choice = f"{scale}: DP quantile bins ({config.dp_bins} + 2 tails), values drawn inside their bin"
+            choice = (
+                f"{scale}: its DP profile decides: a code (few exact values hold its records: counted as a "
+                f"category, values kept exactly) or a measurement (up to {config.dp_bins} bins inside its DP "
+                "range, frequent exact values kept)"
+            )
         elif name in config.domains:
             choice = (
                 f"public domain from the configuration ({len(config.domains[name])} values; any other value is "
@@ -1156,6 +1165,13 @@ def report_identifiers(
             log,
             f"column {name!r} ({entry['type']}): identifier: left out of the measurement, synthetic surrogate keys",
         )
+
+
+def report_profiles(profiles: Mapping[str, object], progress: Progress | None = None) -> None:
+    """One line per profiled column: the meaning its DP profile chose and why (DP outputs only, docs/design.md
+    section 2.8)."""
+    for name, p in profiles.items():
+        report(progress, log, f"column {name!r}: {getattr(p, 'reason', '')}")
 
 
 def _open_bins_note(name: str, spec: BinSpec, scale: str) -> str:
@@ -1214,6 +1230,7 @@ def _data_manifest(
                     "edges": list(b.edges),
                     "labels": list(b.interval_labels()),
                     "passthrough": list(b.passthrough),
+                    "points": list(b.points),
                 }
                 for c, b in config.bins.items()
             },

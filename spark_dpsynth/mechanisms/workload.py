@@ -58,7 +58,12 @@ from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.mechanisms._cliques import CliqueCounter, clique_cells
 from spark_dpsynth.params import DataConfig, Selection, WorkloadParams
-from spark_dpsynth.privacy.accounting import Accountant, delta_from_protected_n, rho_1_threshold_discrete
+from spark_dpsynth.privacy.accounting import (
+    Accountant,
+    delta_from_protected_n,
+    profile_mechanism,
+    rho_1_threshold_discrete,
+)
 from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Marginal, MeasuredMarginal, Release, _sorted_marginal, one_way_means
@@ -789,12 +794,7 @@ def fit_workload(
         if bins.rho > 0:
             # the bins' share, drawn before the discovery at the rho the accountant has just converted
             assert acct.rho is not None and abs(acct.rho - bins.rho_total) <= 1e-9 * acct.rho
-            acct.spend_rho(
-                "bin_edges",
-                bins.rho,
-                f"exponential mechanism (DP quantiles of numeric columns on a public grid), {bins.quantiles} times",
-                epsilon=bins.epsilon_b,
-            )
+            acct.spend_rho("column_profile", bins.rho, profile_mechanism(bins.columns))
         kept = discovery.kept
         sizes = tuple(len(discovery.domains[j]) + 1 for j in kept)
         kept_names = tuple(names[j] for j in kept)
@@ -924,7 +924,8 @@ def fit_workload(
     manifest["column_types"] = types_block
     manifest["high_cardinality"] = high_cardinality
     manifest["bins_rho"] = bins.rho
-    manifest["epsilon_b"] = bins.epsilon_b
+    manifest["profile_columns"] = bins.columns
+    manifest["column_meanings"] = bins.meanings
     if derived:
         manifest["multi_value_columns"] = {
             c: {
@@ -960,36 +961,38 @@ class _Bins:
     rho_total: float = 0.0
     """The budget's rho, converted from (epsilon - epsilon_N, delta/2) as the accountant does."""
     rho: float = 0.0
-    """rho B_p, the share of the edges."""
-    epsilon_b: float = 0.0
-    """Pure-DP epsilon of each quantile."""
-    quantiles: int = 0
-    """The number of DP quantiles drawn."""
+    """rho B_p, the share of the DP profile."""
+    columns: int = 0
+    """The number of numeric columns profiled."""
+    meanings: dict[str, dict[str, object]] = field(default_factory=dict)
+    """The manifest's ``column_meanings`` (:func:`~spark_dpsynth.data.types.meanings_manifest`)."""
 
 
 def _typed_bins(df, config, params, noise, progress):  # noqa: ANN001, ANN202 - DataFrame, DataConfig, ...
-    """Column types, the report line per column, and DP bin edges for the binned columns without public edges
+    """Column types, the report line per column, and the DP profile of the numeric columns without public bins
     (docs/design.md section 2.8): (df in its numeric view, config with every bin, manifest ``column_types``,
-    :class:`_Bins`). With DP edges, n' is drawn here (one count of the records, discrete Laplace with
-    epsilon_N) so that delta and rho are known; each of the L quantiles gets epsilon_B = sqrt(2 rho B_p / L)."""
-    import dataclasses
-
+    :class:`_Bins`). With a profile, n' is drawn here (one count of the records, discrete Laplace with
+    epsilon_N) so that delta and rho are known; the profile gets rho B_p."""
     from spark_dpsynth.data.prepare import prepare
     from spark_dpsynth.data.types import (
-        bin_quantile_levels,
+        apply_profiles,
         column_types,
-        dp_bins,
+        dp_profiles,
+        meanings_manifest,
         numeric_view,
+        profile_targets,
         types_manifest,
     )
-    from spark_dpsynth.mechanisms.marginals import report_columns
+    from spark_dpsynth.mechanisms.marginals import report_columns, report_profiles
     from spark_dpsynth.privacy.accounting import rho_from_epsilon_delta, rho_tight_from_epsilon_delta
 
     types = column_types(df.schema, config)
     report_columns(types, config, progress)
     df = numeric_view(df, types)
-    need = tuple(c for c, t in types.items() if t.binned and c not in config.bins)
+    need = profile_targets(types, config)
     sources = {c: "config" for c in config.bins}
+    input_types = types
+    profiles = {}
     bins = _Bins()
     if need:
         eps_n = params.number_of_records_epsilon_proportion * params.epsilon
@@ -1003,18 +1006,14 @@ def _typed_bins(df, config, params, noise, progress):  # noqa: ANN001, ANN202 - 
             else rho_from_epsilon_delta
         )
         rho_total = convert(params.epsilon - eps_n, delta)
-        quantiles = len(bin_quantile_levels(config.dp_bins)) * len(need)
         rho_b = rho_total * params.bins_epsilon_proportion
-        eps_b = math.sqrt(2.0 * rho_b / quantiles)
-        report(
-            progress,
-            log,
-            f"workload: DP bin edges of {len(need)} column(s) (epsilon {eps_b:.4g} each quantile)",
-        )
-        new_bins = dp_bins(records, types, need, config.dp_bins, eps_b, noise)
-        config = dataclasses.replace(config, bins={**config.bins, **new_bins})
-        sources.update({c: "dp_quantiles" for c in need})
-        bins = _Bins(protected_n, rho_total, rho_b, eps_b, quantiles)
+        report(progress, log, f"workload: DP profile of {len(need)} numeric column(s) (rho {rho_b:.4g})")
+        profiles = dp_profiles(records, types, need, config.dp_bins, rho_b, protected_n, noise)
+        report_profiles(profiles, progress)
+        types, config = apply_profiles(types, config, profiles)
+        sources.update({c: "dp_profile" for c, p in profiles.items() if p.meaning == "measurement"})
+        bins = _Bins(protected_n, rho_total, rho_b, len(need))
+    bins = dataclasses.replace(bins, meanings=meanings_manifest(input_types, config, profiles))
     return df, config, types_manifest(types, config.bins, sources), bins
 
 

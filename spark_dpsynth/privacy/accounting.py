@@ -83,9 +83,9 @@ class BudgetSplit:
     budget: Budget | None = None
     """The accountant's record of every share (manifest ``budget``)."""
     bins_rho: float = 0.0
-    """zCDP budget of the DP bin edges, rho B_p (0 when every binned column has public edges)."""
-    epsilon_b: float = 0.0
-    """Pure-DP epsilon of *each* of the DP quantiles that place bin edges (0 when none is drawn)."""
+    """zCDP budget of the DP profile of the numeric columns, rho B_p (0 when no column is profiled)."""
+    profile_columns: int = 0
+    """The number of numeric columns the DP profile covers (docs/design.md section 2.8)."""
 
     @property
     def reporting_length(self) -> int:
@@ -303,16 +303,16 @@ def epsilon_from_rho_delta(rho: float, delta: float) -> float:
     return rho + 2.0 * math.sqrt(rho * math.log(2.0 / delta))
 
 
-def split_budget(params: AggregationParams, delta: float, bin_quantiles: int = 0) -> BudgetSplit:
+def split_budget(params: AggregationParams, delta: float, profile_columns: int = 0) -> BudgetSplit:
     """Split (epsilon, delta) into the parameters of every mechanism of a release (docs/design.md section 2.3).
 
     Args:
         params: validated aggregation parameters (epsilon, R, Q_p, N_p, B_p, sigma proportions).
         delta: the delta in force: ``params.delta`` or one derived from the protected number of records.
-        bin_quantiles: the number of DP quantiles that place bin edges (docs/design.md section 2.8), >= 0. With
-            any, the share ``bin_edges`` = rho B_p pays for them: each is epsilon_B-DP with
-            epsilon_B = sqrt(2 rho B_p / bin_quantiles) (Bun & Steinke 2016, Prop. 1.4), and the counts get
-            rho (1 - Q_p - B_p). Without, nothing is spent on bins (the split is that of section 2.3).
+        profile_columns: the number of numeric columns whose DP profile (code or measurement, range, bins;
+            docs/design.md section 2.8) the caller draws, >= 0. With any, the share ``column_profile`` = rho B_p
+            pays for it (one Gaussian mechanism, rho-zCDP) and the counts get rho (1 - Q_p - B_p). Without,
+            nothing is spent on it (the split is that of section 2.3).
 
     Raises:
         InvalidParameterError: delta is not in (0, 1).
@@ -343,16 +343,9 @@ def split_budget(params: AggregationParams, delta: float, bin_quantiles: int = 0
         f"exponential mechanism (DP percentile of per-record k-tuples), {r} times",
         epsilon=eps_q,
     )
-    bp = params.bins_epsilon_proportion if bin_quantiles > 0 else 0.0
-    eps_b = 0.0
-    if bin_quantiles > 0:
-        eps_b = math.sqrt(2.0 * rho * bp / bin_quantiles)
-        acct.spend_rho(
-            "bin_edges",
-            rho * bp,
-            f"exponential mechanism (DP quantiles of numeric columns on a public grid), {bin_quantiles} times",
-            epsilon=eps_b,
-        )
+    bp = params.bins_epsilon_proportion if profile_columns > 0 else 0.0
+    if profile_columns > 0:
+        acct.spend_rho("column_profile", rho * bp, profile_mechanism(profile_columns))
     props = params.sigma_proportions_for()
     sigma = math.sqrt(sum(1.0 / (p * p) for p in props) / (2.0 * rho * (1.0 - qp - bp)))
     sigmas = tuple(p * sigma for p in props)
@@ -371,7 +364,15 @@ def split_budget(params: AggregationParams, delta: float, bin_quantiles: int = 0
         sigmas=sigmas,
         budget=acct.budget(),
         bins_rho=rho * bp,
-        epsilon_b=eps_b,
+        profile_columns=profile_columns,
+    )
+
+
+def profile_mechanism(columns: int) -> str:
+    """The budget line of the DP profile of ``columns`` numeric columns (docs/design.md section 2.8)."""
+    return (
+        f"discrete Gaussian on the cells of a public grid (DP profile of {columns} numeric column(s): code or "
+        "measurement, range, bins)"
     )
 
 

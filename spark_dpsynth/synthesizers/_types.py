@@ -219,9 +219,18 @@ def _restore_columns(synthetic: DataFrame, types: Mapping[str, Any], seed: int |
                 F.rand(None if base is None else base + j).alias(u_col),
             ]
             closed = bins.get("upper") is not None
-            drawn = _draw(F.col(bin_col), intervals, scale, F.col(u_col), closed)
+            # a real column of whole numbers draws whole numbers (bins "integral", docs/design.md section 2.8)
+            draw_scale = "integer" if scale == "real" and bins.get("integral") else scale
+            drawn = _draw(F.col(bin_col), intervals, draw_scale, F.col(u_col), closed)
             # an empty cell stays empty (least/greatest below would turn a null into a bound)
             value = F.when(label.isNull(), F.lit(None)).otherwise(_restore(drawn, scale, type_name))
+            # an exact point (a spike kept as its own category) comes back as itself
+            for point, point_label in zip(
+                bins.get("points") or (), bins.get("point_labels") or (), strict=True
+            ):
+                value = F.when(
+                    label == F.lit(str(point_label)), _restore(F.lit(float(point)), scale, type_name)
+                ).otherwise(value)
             passthrough = [str(x) for x in bins.get("passthrough") or ()]
             if passthrough:
                 value = F.when(label.isin(*passthrough), label.try_cast(type_name)).otherwise(value)
