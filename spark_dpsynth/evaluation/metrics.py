@@ -93,6 +93,7 @@ __all__ = [
     "MAX_ROWS",
     "describe_sampling",
     "describe_row_sampling",
+    "describe_out_of_support",
     "RowSampling",
 ]
 
@@ -797,6 +798,22 @@ def describe_row_sampling(metrics: dict[str, Any]) -> list[str]:
         for side in ("sensitive", "synthetic")
         if (sampling.get(side) or {}).get("sampled")
     ]
+
+
+def describe_out_of_support(metrics: dict[str, Any]) -> list[str]:
+    """The summary's lines on ``out_of_support``: the share of synthetic cells the sensitive column cannot hold,
+    and the (up to 6) worst columns, e.g. "income 1,203 (12.0%)"; empty without the entry."""
+    entry = metrics.get("out_of_support")
+    if not entry:
+        return []
+    line = f"{entry['count']:,} synthetic cells ({entry['share']:.2%}) hold a value the sensitive column never holds"
+    if not entry["columns"]:
+        return [line]
+    by_column = entry["by_column"]
+    worst = ", ".join(
+        f"{c} {by_column[c]['count']:,} ({by_column[c]['share']:.1%})" for c in entry["columns"][:6]
+    )
+    return [line, f"worst: {worst}"]
 
 
 def _sampling_entry(plan: _SubsetPlan) -> dict[str, Any]:
