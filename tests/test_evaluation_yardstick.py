@@ -166,3 +166,17 @@ def test_mean_tvd_matches_pandas_on_own_values(spark, k):
     m = evaluate(strings(s_df), strings(y_df), typed_sensitive=s_df, typed_synthetic=y_df, numeric_columns=[])
     expected = np.mean([tvd(sens, syn, list(s)) for s in itertools.combinations("ABC", k)])
     assert m["tvd"][str(k)]["mean"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_report_shows_out_of_support_values_and_the_floor(spark):
+    from spark_dpsynth.evaluation.report import render_report
+
+    s_df = spark.createDataFrame([(0,), (1,), (1,), (0,)], "income int")
+    y_df = spark.createDataFrame([(0,), (4399,), (1,), (0,)], "income int")
+    m = evaluate(strings(s_df), strings(y_df), typed_sensitive=s_df, typed_synthetic=y_df, numeric_columns=[])
+    page = render_report(m)
+    assert (
+        "Out-of-support values" in page
+        and "<td>income</td><td>never in the sensitive column</td><td>1</td>" in page
+    )
+    assert "Sampling error." in page and f"floor {m['tvd']['1']['floor']:.4f}" in page
