@@ -43,7 +43,7 @@ subset, count bucket) (per-subset totals come from a window over the subset, in 
 once). The driver receives only those rows (about sum of C(d, L) times log2(n / 10) of them) and, when a release
 is given, holds the release, which it hands to Spark as one small Arrow table. The classifiers of ``tstr`` are
 the one exception: they run on the driver, on at most ``tstr_max_rows`` rows of each table (default 100,000), a
-top-N by a seeded hash of the row. Tables above ``max_rows`` rows (default 1,000,000) are counted on a seeded hash sample of
+top-N by a seeded hash of the row. Tables above ``max_rows`` rows (default 1,000,000) are counted on a seeded uniform sample of
 their rows (``row_sampling``), best drawn before the tables are prepared (:class:`RowSampling`: each table is then
 read once, and only the sampled rows are prepared). DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
 """
@@ -231,6 +231,11 @@ def evaluate(
             of the row sampling are those of ``row_sampling``, and its persisted samples are released when
             the evaluation returns (docs/design.md section 5.5). None: the tables are sampled here, after they
             were prepared (and the typed tables at the same rates, on their own values).
+        bins: public bin edges per column (the configuration's ``[data.bins]``) for the yardstick's binned
+            columns; others are cut at the sensitive deciles (docs/design.md section 5.2). Never the release's.
+        floor_sensitive: a second uniform sample of the sensitive table, disjoint from the compared one, in the
+            form of ``typed_sensitive`` (``RowSampling.floor``): its TVD to the compared sample is
+            ``tvd[L]["floor_measured"]`` (docs/design.md section 5.5).
 
     Returns:
         A JSON-serialisable dict with these keys (lengths are decimal strings ``"1"``, ``"2"``, ...; a value
