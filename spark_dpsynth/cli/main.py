@@ -586,9 +586,15 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         )
         synthetic = row_sampling.sample("synthetic", synthetic)
     sensitive = prepare_for_release(df, data, release.columns, release.manifest)
+    # The input's own values and types, every compared column: the evaluation's yardstick (design 5.2).
     typed_sensitive, numeric_columns = typed_sensitive_table(
-        df, data, release.columns, config.numeric_columns
+        df, data, release.columns, config.numeric_columns, every_column=True
     )
+    floor_sensitive = None
+    if row_sampling is not None and row_sampling.floor("sensitive") is not None:
+        floor_sensitive, _ = typed_sensitive_table(
+            row_sampling.floor("sensitive"), data, release.columns, config.numeric_columns, every_column=True
+        )
     typed_synthetic = synthetic
     synthetic = synthetic_for_release(
         split_multi_value(synthetic, release.columns, release.manifest), release.columns, release.manifest
@@ -617,6 +623,8 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         typed_sensitive=typed_sensitive,
         typed_synthetic=typed_synthetic,
         row_sampling=row_sampling,
+        bins={c: spec.edges for c, spec in data.bins.items()},
+        floor_sensitive=floor_sensitive,
     )
     if not release.marginals:
         from spark_dpsynth.evaluation.metrics import PRIVACY_KEYS
@@ -655,10 +663,22 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
         ]
     if metrics is not None:
         tvd = metrics.get("tvd", {})
-        lines.append(
-            "  mean TVD (1/2/3-way)   "
-            + " / ".join(f"{tvd[k]['mean']:.4f}" for k in sorted(tvd, key=int) if isinstance(tvd[k], dict))
-        )
+        lengths = [k for k in sorted(tvd, key=int) if isinstance(tvd[k], dict)]
+        lines.append("  mean TVD (1/2/3-way)   " + " / ".join(f"{tvd[k]['mean']:.4f}" for k in lengths))
+        if lengths and tvd[lengths[0]].get("floor") is not None:
+            measured = all(tvd[k].get("floor_measured") is not None for k in lengths)
+            lines.append(
+                "  sampling error (floor) "
+                + " / ".join(f"{tvd[k]['floor_measured' if measured else 'floor']:.4f}" for k in lengths)
+                + (
+                    " (TVD of two disjoint uniform samples of the sensitive table)"
+                    if measured
+                    else " (expected TVD of two uniform samples of these sizes of one table)"
+                )
+            )
+        from spark_dpsynth.evaluation.metrics import describe_out_of_support
+
+        lines += [f"  out-of-support values  {line}" for line in describe_out_of_support(metrics)]
         from spark_dpsynth.evaluation.metrics import describe_row_sampling, describe_sampling
 
         lines += [f"  subsets compared       {line}" for line in describe_sampling(metrics)]

@@ -313,7 +313,7 @@ class _Emitter:
 
 
 def _release_cells(release: Release, plan: _SubsetPlan, like: DataFrame) -> DataFrame:
-    """The release's tuples as rows of the cell table: (k, subset, v0.., n_s = 0, n_y = 0, n_r = count).
+    """The release's tuples as rows of the cell table: (k, subset, v0.., n_s = 0, n_y = 0, n_r = count, n_b = 0).
 
     Built column-wise with numpy and handed to Spark as one Arrow table (release-sized: one row per tuple).
     Tuples of a subset that the plan does not hold (a sampled length) are left out.
@@ -359,6 +359,7 @@ def _release_cells(release: Release, plan: _SubsetPlan, like: DataFrame) -> Data
             "n_s": pa.array(np.zeros(n_rows, dtype=np.int64)),
             "n_y": pa.array(np.zeros(n_rows, dtype=np.int64)),
             "n_r": pa.array(cat(counts, np.int64), type=pa.int64()),
+            "n_b": pa.array(np.zeros(n_rows, dtype=np.int64)),
         }
     )
     # Release-sized: one row per released tuple (the DP release is already held by the driver).
@@ -395,7 +396,8 @@ def _bucket_index(count: Column) -> Column:
 def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution: int) -> _Counts:
     """Sum the partial cell counts and reduce them to per-subset and per-bucket sums, in one Spark job.
 
-    ``union`` holds partial counts ``k, subset, v0.., n_s, n_y, n_r`` (sensitive, synthetic, release). It is
+    ``union`` holds partial counts ``k, subset, v0.., n_s, n_y, n_r, n_b`` (sensitive, synthetic, release, and a
+    second sensitive sample disjoint from the first, for the real-vs-real floor of section 5.5). It is
     hash-partitioned on ``subset`` once and summed per cell; the cell sums are persisted (one row per cell of
     every compared subset, on the executors' local disks, released before this returns), so the pass over the
     tables runs once. The per-subset totals (a window over the subset), the per-(subset, count bucket)
@@ -406,7 +408,10 @@ def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution:
         sensitive / synthetic counts over the subset's cells (the number of rows for subsets whose empty
         cells are kept); ``blank_s``, ``blank_y`` = the count of the empty cell of a 1-column subset (0 for
         longer subsets); ``tvd2`` = sum over cells of |n_s rows_y - n_y rows_s| (exact integer; the subset's
-        TVD is tvd2 / (2 rows_s rows_y)); and, for subsets of length <= ``sds_length`` and their non-empty
+        TVD is tvd2 / (2 rows_s rows_y)); ``rows_b``, ``tvd2_b``: the same for the second sensitive sample
+        against the first (0 without one); ``spread`` = sum over cells of sqrt(n_s (rows_s - n_s)) / rows_s
+        (the expected real-vs-real TVD is proportional to it, section 5.5); ``unseen_y`` = for a 1-column subset,
+        the synthetic count of its non-empty cells whose sensitive count is 0; and, for subsets of length <= ``sds_length`` and their non-empty
         cells (tuples): ``s``, ``y``, ``r`` = tuples with a positive sensitive / synthetic / release count,
         ``sy``, ``sr`` = tuples in both, ``sy_err``, ``sr_err`` = sum of |count - sensitive count| over those
         common tuples, ``rare_s`` = tuples with 0 < sensitive count < ``resolution``, and per side X in
@@ -418,7 +423,7 @@ def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution:
     summed = (
         union.repartition(F.col("subset"))
         .groupBy(*plan.key_names)
-        .agg(*(F.sum(c).alias(c) for c in ("n_s", "n_y", "n_r")))
+        .agg(*(F.sum(c).alias(c) for c in ("n_s", "n_y", "n_r", "n_b")))
     )
     # The two branches below (per-bucket aggregates, top values) read the cell sums. Spark reuses a shuffle
     # between branches only when their plans are identical after column pruning, which the union of a
@@ -432,16 +437,21 @@ def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution:
 
 
 def _reduce_cells(sums: DataFrame, plan: _SubsetPlan, sds_length: int, resolution: int) -> _Counts:
-    """:func:`_aggregate`'s reduction of the cell sums ``sums`` (``k, subset, v0.., n_s, n_y, n_r``, one row
+    """:func:`_aggregate`'s reduction of the cell sums ``sums`` (``k, subset, v0.., n_s, n_y, n_r, n_b``, one row
     per cell, hash-partitioned on ``subset``) to the per-subset and per-bucket sums and the top values."""
     k = F.col("k")
-    n_s, n_y, n_r = F.col("n_s"), F.col("n_y"), F.col("n_r")
+    n_s, n_y, n_r, n_b = F.col("n_s"), F.col("n_y"), F.col("n_r"), F.col("n_b")
     per_subset = Window.partitionBy("subset")
-    cells = sums.withColumn("rows_s", F.sum(n_s).over(per_subset)).withColumn(
-        "rows_y", F.sum(n_y).over(per_subset)
+    cells = (
+        sums.withColumn("rows_s", F.sum(n_s).over(per_subset))
+        .withColumn("rows_y", F.sum(n_y).over(per_subset))
+        .withColumn("rows_b", F.sum(n_b).over(per_subset))
     )
     dec = T.DecimalType(38, 0)
     diff = F.abs(n_s.cast(dec) * F.col("rows_y").cast(dec) - n_y.cast(dec) * F.col("rows_s").cast(dec))
+    diff_b = F.abs(n_s.cast(dec) * F.col("rows_b").cast(dec) - n_b.cast(dec) * F.col("rows_s").cast(dec))
+    rows_s = F.col("rows_s").cast("double")
+    spread = F.sqrt(n_s.cast("double") * (rows_s - n_s.cast("double"))) / rows_s
     in_tvd = k <= F.lit(plan.all_cells_length)
     blank = (k == F.lit(1)) & F.col("v0").isNull()
     non_empty: Column = k <= F.lit(sds_length)
@@ -481,9 +491,13 @@ def _reduce_cells(sums: DataFrame, plan: _SubsetPlan, sds_length: int, resolutio
         .agg(
             F.max("rows_s").cast("bigint").alias("rows_s"),
             F.max("rows_y").cast("bigint").alias("rows_y"),
+            F.max("rows_b").cast("bigint").alias("rows_b"),
             sum_if(blank, n_s, "blank_s"),
             sum_if(blank, n_y, "blank_y"),
             F.coalesce(F.sum(F.when(in_tvd, diff)), F.lit(0).cast(dec)).alias("tvd2"),
+            F.coalesce(F.sum(F.when(in_tvd, diff_b)), F.lit(0).cast(dec)).alias("tvd2_b"),
+            fsum_if(in_tvd & (n_s > 0), spread, "spread"),
+            sum_if((k == F.lit(1)) & F.col("v0").isNotNull() & (n_s == 0), n_y, "unseen_y"),
             count_if(in_s, "s"),
             count_if(in_y, "y"),
             count_if(in_r, "r"),
@@ -526,11 +540,12 @@ def _reduce_cells(sums: DataFrame, plan: _SubsetPlan, sds_length: int, resolutio
 
 
 def _add_into(total: dict[str, Any], values: dict[str, Any]) -> None:
-    """Add ``values`` into ``total`` key by key (``k``, ``rows_s``, ``rows_y`` are per subset: kept, not added)."""
+    """Add ``values`` into ``total`` key by key (``k``, ``rows_s``, ``rows_y``, ``rows_b`` are per subset: kept, not
+    added)."""
     for key, value in values.items():
         if value is None:
             continue
-        if key in ("k", "rows_s", "rows_y"):
+        if key in ("k", "rows_s", "rows_y", "rows_b"):
             total[key] = max(total.get(key, 0), value)
         else:
             total[key] = total.get(key, 0) + value

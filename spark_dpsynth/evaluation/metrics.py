@@ -43,7 +43,7 @@ subset, count bucket) (per-subset totals come from a window over the subset, in 
 once). The driver receives only those rows (about sum of C(d, L) times log2(n / 10) of them) and, when a release
 is given, holds the release, which it hands to Spark as one small Arrow table. The classifiers of ``tstr`` are
 the one exception: they run on the driver, on at most ``tstr_max_rows`` rows of each table (default 100,000), a
-top-N by a seeded hash of the row. Tables above ``max_rows`` rows (default 1,000,000) are counted on a seeded hash sample of
+top-N by a seeded hash of the row. Tables above ``max_rows`` rows (default 1,000,000) are counted on a seeded uniform sample of
 their rows (``row_sampling``), best drawn before the tables are prepared (:class:`RowSampling`: each table is then
 read once, and only the sampled rows are prepared). DataFrame API only (no RDD, no SparkContext, no JVM access), so it also runs on Spark Connect.
 """
@@ -70,6 +70,12 @@ from spark_dpsynth.evaluation.numeric import check_numeric_columns, numeric_metr
 from spark_dpsynth.evaluation.sds_evaluator import _bucket_bins, _sds_side
 from spark_dpsynth.evaluation.tstr import _check_label, _tstr
 from spark_dpsynth.evaluation.tvd import _one_way_worst, _tvd_metrics
+from spark_dpsynth.evaluation.yardstick import (
+    CATEGORICAL_MAX_VALUES,
+    QUANTILE_BINS,
+    Yardstick,
+    build_yardstick,
+)
 
 if TYPE_CHECKING:
     from spark_dpsynth.release.core import Release
@@ -87,6 +93,7 @@ __all__ = [
     "MAX_ROWS",
     "describe_sampling",
     "describe_row_sampling",
+    "describe_out_of_support",
     "RowSampling",
 ]
 
@@ -114,8 +121,10 @@ seeded hash sample of about this many rows (docs/design.md section 5.5)."""
 SAMPLE_ROWS_PER_PARTITION = 250_000
 """Rows per partition of a table sampled by :meth:`RowSampling.sample` when the evaluation reads it (about
 ``max_rows`` / this partitions: 4 at the default)."""
-_HASH_BITS = 53
-"""Bits of the row hash compared with the sampling rate (a row is kept when hash / 2^53 < rate)."""
+_DRAW = "__evaluation_draw"
+"""The uniform random column of a sampled table (dropped once the sample is drawn)."""
+_SYNTHETIC_SEED = 0x5DEECE66D
+"""XORed into the seed of the synthetic table's draw (the sensitive table uses the seed itself)."""
 
 PRIVACY_KEYS = (
     "epsilon",
@@ -160,6 +169,8 @@ def evaluate(
     typed_sensitive: DataFrame | None = None,
     typed_synthetic: DataFrame | None = None,
     row_sampling: RowSampling | None = None,
+    bins: Mapping[str, Sequence[float]] | None = None,
+    floor_sensitive: DataFrame | None = None,
 ) -> dict[str, Any]:
     r"""Compare the synthetic table, and optionally the release, with the sensitive table.
 
@@ -220,6 +231,11 @@ def evaluate(
             of the row sampling are those of ``row_sampling``, and its persisted samples are released when
             the evaluation returns (docs/design.md section 5.5). None: the tables are sampled here, after they
             were prepared (and the typed tables at the same rates, on their own values).
+        bins: public bin edges per column (the configuration's ``[data.bins]``) for the yardstick's binned
+            columns; others are cut at the sensitive deciles (docs/design.md section 5.2). Never the release's.
+        floor_sensitive: a second uniform sample of the sensitive table, disjoint from the compared one, in the
+            form of ``typed_sensitive`` (``RowSampling.floor``): its TVD to the compared sample is
+            ``tvd[L]["floor_measured"]`` (docs/design.md section 5.5).
 
     Returns:
         A JSON-serialisable dict with these keys (lengths are decimal strings ``"1"``, ``"2"``, ...; a value
@@ -354,15 +370,24 @@ def evaluate(
         raise InvalidParameterError(
             f"row_sampling must be a RowSampling or None, got {type(row_sampling).__name__}"
         )
+    # The yardstick's source (docs/design.md section 5.2): the typed tables when they hold every compared
+    # column (the input's own values and types), else the tables as given.
+    typed_source = typed_sensitive is not None and all(
+        c in t.columns for t in (typed_s, typed_y) for c in columns
+    )
+    sampling = row_sampling if row_sampling is not None else RowSampling(bound_rows, seed)
     try:
-        sampling = row_sampling
-        if sampling is None:
-            sampling = RowSampling(bound_rows, seed)
-            sensitive = sampling.apply(
-                "sensitive", sensitive, release.protected_number_of_records if release is not None else None
+        source_s, source_y = (typed_s, typed_y) if typed_source else (sensitive, synthetic)
+        floor_s = floor_sensitive
+        if row_sampling is None:
+            source_s = sampling.apply(
+                "sensitive", source_s, release.protected_number_of_records if release is not None else None
             )
-            synthetic = sampling.apply("synthetic", synthetic, None)
-            if sampling.sampled:
+            source_y = sampling.apply("synthetic", source_y, None)
+            floor_s = sampling.floor("sensitive")
+            if typed_source:
+                typed_s, typed_y = source_s, source_y
+            elif sampling.sampled:
                 typed_s = sampling.same_rate("sensitive", typed_s)
                 typed_y = sampling.same_rate("synthetic", typed_y)
         if sampling.sampled:
@@ -375,10 +400,16 @@ def evaluate(
         tvd_length = min(length, d)
         reporting_length = release_for_sds.reporting_length if release_for_sds is not None else 0
         sds_length = min(reporting_length, d)
+        with _stage(log, "the yardstick's bins (one aggregation over the sensitive table)", progress):
+            declared = tuple(numeric_kinds) if typed_source else ()
+            yard = build_yardstick(source_s, columns, numbers=declared, bins=bins)
+        # The prepared tables are the compared cells when they are the source and nothing is binned: one pass
+        # then serves the TVDs and SDS's evaluator; otherwise SDS's evaluator (on the release's cells) has its own.
+        one_pass = not typed_source and not yard.binned
         plan = _SubsetPlan(
             d,
             all_cells_length=tvd_length,
-            max_length=max(tvd_length, sds_length),
+            max_length=max(tvd_length, sds_length) if one_pass else tvd_length,
             max_subsets=bound,
             seed=subset_seed,
         )
@@ -388,22 +419,49 @@ def evaluate(
                 "comparing a seeded sample of the column subsets: %s",
                 ", ".join(f"{len(plan.of_length(k))} of {t} {k}-column" for k, t in plan.totals.items()),
             )
-
+        compared_s = yard.table(source_s)
+        compared_y = yard.table(yard.observe(source_y))
         parts = [
-            _cell_counts(sensitive, plan).select(
-                *plan.key_names, _as_long("n", "n_s"), _zero("n_y"), _zero("n_r")
+            _cell_counts(compared_s, plan).select(
+                *plan.key_names, _as_long("n", "n_s"), *_zeros("n_y", "n_r", "n_b")
             ),
-            _cell_counts(synthetic, plan).select(
-                *plan.key_names, _zero("n_s"), _as_long("n", "n_y"), _zero("n_r")
+            _cell_counts(compared_y, plan).select(
+                *plan.key_names, _zero("n_s"), _as_long("n", "n_y"), *_zeros("n_r", "n_b")
             ),
         ]
-        if release_for_sds is not None:
+        if floor_s is not None:
+            parts.append(
+                _cell_counts(yard.table(floor_s), plan).select(
+                    *plan.key_names, *_zeros("n_s", "n_y", "n_r"), _as_long("n", "n_b")
+                )
+            )
+        if release_for_sds is not None and one_pass:
             with _stage(log, "release tuples to a Spark DataFrame", progress):
                 parts.append(_release_cells(release_for_sds, plan, sensitive))
         stage = f"cell counts and metrics of {len(plan.subsets)} column subsets (one pass over each table)"
         with _stage(log, stage, progress):
-            counts = _aggregate(reduce(DataFrame.unionByName, parts), plan, sds_length, res)
+            counts = _aggregate(
+                reduce(DataFrame.unionByName, parts), plan, sds_length if one_pass else 0, res
+            )
         per_subset = counts.per_subset
+        sds_counts = counts
+        if release_for_sds is not None and not one_pass:
+            sds_plan = _SubsetPlan(
+                d, all_cells_length=0, max_length=sds_length, max_subsets=bound, seed=subset_seed
+            )
+            with _stage(
+                log, f"SDS's evaluator on the release's cells ({len(sds_plan.subsets)} subsets)", progress
+            ):
+                sds_parts = [
+                    _cell_counts(sensitive, sds_plan).select(
+                        *sds_plan.key_names, _as_long("n", "n_s"), *_zeros("n_y", "n_r", "n_b")
+                    ),
+                    _cell_counts(synthetic, sds_plan).select(
+                        *sds_plan.key_names, _zero("n_s"), _as_long("n", "n_y"), *_zeros("n_r", "n_b")
+                    ),
+                    _release_cells(release_for_sds, sds_plan, sensitive),
+                ]
+                sds_counts = _aggregate(reduce(DataFrame.unionByName, sds_parts), sds_plan, sds_length, res)
         # Every row is in exactly one cell of a 1-column subset (no row at all: no cell, no entry).
         first = per_subset.get(plan.ids[(0,)], {"rows_s": 0, "rows_y": 0})
         n, n_syn = first["rows_s"], first["rows_y"]
@@ -414,8 +472,8 @@ def evaluate(
                 )
         compared = {"sensitive": n, "synthetic": n_syn}
         n, n_syn = sampling.total("sensitive", n), sampling.total("synthetic", n_syn)
-        blank_s = sum(row["blank_s"] for row in per_subset.values())
-        blank_y = sum(row["blank_y"] for row in per_subset.values())
+        blank_s = sum(row.get("blank_s", 0) for row in per_subset.values())
+        blank_y = sum(row.get("blank_y", 0) for row in per_subset.values())
 
         metrics: dict[str, Any] = {
             "metrics_version": METRICS_VERSION,
@@ -432,6 +490,12 @@ def evaluate(
             },
             "row_sampling": sampling.entry(compared),
         }
+        metrics["yardstick"] = {
+            "source": "input" if typed_source else "given",
+            "categorical_max_values": CATEGORICAL_MAX_VALUES,
+            "quantile_bins": QUANTILE_BINS,
+            "columns": yard.rules,
+        }
         empty_shares = {
             c: {
                 "sensitive": per_subset[plan.ids[(i,)]]["blank_s"] / compared["sensitive"],
@@ -440,6 +504,7 @@ def evaluate(
             for i, c in enumerate(columns)
         }
         metrics["empty_share_by_column"] = empty_shares
+        metrics["out_of_support"] = _out_of_support(yard, per_subset, plan, compared["synthetic"])
         binned = set(((release.manifest.get("data") or {}).get("bins") or {}) if release is not None else ())
         metrics["empty_columns"] = merge_coverage(
             release_coverage(release) if release is not None else [],
@@ -454,11 +519,13 @@ def evaluate(
         )
         metrics["sds"] = None
         if release_for_sds is not None:
-            bins = _bucket_bins(counts.per_bucket)
+            bins_sds = _bucket_bins(sds_counts.per_bucket)
             metrics["sds"] = {
                 "reporting_length": reporting_length,
                 **{
-                    side_name: _sds_side(per_subset, counts.per_bucket, bins, reporting_length, side)
+                    side_name: _sds_side(
+                        sds_counts.per_subset, sds_counts.per_bucket, bins_sds, reporting_length, side
+                    )
                     for side_name, side in (("release", "r"), ("synthetic", "y"))
                 },
             }
@@ -479,8 +546,7 @@ def evaluate(
         log.info("evaluation done in %.2f s", time.perf_counter() - started)
         return metrics
     finally:
-        if row_sampling is not None:
-            row_sampling.unpersist()
+        sampling.unpersist()
 
 
 def write_metrics(metrics: dict[str, Any], directory: str) -> str:
@@ -577,14 +643,11 @@ class RowSampling:
     """
 
     METHOD = (
-        "Bernoulli by a seeded hash of the row: a row is kept when the top 53 bits of xxhash64(its values, "
-        "seed), over 2^53, are below rate = max_rows / rows (identical rows are kept or dropped together)"
+        "Bernoulli by a seeded uniform random column: a row is kept when rand(seed) < rate = max_rows / rows "
+        "(independently of its values: identical rows are drawn independently), the synthetic table with "
+        "another seed; rand is a function of the seed, the input partition's index and the row's position in it"
     )
-    RAW_METHOD = (
-        "Bernoulli by a seeded hash of the row before preparing: a row is kept when the top 53 bits of "
-        "xxhash64(its raw values in the compared columns, seed), over 2^53, are below rate = max_rows / rows "
-        "(identical rows are kept or dropped together)"
-    )
+    RAW_METHOD = METHOD.replace("a row is kept", "before preparing, a row is kept")
 
     def __init__(self, max_rows: int = MAX_ROWS, seed: int = 0) -> None:
         self.max_rows = v.integer("max_rows", max_rows, low=0)
@@ -592,6 +655,7 @@ class RowSampling:
         self.rates: dict[str, float] = {}
         self.expected: dict[str, int] = {}
         self.observations: dict[str, Any] = {}
+        self.floors: dict[str, DataFrame] = {}
         self.sds_skipped: str | None = None
         self.raw = False
         self._persisted: list[DataFrame] = []
@@ -608,7 +672,7 @@ class RowSampling:
         *,
         columns: Sequence[str] | None = None,
     ) -> DataFrame:
-        """A table before it is prepared, or its seeded hash sample when it has more than ``max_rows`` rows.
+        """A table before it is prepared, or its seeded uniform sample when it has more than ``max_rows`` rows.
 
         Args:
             side: ``"sensitive"`` or ``"synthetic"``.
@@ -621,9 +685,11 @@ class RowSampling:
 
         Returns:
             ``df`` (restricted to ``columns``) when it has at most ``max_rows`` rows or ``max_rows`` is 0;
-            else the rows whose hash falls below the rate max_rows / rows, persisted on the local disks
-            (``DISK_ONLY``; released when :func:`evaluate` returns, or by :meth:`unpersist`). The table's size
-            is observed in the first pass over it.
+            else a uniform sample at the rate max_rows / rows, persisted on the local disks (``DISK_ONLY``;
+            released when :func:`evaluate` returns, or by :meth:`unpersist`). The table's size is observed in
+            the first pass over it. For the sensitive table at a rate <= 1/2, a second sample disjoint from the
+            first, at the same rate and in the same persisted pass, is kept for the real-vs-real floor
+            (:meth:`floor`).
 
         Raises:
             InvalidParameterError: ``side`` is not one of the two, or was sampled already.
@@ -632,18 +698,9 @@ class RowSampling:
             raise InvalidParameterError(f"side must be 'sensitive' or 'synthetic', once each, got {side!r}")
         table = df.select(*(F.col(_quote(c)) for c in dict.fromkeys(columns))) if columns is not None else df
         out = self.apply(side, table, rows)
-        if self.rates[side] >= 1.0:
-            return out
-        self.raw = True
-        from pyspark import StorageLevel
-
-        # A sample of about max_rows rows (bounded whatever the table's size), on disk: not in the JVM's heap.
-        out = out.persist(StorageLevel.DISK_ONLY)
-        self._persisted.append(out)
-        # The sample keeps the input's partitions (10M rows read in 60 splits: 60 slivers of ~17,000 rows), and
-        # each later pass (cell counts, numeric metrics) would pay a task per sliver; it reads the persisted
-        # partitions merged into a few (no shuffle: the sampling pass keeps the input's parallelism).
-        return out.coalesce(max(1, math.ceil(self.max_rows / SAMPLE_ROWS_PER_PARTITION)))
+        if self.rates[side] < 1.0:
+            self.raw = True
+        return out
 
     def unpersist(self) -> None:
         """Release the samples :meth:`sample` persisted."""
@@ -652,7 +709,16 @@ class RowSampling:
         self._persisted = []
 
     def apply(self, side: str, df: DataFrame, rows_hint: int | None) -> DataFrame:
-        """``df`` itself, or its hash sample when its rows (``rows_hint``, else a count) exceed ``max_rows``."""
+        """``df`` itself, or its uniform sample when its rows (``rows_hint``, else a count) exceed ``max_rows``.
+
+        The sample is drawn with ``rand(seed)`` (the synthetic table with another seed, so that a table compared
+        with a copy of itself is not compared on the same row positions) right where ``df`` is read, and
+        persisted on the local disks (``DISK_ONLY``, about ``max_rows`` rows, twice that for the sensitive table
+        with its floor sample), so that every later pass reads the same rows. ``rand`` is seeded per partition
+        with seed + the partition's index and draws in the partition's row order: the sample is reproducible
+        on a task's retry and on a re-read of the same input with the same splits (a file scan), and it changes
+        (within the sampling error) when the input is split differently (docs/design.md section 5.5).
+        """
         if self.max_rows == 0:
             self.rates[side] = 1.0
             return df
@@ -663,23 +729,39 @@ class RowSampling:
         if rows <= self.max_rows:
             self.rates[side] = 1.0
             return df
-        self.rates[side] = self.max_rows / rows
+        rate = self.rates[side] = self.max_rows / rows
+        from pyspark import StorageLevel
         from pyspark.sql import Observation
 
         self.observations[side] = Observation(f"evaluate_{side}_rows")
         observed = df.observe(self.observations[side], F.count(F.lit(1)).alias("rows"))
-        return observed.where(self._keep(df.columns, self.rates[side]))
+        # a second, disjoint sample of the sensitive table for the real-vs-real floor: rate <= u < 2 rate
+        with_floor = side == "sensitive" and rate <= 0.5
+        u = F.rand(self._seed(side))
+        drawn = observed.withColumn(_DRAW, u).where(F.col(_DRAW) < F.lit(2 * rate if with_floor else rate))
+        # About max_rows rows (twice that with the floor sample), on disk: not in the JVM's heap.
+        persisted = drawn.persist(StorageLevel.DISK_ONLY)
+        self._persisted.append(persisted)
+        # The sample keeps the input's partitions (10M rows read in 60 splits: 60 slivers of ~17,000 rows), and
+        # each later pass (cell counts, numeric metrics) would pay a task per sliver; it reads the persisted
+        # partitions merged into a few (no shuffle: the sampling pass keeps the input's parallelism).
+        merged = persisted.coalesce(max(1, math.ceil(self.max_rows / SAMPLE_ROWS_PER_PARTITION)))
+        if with_floor:
+            self.floors[side] = merged.where(F.col(_DRAW) >= F.lit(rate)).drop(_DRAW)
+        return merged.where(F.col(_DRAW) < F.lit(rate)).drop(_DRAW)
+
+    def floor(self, side: str = "sensitive") -> DataFrame | None:
+        """The second uniform sample of ``side`` drawn by :meth:`apply` (disjoint from the compared one, at the
+        same rate), or None (not sampled, or a rate above 1/2)."""
+        return self.floors.get(side)
 
     def same_rate(self, side: str, df: DataFrame) -> DataFrame:
-        """``df`` (the typed twin of a table) sampled at that table's rate (rows hashed on its own values)."""
+        """``df`` (the typed twin of a table) sampled uniformly at that table's rate (another draw of rows)."""
         rate = self.rates.get(side, 1.0)
-        return df if rate >= 1.0 else df.where(self._keep(df.columns, rate))
+        return df if rate >= 1.0 else df.where(F.rand(self._seed(side) + 1) < F.lit(rate))
 
-    def _keep(self, columns: Sequence[str], rate: float) -> Column:
-        digest = F.xxhash64(*(F.col(_quote(c)) for c in columns), F.lit(self.seed))
-        # the top 53 bits of the hash, as a non-negative long in [0, 2^53): uniform
-        top = F.shiftrightunsigned(digest, 64 - _HASH_BITS)
-        return top < F.lit(int(rate * (1 << _HASH_BITS)))
+    def _seed(self, side: str) -> int:
+        return self.seed if side == "sensitive" else self.seed ^ _SYNTHETIC_SEED
 
     def total(self, side: str, compared: int) -> int:
         """The table's number of rows: ``compared`` when it was not sampled, else the observed count."""
@@ -713,14 +795,30 @@ class RowSampling:
 
 def describe_row_sampling(metrics: dict[str, Any]) -> list[str]:
     """One line per sampled table of ``metrics``, e.g. "sensitive table: 1,000,212 of 10,000,000 rows compared
-    (a seeded hash sample, max_rows 1,000,000)"; empty when every row was compared."""
+    (a seeded uniform sample, max_rows 1,000,000)"; empty when every row was compared."""
     sampling = metrics.get("row_sampling") or {}
     return [
         f"{side} table: {sampling[side]['rows_compared']:,} of {sampling[side]['rows']:,} rows compared "
-        f"(a seeded hash sample, max_rows {sampling['max_rows']:,})"
+        f"(a seeded uniform sample, max_rows {sampling['max_rows']:,})"
         for side in ("sensitive", "synthetic")
         if (sampling.get(side) or {}).get("sampled")
     ]
+
+
+def describe_out_of_support(metrics: dict[str, Any]) -> list[str]:
+    """The summary's lines on ``out_of_support``: the share of synthetic cells the sensitive column cannot hold,
+    and the (up to 6) worst columns, e.g. "income 1,203 (12.0%)"; empty without the entry."""
+    entry = metrics.get("out_of_support")
+    if not entry:
+        return []
+    line = f"{entry['count']:,} synthetic cells ({entry['share']:.2%}) hold a value the sensitive column never holds"
+    if not entry["columns"]:
+        return [line]
+    by_column = entry["by_column"]
+    worst = ", ".join(
+        f"{c} {by_column[c]['count']:,} ({by_column[c]['share']:.1%})" for c in entry["columns"][:6]
+    )
+    return [line, f"worst: {worst}"]
 
 
 def _sampling_entry(plan: _SubsetPlan) -> dict[str, Any]:
@@ -755,3 +853,39 @@ def _as_long(column: str, name: str) -> Column:
 def _zero(name: str) -> Column:
     """A bigint 0 named ``name``."""
     return F.lit(0).cast("bigint").alias(name)
+
+
+def _zeros(*names: str) -> list[Column]:
+    """A bigint 0 per name."""
+    return [_zero(name) for name in names]
+
+
+def _out_of_support(
+    yard: Yardstick, per_subset: dict[int, dict[str, Any]], plan: _SubsetPlan, rows_y: int
+) -> dict[str, Any]:
+    """``out_of_support`` of :func:`evaluate`: per column, the synthetic values the sensitive column cannot hold
+    (docs/design.md section 5.2), and the total over the table's cells."""
+    outside = yard.out_of_range()
+    by_column: dict[str, Any] = {}
+    for i, c in enumerate(yard.columns):
+        rule = yard.rules[c]["rule"]
+        row = per_subset[plan.ids[(i,)]]
+        count = int(outside.get(c, 0)) if rule == "bins" else int(row.get("unseen_y", 0))
+        non_empty = rows_y - int(row.get("blank_y", 0))
+        by_column[c] = {
+            "rule": rule,
+            "what": "outside the sensitive [min, max] or not a number"
+            if rule == "bins"
+            else "never in the sensitive column",
+            "count": count,
+            "share": count / rows_y,
+            "share_of_non_empty": count / non_empty if non_empty else None,
+        }
+    total = sum(entry["count"] for entry in by_column.values())
+    worst = sorted((c for c in by_column if by_column[c]["count"]), key=lambda c: -by_column[c]["count"])
+    return {
+        "count": total,
+        "share": total / (rows_y * len(yard.columns)),
+        "columns": worst,
+        "by_column": by_column,
+    }

@@ -286,7 +286,12 @@ def check_numeric_columns(
 
 
 def typed_sensitive_table(
-    df: DataFrame, config: DataConfig, columns: Sequence[str], numeric_columns: Sequence[str] | None = None
+    df: DataFrame,
+    config: DataConfig,
+    columns: Sequence[str],
+    numeric_columns: Sequence[str] | None = None,
+    *,
+    every_column: bool = False,
 ) -> tuple[DataFrame, tuple[str, ...]]:
     """The sensitive input's numeric columns with their own types, empty cells null, and their names.
 
@@ -299,9 +304,11 @@ def typed_sensitive_table(
         numeric_columns: the columns to compare; None: those of ``columns`` whose type in ``df`` is numeric,
             date or timestamp, or that have public bins in ``config``, but not hash-bucketed
             (``config.hash_buckets``: the synthetic column holds bucket labels).
+        every_column: the table holds every column of ``columns`` that ``df`` has (cleaned alike, with its own
+            type), not only ``names``: the evaluation's yardstick reads them (docs/design.md section 5.2).
 
     Returns:
-        (table, names): one column per name, in that order.
+        (table, names): one column per name, in that order (with ``every_column``, the columns of ``columns``).
 
     Raises:
         SchemaError: a numeric column is not an attribute column of ``df``.
@@ -326,16 +333,17 @@ def typed_sensitive_table(
                 f"numeric column(s) {wrong} are not attribute columns of the input with values (a hash-bucketed "
                 "column holds bucket labels)"
             )
+    kept = tuple(c for c in columns if c in types) if every_column else names
     cleaned = []
-    for c in names:
+    for c in kept:
         raw = F.col(_quote(c))
         zero = config.zeros_are_empty and c not in config.sensitive_zeros
         empty = empty_to_null(raw, config.empty_values, zero).isNull()
         cleaned.append(F.when(~empty, raw).alias(c))
-    if config.privacy_unit is None or not names:
+    if config.privacy_unit is None or not kept:
         return df.select(*cleaned), names
     merged = df.select(F.col(_quote(config.privacy_unit)).alias("__unit"), *cleaned)
-    return merged.groupBy("__unit").agg(*[F.max(_quote(c)).alias(c) for c in names]).drop("__unit"), names
+    return merged.groupBy("__unit").agg(*[F.max(_quote(c)).alias(c) for c in kept]).drop("__unit"), names
 
 
 def ks_wasserstein_from_quantiles(q_f: np.ndarray, q_g: np.ndarray) -> tuple[float, float]:

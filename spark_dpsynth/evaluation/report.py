@@ -478,10 +478,11 @@ def _tvd_section(metrics: dict[str, Any]) -> str:
         (
             "Sampled rows",
             describe_row_sampling(metrics),
-            "A table with more rows than the bound (<code>[evaluate] max_rows</code>) is compared on the rows "
-            "whose seeded hash of their values falls below the rate max_rows / rows: every distance, share and "
-            "numeric metric is that of the samples (a TVD from samples is biased upwards by about "
-            "sqrt(cells / rows compared)); SDS's evaluator, which compares exact counts, is skipped.",
+            "A table with more rows than the bound (<code>[evaluate] max_rows</code>) is compared on a seeded "
+            "uniform sample of its rows (each row kept with probability max_rows / rows, independently of its "
+            "values): every distance, share and numeric metric is that of the samples (a TVD from samples is "
+            "biased upwards: the sampling error of each length is given below); SDS's evaluator, which compares "
+            "exact counts, is skipped.",
         ),
         (
             "Sampled column subsets",
@@ -494,6 +495,7 @@ def _tvd_section(metrics: dict[str, Any]) -> str:
     for title, lines, text in notes:
         if lines:
             out.append(f"<p><b>{title}.</b> " + "; ".join(_e(line) for line in lines) + f". {text}</p>")
+    out += _yardstick_html(metrics)
     if "2" in by_subset:
         d = len(columns)
         grid = np.full((d, d), np.nan)
@@ -767,3 +769,53 @@ _PAGE = """<!DOCTYPE html>
 </body>
 </html>
 """
+
+
+def _yardstick_html(metrics: dict[str, Any]) -> list[str]:
+    """The yardstick, the sampling error of each length, and the out-of-support values (docs/design.md sections
+    5.2 and 5.5); empty for metrics written before they existed."""
+    out: list[str] = []
+    tvd = metrics.get("tvd") or {}
+    lengths = [k for k in sorted(tvd, key=int) if isinstance(tvd[k], dict) and "floor" in tvd[k]]
+    if lengths:
+        cells = "; ".join(
+            f"{k}-way mean TVD {tvd[k]['mean']:.4f}, floor {tvd[k]['floor']:.4f}"
+            + (
+                f" (measured {tvd[k]['floor_measured']:.4f})"
+                if tvd[k].get("floor_measured") is not None
+                else ""
+            )
+            for k in lengths
+        )
+        out.append(
+            f"<p><b>Sampling error.</b> {_e(cells)}. The floor is the TVD two uniform samples of these sizes "
+            "of one table would show (expected from the sensitive shares; measured on a second, disjoint sample "
+            "of the sensitive table when its rows were sampled): a TVD near its floor is as good as the data "
+            "can show.</p>"
+        )
+    yard = metrics.get("yardstick")
+    if yard:
+        rules = "; ".join(f"{c}: {r['why']}" for c, r in yard["columns"].items())
+        out.append(
+            "<p><b>Yardstick.</b> Columns are compared on the input's own values or on bins that do not come "
+            f"from the release: {_e(rules)}.</p>"
+        )
+    unseen = metrics.get("out_of_support")
+    if unseen:
+        rows = "".join(
+            f"<tr><td>{_e(c)}</td><td>{_e(e['what'])}</td><td>{e['count']:,}</td><td>{e['share']:.2%}</td></tr>"
+            for c, e in unseen["by_column"].items()
+            if e["count"]
+        )
+        out.append(
+            "<h3>Out-of-support values: synthetic values the sensitive column never holds</h3>"
+            f"<p>{unseen['count']:,} synthetic cells ({unseen['share']:.2%}) hold a value that never occurs in the "
+            "sensitive column (a column compared on its own values) or lies outside its observed [min, max] "
+            "(a binned column). Not private.</p>"
+            + (
+                f"<table><tr><th>column</th><th>what</th><th>count</th><th>share</th></tr>{rows}</table>"
+                if rows
+                else ""
+            )
+        )
+    return out

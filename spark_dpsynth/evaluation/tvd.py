@@ -7,6 +7,7 @@ with the largest 1-way TVD (docs/design.md section 5.2).
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -25,6 +26,12 @@ def _tvd_metrics(
 ) -> dict[str, Any]:
     """``tvd`` and ``tvd_by_subset`` of :func:`evaluate`, each TVD = tvd2 / (2 n n_syn) rounded once.
 
+    Beside each length's mean, its sampling error (docs/design.md section 5.5): ``floor``, the expected TVD
+    between two independent uniform samples of n and n_syn rows of one table whose cells have the sensitive
+    shares p (per subset (1/2) sqrt(2/pi) sqrt(1/n + 1/n_syn) sum over cells sqrt(p (1 - p)), the normal
+    approximation of E|p^ - q^| per cell), and ``floor_measured``, the mean TVD between the compared sensitive
+    sample and a second, disjoint uniform sample of the sensitive table of about the same size (None without one).
+
     Per length the mean is over the plan's subsets: all C(d, L) of them, or its seeded sample (then the entry
     also has ``sampled`` = True, ``subsets_total`` = C(d, L) > ``count``, and ``subsets``, the sampled subsets'
     column indices).
@@ -33,17 +40,25 @@ def _tvd_metrics(
     by_subset: dict[str, dict[str, float]] = {}
     for length in range(1, plan.all_cells_length + 1):
         values: dict[str, float] = {}
+        floors: list[float] = []
+        measured: list[float] = []
         subsets = plan.of_length(length)
         for subset in subsets:
             row = per_subset[plan.ids[subset]]
             name = _SUBSET_SEPARATOR.join(columns[c] for c in subset)
             values[name] = float(Fraction(row["tvd2"], 2 * row["rows_s"] * row["rows_y"]))
+            scale = math.sqrt(1.0 / row["rows_s"] + 1.0 / row["rows_y"]) / math.sqrt(2.0 * math.pi)
+            floors.append(scale * row.get("spread", 0.0))
+            if row.get("rows_b"):
+                measured.append(float(Fraction(row["tvd2_b"], 2 * row["rows_s"] * row["rows_b"])))
         worst = max(values, key=lambda name: values[name])
         tvd[str(length)] = {
             "mean": float(np.mean(list(values.values()))),
             "max": values[worst],
             "count": len(values),
             "worst": worst,
+            "floor": float(np.mean(floors)),
+            "floor_measured": float(np.mean(measured)) if len(measured) == len(values) else None,
         }
         if plan.sampled[length]:
             tvd[str(length)].update(

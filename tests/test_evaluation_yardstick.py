@@ -1,0 +1,182 @@
+"""Tests of the evaluation's yardstick (own values, sensitive deciles, out-of-support values) and of its uniform
+row sample with the real-vs-real floor (docs/design.md sections 5.2 and 5.5)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spark_dpsynth.evaluation.metrics import RowSampling, evaluate
+
+
+def strings(df):
+    return df.select(*(df[c].cast("string").alias(c) for c in df.columns))
+
+
+def tvd(p: pd.DataFrame, q: pd.DataFrame, cols: list[str]) -> float:
+    a = p.value_counts(cols, normalize=True, dropna=False)
+    b = q.value_counts(cols, normalize=True, dropna=False)
+    return float(0.5 * a.sub(b, fill_value=0).abs().sum())
+
+
+def test_codes_are_compared_on_their_own_values_and_unseen_codes_count(spark):
+    # An integer code column: a synthetic 4399 (never in the sensitive column) is a mismatch, and counted.
+    sens = pd.DataFrame({"code": [0, 0, 1, 1, 1, 2, 2, 2, 2, 2], "s": list("aabbbbbbba")})
+    syn = pd.DataFrame({"code": [0, 4399, 1, 1, 2, 2, 2, 2, 4399, 9], "s": list("aabbbcbbba")})
+    s_df, y_df = spark.createDataFrame(sens), spark.createDataFrame(syn)
+    m = evaluate(strings(s_df), strings(y_df), typed_sensitive=s_df, typed_synthetic=y_df, numeric_columns=[])
+    assert m["yardstick"]["columns"]["code"]["rule"] == "values"
+    assert m["tvd_by_subset"]["1"]["code"] == pytest.approx(tvd(sens, syn, ["code"]), abs=1e-12) == 0.3
+    assert m["tvd_by_subset"]["2"]["code|s"] == pytest.approx(tvd(sens, syn, ["code", "s"]), abs=1e-12)
+    out = m["out_of_support"]["by_column"]
+    assert (out["code"]["count"], out["code"]["share"]) == (3, 0.3)
+    assert (out["s"]["count"], out["s"]["share"]) == (1, 0.1)
+    assert m["out_of_support"]["count"] == 4 and m["out_of_support"]["columns"] == ["code", "s"]
+
+
+def test_synthetic_values_are_read_in_the_input_type(spark):
+    # A whole double 2.0 in an integer column is the code 2; 2.5 and a bin label are values that never occur.
+    s_df = spark.createDataFrame([(0,), (1,), (2,), (2,)], "code int")
+    y_df = spark.createDataFrame([("2.0",), ("2",), ("2.5",), ("[0, 3)",)], "code string")
+    m = evaluate(strings(s_df), strings(y_df), typed_sensitive=s_df, typed_synthetic=y_df, numeric_columns=[])
+    # sensitive 0: .25, 1: .25, 2: .5; synthetic 2: .5, two unseen values: .25 each
+    assert m["tvd"]["1"]["mean"] == pytest.approx(0.5)
+    assert m["out_of_support"]["by_column"]["code"]["count"] == 2
+
+
+def test_numbers_are_binned_on_the_sensitive_deciles_and_out_of_range_counts(spark):
+    rng = np.random.default_rng(3)
+    sens = pd.DataFrame({"x": np.arange(1000, dtype=float)})  # 1,000 distinct values: deciles 99, 199, ...
+    y = rng.uniform(0, 999, 1000)
+    y[:50] = -5.0  # below the sensitive minimum: the first bin, and counted
+    y[50:80] = 1e12  # above the maximum: the last bin, and counted
+    syn = pd.DataFrame({"x": y})
+    s_df, y_df = spark.createDataFrame(sens), spark.createDataFrame(syn)
+    m = evaluate(strings(s_df), strings(y_df), typed_sensitive=s_df, typed_synthetic=y_df, numeric_columns=[])
+    rule = m["yardstick"]["columns"]["x"]
+    assert rule["rule"] == "bins" and rule["edges"] == [
+        99.0,
+        199.0,
+        299.0,
+        399.0,
+        499.0,
+        599.0,
+        699.0,
+        799.0,
+        899.0,
+    ]
+    edges = np.array(rule["edges"])
+    p = pd.Series(np.searchsorted(edges, sens["x"], side="right")).value_counts(normalize=True)
+    q = pd.Series(np.searchsorted(edges, y, side="right")).value_counts(normalize=True)
+    assert m["tvd"]["1"]["mean"] == pytest.approx(0.5 * p.sub(q, fill_value=0).abs().sum(), abs=1e-12)
+    assert m["out_of_support"]["by_column"]["x"]["count"] == 80
+
+
+def test_public_bins_are_used_and_a_release_does_not_change_the_figures(spark):
+    from spark_dpsynth.release.core import Release
+
+    rng = np.random.default_rng(5)
+    sens = pd.DataFrame({"x": rng.normal(50, 10, 300), "c": rng.choice(["a", "b"], 300)})
+    syn = pd.DataFrame({"x": rng.normal(55, 10, 300), "c": rng.choice(["a", "b"], 300)})
+    s_df, y_df = spark.createDataFrame(sens), spark.createDataFrame(syn)
+    public = {"x": [40.0, 60.0]}
+    base = evaluate(strings(s_df), strings(y_df), typed_sensitive=s_df, typed_synthetic=y_df, bins=public)
+    assert base["yardstick"]["columns"]["x"]["edges"] == [40.0, 60.0]
+    cut = lambda v: np.searchsorted([40.0, 60.0], v, side="right")  # noqa: E731
+    expected = tvd(pd.DataFrame({"x": cut(sens["x"])}), pd.DataFrame({"x": cut(syn["x"])}), ["x"])
+    assert base["tvd_by_subset"]["1"]["x"] == pytest.approx(expected, abs=1e-12)
+    # The prepared tables on a release's bins (here: coarse labels) feed SDS's evaluator only, never the TVDs.
+    binned = lambda df: df.assign(x=np.where(df["x"] < 50, "[0, 50)", "[50, 100)"))  # noqa: E731
+    s_prep, y_prep = spark.createDataFrame(binned(sens)), spark.createDataFrame(binned(syn))
+    one_way = [
+        (1, [c], [v], int(n)) for c in ("x", "c") for (v,), n in binned(sens)[[c]].value_counts().items()
+    ]
+    manifest = {"columns": ["x", "c"], "reporting_length": 1, "protected_number_of_records": 1}
+    release = Release.from_pandas(
+        pd.DataFrame(one_way, columns=["k", "columns", "values", "count"]), manifest
+    )
+    with_release = evaluate(
+        s_prep, y_prep, release, typed_sensitive=s_df, typed_synthetic=y_df, bins=public, numeric_columns=[]
+    )
+    for key in ("tvd", "tvd_by_subset", "out_of_support", "yardstick", "one_way_worst"):
+        assert with_release[key] == base[key]
+    assert with_release["sds"]["synthetic"]["by_length"]["1"]["true_tuples"] == 4
+
+
+def test_the_row_sample_is_uniform_on_repeated_records(spark):
+    # 4,000 copies of one record and 4,000 distinct ones: a hash of the values keeps all copies or none; a
+    # uniform sample keeps about the rate of each. Rate 0.25: 1,000 copies expected, sd about 27; tolerance 150.
+    rows = [("same", 0)] * 4000 + [("other", i) for i in range(4000)]
+    df = spark.createDataFrame(rows, "v string, i int").repartition(3)
+    sampling = RowSampling(2000, seed=11)
+    sample = sampling.sample("sensitive", df, 8000)
+    copies = sample.where("v = 'same'").count()
+    assert abs(copies - 1000) < 150
+    assert abs(sample.count() - 2000) < 200
+    floor = sampling.floor("sensitive")
+    assert floor is not None and abs(floor.where("v = 'same'").count() - 1000) < 150
+    # disjoint from the compared sample: no distinct record in both
+    both = sample.where("v = 'other'").join(floor.where("v = 'other'"), "i").count()
+    assert both == 0
+    again = RowSampling(2000, seed=11).sample("sensitive", df, 8000)
+    assert sorted(map(tuple, again.collect())) == sorted(map(tuple, sample.collect()))
+    other_seed = RowSampling(2000, seed=12).sample("sensitive", df, 8000)
+    assert sorted(map(tuple, other_seed.collect())) != sorted(map(tuple, sample.collect()))
+    sampling.unpersist()
+
+
+def test_sampled_evaluation_states_the_floor_beside_each_length(spark):
+    rng = np.random.default_rng(2)
+    # repeated records: 40 distinct records, each 100 times
+    base = pd.DataFrame(rng.integers(0, 3, size=(40, 3)), columns=list("ABC"))
+    sens = pd.concat([base] * 100, ignore_index=True)
+    s_df = spark.createDataFrame(sens).repartition(2)
+    m = evaluate(
+        strings(s_df), strings(s_df), typed_sensitive=s_df, typed_synthetic=s_df, max_rows=800, seed=4
+    )
+    for k in ("1", "2", "3"):
+        t = m["tvd"][k]
+        assert t["floor_measured"] is not None and t["floor"] > 0
+        # a table against itself, both sampled independently: the TVD is about the floor, not 0
+        assert 0 < t["mean"] < 4 * t["floor"] and t["floor_measured"] < 4 * t["floor"]
+    assert m["out_of_support"]["count"] == 0 and m["row_sampling"]["sensitive"]["sampled"]
+
+
+def test_floor_matches_the_expected_tvd_of_two_samples(spark):
+    # Two independent samples of one 4-cell distribution: the analytic floor is their mean TVD.
+    rng = np.random.default_rng(9)
+    p = np.array([0.4, 0.3, 0.2, 0.1])
+    tvds = [
+        0.5 * np.abs(rng.multinomial(500, p) / 500 - rng.multinomial(500, p) / 500).sum() for _ in range(4000)
+    ]
+    s_df = spark.createDataFrame(pd.DataFrame({"a": np.repeat(np.arange(4), (p * 500).astype(int))}))
+    m = evaluate(strings(s_df), strings(s_df), typed_sensitive=s_df, typed_synthetic=s_df)
+    assert m["tvd"]["1"]["mean"] == 0 and m["tvd"]["1"]["floor"] == pytest.approx(np.mean(tvds), rel=0.05)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_mean_tvd_matches_pandas_on_own_values(spark, k):
+    rng = np.random.default_rng(k)
+    sens = pd.DataFrame(rng.integers(0, 4, size=(200, 3)), columns=list("ABC"))
+    syn = pd.DataFrame(rng.integers(0, 5, size=(150, 3)), columns=list("ABC"))
+    s_df, y_df = spark.createDataFrame(sens), spark.createDataFrame(syn)
+    m = evaluate(strings(s_df), strings(y_df), typed_sensitive=s_df, typed_synthetic=y_df, numeric_columns=[])
+    expected = np.mean([tvd(sens, syn, list(s)) for s in itertools.combinations("ABC", k)])
+    assert m["tvd"][str(k)]["mean"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_report_shows_out_of_support_values_and_the_floor(spark):
+    from spark_dpsynth.evaluation.report import render_report
+
+    s_df = spark.createDataFrame([(0,), (1,), (1,), (0,)], "income int")
+    y_df = spark.createDataFrame([(0,), (4399,), (1,), (0,)], "income int")
+    m = evaluate(strings(s_df), strings(y_df), typed_sensitive=s_df, typed_synthetic=y_df, numeric_columns=[])
+    page = render_report(m)
+    assert (
+        "Out-of-support values" in page
+        and "<td>income</td><td>never in the sensitive column</td><td>1</td>" in page
+    )
+    assert "Sampling error." in page and f"floor {m['tvd']['1']['floor']:.4f}" in page
