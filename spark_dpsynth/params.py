@@ -242,7 +242,8 @@ class DataConfig:
     """Numeric, date or timestamp columns counted as categories (one value per distinct number, each released
     only above the threshold) instead of being binned; their synthetic values come back in the column's type."""
     dp_bins: int = 16
-    """Bins of a numeric, date or timestamp column that has no public bins: DP quantiles at 1/dp_bins ..
+    """Bins of a numeric, date or timestamp column that has no public bins and that its DP profile finds to be a
+    measurement: edges at the noisy 1/dp_bins ..
     (dp_bins - 1)/dp_bins of the column, >= 2 (docs/design.md section 2.8, which gives the reason for 16)."""
     record_limit: int | None = None
     """Use only the first ``record_limit`` rows of the input (>= 1; SDS's ``record_limit``): in the order Spark

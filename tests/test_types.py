@@ -188,6 +188,28 @@ def _manifest(df, bins):  # noqa: ANN001, ANN202
     return {"column_types": types_manifest(types, bins, {c: "config" for c in bins})}
 
 
+def test_restore_types_gives_points_exactly_and_whole_numbers_for_an_integral_real(spark) -> None:
+    df = spark.createDataFrame([(0, 0.0)], "amount int, hours double")
+    bins = {
+        "amount": BinSpec((1000.0, 5000.0), lower=114.0, upper=99_999.0, points=(0.0,)),
+        "hours": BinSpec((30.0, 45.0), lower=1.0, upper=99.0, points=(40.0,), integral=True),
+    }
+    manifest = _manifest(df, bins)
+    assert manifest["column_types"]["hours"]["bins"]["point_labels"] == ["=40"]
+    labels = spark.createDataFrame(
+        [("=0", "=40"), ("[1000, 5000)", "[30, 45)"), ("<1000", ">=45"), (">=5000", "<30")] * 100,
+        "amount string, hours string",
+    )
+    out = restore_types(labels, manifest, seed=1).toPandas()
+    assert (out["amount"].iloc[0::4] == 0).all() and (out["hours"].iloc[0::4] == 40.0).all()
+    rest = out.drop(index=out.index[0::4])
+    assert rest["amount"].between(114, 99_999).all() and rest["hours"].between(1, 99).all()
+    assert (out["hours"] == out["hours"].round()).all()  # whole numbers, as the input's
+    # the release's values of a typed table: points back to their labels, the rest to their bins
+    back = synthetic_for_release(restore_types(labels, manifest, seed=1), ("amount", "hours"), manifest)
+    assert [tuple(r) for r in back.limit(4).collect()] == [tuple(r) for r in labels.limit(4).collect()]
+
+
 def test_restore_types_draws_inside_the_bin_and_restores_the_schema(spark) -> None:
     df = spark.createDataFrame(ROWS, SCHEMA)
     bins = {

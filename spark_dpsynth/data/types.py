@@ -6,17 +6,19 @@ section 2.8).
   *scale*: ``"integer"``, ``"real"``, ``"date"``, ``"timestamp"`` (discretized for counting) or ``"category"``.
 * :func:`numeric_view` turns date and timestamp columns into numbers on their epoch scale (days since
   1970-01-01, seconds since 1970-01-01T00:00:00Z), the scale of their bin edges.
-* :func:`dp_bins` places the bin edges of the discretized columns without public bins: DP quantiles chosen by the
-  exponential mechanism over a public grid of candidate edges (:func:`candidate_grid`), from a histogram of the
-  column over that grid computed on Spark (never the raw values on the driver).
+* :func:`dp_profiles` decides what each numeric column without public bins is (a code, or a measurement with DP
+  bins inside its DP range and its frequent exact values as points) from one noisy histogram over a public grid
+  (:func:`profile_points`), computed on Spark (never the raw values on the driver); :func:`apply_profiles` turns
+  the decisions into column types and bins, :func:`meanings_manifest` into the manifest's ``column_meanings``.
 * :func:`identifiers_manifest` is the manifest's ``identifier_columns`` block: the identifier columns' types and
   places (schema facts), from which type restoration writes surrogate keys.
 * :func:`types_manifest` is the manifest's ``column_types`` block, the only input of type restoration
   (:mod:`spark_dpsynth.synthesizers._types`).
 
-Privacy: :func:`dp_bins` is the only function here that reads data; each quantile is an epsilon_B-DP
-exponential mechanism (McSherry and Talwar 2007) with OpenDP's quantile score (Smith 2011), charged to the
-budget share ``bin_edges`` (docs/design.md sections 2.3 and 2.8).
+Privacy: :func:`dp_profiles` is the only function here that reads data: one Gaussian mechanism (discrete
+Gaussian noise on every possible cell of a public grid, Canonne, Kamath and Steinke 2020), rho-zCDP, charged to
+the budget share ``column_profile`` (docs/design.md sections 2.3 and 2.8); everything after the noise is
+post-processing.
 """
 
 from __future__ import annotations
@@ -181,7 +183,7 @@ def types_manifest(
     types: Mapping[str, ColumnType], bins: Mapping[str, BinSpec], sources: Mapping[str, str]
 ) -> dict[str, object]:
     """The manifest's ``column_types`` block: per attribute column, in order, its type, nullability, scale and,
-    when binned, its bins (edges, labels, public bounds, ``source``: ``"config"`` or ``"dp_quantiles"``)."""
+    when binned, its bins (edges, labels, public bounds, ``source``: ``"config"`` or ``"dp_profile"``)."""
     out: dict[str, object] = {}
     for name, t in types.items():
         entry: dict[str, object] = {"type": t.type, "nullable": t.nullable, "scale": t.scale}
@@ -405,6 +407,8 @@ def dp_profiles(
     rho: float,
     protected_n: int,
     noise: NoiseSource,
+    *,
+    epsilon: float | None = None,
 ) -> dict[str, ColumnProfile]:
     """The DP profile of each numeric column without public bins: code or measurement, and a measurement's bins.
 
@@ -413,9 +417,12 @@ def dp_profiles(
         types: the column types (:func:`column_types`).
         columns: the columns to profile (binned scales, no public bins, not declared categorical).
         n_bins: the number of quantile bins of a measurement (``DataConfig.dp_bins``), >= 2.
-        rho: the zCDP budget of the whole profile (the share ``column_profile``), > 0.
+        rho: the zCDP budget of the whole profile (the share ``column_profile``), > 0; ignored with ``epsilon``.
         protected_n: n', the protected number of records (already drawn).
         noise: the release's noise source.
+        epsilon: for a mechanism accounted in pure DP (the class-conditional one): the profile's epsilon, > 0;
+            the noise is then discrete Laplace of scale (columns + real columns) / epsilon (the L1 sensitivity),
+            epsilon-DP [DMNS06].
 
     Returns:
         column -> :class:`ColumnProfile`. A *code*: the points (whole numbers in [-999, 999], two-digit numbers
@@ -440,7 +447,19 @@ def dp_profiles(
         return {}
     grids = {s: _profile_grid(s) for s in {types[c].scale for c in columns}}
     fractional = [c for c in columns if types[c].scale == "real"]
-    sigma = profile_sigma(rho, len(columns), len(fractional))
+    laplace = epsilon is not None
+    if laplace:
+        b = (len(columns) + len(fractional)) / float(epsilon)
+        sigma = b * math.sqrt(2.0)  # the std of the Laplace noise, for the thresholds below
+
+        def draw(size: int) -> np.ndarray:
+            return noise.discrete_laplace(b, size)
+    else:
+        sigma = profile_sigma(rho, len(columns), len(fractional))
+
+        def draw(size: int) -> np.ndarray:
+            return noise.discrete_gaussian(sigma, size)
+
     keys = []
     for j, c in enumerate(columns):
         x = F.col(f"`{c}`").cast("double")
@@ -485,10 +504,10 @@ def dp_profiles(
         noisy = np.zeros(grid.size, dtype=np.float64)
         possible = grid.possible.copy()
         possible[grid.null_cell] = True
-        noisy[possible] = hist[possible] + noise.discrete_gaussian(sigma, int(possible.sum()))
-        noisy_frac = float(frac_count + noise.discrete_gaussian(sigma, 1)[0]) if c in fractional else 0.0
+        noisy[possible] = hist[possible] + draw(int(possible.sum()))
+        noisy_frac = float(frac_count + draw(1)[0]) if c in fractional else 0.0
         del hist, frac_count, entries
-        out[c] = _profile_from_noisy(c, scale, grid, noisy, noisy_frac, sigma, n_bins, protected_n)
+        out[c] = _profile_from_noisy(c, scale, grid, noisy, noisy_frac, sigma, n_bins, protected_n, laplace)
     return out
 
 
@@ -558,12 +577,18 @@ def _profile_from_noisy(
     sigma: float,
     n_bins: int,
     protected_n: int,
+    laplace: bool = False,
 ) -> ColumnProfile:
-    """Post-processing of one column's noisy profile (:func:`dp_profiles`, docs/design.md section 2.8)."""
+    """Post-processing of one column's noisy profile (:func:`dp_profiles`, docs/design.md section 2.8).
+    ``sigma`` is the noise's standard deviation; ``laplace``: the cells' noise is Laplace (its tail sets the
+    threshold), else Gaussian."""
+    from scipy.stats import laplace as laplace_dist
     from scipy.stats import norm
 
     cells = np.flatnonzero(grid.possible[: grid.null_cell])
-    threshold = sigma * float(norm.isf(_SIGNAL_FALSE_POSITIVE / max(len(cells), 1)))
+    tail = _SIGNAL_FALSE_POSITIVE / max(len(cells), 1)
+    level = float(laplace_dist.isf(tail) / math.sqrt(2.0)) if laplace else float(norm.isf(tail))
+    threshold = sigma * level
     non_empty = max(float(protected_n) - max(float(noisy[grid.null_cell]), 0.0), 1.0)
     point_cells = np.arange(1, grid.null_cell, 2)
     standing = point_cells[noisy[point_cells] > threshold]

@@ -76,6 +76,9 @@ class ClassConditionalParams:
     """Share of epsilon spent on a DP-thresholded 1-way release for columns without a public domain, in (0, 1)."""
     delta: float | None = None
     """delta of that thresholded release, in (0, 1); None derives it as the main path does."""
+    profile_epsilon_proportion: float = 0.05
+    """Share of epsilon spent on the DP profile of the numeric columns without public bins (code or measurement,
+    docs/design.md section 2.8), in (0, 1); spent only when there are such columns."""
     seed: int | None = None
     """Test mode: reproducible, NON-cryptographic noise (not private). Sampling uses it too."""
 
@@ -85,10 +88,11 @@ class ClassConditionalParams:
             v.integer("number_of_tuples", self.number_of_tuples, low=1)
         npp = v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
         dpp = v.open_unit("domain_epsilon_proportion", self.domain_epsilon_proportion)
-        if npp + dpp >= 1:
+        ppp = v.open_unit("profile_epsilon_proportion", self.profile_epsilon_proportion)
+        if npp + dpp + ppp >= 1:
             raise InvalidParameterError(
-                "number_of_records_epsilon_proportion + domain_epsilon_proportion must be < 1, "
-                f"got {npp} + {dpp} = {npp + dpp}"
+                "number_of_records_epsilon_proportion + domain_epsilon_proportion + profile_epsilon_proportion "
+                f"must be < 1, got {npp} + {dpp} + {ppp} = {npp + dpp + ppp}"
             )
         if self.delta is not None:
             v.open_unit("delta", self.delta)
@@ -157,6 +161,17 @@ def fit_class_conditional(
     from pyspark.sql import functions as F
 
     from spark_dpsynth.data.prepare import prepare, resolve_columns
+    from spark_dpsynth.data.types import (
+        apply_profiles,
+        column_types,
+        dp_profiles,
+        meanings_manifest,
+        numeric_view,
+        profile_targets,
+        types_manifest,
+    )
+    from spark_dpsynth.mechanisms.marginals import report_columns, report_profiles
+    from spark_dpsynth.privacy.accounting import profile_mechanism
 
     params = params if params is not None else ClassConditionalParams()
     check_data(params, data_config if data_config is not None else DataConfig())
@@ -176,8 +191,6 @@ def fit_class_conditional(
         raise SchemaError(f"domains name column(s) {unknown} that are not attribute columns")
     noise = noise if noise is not None else noise_source_for(params.seed)
     started = time.perf_counter()
-    prepared = prepare(df, data)
-    domains = _public_domains(columns, data, params)
     acct = Accountant(float(params.epsilon))
     eps = acct.epsilon
     eps_n = acct.spend_epsilon(
@@ -185,6 +198,33 @@ def fit_class_conditional(
         params.number_of_records_epsilon_proportion,
         "discrete Laplace (count of records)",
     )
+    # Column meanings (docs/design.md section 2.8), through the same DP profile as the other mechanisms, here in
+    # its pure-DP form (discrete Laplace): a numeric code stays a category, a measurement gets DP bins.
+    types = column_types(df.schema, data)
+    report_columns(types, data, progress)
+    df = numeric_view(df, types)
+    need = tuple(c for c in profile_targets(types, data) if c not in params.domains)
+    input_types, profiles = types, {}
+    protected_n: int | None = None
+    if need:
+        # One number reaches the driver: the true number of records, used only for n' (never logged).
+        protected_n = max(1, prepare(df, data).count() + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
+        eps_p = acct.spend_epsilon(
+            "column_profile", params.profile_epsilon_proportion, profile_mechanism(len(need))
+        )
+        report(
+            progress,
+            log,
+            f"class_conditional: DP profile of {len(need)} numeric column(s) (epsilon {eps_p:g})",
+        )
+        profiles = dp_profiles(
+            prepare(df, data), types, need, data.dp_bins, 0.0, protected_n, noise, epsilon=eps_p
+        )
+        report_profiles(profiles, progress)
+        types, data = apply_profiles(types, data, profiles)
+    sources = {c: "dp_profile" if c in profiles else "config" for c in data.bins}
+    prepared = prepare(df, data)
+    domains = _public_domains(columns, data, params)
     eps_domain = 0.0
     delta = 0.0
     missing = [c for c in columns if c not in domains]
@@ -265,7 +305,8 @@ def fit_class_conditional(
     scale = len(attributes) / eps_m
     histograms = {a: noisy_histogram(true_counts[a], scale, noise) for a in attributes}
     # The protected number of records (n is never logged or written): discrete Laplace noise.
-    protected_n = max(1, true_n + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
+    if protected_n is None:  # else drawn before the DP profile, from the same count with the same epsilon_N
+        protected_n = max(1, true_n + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
     del true_n, true_counts
 
     manifest: dict[str, object] = {
@@ -291,12 +332,16 @@ def fit_class_conditional(
         "sensitivities": {"1": 1, "2": 1},
         "protected_number_of_records": int(protected_n),
         "domains_from_release": missing,
+        "column_types": types_manifest(types, data.bins, sources),
+        "column_meanings": meanings_manifest(input_types, data, profiles),
+        "profile_columns": len(need),
         "parameters": {
             "epsilon": eps,
             "label": label,
             "number_of_tuples": params.number_of_tuples,
             "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
             "domain_epsilon_proportion": params.domain_epsilon_proportion,
+            "profile_epsilon_proportion": params.profile_epsilon_proportion,
             "delta": params.delta,
             "seed": params.seed,
         },

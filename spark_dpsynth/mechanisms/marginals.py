@@ -976,7 +976,7 @@ def dp_aggregate(
         progress, log, f"aggregate: {len(config.columns)} columns, reporting length {params.reporting_length}"
     )
     # Column types and bins (docs/design.md section 2.8): from the schema and the configuration (public), then
-    # DP quantile edges for the binned columns without public edges.
+    # the DP profile of the numeric columns without public edges (code or measurement, DP bins).
     types = column_types(df.schema, config)
     identifiers = identifiers_manifest(df.schema, config)
     report_identifiers(identifiers, progress)
