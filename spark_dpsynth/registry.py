@@ -198,6 +198,7 @@ class SynthesizerSpec:
         *,
         release_dir: str | None = None,
         progress: Callable[[str], None] | None = None,
+        typed: bool = True,
     ) -> Any:
         """Sample a synthetic DataFrame from ``release`` (post-processing: no privacy cost).
 
@@ -207,6 +208,13 @@ class SynthesizerSpec:
             spark: the session (required: a release is not tied to one).
             release_dir: the saved release's directory, for synthesizers that read the mechanism's own files.
             progress: optional callback receiving short progress messages.
+            typed: True (the default, as the command line): the output has the input's schema
+                (:func:`~spark_dpsynth.synthesizers._types.restore_types`: codes back in their type, binned
+                values drawn inside their bin, identifier columns filled with surrogate keys; docs/design.md
+                section 2.8). False: the release's values (strings, bin labels), as the synthesizer emits them.
+
+        Returns:
+            The synthetic DataFrame: one row per synthetic record.
 
         Raises:
             ReleaseError: the release comes from a mechanism this synthesizer cannot read.
@@ -217,7 +225,12 @@ class SynthesizerSpec:
                 f"{release.manifest.mechanism!r} mechanism"
             )
         params = params if params is not None else self.params_class()()
-        return self.load_sample()(release, params, spark, release_dir=release_dir, progress=progress)
+        synthetic = self.load_sample()(release, params, spark, release_dir=release_dir, progress=progress)
+        if not typed:
+            return synthetic
+        from spark_dpsynth.synthesizers._types import restore_types
+
+        return restore_types(synthetic, release.manifest, seed=getattr(params, "seed", None))
 
 
 _M = "spark_dpsynth.mechanisms"

@@ -15,8 +15,11 @@ then returned unchanged):
   Edges that are all positive say, as far as public information goes, that the column is a quantity (an
   amount, a count, an age, a weight); a value of the other sign would be invented, and the width of the
   neighbour alone drew Adult's ``capital_gain`` of 0 (the bin ``<1`` of edges 1, 2000, ..) in [-1998, 1).
-  Edges only, never the data (docs/design.md section 2.8). A ``passthrough`` code stays as it is, cast to the column's type (a string column keeps NIST's ``"N"``); any
-  other label that is not a bin becomes null. Bin labels never reach the output;
+  Edges only, never the data (docs/design.md section 2.8). A DP profile always gives its DP range as
+  ``lower``/``upper``, so a measurement's values stay inside it; a real column marked ``integral`` draws whole
+  numbers. A point label (``"=0"``) comes back as its value exactly. A ``passthrough`` code stays as it is,
+  cast to the column's type (a string column keeps NIST's ``"N"``); any other label that is not a bin becomes
+  null. Bin labels never reach the output;
 * a **category** column is cast to its input type (``"39"`` back to the integer 39; a string stays);
 * the columns keep the synthetic table's order, which is the input's (the release's column order);
 * the **identifier columns** of the manifest's ``identifier_columns`` (left out of every measurement) are
