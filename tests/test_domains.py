@@ -123,3 +123,13 @@ def test_command_line_data_domains_and_the_class_conditional_domains_are_apart()
     config = load_job_config(args)
     assert config.data.domains == {"sex": ("Female", "Male")}
     assert config.mechanism_params("class_conditional").domains == {}  # --domains stays class_conditional's
+
+
+def test_a_numeric_columns_codebook_is_matched_on_numbers(spark) -> None:
+    from spark_dpsynth.data.prepare import prepare
+
+    # codes read as doubles (9.0) or integers match the codebook's spelling ("09", "9"); other values are empty
+    df = spark.createDataFrame([(1.0, 9), (9.0, 1), (None, 3), (2.5, 99)], "a double, b int")
+    config = DataConfig(domains={"a": ("01", "09", "2.5", "x"), "b": ("1", "9", "99")})
+    got = [tuple(r) for r in prepare(df, config).collect()]
+    assert got == [("01", "9"), ("09", "1"), (None, None), ("2.5", "99")]

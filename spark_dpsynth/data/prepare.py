@@ -18,9 +18,11 @@ non-empty values, sorted. With a privacy unit, the rows of one person are merged
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from spark_dpsynth.errors import SchemaError
 from spark_dpsynth.params import BinSpec, DataConfig, hash_bucket_labels
@@ -119,6 +121,28 @@ def in_domain(value: Column, domain: tuple[str, ...]) -> Column:
     return F.when(value.isin(*domain), value).otherwise(F.lit(None).cast("string"))
 
 
+def numeric_domain_value(value: Column, domain: list[str] | tuple[str, ...]) -> Column:
+    """The codebook entry whose number equals ``value`` (a trimmed string of a numeric column), or null.
+
+    A numeric column's values are numbers whatever their spelling: the double 9.0 is the codebook's ``"9"``, the
+    integer 1 its ``"01"``. Entries that are not numbers never match; of two entries with the same number the
+    first is kept. Public (the codebook), built-in functions only.
+    """
+    keys: dict[float, str] = {}
+    for v in domain:
+        try:
+            x = float(v)
+        except ValueError:
+            continue
+        if math.isfinite(x):
+            keys.setdefault(x, v)
+    if not keys:
+        return F.lit(None).cast("string")
+    lookup = F.create_map(*[c for k, v in keys.items() for c in (F.lit(k), F.lit(v))])
+    number = value.try_cast("double")
+    return F.when(number.isNotNull(), F.element_at(lookup, number)).otherwise(F.lit(None).cast("string"))
+
+
 def hash_bucket(value: Column, buckets: int) -> Column:
     """The label of the hash bucket of ``value`` (a trimmed, non-null string) among ``buckets`` buckets.
 
@@ -179,6 +203,7 @@ def select_attributes(
         ``array<string>`` (multi-value).
     """
     assert config.columns is not None
+    numeric = {f.name for f in df.schema.fields if isinstance(f.dataType, T.NumericType)}
     first = [column.alias(name) for name, column in extra]
     second = [F.col(f"`{name}`") for name, _ in extra]
     third = [F.col(f"`{name}`") for name, _ in extra]
@@ -196,7 +221,11 @@ def select_attributes(
         trimmed = F.col(f"`{name}`")
         empties = [""] + list(config.empty_values) + (["0"] if zero_empty else [])
         null = F.lit(None).cast("string")
-        if name in config.domains:
+        if name in config.domains and name in numeric:
+            # a numeric column's codebook is matched on numbers: 9.0 read as a double is the code "9", and a
+            # week 1 is the codebook's "01" (docs/design.md section 2.9)
+            value = numeric_domain_value(trimmed, [v for v in config.domains[name] if v not in empties])
+        elif name in config.domains:
             # empty_to_null then in_domain: a value is kept when it is in the domain and not an empty value
             keep = [v for v in config.domains[name] if v not in empties]
             value = F.when(trimmed.isin(*keep), trimmed).otherwise(null) if keep else null
