@@ -328,7 +328,10 @@ def test_dp_aggregate_end_to_end_types_in_manifest(spark) -> None:
     release = dp_aggregate(df, params, DataConfig(bins={"n": BinSpec((1, 10, 100))}, dp_bins=4))
     m = release.manifest
     assert m["column_types"]["n"]["bins"]["source"] == "config"
-    assert m["column_types"]["x"]["bins"]["source"] == "dp_profile"
+    # x holds five values, each a point of the grid (0, 0.5, 2.5, -4, 1e6): a code; d and t are measurements
+    assert m["column_types"]["x"] == {"type": "double", "nullable": True, "scale": "category"}
+    assert m["column_meanings"]["x"]["meaning"] == "code"
+    assert m["column_types"]["d"]["bins"]["source"] == "dp_profile"
     assert m["column_types"]["s"] == {"type": "string", "nullable": True, "scale": "category"}
     assert m.budget.share("column_profile").rho > 0
     assert "3 numeric column(s)" in m.budget.share("column_profile").mechanism  # x, d, t
@@ -443,7 +446,7 @@ def test_one_line_per_column_before_counting_from_public_facts_only() -> None:
     assert len(lines) == 5 and all(
         line.startswith(f"column '{c}'") for line, c in zip(lines, config.columns, strict=True)
     )
-    assert "DP quantile bins" in lines[0]  # a numeric identifier is binned, not left to release nothing
+    assert "DP profile decides" in lines[0]  # a numeric identifier is profiled, not left to release nothing
     assert "keeps its frequent values" in lines[1]  # a free-text column: only values above rho_1
     assert "public bins from the configuration (3 bins)" in lines[2]
     # public edges without bounds: how the open bins will be drawn, and what bounds them

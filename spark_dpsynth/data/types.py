@@ -254,7 +254,7 @@ _UNIT_TOP = 999
 _PROFILE_DECADES = {"integer": (3, 18), "real": (-3, 15)}
 """Decades e of the two-significant-digit points m x 10^(e-1) (m = 10..99) of the profile grids: integers from
 1,000 (the whole numbers below are points already) to 9.9e18, reals from 0.001 to 9.9e15."""
-_SIGNAL_FALSE_POSITIVE = 0.05
+_SIGNAL_FALSE_POSITIVE = 0.001
 """Chance that any cell without records of one column stands out of the noise (a Bonferroni bound over the
 column's cells): the level of the profile's signal threshold."""
 
@@ -517,18 +517,19 @@ share its single values hold: codes 0..41 of a country, ages, weekly hours (docs
 
 
 def _whole_number_range(
-    grid: _ProfileGrid, noisy: np.ndarray, cells: np.ndarray, threshold: float, covered: float
+    grid: _ProfileGrid, noisy: np.ndarray, span: np.ndarray, open_limit: float
 ) -> tuple[float, float] | None:
-    """[lo, hi] of the cells that stand out of the noise when they are whole-number points and the points
-    between them (every whole number of the range) hold a noisy count of at least ``covered`` records; else
-    None. Post-processing of the noisy profile."""
-    standing = cells[noisy[cells] > threshold]
-    if len(standing) == 0:
+    """[lo, hi] of ``span`` (the cells where the column's records are, trimmed of its thin tails) when its ends
+    are whole-number points and its open cells (values that are not whole numbers, or whole numbers beyond 999)
+    hold a noisy count of at most ``open_limit`` records; else None. Post-processing of the noisy profile."""
+    if len(span) == 0:
         return None
-    first, last = int(standing[0]), int(standing[-1])
+    first, last = int(span[0]), int(span[-1])
     if first % 2 == 0 or last % 2 == 0:
         return None
-    if float(noisy[first : last + 1 : 2].sum()) < covered:
+    inside = np.arange(first, last + 1)
+    opens = inside[(inside % 2 == 0) & grid.possible[inside]]
+    if float(noisy[opens].sum()) > open_limit:
         return None
     lo, hi = grid.bounds(first)[0], grid.bounds(last)[1]
     if not (float(lo).is_integer() and float(hi).is_integer()):
@@ -551,11 +552,11 @@ def _trimmed(signal: np.ndarray, rest: np.ndarray, tail: float) -> np.ndarray:
     return signal[(signal >= lo) & (signal <= hi)] if lo <= hi else signal[:0]
 
 
-def _standing_blocks(grid: _ProfileGrid, rest: np.ndarray, cells: np.ndarray, sigma: float) -> np.ndarray:
+def _standing_blocks(
+    grid: _ProfileGrid, rest: np.ndarray, cells: np.ndarray, sigma: float, level: float
+) -> np.ndarray:
     """The cells of the blocks of magnitude (each decade of |x| on each side of 0, and 0) whose summed noisy
-    count stands out of its noise (std sigma sqrt(cells in the block)), in value order; post-processing."""
-    from scipy.stats import norm
-
+    count stands out of its noise (sigma sqrt(cells in the block) x ``level``), in value order; post-processing."""
     p = grid.points
     anchor = np.where(cells == 0, p[0], p[np.maximum((cells - 1) // 2, 0)])
     magnitude = np.floor(np.log10(np.maximum(np.abs(anchor), 1e-300)))
@@ -563,7 +564,6 @@ def _standing_blocks(grid: _ProfileGrid, rest: np.ndarray, cells: np.ndarray, si
     keys, inverse = np.unique(block, return_inverse=True)
     sums = np.bincount(inverse, weights=rest[cells], minlength=len(keys))
     sizes = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
-    level = float(norm.isf(_SIGNAL_FALSE_POSITIVE / max(len(keys), 1)))
     standing = sums > sigma * np.sqrt(sizes) * level
     return cells[standing[inverse]]
 
@@ -603,7 +603,12 @@ def _profile_from_noisy(
             f"DP code: {len(standing)} exact values stand out of the noise and hold about {min(share, 1.0):.0%} "
             "of its records",
         )
-    whole = _whole_number_range(grid, noisy, cells, threshold, (1.0 - half_bin) * non_empty)
+    present = noisy.copy()
+    present[grid.null_cell] = 0.0
+    span = np.union1d(cells[present[cells] > threshold], _standing_blocks(grid, present, cells, sigma, level))
+    whole = _whole_number_range(
+        grid, present, _trimmed(span, present, 1.0 / (4 * n_bins)), half_bin * non_empty
+    )
     if scale in ("integer", "real") and whole is not None and whole[1] - whole[0] + 1 <= MAX_CODE_RANGE:
         return ColumnProfile(
             name,
@@ -622,7 +627,7 @@ def _profile_from_noisy(
     rest[grid.null_cell] = 0.0
     rest[~grid.possible] = 0.0
     # cells that stand out alone, and blocks of magnitude that stand out together (a thin tail of amounts)
-    signal = np.union1d(cells[rest[cells] > threshold], _standing_blocks(grid, rest, cells, sigma))
+    signal = np.union1d(cells[rest[cells] > threshold], _standing_blocks(grid, rest, cells, sigma, level))
     signal = _trimmed(signal, rest, 1.0 / (4 * n_bins))
     if len(signal) == 0:
         # nothing beyond the spikes stands out: the column is its spikes (a code), the rest is noise
