@@ -249,11 +249,12 @@ MEANINGS = ("code", "measurement")
 category, its values found by the mechanism's discovery like any string's) or a ``measurement`` (binned inside
 its DP range, with its frequent exact values as points)."""
 
-_UNIT_TOP = 999
-"""Whole numbers -999 .. 999 are points of the integer and real profile grids: a code column's values."""
-_PROFILE_DECADES = {"integer": (3, 18), "real": (-3, 15)}
+_UNIT_TOP = 9999
+"""Whole numbers -9999 .. 9999 are points of the integer and real profile grids: a code column's values, and
+years."""
+_PROFILE_DECADES = {"integer": (4, 18), "real": (-3, 15)}
 """Decades e of the two-significant-digit points m x 10^(e-1) (m = 10..99) of the profile grids: integers from
-1,000 (the whole numbers below are points already) to 9.9e18, reals from 0.001 to 9.9e15."""
+10,000 (the whole numbers below are points already) to 9.9e18, reals from 0.001 to 9.9e15."""
 _SIGNAL_FALSE_POSITIVE = 0.001
 """Chance that any cell without records of one column stands out of the noise (a Bonferroni bound over the
 column's cells): the level of the profile's signal threshold."""
@@ -262,8 +263,8 @@ column's cells): the level of the profile's signal threshold."""
 def profile_points(scale: str) -> np.ndarray:
     """The public, sorted points of a scale's profile grid (float64, distinct); independent of any data.
 
-    ``integer``: every whole number in [-999, 999], then +-m x 10^(e-1) for m = 10..99 from 1,000 to 9.9e18.
-    ``real``: 0, +-m x 10^(e-1) for m = 10..99 from 0.001 to 9.9e15, and every whole number in [-999, 999].
+    ``integer``: every whole number in [-9999, 9999], then +-m x 10^(e-1) for m = 10..99 from 10,000 to 9.9e18.
+    ``real``: 0, +-m x 10^(e-1) for m = 10..99 from 0.001 to 9.9e15, and every whole number in [-9999, 9999].
     ``date``: every day from 1900-01-01 to 2100-01-01 (days since 1970-01-01); ``timestamp``: the start of each
     of those days, in seconds.
     """
@@ -425,7 +426,7 @@ def dp_profiles(
             epsilon-DP [DMNS06].
 
     Returns:
-        column -> :class:`ColumnProfile`. A *code*: the points (whole numbers in [-999, 999], two-digit numbers
+        column -> :class:`ColumnProfile`. A *code*: the points (whole numbers in [-9999, 9999], two-digit numbers
         beyond, and on the real scale the two-digit decimals) whose noisy counts stand out of the noise hold at
         least 1 - 1/(2 n_bins) of the column's non-empty records; the mechanism then treats it as a category.
         A *measurement*: its bins (:class:`BinSpec`) with ``lower``/``upper`` the DP range (the lowest and highest
@@ -520,7 +521,7 @@ def _whole_number_range(
     grid: _ProfileGrid, noisy: np.ndarray, span: np.ndarray, open_limit: float
 ) -> tuple[float, float] | None:
     """[lo, hi] of ``span`` (the cells where the column's records are, trimmed of its thin tails) when its ends
-    are whole-number points and its open cells (values that are not whole numbers, or whole numbers beyond 999)
+    are whole-number points and its open cells (values that are not whole numbers, or whole numbers beyond 9999)
     hold a noisy count of at most ``open_limit`` records; else None. Post-processing of the noisy profile."""
     if len(span) == 0:
         return None
