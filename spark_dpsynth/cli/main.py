@@ -637,6 +637,23 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
     return metrics, path
 
 
+def describe_meanings(meanings: dict) -> str:  # type: ignore[type-arg]
+    """One line of the manifest's ``column_meanings`` (docs/design.md section 2.8): how many columns are codes
+    and measurements, and which numeric columns the DP profile decided (names only; DP outputs)."""
+    codes = [c for c, e in meanings.items() if e.get("meaning") == "code"]
+    measures = [c for c, e in meanings.items() if e.get("meaning") == "measurement"]
+    profiled = {c for c, e in meanings.items() if e.get("source") == "dp_profile"}
+
+    def names(cols: list[str]) -> str:
+        shown = [c for c in cols if c in profiled]
+        if not shown:
+            return ""
+        more = f", +{len(shown) - 8}" if len(shown) > 8 else ""
+        return " (DP profile: " + ", ".join(shown[:8]) + more + ")"
+
+    return f"{len(codes)} codes{names(codes)}, {len(measures)} measurements{names(measures)}"
+
+
 def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | None = None) -> str:  # noqa: ANN001
     m = release.manifest
     lines = [
@@ -661,6 +678,9 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
             "  person histograms      "
             + ", ".join(f"{h}: {d['bins']} bins, sigma {d['sigma']:.3g}" for h, d in m["histograms"].items()),
         ]
+    meanings = m.get("column_meanings") or {}
+    if meanings:
+        lines.append(f"  column meanings        {describe_meanings(meanings)}")
     if metrics is not None:
         tvd = metrics.get("tvd", {})
         lengths = [k for k in sorted(tvd, key=int) if isinstance(tvd[k], dict)]
