@@ -31,6 +31,7 @@ full traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -422,12 +423,25 @@ def _check_interrupts() -> None:
         raise _PENDING[0]
 
 
+def _interrupted_by_pending(stage: OutputStage | None) -> int | None:
+    """The exit status of an interrupt received before a failure, else None: a signal that stops the job also
+    breaks what runs under it (the JVM's connection, a cancelled Spark job, the staging cleanup), and the error
+    that follows is its consequence, reported as the interrupt (130 or 143), not as a failure of its own."""
+    if not _PENDING:
+        return None
+    published = bool(stage and (stage.published or stage.published_tables))
+    if _PENDING[0] is KeyboardInterrupt:
+        return _interrupted("SIGINT", 130, published)
+    return _interrupted("SIGTERM", 143, published)
+
+
 def _install_interrupts(spark=None) -> None:  # noqa: ANN001
     """SIGINT raises KeyboardInterrupt and SIGTERM :class:`_Terminated` in the main thread; with a session,
     its running Spark jobs are cancelled first (so that no task still writes into the staging directory)."""
     if threading.current_thread() is not threading.main_thread():
         return
     _PENDING.clear()
+    from spark_dpsynth.cli._signals import mute_jvm
     from spark_dpsynth.data.session import is_connect
 
     connect = spark is not None and is_connect(spark)
@@ -445,11 +459,13 @@ def _install_interrupts(spark=None) -> None:  # noqa: ANN001
 
     def on_sigint(signum, frame) -> None:  # noqa: ANN001
         _PENDING.append(KeyboardInterrupt)
+        mute_jvm()
         cancel()
         raise KeyboardInterrupt
 
     def on_sigterm(signum, frame) -> None:  # noqa: ANN001
         _PENDING.append(_Terminated)
+        mute_jvm()
         cancel()
         raise _Terminated
 
@@ -458,7 +474,11 @@ def _install_interrupts(spark=None) -> None:  # noqa: ANN001
 
 
 def _interrupted(name: str, status: int, published: bool) -> int:
-    """One line for an interrupt; further interrupts are ignored while the process ends."""
+    """One line for an interrupt; further interrupts are ignored while the process ends, and so is the JVM's
+    stderr (its cancelled tasks' stack traces, :mod:`spark_dpsynth.cli._signals`)."""
+    from spark_dpsynth.cli._signals import mute_jvm
+
+    mute_jvm()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -468,10 +488,13 @@ def _interrupted(name: str, status: int, published: bool) -> int:
 
 
 def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
+    from spark_dpsynth.cli._signals import launched_jvm
     from spark_dpsynth.data.session import get_session
 
     # Without --debug Spark's log output is withheld (it can quote data values): docs/design.md section 1.6.
-    return get_session(master=config.master, remote=config.remote, delta=delta, debug=config.debug)
+    # A local JVM leaves SIGINT and SIGTERM to this process and its stderr goes through it (cli._signals).
+    with launched_jvm() if not config.remote else contextlib.nullcontext():
+        return get_session(master=config.master, remote=config.remote, delta=delta, debug=config.debug)
 
 
 def _expressions(config: JobConfig | None) -> dict[str, str | None]:
@@ -804,9 +827,15 @@ def main(argv: list[str] | None = None) -> int:
     except _Terminated:
         return _interrupted("SIGTERM", 143, bool(stage and (stage.published or stage.published_tables)))
     except DPSynthError as err:
+        pending = _interrupted_by_pending(stage)
+        if pending is not None:
+            return pending
         print(f"spark-dpsynth: error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 - one line, no data values, unless --debug
+        pending = _interrupted_by_pending(stage)
+        if pending is not None:
+            return pending
         if debug:
             raise
         from spark_dpsynth.cli._spark_errors import condition_of, explain
