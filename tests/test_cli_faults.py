@@ -9,6 +9,13 @@ the ``slow`` tier.
 from __future__ import annotations
 
 import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +83,77 @@ def test_the_old_and_the_new_archetype_key_together_are_refused(tmp_path: Path) 
         ConfigError, match=r"cluster_encoding must be one of \['onehot', 'ordinal'\], got 'hash'"
     ):
         parse_config(load_document(str(conf)))
+
+
+# --------------------------------------------------------------------------------------------- signals
+
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (INFO|WARNING) spark_dpsynth\.")
+_JVM_START = (
+    "WARNING: Using incubator modules",
+    "Setting default log level to",
+    "To adjust logging level use",
+)
+"""The lines a JVM prints when it starts, before any stage (PySpark's and the JDK's, no data)."""
+
+
+def _run_until(marker: str, signum: int, *, group: bool, out: Path) -> tuple[int, list[str], bool]:
+    """Run the pipeline on Adult, send ``signum`` (to the process group or the process) a moment after a progress
+    line containing ``marker``; returns the exit status, the stderr lines that are not progress or JVM start-up
+    lines, and whether the signal was sent."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spark_dpsynth", "pipeline", "--input", ADULT, "--output", str(out),
+         "--use-columns", "age,workclass,education,sex,race,income", "--epsilon", "1"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    sent = threading.Event()
+
+    def watch() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if not sent.is_set() and marker in line:
+                time.sleep(0.5)
+                (os.killpg if group else os.kill)(proc.pid, signum)
+                sent.set()
+
+    reader = threading.Thread(target=watch)
+    reader.start()
+    try:
+        proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        reader.join()
+    rest = [x for x in lines if not _LOG_LINE.match(x) and not x.startswith(_JVM_START)]
+    return proc.returncode, rest, sent.is_set()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("marker", "signum", "group", "status"),
+    [
+        ("workload: discovering", signal.SIGINT, True, 130),
+        ("workload: discovering", signal.SIGTERM, True, 143),
+        ("workload: discovering", signal.SIGTERM, False, 143),
+        ("pgm: sampling", signal.SIGTERM, True, 143),
+        ("pgm: sampling", signal.SIGINT, True, 130),
+        ("cell counts and metrics", signal.SIGINT, True, 130),
+        ("cell counts and metrics", signal.SIGTERM, True, 143),
+    ],
+    ids=[
+        "aggregation-SIGINT-group", "aggregation-SIGTERM-group", "aggregation-SIGTERM-process",
+        "synthesis-SIGTERM-group", "synthesis-SIGINT-group", "evaluation-SIGINT-group", "evaluation-SIGTERM-group",
+    ],
+)  # fmt: skip
+def test_a_signal_at_any_stage_exits_with_one_line(
+    marker: str, signum: int, group: bool, status: int, tmp_path: Path
+) -> None:
+    out = tmp_path / "o"
+    code, rest, sent = _run_until(marker, signum, group=group, out=out)
+    assert sent, f"the run ended before a progress line said {marker!r}"
+    name = signal.Signals(signum).name
+    assert code == status
+    assert rest == [f"spark-dpsynth: interrupted by {name}; no output was changed"], "\n".join(rest[:20])
+    assert not any("Exception" in x or "at org.apache" in x or "Traceback" in x for x in rest)
+    assert not out.exists() or not [p.name for p in out.iterdir() if not p.name.startswith(".")], "no output"
