@@ -62,6 +62,7 @@ from spark_dpsynth.errors import (
     InvalidParameterError,
     OutputExistsError,
     ReleaseError,
+    SchemaError,
 )
 from spark_dpsynth.synthesizers._types import restore_types
 
@@ -508,6 +509,49 @@ def _expressions(config: JobConfig | None) -> dict[str, str | None]:
     }
 
 
+def _cast_columns(config: JobConfig | None):  # noqa: ANN202 - Callable[[], list[str]] | None
+    """For a CSV input with declared types (--schema): a function that finds the columns whose values do not
+    parse as their type (names only, :func:`spark_dpsynth.data.io.uncastable_columns`), else None."""
+    if config is None or not config.input_schema or not config.input_path or config.input_table:
+        return None
+
+    def find() -> list[str]:
+        from pyspark.sql import SparkSession
+
+        from spark_dpsynth.data.io import uncastable_columns
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            return []
+        return uncastable_columns(
+            spark,
+            config.input_path,
+            config.input_schema,
+            delimiter=config.delimiter,
+            encoding=config.encoding,
+        )
+
+    return find
+
+
+def _check_synthetic_columns(release, synthetic) -> None:  # noqa: ANN001
+    """The synthetic table has every column of the release (names compared as Spark does, case-insensitively),
+    checked on its schema before anything runs.
+
+    Raises:
+        SchemaError: naming the missing columns.
+    """
+    if release.manifest.get("multi_value_columns"):
+        return  # its joined columns are split back by name (data.prepare.split_multi_value), checked there
+    have = {c.lower() for c in synthetic.columns}
+    missing = [c for c in release.columns if c.lower() not in have]
+    if missing:
+        raise SchemaError(
+            f"the synthetic data lacks the release's column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}; evaluate the synthetic data of this release (spark-dpsynth synthesize)"
+        )
+
+
 def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN001, ANN202
     """Run the chosen mechanism (registry) on the input and stage its release (and its own files)."""
     spec = registry.mechanism(config.mechanism_name())
@@ -588,6 +632,7 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         if not os.path.isdir(syn_path):
             raise ReleaseError(f"no synthetic data at {syn_path}; run `spark-dpsynth synthesize` first")
         synthetic = spark.read.parquet(syn_path)
+    _check_synthetic_columns(release, synthetic)
     df = read_table(spark, config)
     data = resolve_columns(df.columns, config.data)
     # Identifier columns are never compared (left out of the measurement, surrogate keys; design 2.8): the
@@ -840,7 +885,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         from spark_dpsynth.cli._spark_errors import condition_of, explain
 
-        explained = explain(err, _expressions(config), config.input_path if config is not None else None)
+        explained = explain(
+            err,
+            _expressions(config),
+            config.input_path if config is not None else None,
+            output_path=config.output_path if config is not None else None,
+            cast_columns=_cast_columns(config),
+        )
         if explained is not None:
             print(f"spark-dpsynth: error: {explained}", file=sys.stderr)
             return 2
