@@ -18,10 +18,13 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from spark_dpsynth.cli._spark_errors import condition_of, explain
 from spark_dpsynth.cli.config import load_document, parse_config
-from spark_dpsynth.cli.main import build_parser, load_job_config
+from spark_dpsynth.cli.main import build_parser, load_job_config, main
+from spark_dpsynth.data.io import uncastable_columns
 from spark_dpsynth.errors import ConfigError
 from tests.conftest import ROOT
 
@@ -157,3 +160,101 @@ def test_a_signal_at_any_stage_exits_with_one_line(
     assert rest == [f"spark-dpsynth: interrupted by {name}; no output was changed"], "\n".join(rest[:20])
     assert not any("Exception" in x or "at org.apache" in x or "Traceback" in x for x in rest)
     assert not out.exists() or not [p.name for p in out.iterdir() if not p.name.startswith(".")], "no output"
+
+
+# --------------------------------------------------------------------------------------------- messages
+
+_CAST_TEXT = (
+    ": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+    "file:///d/t.csv.  SQLSTATE: KD001\n"
+    "Caused by: org.apache.spark.SparkException: [MALFORMED_RECORD_IN_PARSING.WITHOUT_SUGGESTION] Malformed "
+    "records are detected in record parsing: [null,MARKER].\n"
+    'Caused by: java.lang.NumberFormatException: For input string: "MARKER"'
+)
+_RAGGED_TEXT = _CAST_TEXT.replace(
+    'java.lang.NumberFormatException: For input string: "MARKER"',
+    "org.apache.spark.SparkRuntimeException: [MALFORMED_CSV_RECORD] Malformed CSV record: MARKER",
+)
+_DISK_TEXT = (
+    ": org.apache.spark.SparkException: [TASK_WRITE_FAILED] Task failed while writing rows to "
+    "file:/o/.spark-dpsynth-staging-1/synthetic.\nCaused by: java.io.IOException: No space left on device"
+)
+_JavaError = type("Py4JJavaError", (Exception,), {"__module__": "py4j.protocol"})
+
+
+def test_a_cast_error_is_called_a_cast_error_and_names_the_column_not_the_value() -> None:
+    line = explain(_JavaError(_CAST_TEXT), cast_columns=lambda: ["AGEP"])
+    assert line == (
+        "/d/t.csv: a value of column AGEP cannot be cast to the type --schema declares (a cast error); fix the "
+        "value, or declare the column STRING and cast it with try_cast in --row-filter"
+    )
+    unnamed = explain(_JavaError(_CAST_TEXT), cast_columns=lambda: [])
+    assert unnamed is not None and unnamed.startswith("/d/t.csv: a value cannot be cast to the type --schema")
+    ragged = explain(_JavaError(_RAGGED_TEXT), cast_columns=lambda: ["AGEP"])
+    assert ragged is not None and "different number of fields" in ragged and "cast" not in ragged
+    for text in (line, ragged):
+        assert "MARKER" not in text
+
+
+def test_a_full_disk_says_so_and_names_the_output() -> None:
+    line = explain(_JavaError(_DISK_TEXT), output_path="/o")
+    assert line == (
+        "the disk is full (No space left on device) writing /o; free space there (Spark's scratch space too, "
+        "spark.local.dir) or give another --output"
+    )
+    assert condition_of(_JavaError(_DISK_TEXT)) == "TASK_WRITE_FAILED", "what the message replaces"
+
+
+def _csv_with_one_bad_cell(path: Path, marker: str) -> None:
+    rows = ["AGEP,SEX,INCOME"] + [f"{20 + i % 60},{'MF'[i % 2]},{i * 10}" for i in range(300)]
+    rows[150] = f"{marker},F,100"
+    path.write_text("\n".join(rows) + "\n")
+
+
+def test_uncastable_columns_names_the_columns_only(spark, tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    _csv_with_one_bad_cell(path, "CASTMARKER")
+    found = uncastable_columns(spark, str(path), "AGEP INT, SEX STRING, INCOME BIGINT")
+    assert found == ["AGEP"]
+    assert uncastable_columns(spark, str(path), "AGEP STRING, SEX STRING, INCOME BIGINT") == []
+
+
+def test_aggregate_with_a_schema_reports_the_cast_error(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    path = tmp_path / "t.csv"
+    _csv_with_one_bad_cell(path, "CASTMARKER")
+    code = main(
+        ["aggregate", "--input", str(path), "--schema", "AGEP INT, SEX STRING, INCOME BIGINT",
+         "--output", str(tmp_path / "o"), "--quiet"]
+    )  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == [
+        f"spark-dpsynth: error: {path}: a value of column AGEP cannot be cast to the type --schema declares (a "
+        "cast error); fix the value, or declare the column STRING and cast it with try_cast in --row-filter"
+    ]
+    assert not (tmp_path / "o" / "release").exists()
+
+
+def test_evaluate_names_the_missing_synthetic_columns_before_running(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from spark_dpsynth.release.core import Release
+
+    out = tmp_path / "o"
+    columns = ["age", "sex", "race", "income"]
+    release = Release.from_pandas(
+        pd.DataFrame({"k": [1], "columns": [["sex"]], "values": [["Male"]], "count": [10]}),
+        {"columns": columns, "reporting_length": 1, "protected_number_of_records": 10, "test_mode": True},
+    )
+    release.save(str(out / "release"), spark)
+    spark.createDataFrame([("30", "Male")], "age string, sex string").write.parquet(str(out / "synthetic"))
+    (tmp_path / "in.csv").write_text("age,sex,race,income\n30,Male,White,<=50K\n")
+    code = main(["evaluate", "--input", str(tmp_path / "in.csv"), "--output", str(out), "--quiet"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "spark-dpsynth: error: the synthetic data lacks the release's columns race, income; evaluate the "
+        "synthetic data of this release (spark-dpsynth synthesize)"
+    ]
+    assert not (out / "evaluation").exists()
