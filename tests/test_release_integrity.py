@@ -216,3 +216,16 @@ def test_synthesize_refuses_a_hand_edited_manifest_in_one_line(tmp_path: Path) -
         )
         assert message in lines[0]
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["release"], "nothing synthesized"
+
+
+def test_our_sds_files_load_with_their_manifest_checked(marginals_release: Release, tmp_path: Path) -> None:
+    from spark_dpsynth.release.sds_format import write_sds_files
+
+    write_sds_files(marginals_release, str(tmp_path))
+    back = load_release(str(tmp_path / "sds_aggregates.json"), None)  # type: ignore[arg-type]
+    assert back.manifest.source != "sds" and back.manifest.budget == marginals_release.manifest.budget
+    doc = json.loads((tmp_path / "sds_aggregates.json").read_text())
+    doc["spark_dpsynth_manifest"]["epsilon"] = 0.5
+    (tmp_path / "sds_aggregates.json").write_text(json.dumps(doc))
+    with pytest.raises(ReleaseError, match="epsilon 0.5 differs from the budget's epsilon 1.0"):
+        load_release(str(tmp_path / "sds_aggregates.json"), None)  # type: ignore[arg-type]
