@@ -258,3 +258,37 @@ def test_evaluate_names_the_missing_synthetic_columns_before_running(
         "synthetic data of this release (spark-dpsynth synthesize)"
     ]
     assert not (out / "evaluation").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):  # noqa: ANN201 - Iterator[Path]
+    """A 512 KiB tmpfs at ``tmp_path/disk`` (skipped where this process may not mount one)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True, check=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_line_naming_the_output(small_disk: Path) -> None:
+    out = small_disk / "o"
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_dpsynth", "pipeline", "--input", ADULT, "--output", str(out), "--quiet",
+         "--use-columns", "age,workclass,education,sex,race,income", "--synthesizer", "independent",
+         "--target-number-of-records", "200000"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 2
+    rest = [x for x in result.stderr.splitlines() if not x.startswith(_JVM_START)]
+    assert rest == [
+        f"spark-dpsynth: error: the disk is full (No space left on device) writing {out}; free space there "
+        "(Spark's scratch space too, spark.local.dir) or give another --output"
+    ]
+    assert not [p.name for p in out.iterdir() if not p.name.startswith(".")], "nothing published"
