@@ -27,18 +27,54 @@ import select
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["launched_jvm", "mute_jvm"]
+__all__ = ["launched_jvm", "mute_jvm", "stop_jvm"]
 
 _MUTED = threading.Event()
 _STOPS = (signal.SIGINT, signal.SIGTERM)
+_LAUNCHED: list[subprocess.Popen] = []
+"""The JVM processes :func:`launched_jvm` saw start."""
 
 
 def mute_jvm() -> None:
     """Stop copying the JVM's stderr to this process's stderr (for the rest of the process)."""
     _MUTED.set()
+
+
+def stop_jvm(seconds: float = 15.0) -> bool:
+    """End the JVMs :func:`launched_jvm` started and wait for them (at most ``seconds`` each): PySpark's gateway
+    exits when its stdin closes, and with it whatever it was still doing (a cancelled write's commit). True when
+    none is left running (also when none was started here)."""
+    if not _LAUNCHED:
+        return True
+    _stop_accumulator_server()
+    done = True
+    for proc in _LAUNCHED:
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            done = False
+    return done
+
+
+def _stop_accumulator_server() -> None:
+    """Shut PySpark's accumulator server down before its JVM goes: its connection handler polls the shutdown flag
+    once a second, and one that reads the end of the JVM's connection first prints an EOFError traceback."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    server = getattr(context, "_accumulatorServer", None)
+    if server is None:
+        return
+    with contextlib.suppress(Exception):
+        server.shutdown()
+        time.sleep(1.2)
 
 
 def _copy(source: int, wakeup: int | None, target: int) -> None:
@@ -94,6 +130,7 @@ def launched_jvm() -> Iterator[None]:
             kwargs["stderr"] = write_end
         proc = original(command, **kwargs)
         launched.append(proc)
+        _LAUNCHED.append(proc)
         return proc
 
     gateway.Popen = popen  # type: ignore[assignment, misc]

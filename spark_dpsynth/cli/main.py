@@ -37,6 +37,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -430,10 +431,9 @@ def _interrupted_by_pending(stage: OutputStage | None) -> int | None:
     that follows is its consequence, reported as the interrupt (130 or 143), not as a failure of its own."""
     if not _PENDING:
         return None
-    published = bool(stage and (stage.published or stage.published_tables))
     if _PENDING[0] is KeyboardInterrupt:
-        return _interrupted("SIGINT", 130, published)
-    return _interrupted("SIGTERM", 143, published)
+        return _interrupted("SIGINT", 130, stage)
+    return _interrupted("SIGTERM", 143, stage)
 
 
 def _install_interrupts(spark=None) -> None:  # noqa: ANN001
@@ -455,6 +455,7 @@ def _install_interrupts(spark=None) -> None:  # noqa: ANN001
                 spark.interruptAll()
             else:
                 spark.sparkContext.cancelAllJobs()
+                _wait_for_cancelled_tasks(spark)
         except Exception:  # noqa: BLE001 - best effort: the process exits next
             pass
 
@@ -474,15 +475,36 @@ def _install_interrupts(spark=None) -> None:  # noqa: ANN001
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
-def _interrupted(name: str, status: int, published: bool) -> int:
+_CANCEL_WAIT_SECONDS = 10.0
+"""How long an interrupt waits for the cancelled tasks to stop before the staging is removed."""
+
+
+def _wait_for_cancelled_tasks(spark) -> None:  # noqa: ANN001 - classic SparkSession
+    """Wait (at most :data:`_CANCEL_WAIT_SECONDS`) until no task runs: a cancelled job's tasks stop at their next
+    record, and one still writing into the staging directory after it was removed would leave a directory behind
+    (the JVM outlives the interrupt now that it ignores SIGINT and SIGTERM, :mod:`spark_dpsynth.cli._signals`)."""
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + _CANCEL_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if sum(info.numRunningTasks() for info in tracker.getExecutorInfos()) == 0:
+            return
+        time.sleep(0.1)
+
+
+def _interrupted(name: str, status: int, stage: OutputStage | None) -> int:
     """One line for an interrupt; further interrupts are ignored while the process ends, and so is the JVM's
-    stderr (its cancelled tasks' stack traces, :mod:`spark_dpsynth.cli._signals`)."""
-    from spark_dpsynth.cli._signals import mute_jvm
+    stderr (its cancelled tasks' stack traces, :mod:`spark_dpsynth.cli._signals`). Nothing published: the JVM
+    this process started is ended first (a cancelled write may still commit into the removed staging directory)
+    and what it left of the staging is removed."""
+    from spark_dpsynth.cli._signals import mute_jvm, stop_jvm
 
     mute_jvm()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    published = bool(stage and (stage.published or stage.published_tables))
+    if stage is not None and not published and stop_jvm():
+        shutil.rmtree(local_path(stage.staging_dir), ignore_errors=True)
     done = "the outputs were already published" if published else "no output was changed"
     print(f"spark-dpsynth: interrupted by {name}; {done}", file=sys.stderr)
     return status
@@ -868,9 +890,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  wall time              {time.perf_counter() - started:.1f} s")
         return 0
     except KeyboardInterrupt:
-        return _interrupted("SIGINT", 130, bool(stage and (stage.published or stage.published_tables)))
+        return _interrupted("SIGINT", 130, stage)
     except _Terminated:
-        return _interrupted("SIGTERM", 143, bool(stage and (stage.published or stage.published_tables)))
+        return _interrupted("SIGTERM", 143, stage)
     except DPSynthError as err:
         pending = _interrupted_by_pending(stage)
         if pending is not None:
