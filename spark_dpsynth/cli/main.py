@@ -503,7 +503,8 @@ def _interrupted(name: str, status: int, stage: OutputStage | None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     published = bool(stage and (stage.published or stage.published_tables))
-    if stage is not None and not published and stop_jvm():
+    # A staging the stage keeps on purpose holds the journal of a rollback that a later run finishes.
+    if stage is not None and not published and not getattr(stage, "_keep_staging", False) and stop_jvm():
         shutil.rmtree(local_path(stage.staging_dir), ignore_errors=True)
     done = "the outputs were already published" if published else "no output was changed"
     print(f"spark-dpsynth: interrupted by {name}; {done}", file=sys.stderr)
