@@ -94,7 +94,10 @@ def public(spark):
         ({"archetype_rho_proportion": 1.0}, r"archetype_rho_proportion must be in \(0, 1\), got 1.0"),
         ({"epsilon": 0}, "epsilon must be > 0, got 0"),
         ({"delta": 0.6}, "delta must be < 0.5, got 0.6"),
-        ({"encoding": "hash"}, r"encoding must be one of \['onehot', 'ordinal'\], got 'hash'"),
+        (
+            {"cluster_encoding": "hash"},
+            r"cluster_encoding must be one of \['onehot', 'ordinal'\], got 'hash'",
+        ),
         ({"covariance_type": "x"}, "covariance_type must be one of"),
         ({"accounting": "pld"}, r"accounting must be one of \['classic', 'tight_zcdp'\]"),
         ({"fill": {"f": ("f",)}}, r"fill\['f'\] must list distinct columns other than 'f'"),
@@ -374,7 +377,10 @@ def test_cli_pipeline_end_to_end_on_a_real_panel(small_panel: Path, tmp_path: Pa
             ["--public-input", "data/adult.csv.gz", "--privacy-unit", "age", "--count-column", "age"],
             "privacy_unit 'age' is the person id",
         ),
-        (["--public-input", "data/adult.csv.gz", "--encoding", "x"], "encoding must be one of"),
+        (
+            ["--public-input", "data/adult.csv.gz", "--cluster-encoding", "x"],
+            "cluster_encoding must be one of",
+        ),
     ],
 )
 def test_validation_errors_before_any_data_is_read(args: list[str], message: str, tmp_path: Path) -> None:

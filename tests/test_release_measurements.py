@@ -38,9 +38,10 @@ def measured_release(*, listed: bool = True) -> Release:
     }
     if listed:
         manifest["measurements"] = [
-            {"columns": ["A"], "std": 2.5, "rho": 0.1, "round": 0},
-            {"columns": ["A", "C"], "std": 3.0, "rho": 0.1, "round": 1},
-            {"columns": ["A", "B", "C"], "std": 4.0, "rho": 0.1, "round": 2},
+            # rho = 1 / (2 std^2): a release is checked for it when it is read (spark_dpsynth.release.integrity)
+            {"columns": ["A"], "std": 2.5, "rho": 1 / (2 * 2.5**2), "round": 0},
+            {"columns": ["A", "C"], "std": 3.0, "rho": 1 / (2 * 3.0**2), "round": 1},
+            {"columns": ["A", "B", "C"], "std": 4.0, "rho": 1 / (2 * 4.0**2), "round": 2},
         ]
     base = Release.from_pandas(aggregates, manifest)
     return Release(base.columns, base.domains, base.marginals, base.manifest, measurements=measurements)

@@ -10,7 +10,7 @@ reports; it returns none of the rest.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import unquote
 
 __all__ = ["condition_of", "explain"]
@@ -33,6 +33,17 @@ _CORRUPT_CODEC = (
     "Corrupt GZIP trailer",
 )
 _DEBUG = "rerun with --debug to see Spark's message (it may show data values)"
+_PARSE_CAUSES = (
+    "java.lang.NumberFormatException",
+    "org.apache.spark.SparkNumberFormatException",
+    "java.time.format.DateTimeParseException",
+    "org.apache.spark.SparkDateTimeException",
+    "CANNOT_PARSE_TIMESTAMP",
+    "CANNOT_PARSE_DECIMAL",
+)
+"""Exception classes (and conditions) in the cause chain of a CSV record that a declared type cannot parse: a
+cast error, where a ragged record's chain has MALFORMED_CSV_RECORD instead."""
+_DISK_FULL = "No space left on device"
 
 
 def condition_of(err: BaseException) -> str | None:
@@ -87,8 +98,26 @@ def _where(fragment: str | None, expressions: Mapping[str, str | None]) -> str:
     return ""
 
 
+def _cast_columns_text(cast_columns: Callable[[], list[str]] | None) -> str:
+    """`` of column(s) A, B`` from ``cast_columns()`` (the columns whose values do not parse), or ``""``."""
+    if cast_columns is None:
+        return ""
+    try:
+        columns = cast_columns()
+    except Exception:  # noqa: BLE001 - best effort: the message is still right without the names
+        return ""
+    if not columns:
+        return ""
+    return f" of column{'s' if len(columns) > 1 else ''} {', '.join(columns)}"
+
+
 def explain(
-    err: BaseException, expressions: Mapping[str, str | None] | None = None, input_path: str | None = None
+    err: BaseException,
+    expressions: Mapping[str, str | None] | None = None,
+    input_path: str | None = None,
+    *,
+    output_path: str | None = None,
+    cast_columns: Callable[[], list[str]] | None = None,
 ) -> str | None:
     """One line saying what went wrong, in words that contain no data value; None when ``err`` is not known.
 
@@ -96,6 +125,10 @@ def explain(
         err: an exception raised by Spark (classic or Spark Connect).
         expressions: option name -> the Spark SQL text the user gave with it (``--row-filter`` -> ``"age >
             18"``); an expression Spark points at is named with its option.
+        input_path: the input, named when Spark does not say which file failed.
+        output_path: the output directory, named when a write fails because the disk is full.
+        cast_columns: called when a CSV value does not parse as its declared type (``--schema``): the columns
+            that hold such a value (names only; see :func:`spark_dpsynth.data.io.uncastable_columns`).
 
     Returns:
         The line (without the ``spark-dpsynth: error:`` prefix), or None.
@@ -104,8 +137,23 @@ def explain(
     condition = condition_of(err)
     file = _file(text)
     the_file = file or input_path or "a file of the input"
+    if _DISK_FULL in text:
+        where = f" writing {output_path}" if output_path else " writing the output"
+        return (
+            f"the disk is full ({_DISK_FULL}){where}; free space there (Spark's scratch space too, "
+            "spark.local.dir) or give another --output"
+        )
     if "CANNOT_READ_FILE_FOOTER" in text or "is not a Parquet file" in text:
         return f"{the_file} is not a Parquet file; give --format csv (or the input's format)"
+    if (
+        "MALFORMED_RECORD_IN_PARSING" in text
+        and "MALFORMED_CSV_RECORD" not in text
+        and any(cause in text for cause in _PARSE_CAUSES)
+    ):
+        return (
+            f"{the_file}: a value{_cast_columns_text(cast_columns)} cannot be cast to the type --schema declares "
+            "(a cast error); fix the value, or declare the column STRING and cast it with try_cast in --row-filter"
+        )
     if "MALFORMED_CSV_RECORD" in text or "MALFORMED_RECORD_IN_PARSING" in text:
         return (
             f"{the_file}: a record has a different number of fields than the header (a ragged row, or a quote "

@@ -37,6 +37,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import logging
 import re
 import textwrap
 import tomllib
@@ -52,6 +53,8 @@ from spark_dpsynth.mechanisms.class_conditional import ClassConditionalParams
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, SynthesisParams, WorkloadParams
 
 __all__ = ["ConfigKey", "JobConfig", "load_config", "load_document", "merge", "parse_config", "schema"]
+
+log = logging.getLogger(__name__)
 
 _INPUT_KEYS = {"path", "table", "format", "delimiter", "encoding", "ragged_rows", "infer_schema", "schema"}
 _OUTPUT_KEYS = {"path", "table", "format", "overwrite", "single_csv", "sds_format", "join_multi_value"}
@@ -361,6 +364,33 @@ def _evaluate_settings(table: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_RENAMED_KEYS = {("archetype", "encoding"): "cluster_encoding"}
+"""(section, old key) -> its new name. The old name is still read, with a warning, where it is unambiguous: in its
+own section of the file (``[archetype] encoding``; the option ``--encoding`` is ``[input] encoding``)."""
+
+
+def _renamed_keys(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with the deprecated keys of :data:`_RENAMED_KEYS` under their new names (a warning each).
+
+    Raises:
+        ConfigError: a section gives both a key's old and new name.
+    """
+    out = dict(doc)
+    for (section, old), new in _RENAMED_KEYS.items():
+        table = out.get(section)
+        if not isinstance(table, dict) or old not in table:
+            continue
+        if new in table:
+            raise ConfigError(f"[{section}] give {new} only ({old} is its deprecated name), not both")
+        log.warning(
+            "[%s] %s is deprecated: call it %s (option --%s)", section, old, new, new.replace("_", "-")
+        )
+        table = dict(table)
+        table[new] = table.pop(old)
+        out[section] = table
+    return out
+
+
 def parse_config(doc: dict[str, Any]) -> JobConfig:
     """Validate a parsed TOML document into a :class:`JobConfig`.
 
@@ -370,6 +400,7 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
     allowed = {"input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate"}
     allowed |= {spec.section for spec in registry.MECHANISMS.values()}
     _check_keys("top level", doc, allowed)
+    doc = _renamed_keys(doc)
     _check_types(doc)
     inp = _check_keys("input", doc.get("input", {}), _INPUT_KEYS)
     fmt = inp.get("format")

@@ -31,11 +31,13 @@ full traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -61,6 +63,7 @@ from spark_dpsynth.errors import (
     InvalidParameterError,
     OutputExistsError,
     ReleaseError,
+    SchemaError,
 )
 from spark_dpsynth.synthesizers._types import restore_types
 
@@ -422,12 +425,24 @@ def _check_interrupts() -> None:
         raise _PENDING[0]
 
 
+def _interrupted_by_pending(stage: OutputStage | None) -> int | None:
+    """The exit status of an interrupt received before a failure, else None: a signal that stops the job also
+    breaks what runs under it (the JVM's connection, a cancelled Spark job, the staging cleanup), and the error
+    that follows is its consequence, reported as the interrupt (130 or 143), not as a failure of its own."""
+    if not _PENDING:
+        return None
+    if _PENDING[0] is KeyboardInterrupt:
+        return _interrupted("SIGINT", 130, stage)
+    return _interrupted("SIGTERM", 143, stage)
+
+
 def _install_interrupts(spark=None) -> None:  # noqa: ANN001
     """SIGINT raises KeyboardInterrupt and SIGTERM :class:`_Terminated` in the main thread; with a session,
     its running Spark jobs are cancelled first (so that no task still writes into the staging directory)."""
     if threading.current_thread() is not threading.main_thread():
         return
     _PENDING.clear()
+    from spark_dpsynth.cli._signals import mute_jvm
     from spark_dpsynth.data.session import is_connect
 
     connect = spark is not None and is_connect(spark)
@@ -440,16 +455,19 @@ def _install_interrupts(spark=None) -> None:  # noqa: ANN001
                 spark.interruptAll()
             else:
                 spark.sparkContext.cancelAllJobs()
+                _wait_for_cancelled_tasks(spark)
         except Exception:  # noqa: BLE001 - best effort: the process exits next
             pass
 
     def on_sigint(signum, frame) -> None:  # noqa: ANN001
         _PENDING.append(KeyboardInterrupt)
+        mute_jvm()
         cancel()
         raise KeyboardInterrupt
 
     def on_sigterm(signum, frame) -> None:  # noqa: ANN001
         _PENDING.append(_Terminated)
+        mute_jvm()
         cancel()
         raise _Terminated
 
@@ -457,21 +475,50 @@ def _install_interrupts(spark=None) -> None:  # noqa: ANN001
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
-def _interrupted(name: str, status: int, published: bool) -> int:
-    """One line for an interrupt; further interrupts are ignored while the process ends."""
+_CANCEL_WAIT_SECONDS = 10.0
+"""How long an interrupt waits for the cancelled tasks to stop before the staging is removed."""
+
+
+def _wait_for_cancelled_tasks(spark) -> None:  # noqa: ANN001 - classic SparkSession
+    """Wait (at most :data:`_CANCEL_WAIT_SECONDS`) until no task runs: a cancelled job's tasks stop at their next
+    record, and one still writing into the staging directory after it was removed would leave a directory behind
+    (the JVM outlives the interrupt now that it ignores SIGINT and SIGTERM, :mod:`spark_dpsynth.cli._signals`)."""
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + _CANCEL_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if sum(info.numRunningTasks() for info in tracker.getExecutorInfos()) == 0:
+            return
+        time.sleep(0.1)
+
+
+def _interrupted(name: str, status: int, stage: OutputStage | None) -> int:
+    """One line for an interrupt; further interrupts are ignored while the process ends, and so is the JVM's
+    stderr (its cancelled tasks' stack traces, :mod:`spark_dpsynth.cli._signals`). Nothing published: the JVM
+    this process started is ended first (a cancelled write may still commit into the removed staging directory)
+    and what it left of the staging is removed."""
+    from spark_dpsynth.cli._signals import mute_jvm, stop_jvm
+
+    mute_jvm()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    published = bool(stage and (stage.published or stage.published_tables))
+    # A staging the stage keeps on purpose holds the journal of a rollback that a later run finishes.
+    if stage is not None and not published and not getattr(stage, "_keep_staging", False) and stop_jvm():
+        shutil.rmtree(local_path(stage.staging_dir), ignore_errors=True)
     done = "the outputs were already published" if published else "no output was changed"
     print(f"spark-dpsynth: interrupted by {name}; {done}", file=sys.stderr)
     return status
 
 
 def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
+    from spark_dpsynth.cli._signals import launched_jvm
     from spark_dpsynth.data.session import get_session
 
     # Without --debug Spark's log output is withheld (it can quote data values): docs/design.md section 1.6.
-    return get_session(master=config.master, remote=config.remote, delta=delta, debug=config.debug)
+    # A local JVM leaves SIGINT and SIGTERM to this process and its stderr goes through it (cli._signals).
+    with launched_jvm() if not config.remote else contextlib.nullcontext():
+        return get_session(master=config.master, remote=config.remote, delta=delta, debug=config.debug)
 
 
 def _expressions(config: JobConfig | None) -> dict[str, str | None]:
@@ -483,6 +530,49 @@ def _expressions(config: JobConfig | None) -> dict[str, str | None]:
         "--holdout-filter": config.holdout_filter,
         "--public-row-filter": config.public_row_filter,
     }
+
+
+def _cast_columns(config: JobConfig | None):  # noqa: ANN202 - Callable[[], list[str]] | None
+    """For a CSV input with declared types (--schema): a function that finds the columns whose values do not
+    parse as their type (names only, :func:`spark_dpsynth.data.io.uncastable_columns`), else None."""
+    if config is None or not config.input_schema or not config.input_path or config.input_table:
+        return None
+
+    def find() -> list[str]:
+        from pyspark.sql import SparkSession
+
+        from spark_dpsynth.data.io import uncastable_columns
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            return []
+        return uncastable_columns(
+            spark,
+            config.input_path,
+            config.input_schema,
+            delimiter=config.delimiter,
+            encoding=config.encoding,
+        )
+
+    return find
+
+
+def _check_synthetic_columns(release, synthetic) -> None:  # noqa: ANN001
+    """The synthetic table has every column of the release (names compared as Spark does, case-insensitively),
+    checked on its schema before anything runs.
+
+    Raises:
+        SchemaError: naming the missing columns.
+    """
+    if release.manifest.get("multi_value_columns"):
+        return  # its joined columns are split back by name (data.prepare.split_multi_value), checked there
+    have = {c.lower() for c in synthetic.columns}
+    missing = [c for c in release.columns if c.lower() not in have]
+    if missing:
+        raise SchemaError(
+            f"the synthetic data lacks the release's column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}; evaluate the synthetic data of this release (spark-dpsynth synthesize)"
+        )
 
 
 def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN001, ANN202
@@ -565,6 +655,7 @@ def _run_evaluate(spark, config: JobConfig, out_dir: str, release=None, syntheti
         if not os.path.isdir(syn_path):
             raise ReleaseError(f"no synthetic data at {syn_path}; run `spark-dpsynth synthesize` first")
         synthetic = spark.read.parquet(syn_path)
+    _check_synthetic_columns(release, synthetic)
     df = read_table(spark, config)
     data = resolve_columns(df.columns, config.data)
     # Identifier columns are never compared (left out of the measurement, surrogate keys; design 2.8): the
@@ -840,18 +931,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  wall time              {time.perf_counter() - started:.1f} s")
         return 0
     except KeyboardInterrupt:
-        return _interrupted("SIGINT", 130, bool(stage and (stage.published or stage.published_tables)))
+        return _interrupted("SIGINT", 130, stage)
     except _Terminated:
-        return _interrupted("SIGTERM", 143, bool(stage and (stage.published or stage.published_tables)))
+        return _interrupted("SIGTERM", 143, stage)
     except DPSynthError as err:
+        pending = _interrupted_by_pending(stage)
+        if pending is not None:
+            return pending
         print(f"spark-dpsynth: error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 - one line, no data values, unless --debug
+        pending = _interrupted_by_pending(stage)
+        if pending is not None:
+            return pending
         if debug:
             raise
         from spark_dpsynth.cli._spark_errors import condition_of, explain
 
-        explained = explain(err, _expressions(config), config.input_path if config is not None else None)
+        explained = explain(
+            err,
+            _expressions(config),
+            config.input_path if config is not None else None,
+            output_path=config.output_path if config is not None else None,
+            cast_columns=_cast_columns(config),
+        )
         if explained is not None:
             print(f"spark-dpsynth: error: {explained}", file=sys.stderr)
             return 2

@@ -58,6 +58,7 @@ __all__ = [
     "is_delta_path",
     "local_path",
     "read_input",
+    "uncastable_columns",
     "read_output",
     "table_exists",
     "write_frame",
@@ -378,6 +379,45 @@ def _read_csv(
         return spark.read.options(**{**options, "inferSchema": True}).csv(path)
     strings = T.StructType([T.StructField(n, T.StringType(), True) for n in names])
     return spark.read.options(**options).schema(strings).csv(path)
+
+
+def uncastable_columns(
+    spark: SparkSession, path: str, schema: str, *, delimiter: str = ",", encoding: str = "utf-8"
+) -> list[str]:
+    """The columns of a CSV input that hold a value their declared type (``schema``, Spark DDL) cannot parse: one
+    pass over the file read as strings, after a read with ``schema`` failed on such a value.
+
+    Only the column names are returned (schema facts): never a value, a row or how many rows fail. A value
+    counts when it is not empty and ``try_cast`` to the declared type gives null; Spark's CSV parser accepts
+    a little less or more than a cast in a few corner cases, so the list can miss a column (then the caller's
+    message names none).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    declared = T._parse_datatype_string(schema)
+    if not isinstance(declared, T.StructType):
+        return []
+    options = {**CSV_READ_OPTIONS, "sep": delimiter, "encoding": csv_encoding(encoding), "mode": "PERMISSIVE"}
+    header = spark.read.options(**{**options, "header": False}).csv(path).limit(1).collect()  # the header row
+    if not header:
+        return []
+    names = list(header[0])
+    strings = T.StructType([T.StructField(str(n), T.StringType(), True) for n in names])
+    raw = spark.read.options(**options).schema(strings).csv(path)
+    checked = [
+        (field.name, field.dataType)
+        for field in declared.fields
+        if not isinstance(field.dataType, T.StringType) and field.name in names
+    ]
+    if not checked:
+        return []
+    flags = [
+        F.max((F.trim(F.col(f"`{name}`")) != "") & F.col(f"`{name}`").try_cast(dtype).isNull()).alias(f"c{i}")
+        for i, (name, dtype) in enumerate(checked)
+    ]
+    row = raw.select(*flags).collect()[0]  # one row of booleans, one per column
+    return [name for i, (name, _) in enumerate(checked) if row[f"c{i}"]]
 
 
 def _shown(name: str | None, position: int) -> str:

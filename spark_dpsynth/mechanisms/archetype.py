@@ -105,8 +105,9 @@ class ArchetypeParams:
     archetype_rho_proportion: float = 0.5
     """Share of rho spent on persons per archetype when there is a count column, in (0, 1) (the challenge
     entry: 0.1)."""
-    encoding: str = "onehot"
-    """Encoding of the clustering columns: onehot (over the public domain) or ordinal (standardized)."""
+    cluster_encoding: str = "onehot"
+    """Encoding of the clustering columns: onehot (over the public domain) or ordinal (standardized); the
+    configuration key ``encoding`` of the [archetype] section is its deprecated name."""
     covariance_type: str = "diag"
     """covariance_type of scikit-learn's GaussianMixture: full, tied, diag or spherical."""
     max_public_rows: int = MAX_PUBLIC_ROWS
@@ -130,7 +131,7 @@ class ArchetypeParams:
             if d >= 0.5:
                 raise InvalidParameterError(f"delta must be < 0.5, got {self.delta!r}")
         for name, value, allowed in (
-            ("encoding", self.encoding, ENCODINGS),
+            ("cluster_encoding", self.cluster_encoding, ENCODINGS),
             ("covariance_type", self.covariance_type, COVARIANCE_TYPES),
             ("accounting", str(self.accounting), ACCOUNTINGS),
         ):
@@ -636,7 +637,7 @@ def fit_archetype(
         raise InvalidParameterError(
             f"n_archetypes must be <= the public rows used for the fit ({len(sample)}), got {params.n_archetypes}"
         )
-    encoder = _Encoder.fit(sample, roles.cluster, params.encoding)
+    encoder = _Encoder.fit(sample, roles.cluster, params.cluster_encoding)
     gmm = _fit_mixture(encoder.transform(sample), params, fit_state)
     fit_rows = len(sample)
     del sample
@@ -722,7 +723,7 @@ def fit_archetype(
             "fitted_on": "public table only",
             "public_rows_used": int(fit_rows),
             "max_public_rows": params.max_public_rows,
-            "encoding": params.encoding,
+            "encoding": params.cluster_encoding,
             "covariance_type": params.covariance_type,
         },
         "parameters": {

@@ -18,6 +18,7 @@ from spark_dpsynth.release.core import (
     MeasuredMarginal,
     Release,
 )
+from spark_dpsynth.release.integrity import check_release
 from spark_dpsynth.release.manifest import Budget, BudgetShare, Manifest
 from spark_dpsynth.release.sds_format import read_sds
 
@@ -45,9 +46,12 @@ def load_release(path: str, spark: SparkSession) -> Release:
     ``.json``, see :mod:`spark_dpsynth.release.sds_format`), whose manifest then says ``"source": "sds"``.
 
     Raises:
-        ReleaseError: the directory or file is missing, unreadable or malformed.
+        ReleaseError: the directory or file is missing, unreadable or malformed, or its manifest's figures
+            disagree (:func:`spark_dpsynth.release.integrity.check_release`, docs/design.md section 1.3).
     """
     local = path.removeprefix("file:")
     if os.path.isfile(local) and local.endswith(SDS_SUFFIXES):
-        return read_sds(local)
+        release = read_sds(local)
+        check_release(release)
+        return release
     return Release.load(path, spark)

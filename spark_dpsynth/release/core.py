@@ -409,9 +409,12 @@ class Release:
         :func:`spark_dpsynth.release.load_release` reads either).
 
         Raises:
-            ReleaseError: the directory, its manifest or its aggregates are missing or unreadable, or ``path``
-                is a file.
+            ReleaseError: the directory, its manifest or its aggregates are missing or unreadable, ``path``
+                is a file, or the manifest's privacy figures or counts disagree
+                (:func:`spark_dpsynth.release.integrity.check_release`).
         """
+        from spark_dpsynth.release.integrity import check_release
+
         path = _local(path)
         if os.path.isfile(path):
             raise ReleaseError(
@@ -443,19 +446,22 @@ class Release:
                 raise ReleaseError(
                     f"release at {path!r} has measurements but its manifest does not list them"
                 )
+            check_release(release)
             return release
         if not os.path.isdir(meas_path):
             raise ReleaseError(f"release at {path!r} lists measurements but has no measurements directory")
         # Release-sized: the measured cells are the DP release itself (the mechanism bounds their number).
         cells: pd.DataFrame = spark.read.schema(MEASUREMENTS_SCHEMA).parquet(meas_path).toPandas()  # type: ignore[assignment]
         measured = _read_measurements(listed, cells, release)
-        return cls(
+        release = cls(
             columns=release.columns,
             domains=release.domains,
             marginals=release.marginals,
             manifest=release.manifest,
             measurements=measured,
         )
+        check_release(release)
+        return release
 
 
 def _in_measurement_order(release: Release, order: Mapping[str, Any]) -> Release:

@@ -1,0 +1,169 @@
+"""The JVM of a local session under SIGINT and SIGTERM: one line from us, nothing from the JVM (docs/design.md
+section 1.6).
+
+A local classic session's JVM is a child of this process, in its process group: Ctrl-C in a terminal, ``timeout``
+and a scheduler's kill signal the whole group, the JVM included. Left alone, the JVM runs its shutdown hooks on
+SIGTERM (stopping the SparkContext under the running job, so that the Python side fails with whatever py4j reads
+next), and on its way down after this process exits it prints the stack traces of the tasks it rejects. So, while
+the session starts (:func:`launched_jvm`):
+
+* the JVM inherits SIGINT and SIGTERM ignored (an inherited SIG_IGN stays ignored: the JVM installs no shutdown
+  handler for it); this process handles both, cancels the Spark jobs and exits, and the JVM ends when its stdin,
+  a pipe from this process, closes;
+* the JVM's stderr (and its Python workers', which inherit it) is a pipe that a thread of this process copies to
+  its own stderr until a SIGINT or SIGTERM arrives (:func:`mute_jvm`), seen through the signal wakeup fd the
+  moment it is delivered, before any Python handler runs; after this process exits nothing the JVM writes
+  reaches the terminal.
+
+A session that already exists, a Spark Connect session and spark-submit's own JVM (the driver is then the JVM's
+child, not its parent) are left as they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["launched_jvm", "mute_jvm", "stop_jvm"]
+
+_MUTED = threading.Event()
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+_LAUNCHED: list[subprocess.Popen] = []
+"""The JVM processes :func:`launched_jvm` saw start."""
+
+
+def mute_jvm() -> None:
+    """Stop copying the JVM's stderr to this process's stderr (for the rest of the process)."""
+    _MUTED.set()
+
+
+def stop_jvm(seconds: float = 15.0) -> bool:
+    """End the JVMs :func:`launched_jvm` started and wait for them (at most ``seconds`` each): PySpark's gateway
+    exits when its stdin closes, and with it whatever it was still doing (a cancelled write's commit). True when
+    none is left running (also when none was started here)."""
+    if not _LAUNCHED:
+        return True
+    _stop_accumulator_server()
+    done = True
+    for proc in _LAUNCHED:
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            done = False
+    return done
+
+
+def _stop_accumulator_server() -> None:
+    """Shut PySpark's accumulator server down before its JVM goes: its connection handler polls the shutdown flag
+    once a second, and one that reads the end of the JVM's connection first prints an EOFError traceback."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    server = getattr(context, "_accumulatorServer", None)
+    if server is None:
+        return
+    with contextlib.suppress(Exception):
+        server.shutdown()
+        time.sleep(1.2)
+
+
+def _copy(source: int, wakeup: int | None, target: int) -> None:
+    """Copy ``source`` to ``target`` until ``source`` ends; after a stop signal (a SIGINT or SIGTERM byte on the
+    wakeup fd) or :func:`mute_jvm`, read and drop."""
+    fds = [source] if wakeup is None else [source, wakeup]
+    while True:
+        try:
+            ready, _, _ = select.select(fds, [], [])
+        except InterruptedError:  # pragma: no cover - select is retried by Python (PEP 475)
+            continue
+        if wakeup is not None and wakeup in ready:
+            try:
+                received = os.read(wakeup, 64)
+            except BlockingIOError:
+                received = b""
+            if any(b in (int(s) for s in _STOPS) for b in received):
+                _MUTED.set()
+        if source in ready:
+            data = os.read(source, 65536)
+            if not data:
+                os.close(source)
+                return
+            if not _MUTED.is_set():
+                with contextlib.suppress(OSError):
+                    os.write(target, data)
+
+
+@contextlib.contextmanager
+def launched_jvm() -> Iterator[None]:
+    """Start a session inside this block: a JVM that PySpark launches in it ignores SIGINT and SIGTERM and writes
+    its stderr through this process (module docstring). Outside the main thread this changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    import pyspark.java_gateway as gateway
+
+    read_end, write_end = os.pipe()
+    launched = []
+    original = gateway.Popen
+
+    def popen(command: Any, **kwargs: Any) -> subprocess.Popen:
+        inner = kwargs.get("preexec_fn")
+
+        def preexec() -> None:
+            if inner is not None:
+                inner()
+            for stop in _STOPS:
+                signal.signal(stop, signal.SIG_IGN)
+
+        kwargs["preexec_fn"] = preexec
+        if kwargs.get("stderr") is None:
+            kwargs["stderr"] = write_end
+        proc = original(command, **kwargs)
+        launched.append(proc)
+        _LAUNCHED.append(proc)
+        return proc
+
+    gateway.Popen = popen  # type: ignore[assignment, misc]
+    try:
+        yield
+    finally:
+        gateway.Popen = original  # type: ignore[misc]
+        os.close(write_end)
+        if not launched:
+            os.close(read_end)
+        else:
+            wakeup = _wakeup_fd()
+            target = os.dup(2)
+            threading.Thread(
+                target=_copy, args=(read_end, wakeup, target), name="spark-dpsynth-jvm-stderr", daemon=True
+            ).start()
+
+
+def _wakeup_fd() -> int | None:
+    """A pipe on which Python writes the number of every signal it receives, the moment it arrives (None when
+    another wakeup fd is in use: then only :func:`mute_jvm` mutes)."""
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    os.set_blocking(wake_read, False)
+    try:
+        previous = signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+    except ValueError:  # pragma: no cover - only the main thread calls this
+        previous = None
+    if previous != -1:
+        # Someone else's wakeup fd (e.g. an event loop's), or none could be set: keep theirs, rely on mute_jvm.
+        if previous is not None:
+            signal.set_wakeup_fd(previous)
+        os.close(wake_read)
+        os.close(wake_write)
+        return None
+    return wake_read

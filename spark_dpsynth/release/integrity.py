@@ -1,0 +1,325 @@
+"""The consistency of a release's privacy figures, checked whenever a release is read (docs/design.md section 1.3).
+
+A manifest is a JSON file anyone can edit. :func:`check_release` recomputes the relations the accountant
+(:mod:`spark_dpsynth.privacy.accounting`) and the mechanisms write into it and refuses a release whose figures
+disagree, so that a hand-edited epsilon, rho, share, protected number of records or measurement is not reported
+as the privacy spent nor synthesized from:
+
+* the budget: epsilon > 0, delta in (0, 1), rho > 0; the flat keys (``epsilon``, ``delta``, ``rho``,
+  ``accounting``) equal the ``budget`` block's; every share is finite and >= 0; the pure-DP shares add up to at
+  most epsilon (to epsilon exactly when nothing is accounted in zCDP), the zCDP shares to at most rho, the delta
+  shares to delta; rho is the conversion of the zCDP part of epsilon at the delta of the
+  ``zcdp_conversion`` share, under the manifest's accounting (classic: Bun & Steinke 2016, Prop. 1.3;
+  ``tight_zcdp``: Canonne, Kamath, Steinke 2020, Prop. 12);
+* the marginals mechanism (docs/design.md section 2.3): epsilon_N + epsilon_M = epsilon, sigma_k and the shares
+  ``marginals_k`` (1 / (2 sigma_k^2)), R epsilon_Q^2 / 2 + bins rho + sum_k 1 / (2 sigma_k^2) = rho, the noise
+  std sigma_k sqrt(Delta_k), Delta_k >= 1, and the released k-tuples per length equal the aggregates';
+* the class-conditional mechanism: epsilon_N + epsilon_M + the domains' epsilon = epsilon, the Laplace scale
+  1 / epsilon per histogram; the archetype mechanism: the two histograms' rho add up to rho and each sigma is
+  1 / sqrt(2 rho_h); the measured marginals' rho is 1 / (2 std^2) (or 0 for post-processed counts) and adds up to
+  at most rho;
+* counts: the protected number of records is an integer >= 1 (every mechanism clamps its noisy count at 1; a
+  release read from SDS's files may say 0, an empty table), released counts and noisy person counts are >= 0.
+
+A release read from SDS's own files (``"source": "sds"``) has no privacy parameters: only its counts are checked.
+Relations whose keys a manifest lacks (releases written before they existed, manifests built by hand in tests)
+are not checked. Messages name the figures that disagree and the privacy parameters, never a count or a value.
+
+What this cannot do: the manifest is not signed, so a forgery that keeps every relation (epsilon, rho, the shares
+and the sigmas all edited together) passes; the check makes an edit evident, it does not prove where the release
+came from (docs/design.md section 1.3).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from spark_dpsynth.errors import ReleaseError
+
+if TYPE_CHECKING:
+    from spark_dpsynth.release.core import Release
+    from spark_dpsynth.release.manifest import Manifest
+
+__all__ = ["RELATIVE_TOLERANCE", "check_release"]
+
+RELATIVE_TOLERANCE = 1e-6
+"""Figures that should be equal may differ by this much, relative (JSON round trips and root finding)."""
+
+
+def check_release(release: Release) -> None:
+    """Refuse a release whose manifest's privacy figures or counts disagree (module docstring).
+
+    Raises:
+        ReleaseError: one line naming the first figure that disagrees.
+    """
+    problem = _first_problem(release)
+    if problem is not None:
+        raise ReleaseError(
+            f"the release's manifest is inconsistent: {problem}; it was edited or damaged, and is refused "
+            "(aggregate again to make a new release)"
+        )
+
+
+def _first_problem(release: Release) -> str | None:
+    m = release.manifest
+    checks: list[Callable[[], str | None]] = [
+        lambda: _records(m),
+        lambda: _counts(release),
+    ]
+    if m.source != "sds":
+        checks += [
+            lambda: _budget(m),
+            lambda: _marginals(release),
+            lambda: _class_conditional(m),
+            lambda: _archetype(m),
+            lambda: _measurements(m),
+        ]
+    for check in checks:
+        problem = check()
+        if problem is not None:
+            return problem
+    return None
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=RELATIVE_TOLERANCE, abs_tol=1e-12)
+
+
+def _at_most(a: float, b: float) -> bool:
+    return a <= b * (1 + RELATIVE_TOLERANCE) + 1e-12
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float, None when it is not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    out = float(value)
+    return out if math.isfinite(out) else None
+
+
+def _integer(value: Any) -> int | None:
+    """``value`` as an int when it is an integral number, else None."""
+    number = _number(value)
+    if number is None or number != int(number):
+        return None
+    return int(number)
+
+
+# --------------------------------------------------------------------------------------------- counts
+
+
+def _records(m: Manifest) -> str | None:
+    low = 0 if m.source == "sds" else 1
+    for key in ("protected_number_of_records", "protected_number_of_persons"):
+        if m.get(key) is None:
+            continue
+        n = _integer(m[key])
+        if n is None or n < low:
+            return f"{key} must be an integer >= {low} (the noisy count is clamped at {low})"
+    return None
+
+
+def _counts(release: Release) -> str | None:
+    for k, marginal in sorted(release.marginals.items()):
+        if len(marginal.counts) and int(marginal.counts.min()) < 0:
+            return f"released counts of length {k} are negative"
+    noisy = release.manifest.get("noisy_persons_per_archetype")
+    by_category = release.manifest.get("noisy_persons_per_category")
+    values = list(noisy or ()) + list((by_category or {}).values())
+    if any(_number(x) is None or float(x) < 0 for x in values):
+        return "the noisy person counts must be numbers >= 0"
+    return None
+
+
+# --------------------------------------------------------------------------------------------- budget
+
+
+def _budget(m: Manifest) -> str | None:
+    budget = m.budget
+    if budget is None:
+        return None
+    eps, delta, rho = budget.epsilon, budget.delta, budget.rho
+    if _number(eps) is None or eps <= 0:
+        return "epsilon must be a finite number > 0"
+    if delta is not None and not (_number(delta) is not None and 0 < delta < 1):
+        return "delta must be in (0, 1)"
+    if rho is not None and (_number(rho) is None or rho <= 0):
+        return "rho must be a finite number > 0"
+    block = m.get("budget")
+    if isinstance(block, Mapping):
+        for key in ("epsilon", "delta", "rho"):
+            flat, inner = m.get(key), block.get(key)
+            if flat is None or inner is None:
+                continue
+            if _number(flat) is None or _number(inner) is None or not _close(float(flat), float(inner)):
+                return f"{key} {flat!r} differs from the budget's {key} {inner!r}"
+        if m.get("accounting") is not None and block.get("accounting") is not None:
+            if str(m["accounting"]) != str(block["accounting"]):
+                return f"accounting {m['accounting']!r} differs from the budget's {block['accounting']!r}"
+    shares = budget.shares
+    for s in shares:
+        for key in ("epsilon", "delta", "rho"):
+            value = getattr(s, key)
+            if value is not None and (_number(value) is None or value < 0):
+                return f"the share {s.name!r}: its {key} is not a finite number >= 0"
+    if not shares:
+        return None
+    pure = sum(s.epsilon or 0.0 for s in shares if s.rho is None)
+    if not _at_most(pure, eps):
+        return f"the pure-DP shares add up to epsilon {pure:.6g}, more than epsilon {eps:g}"
+    if rho is None and not _close(pure, eps):
+        return f"the shares add up to epsilon {pure:.6g}, not epsilon {eps:g}"
+    spent_delta = sum(s.delta or 0.0 for s in shares)
+    if spent_delta > 0 and (delta is None or not _close(spent_delta, delta)):
+        return f"the delta shares add up to {spent_delta:.3g}, not delta {delta!r}"
+    if rho is not None:
+        spent_rho = sum(s.rho or 0.0 for s in shares)
+        if not _at_most(spent_rho, rho):
+            return f"the zCDP shares add up to rho {spent_rho:.6g}, more than rho {rho:.6g}"
+        conversion = next((s for s in shares if s.name == "zcdp_conversion"), None)
+        if conversion is not None and conversion.delta:
+            # The epsilon converted to rho: what the pure-DP steps left (a "zcdp" share holds it explicitly).
+            zcdp = eps - sum(s.epsilon or 0.0 for s in shares if s.rho is None and s.name != "zcdp")
+            return _conversion(zcdp, conversion.delta, rho, budget.accounting or "classic", eps)
+    return None
+
+
+def _conversion(
+    zcdp_epsilon: float, conversion_delta: float, rho: float, accounting: str, eps: float
+) -> str | None:
+    """rho against the epsilon it was converted from at ``conversion_delta`` (the delta the conversion spends)."""
+    from spark_dpsynth.privacy.accounting import epsilon_from_rho_delta, opendp_epsilon_of_rho
+
+    if zcdp_epsilon <= 0:
+        return f"epsilon {eps:g} leaves nothing for rho {rho:.6g} after the pure-DP shares"
+    if accounting == "tight_zcdp":
+        implied = opendp_epsilon_of_rho(rho, conversion_delta)
+        # The conversion caps rho at epsilon (then the exact epsilon of rho is below epsilon).
+        ok = _close(implied, zcdp_epsilon) or (_close(rho, zcdp_epsilon) and _at_most(implied, zcdp_epsilon))
+    elif accounting == "classic":
+        # epsilon_from_rho_delta(rho, d) converts at d / 2.
+        implied = epsilon_from_rho_delta(rho, 2.0 * conversion_delta)
+        ok = _close(implied, zcdp_epsilon)
+    else:
+        return f"accounting {accounting!r} is unknown"
+    if not ok:
+        return (
+            f"rho {rho:.6g} is (epsilon {implied:.6g}, delta {conversion_delta:.3g})-DP under {accounting} "
+            f"accounting, but the manifest gives epsilon {eps:g} ({zcdp_epsilon:.6g} for the zCDP steps)"
+        )
+    return None
+
+
+# --------------------------------------------------------------------------------------------- mechanisms
+
+
+def _marginals(release: Release) -> str | None:
+    m = release.manifest
+    block = m.marginals
+    if m.mechanism != "marginals" or block is None or m.budget is None:
+        return None
+    eps, delta, rho = m.budget.epsilon, m.budget.delta, m.budget.rho
+    if block.epsilon_n is not None and block.epsilon_m is not None:
+        if not _close(block.epsilon_n + block.epsilon_m, eps):
+            return f"epsilon_N {block.epsilon_n:.6g} + epsilon_M {block.epsilon_m:.6g} differs from epsilon {eps:g}"
+        share = _share(m, "number_of_records")
+        if share is not None and share.epsilon is not None and not _close(share.epsilon, block.epsilon_n):
+            return f"epsilon_N {block.epsilon_n:.6g} differs from its share {share.epsilon:.6g}"
+        if rho is not None and delta is not None and not m.budget.shares:
+            # A manifest without shares (written before them): the conversion at delta / 2 of section 2.3.
+            problem = _conversion(block.epsilon_m, delta / 2.0, rho, m.budget.accounting or "classic", eps)
+            if problem is not None:
+                return problem
+    spent = 0.0
+    for k, length in sorted(block.lengths.items()):
+        sigma = length.sigma
+        if sigma is None:
+            continue
+        if _number(sigma) is None or sigma <= 0:
+            return f"sigma_{k} must be a finite number > 0"
+        spent += 1.0 / (2.0 * sigma * sigma)
+        share = _share(m, f"marginals_k{k}")
+        if share is not None and share.rho is not None and not _close(share.rho, 1.0 / (2.0 * sigma * sigma)):
+            return f"sigma_{k} {sigma:.6g} does not spend its share rho {share.rho:.6g} (1 / (2 sigma_{k}^2))"
+        if length.sensitivity is not None:
+            if length.sensitivity < 1:
+                return f"the sensitivity Delta_{k} must be >= 1"
+            if length.noise_std is not None and not _close(
+                length.noise_std, sigma * math.sqrt(length.sensitivity)
+            ):
+                return f"the noise std of length {k} differs from sigma_{k} sqrt(Delta_{k})"
+        if length.released_tuples is not None:
+            marginal = release.marginals.get(k)
+            held = 0 if marginal is None else len(marginal)
+            if held != length.released_tuples:
+                return f"released_tuples for length {k} differs from the k-tuples in the aggregates"
+    eps_q = _number(m.get("epsilon_q"))
+    if rho is not None and eps_q is not None and spent > 0:
+        r = len(block.lengths)
+        total = r * eps_q * eps_q / 2.0 + float(m.get("bins_rho") or 0.0) + spent
+        if not _close(total, rho):
+            return f"R epsilon_Q^2 / 2 + bins rho + sum_k 1 / (2 sigma_k^2) = {total:.6g} differs from rho {rho:.6g}"
+    return None
+
+
+def _class_conditional(m: Manifest) -> str | None:
+    if m.mechanism != "class_conditional" or m.budget is None:
+        return None
+    parts = [_number(m.get(k)) for k in ("epsilon_n", "epsilon_m")]
+    if None in parts:
+        return None
+    total = sum(parts) + float(_number(m.get("epsilon_domain")) or 0.0)  # type: ignore[arg-type]
+    if not _close(total, m.budget.epsilon):
+        return f"epsilon_N + epsilon_M + the domains' epsilon = {total:.6g} differs from epsilon {m.budget.epsilon:g}"
+    scale, per = _number(m.get("laplace_scale")), _number(m.get("epsilon_per_histogram"))
+    if scale is not None and per is not None and (per <= 0 or not _close(scale, 1.0 / per)):
+        return f"the Laplace scale {scale:.6g} differs from 1 / epsilon per histogram"
+    return None
+
+
+def _archetype(m: Manifest) -> str | None:
+    if m.mechanism != "archetype" or m.budget is None or m.budget.rho is None:
+        return None
+    rho = m.budget.rho
+    rho_a, rho_c = _number(m.get("rho_archetypes")), _number(m.get("rho_count_column"))
+    if rho_a is not None and rho_c is not None and not _close(rho_a + rho_c, rho):
+        return f"the histograms' rho {rho_a:.6g} + {rho_c:.6g} differs from rho {rho:.6g}"
+    for name, hist in (m.get("histograms") or {}).items():
+        if not isinstance(hist, Mapping):
+            continue
+        h_rho, sigma = _number(hist.get("rho")), _number(hist.get("sigma"))
+        if h_rho is None or sigma is None:
+            continue
+        if h_rho <= 0 or sigma <= 0 or not _close(sigma, 1.0 / math.sqrt(2.0 * h_rho)):
+            return f"the sigma of the histogram {name!r} differs from 1 / sqrt(2 rho) of its rho {h_rho:.6g}"
+    return None
+
+
+def _measurements(m: Manifest) -> str | None:
+    listed = m.get("measurements")
+    if not listed:
+        return None
+    total = 0.0
+    for i, entry in enumerate(listed):
+        if not isinstance(entry, Mapping) or entry.get("rho") is None:
+            continue
+        rho, std = _number(entry.get("rho")), _number(entry.get("std"))
+        if rho is None or rho < 0 or std is None or std <= 0:
+            return f"measurement {i} has a rho or std that is not a finite number (rho >= 0, std > 0)"
+        if rho > 0 and not _close(rho, 1.0 / (2.0 * std * std)):
+            return f"measurement {i}'s rho {rho:.6g} differs from 1 / (2 std^2) of its std {std:.6g}"
+        total += rho
+    if m.budget is not None and m.budget.rho is not None and not _at_most(total, m.budget.rho):
+        return f"the measurements spend rho {total:.6g}, more than rho {m.budget.rho:.6g}"
+    return None
+
+
+def _share(m: Manifest, name: str) -> Any:
+    if m.budget is None:
+        return None
+    try:
+        return m.budget.share(name)
+    except KeyError:
+        return None
