@@ -204,7 +204,7 @@ def fit_class_conditional(
     report_columns(types, data, progress)
     df = numeric_view(df, types)
     need = tuple(c for c in profile_targets(types, data) if c not in params.domains)
-    input_types, profiles = types, {}
+    input_types, profiles, eps_p = types, {}, 0.0
     protected_n: int | None = None
     if need:
         # One number reaches the driver: the true number of records, used only for n' (never logged).
@@ -326,6 +326,7 @@ def fit_class_conditional(
         "epsilon_n": eps_n,
         "epsilon_m": eps_m,
         "epsilon_domain": eps_domain,
+        "epsilon_profile": eps_p,
         "noise": "discrete Laplace on every (value, class) bin of the public domain",
         "laplace_scale": scale,
         "epsilon_per_histogram": eps_m / len(attributes),

@@ -271,8 +271,12 @@ def _class_conditional(m: Manifest) -> str | None:
     if None in parts:
         return None
     total = sum(parts) + float(_number(m.get("epsilon_domain")) or 0.0)  # type: ignore[arg-type]
+    total += float(_number(m.get("epsilon_profile")) or 0.0)
     if not _close(total, m.budget.epsilon):
-        return f"epsilon_N + epsilon_M + the domains' epsilon = {total:.6g} differs from epsilon {m.budget.epsilon:g}"
+        return (
+            f"epsilon_N + epsilon_M + the domains' and the profile's epsilon = {total:.6g} differs from epsilon "
+            f"{m.budget.epsilon:g}"
+        )
     scale, per = _number(m.get("laplace_scale")), _number(m.get("epsilon_per_histogram"))
     if scale is not None and per is not None and (per <= 0 or not _close(scale, 1.0 / per)):
         return f"the Laplace scale {scale:.6g} differs from 1 / epsilon per histogram"
