@@ -213,3 +213,20 @@ def test_the_cli_command_of_a_mode(quality) -> None:
     synth = quality._cli_command("synthesize", ["--input", "t.csv"], "out", 1.0, "mst", delta=1e-6)
     assert synth == ["synthesize", "--output", "out", "--seed", str(quality.RELEASE_SEED), "--overwrite",
                      "--synthesizer", "pgm"]  # fmt: skip
+
+
+def test_a_configuration_without_dropped_columns_loads_as_the_original(quality, tmp_path: Path) -> None:
+    from spark_dpsynth.cli.config import load_config
+
+    source = quality.DATASETS["nist_national"]["config"]
+    drop = quality.DATASETS["nist_national"]["drop"]
+    written = quality._config_without(source, drop, str(tmp_path / "nist.toml"))
+    original, copy = load_config(str(source)), load_config(written)
+    assert copy.data.columns == tuple(c for c in original.data.columns if c not in drop)
+    assert set(copy.data.bins) == set(original.data.bins) - set(drop)
+    assert copy.data.bins["AGEP"] == original.data.bins["AGEP"]
+    assert copy.aggregate == original.aggregate and copy.data.empty_values == original.data.empty_values
+    # the adult configuration's inline tables and lists come back unchanged
+    adult = quality.ROOT / "conf" / "adult.toml"
+    again = load_config(quality._config_without(adult, (), str(tmp_path / "adult.toml")))
+    assert again == load_config(str(adult))
