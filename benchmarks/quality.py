@@ -590,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--datasets",
-        default="adult_codes,adult_raw,adult,lfs,sf_fire",
+        default="adult_codes,adult_codes_str,adult_raw,adult,lfs,sf_fire",
         help=f"comma-separated, of {sorted(DATASETS)}",
     )
     parser.add_argument(
