@@ -524,7 +524,7 @@ COLUMNS = [
     ("cells outside %", "ys_outside_share_pct", ".2f"),
     ("cols outside > 1%", "ys_columns_outside_over_1pct", "d"),
     ("type diffs", "ys_type_differences_count", "d"),
-    ("max W/std", "ys_wasserstein_over_std_max", ".3f"),
+    ("max W/std", "ys_wasserstein_over_std_max", ".3g"),
     ("max W/std column", "ys_wasserstein_over_std_max_column", "s"),
     ("pkg 1-way", "pkg_tvd_1", ".3f"),
     ("pkg 3-way", "pkg_tvd_3", ".3f"),
