@@ -52,12 +52,14 @@ lint: $(STAMP)
 clean:
 	rm -rf $(OUTPUT) .pytest_cache
 
-# Synthetic-data quality of our modes (model, sds, aim, mst) beside MST and AIM of private-pgm (peer_mst,
-# peer_aim, run by smartnoise-synth from their own environment .venv-peers, `make bench-peers-env`) on Adult
-# (eps 0.3, 1, 4), NIST national 2019 (eps 1, 4) and LFS (eps 1, 4), delta 1e-6 (issues 4, 16): prints a
-# markdown table, writes $(OUTPUT)/bench-quality/quality.json. Hours on 2 cores (peer AIM alone: up to its
-# time limit per run); QUALITY_ARGS runs pieces, e.g.
-# QUALITY_ARGS="--datasets adult --epsilons 1 --modes model,aim,mst --peer-aim-timeout 1200" (see benchmarks/README.md).
+# Synthetic-data quality on the user's path (issues 4, 16, 29): our modes (auto, model, sds, mst) are
+# `spark-dpsynth pipeline` runs (the CLI's reading and type inference, test-mode seed), beside MST and AIM of
+# private-pgm (peer_mst, peer_aim, run by smartnoise-synth from their own environment .venv-peers,
+# `make bench-peers-env`), on Adult coded as integers and as it comes, Adult with its config, LFS with
+# benchmarks/lfs.toml and SF fire (32 integer-coded columns), each scored by an outside pandas yardstick
+# (benchmarks/yardstick.py): prints a markdown table, writes $(OUTPUT)/bench-quality/quality.json. Hours on 2
+# cores (peer AIM alone: up to its time limit per run); QUALITY_ARGS runs pieces, e.g.
+# QUALITY_ARGS="--datasets adult_codes --epsilons 4,1 --modes auto --skip-peers" (see benchmarks/README.md).
 QUALITY_ARGS ?=
 PEERS_VENV  := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed

@@ -1,41 +1,50 @@
-"""Synthetic-data quality of our modes beside the peers MST and AIM (private-pgm) on real data (issues 4, 16).
+"""Synthetic-data quality of our modes beside the peers MST and AIM (private-pgm), on the user's path (issues 4, 16, 29).
 
-For each data set (UCI Adult's train split with ``conf/adult.toml``; NIST's national and Texas 2019 excerpts with
-``conf/nist_acs.toml``, national without ``INDP``, ``PINCP``, ``DENSITY`` (19 columns, as in the issue's table); the EU LFS France sample, 76 columns without the weight ``COEFF``, every column
-categorical; the last three read from ``../shared/data`` and skipped when absent) and each epsilon (per data set:
-Adult 0.3, 1, 4; NIST national 1, 4; LFS 1, 4; ``--epsilons`` overrides), every mode:
+**Our modes run the command line a user runs**: each is ``spark-dpsynth pipeline --input T.csv --output DIR
+--epsilon E --seed S [--config C] [mode options]`` in a subprocess (its own Spark session; the CLI's reading and
+type inference, default options), and the synthetic table scored is the CLI's output table (``DIR/synthetic``).
+``--seed`` makes our runs test mode (reproducible, NOT private). A pipeline that fails is a row that says so;
+the table is then made by ``aggregate`` and ``synthesize`` (the pipeline without its evaluation). Modes:
+``auto`` (the CLI's default: nothing added), ``model``, ``sds`` (``--synthesizer``), ``aim``, ``mst``
+(``--synthesizer pgm --selection``).
 
-* ``model``, ``sds``: one DP release (``dp_aggregate``) shared by both, then ``synthesize`` with that mode;
-* ``aim``, ``mst``, ``auto``: the workload mechanism (docs/design.md section 4.7) with that selection, sampled by
-  ``pgm`` (``auto`` is the default: AIM or MST, the row's ``selection`` says which);
-* ``peer_mst``, ``peer_aim``: MST / AIM of private-pgm, run by smartnoise-synth from their own environment
-  (``.venv-peers``, ``make bench-peers-env``) in a subprocess, on the same prepared table exported once to Parquet
-  (``benchmarks/peers.py``), at the same epsilon and delta; a peer past its time limit is a ``timeout`` row.
+Data sets (``DATASETS``): with the project's configurations, Adult's train split (``conf/adult.toml``), NIST's
+Texas and national 2019 excerpts (``conf/nist_acs.toml``; national without ``INDP``, ``PINCP``, ``DENSITY``), the
+EU LFS France sample with ``benchmarks/lfs.toml`` (the CSV's codes are inferred as doubles, as for any user);
+with no configuration, Adult's train split recoded to integer codes (``adult_codes``: the numeric columns binned
+on ``conf/adult.toml``'s public edges, then each column's distinct values mapped to 0..k-1 in sorted order, written
+at run time), the same codes written as strings (``adult_codes_str``, ``c5``), Adult's train split as it comes
+(``adult_raw``), and the SF fire calls table of private-pgm's examples (``sf_fire``: 32 integer-coded columns, a
+seeded sample of 20,000 of its 305,119 rows). Files under ``../shared/data`` are skipped when absent.
 
-Our releases are made in test mode (a fixed seed, reproducible, NOT private); the peers' noise is their own.
-Every synthetic table, ours and the peers', is scored by the same code: ``evaluate`` (mean total variation
-distance of the 1-, 2-, 3-way marginals: all of them, or ``--tvd-subsets`` seeded random ones per length on
-wide tables; rows) and, for Adult, train-on-synthetic / test-on-real accuracy of ``income``
-(:func:`spark_dpsynth.evaluation.tstr.train_synthetic_test_real`, Adult's ``split = 'test'`` rows held out).
+``peer_mst``, ``peer_aim``: MST / AIM of private-pgm, run by smartnoise-synth from their own environment
+(``.venv-peers``, ``make bench-peers-env``) in a subprocess (``benchmarks/peers.py``). **The peers read the table
+as strings** (``inferSchema`` off: every value its text; the configuration's bins and empty values applied as our
+release's input is), exported once to Parquet, and are told the domain (the values present); their string
+output is read back in the input's types for the yardstick (a bin label is no number: compare peers on tables
+without bins).
 
-Time and memory: ``wall_s`` is, for ours, the release plus the synthesis (written to Parquet) in this process's
-warm Spark session; ``cpu_s`` the CPU seconds of the process tree over that time (less sensitive than the wall
-time to other jobs on a shared machine; a Python worker that ends between two samples loses its last 0.1 s);
-for a peer, its whole subprocess (interpreter start, imports, reading the table, fit, sample,
-writing). ``peak_mb``: the peak RSS of the process tree sampled every 0.1 s over that time: for ours this Python
-driver plus its JVM (whose heap, once grown, is not returned: a later mode's figure carries the largest earlier
-one), for a peer its own subprocess tree.
+**The yardstick** (``benchmarks/yardstick.py``, pandas, independent of the package's evaluation) scores every
+synthetic table, ours and the peers', against the input as the CLI reads it: mean 1-/2-/3-way TVD (categorical
+columns and number columns with at most 100 values on the input's own values, other number columns on the
+input's deciles; every subset, or ``--tvd-subsets`` / 1,000 seeded ones per length), the share of synthetic
+cells outside the input column (a value it never holds, or outside its observed range), the number of columns
+whose output type differs from the input's (not for the peers: strings by design), Wasserstein distance / std of
+every number column. Beside it, the package's own evaluation of the same run (``pkg_*``: the CLI's
+``evaluation/metrics.json``; TSTR where the configuration asks for it).
+
+Cost: ``wall_s``, ``cpu_s`` and ``peak_mb`` of each run's subprocess tree (interpreter and JVM start, reading,
+release, synthesis, the CLI's evaluation; summed over aggregate and synthesize after a failed pipeline).
 
 Prints each row as it is done, then a markdown table, and writes every row as JSON (``DIR/quality.json``)::
 
-    python benchmarks/quality.py [--output DIR] [--datasets adult,nist_national,lfs] [--epsilons 1,4]
-        [--modes model,sds,aim,mst] [--peers mst,aim | --skip-peers] [--peer-timeout S] [--peer-aim-timeout S]
+    python benchmarks/quality.py [--output DIR] [--datasets adult_codes,adult_raw,lfs] [--epsilons 1,4]
+        [--modes auto,model,sds,aim,mst] [--peers mst,aim | --skip-peers] [--peer-timeout S] [--tvd-subsets N]
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -45,56 +54,87 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale_measure import TreeSampler, load_average, run_measured  # noqa: E402
+from scale_measure import load_average, run_measured  # noqa: E402
+from yardstick import recode_to_integers, yardstick  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("SPARK_DPSYNTH_SHARED_DATA", ROOT.parent / "shared" / "data"))
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 
 DATASETS: dict[str, dict[str, Any]] = {
+    # with the project's configurations
     "adult": {
         "config": ROOT / "conf" / "adult.toml",
         "input": ROOT / "data" / "adult.csv.gz",
-        "label": "income",
-        "holdout_filter": "split = 'test'",
         "epsilons": [0.3, 1.0, 4.0],
     },
     "nist_tx": {
         "config": ROOT / "conf" / "nist_acs.toml",
         "input": SHARED_DATA / "nist_tx2019.csv.gz",
-        "label": None,
-        "holdout_filter": None,
         "epsilons": [1.0, 4.0],
     },
     "nist_national": {
         "config": ROOT / "conf" / "nist_acs.toml",
         "input": SHARED_DATA / "nist_national2019.csv.gz",
         "drop": ("INDP", "PINCP", "DENSITY"),
-        "label": None,
-        "holdout_filter": None,
         "epsilons": [1.0, 4.0],
     },
     "lfs": {
+        # as a user runs it: the CSV's codes are inferred as doubles ("9.0"), the config lists them so
         "config": ROOT / "benchmarks" / "lfs.toml",
         "input": SHARED_DATA / "eurostat_lfs_fr_sample50k.csv.gz",
-        "label": None,
-        "holdout_filter": None,
         "epsilons": [1.0, 4.0],
         "tvd_subsets": 2000,
     },
+    # no configuration: the CLI with --input, --output, --epsilon (and the test-mode --seed) only
+    "adult_codes": {
+        "build": "adult_codes",
+        "input": ROOT / "data" / "adult.csv.gz",
+        "epsilons": [1.0, 4.0],
+    },
+    "adult_codes_str": {
+        "build": "adult_codes_str",
+        "input": ROOT / "data" / "adult.csv.gz",
+        "epsilons": [1.0, 4.0],
+    },
+    "adult_raw": {
+        "build": "adult_as_it_comes",
+        "input": ROOT / "data" / "adult.csv.gz",
+        "epsilons": [4.0],
+    },
+    "sf_fire": {
+        "build": "sample",
+        "input": SHARED_DATA / "pgm_sf_fire_discretized.csv.gz",
+        "rows": 20_000,
+        "epsilons": [4.0],
+    },
 }
-WORKLOAD_MODES = {"auto": "auto", "aim": "aim", "mst": "mst"}
-"""Modes run by the workload mechanism (docs/design.md section 4.7) with this selection, sampled by ``pgm``
-(``auto``: the default's choice, AIM or MST; the row's ``selection`` says which ran)."""
+"""The data sets. ``build``: the CSV is written once at run time into ``OUTPUT/work/inputs/`` (``build_input``):
+``adult_codes`` Adult's train split recoded to integer codes, ``adult_codes_str`` the same codes written as
+strings (``c5``), ``adult_as_it_comes`` the train split's own text without ``split``, ``sample`` a seeded sample of
+``rows`` rows of the file. ``drop``: columns left out of the configuration (a copy written beside the inputs)."""
+CLI_MODES: dict[str, list[str]] = {
+    "auto": [],
+    "model": ["--synthesizer", "model"],
+    "sds": ["--synthesizer", "sds"],
+    "aim": ["--synthesizer", "pgm", "--selection", "aim"],
+    "mst": ["--synthesizer", "pgm", "--selection", "mst"],
+}
+"""Our modes: the ``spark-dpsynth`` options of each (``auto``: the CLI's default, nothing added)."""
 PEER_MODES = {"peer_mst": "mst", "peer_aim": "aim"}
 """Modes run by ``benchmarks/peers.py`` in the peer environment: smartnoise-synth's synthesizer of that name."""
 RELEASE_SEED = 20240501
-"""Seed of the test-mode releases (reproducible, not private)."""
+"""The CLI's ``--seed`` of our runs (test mode: reproducible, NOT private; the release and the synthesis)."""
 SYNTHESIS_SEED = 7
+"""numpy's global seed in the peers' subprocess (their selection and sampling, not their noise)."""
+SAMPLE_SEED = 0
+"""Seed of a data set's row sample (``build = "sample"``)."""
+SUBSET_SEED = 0
+"""Seed of the yardstick's column subsets where there are more than ``YARDSTICK_SUBSETS`` of a length."""
+YARDSTICK_SUBSETS = 1000
+"""Column subsets per length compared by the yardstick (all when there are fewer)."""
 WORKLOAD_OVERRIDES: dict[str, Any] = {}
-"""``--workload KEY=VALUE`` settings applied to the aim/mst modes' WorkloadParams."""
-TSTR_MAX_ROWS = 100_000
-"""Rows of each table handed to scikit-learn on the driver (Adult has 32,561 + 16,281)."""
+"""``--workload KEY=VALUE`` settings, passed to every CLI run as ``--key value``."""
 
 
 def _session():  # noqa: ANN202 - SparkSession
@@ -112,46 +152,6 @@ def _session():  # noqa: ANN202 - SparkSession
         .config("spark.sql.codegen.hugeMethodLimit", "8000")
         .getOrCreate()
     )
-
-
-def _subset_kwargs(spec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """``evaluate``'s ``max_subsets`` for the data set: ``--tvd-subsets``, else the data set's own bound, else
-    ``max_subsets = 0`` (every column subset compared)."""
-    return {"max_subsets": int(args.tvd_subsets or spec.get("tvd_subsets") or 0)}
-
-
-def _score(spark, sensitive, synthetic, release, spec, real, subset_kwargs) -> dict[str, Any]:  # noqa: ANN001
-    """The metrics of one synthetic table (the same code for our modes and the peers')."""
-    from spark_dpsynth.evaluation import evaluate, train_synthetic_test_real
-
-    started = time.perf_counter()
-    metrics = evaluate(sensitive, synthetic, release, max_marginal_length=3, **subset_kwargs)
-    out = {
-        "rows": metrics["rows"]["synthetic"],
-        "rows_sensitive": metrics["rows"]["sensitive"],
-        "blank_cell_share": metrics["blank_cell_share"]["synthetic"],
-        "blank_cell_share_sensitive": metrics["blank_cell_share"]["sensitive"],
-        "tvd_1": metrics["tvd"]["1"]["mean"],
-        "tvd_2": metrics["tvd"]["2"]["mean"],
-        "tvd_3": metrics["tvd"]["3"]["mean"],
-        # per length: subsets compared, of how many (a sampled length on a wide table), sampled or not
-        "tvd_subsets": {
-            k: {
-                "compared": v.get("count"),
-                "total": v.get("subsets_total", v.get("count")),
-                "sampled": v.get("sampled"),
-            }
-            for k, v in metrics["tvd"].items()
-        },
-    }
-    if spec["label"]:
-        real_train, real_test = real
-        # bounded by TSTR_MAX_ROWS: the benchmark hands these tables to scikit-learn on the driver
-        syn_pdf = synthetic.limit(TSTR_MAX_ROWS).toPandas()
-        tstr = train_synthetic_test_real(syn_pdf, real_train, real_test, spec["label"])
-        out.update({key: tstr[key] for key in ("tstr_accuracy", "tstr_f1", "trtr_accuracy", "trtr_f1")})
-    out["evaluation_seconds"] = time.perf_counter() - started
-    return out
 
 
 def _workload_overrides(pairs: list[str]) -> dict[str, Any]:
@@ -178,64 +178,101 @@ def _workload_overrides(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _run_ours(spark, mode, config, train, data_config, epsilon, partitions, work, cache, name):  # noqa: ANN001
-    """One of our modes: (release, synthetic DataFrame, figures). ``cache`` holds the marginals release shared
-    by ``model`` and ``sds`` per epsilon (its time is charged to both)."""
-    from spark_dpsynth import registry
-    from spark_dpsynth.mechanisms.marginals import dp_aggregate
-    from spark_dpsynth.mechanisms.workload import fit_workload
-    from spark_dpsynth.synthesizers.marginals import synthesize
+def _cli_command(
+    command: str, spec_args: list[str], out: str, epsilon: float, mode: str, delta: float | None = None
+) -> list[str]:
+    """The ``spark-dpsynth`` command line of one of our modes: the data set's arguments (input, config), the
+    epsilon, the test-mode seed, the mode's synthesizer options, ``--delta`` when given and the ``--workload``
+    overrides. ``synthesize`` takes no data or mechanism options: only the output, seed and synthesizer."""
+    if command == "synthesize":
+        return [command, "--output", out, "--seed", str(RELEASE_SEED), "--overwrite", *CLI_MODES[mode][:2]]
+    argv = [command, *spec_args, "--output", out, "--epsilon", repr(epsilon), "--seed", str(RELEASE_SEED)]
+    argv += ["--overwrite", *CLI_MODES[mode]]
+    if delta is not None:
+        argv += ["--delta", repr(delta)]
+    for key, value in WORKLOAD_OVERRIDES.items():
+        argv += ["--" + key.replace("_", "-"), str(value).lower() if isinstance(value, bool) else str(value)]
+    return argv
 
-    before = TreeSampler(os.getpid())
-    before.sample()
-    with TreeSampler(os.getpid()) as sampler:
-        if mode in WORKLOAD_MODES:
-            wparams = dataclasses.replace(
-                config.workload,
-                epsilon=epsilon,
-                delta=config.aggregate.delta,
-                reporting_length=config.aggregate.reporting_length,
-                selection=WORKLOAD_MODES[mode],
-                seed=RELEASE_SEED,
+
+def _last_error(log: str) -> str:
+    """The last ``spark-dpsynth`` error line of a log (no data values: the CLI's own one-line messages)."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            lines = [line.strip() for line in f if line.startswith("spark-dpsynth:")]
+    except OSError:
+        return ""
+    errors = [line for line in lines if "error" in line or "failed" in line]
+    return (errors or lines or [""])[-1][:200]
+
+
+def _run_ours(mode: str, spec_args: list[str], epsilon: float, work: str, name: str, args) -> dict[str, Any]:  # noqa: ANN001
+    """One of our modes as a user runs it: ``spark-dpsynth pipeline`` in a subprocess (its own Spark session,
+    the CLI's reading and type inference), its output in ``WORK/NAME-epsE-MODE``. When the pipeline fails, the
+    row says so and the synthetic table is made by ``aggregate`` then ``synthesize`` (the pipeline without its
+    evaluation), as a user would retry. Figures: wall, CPU and peak RSS of the subprocesses (summed, peak the
+    largest), the package's own evaluation (``pkg_*``, from ``evaluation/metrics.json``) where the pipeline
+    wrote one, and ``synthetic`` (the output directory) when there is a synthetic table."""
+    out = os.path.join(work, f"{name}-eps{epsilon:g}-{mode}")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    logs = Path(args.output) / "logs"
+    figures: dict[str, Any] = {"wall_seconds": 0.0, "cpu_seconds": 0.0, "peak_rss_mb": 0.0, "commands": []}
+
+    def run(command: str) -> dict[str, Any]:
+        argv = _cli_command(command, spec_args, out, epsilon, mode, args.delta)
+        figures["commands"].append("spark-dpsynth " + " ".join(argv))
+        measured = run_measured(
+            [sys.executable, "-m", "spark_dpsynth.cli.main", *argv],
+            env,
+            args.cli_timeout,
+            logs / f"{name}-eps{epsilon:g}-{mode}-{command}.log",
+        )
+        figures["wall_seconds"] += measured["wall_seconds"]
+        figures["cpu_seconds"] += measured["cpu_seconds"]
+        figures["peak_rss_mb"] = max(figures["peak_rss_mb"], measured["sampled_peak_rss_mb"]["total"])
+        measured["error"] = _last_error(measured["log"])
+        return measured
+
+    pipeline = run("pipeline")
+    if pipeline["returncode"] == 0:
+        figures["status"] = "ok"
+        metrics_path = os.path.join(out, "evaluation", "metrics.json")
+        if os.path.exists(metrics_path):
+            with open(metrics_path, encoding="utf-8") as f:
+                metrics = json.load(f)
+            tvd = metrics.get("tvd", {})
+            for k in ("1", "2", "3"):
+                figures[f"pkg_tvd_{k}"] = (tvd.get(k) or {}).get("mean")
+            tstr = metrics.get("tstr") or {}
+            for key in ("tstr_accuracy", "trtr_accuracy"):
+                figures[key] = tstr.get(key, metrics.get(key))
+    else:
+        figures["status"] = f"pipeline failed (exit {pipeline['returncode']}: {pipeline['error']})"
+        aggregate = run("aggregate")
+        if aggregate["returncode"] != 0:
+            figures["status"] += f"; aggregate failed (exit {aggregate['returncode']}: {aggregate['error']})"
+            return figures
+        synthesize = run("synthesize")
+        if synthesize["returncode"] != 0:
+            figures["status"] += (
+                f"; synthesize failed (exit {synthesize['returncode']}: {synthesize['error']})"
             )
-            wparams = dataclasses.replace(wparams, **WORKLOAD_OVERRIDES)
-            started = time.perf_counter()
-            release = fit_workload(train, wparams, data_config)
-            release_s = time.perf_counter() - started
-        else:
-            if epsilon not in cache:
-                params = dataclasses.replace(config.aggregate, epsilon=epsilon, seed=RELEASE_SEED)
-                started = time.perf_counter()
-                cache[epsilon] = (dp_aggregate(train, params, data_config), time.perf_counter() - started)
-            release, release_s = cache[epsilon]
-        path = os.path.join(work, f"{name}-eps{epsilon:g}-{mode}")
-        started = time.perf_counter()
-        if mode in WORKLOAD_MODES:
-            synthetic_df = registry.synthesizer("pgm").synthesize(
-                release,
-                dataclasses.replace(config.synthesize, seed=SYNTHESIS_SEED, partitions=partitions),
-                spark,
-            )
-        else:
-            synth_params = dataclasses.replace(
-                config.synthesize, mode=mode, seed=SYNTHESIS_SEED, partitions=partitions
-            )
-            synthetic_df = synthesize(release, synth_params, spark)
-        synthetic_df.write.mode("overwrite").parquet(path)
-        synthesis_s = time.perf_counter() - started
-    figures = {
-        "status": "ok",
-        "protected_number_of_records": release.protected_number_of_records,
-        "selection": release.manifest.get("selection"),
-        "release_seconds": release_s,
-        "synthesis_seconds": synthesis_s,
-        "wall_seconds": release_s + synthesis_s,
-        "peak_rss_mb": sampler.peak["total"] / 1024,
-        "cpu_seconds": sampler.cpu_seconds - before.cpu_seconds,
-        "peak_rss_mb_jvm": sampler.peak["jvm"] / 1024,
-        "peak_rss_mb_python": sampler.peak["root"] / 1024,
-    }
-    return release, spark.read.parquet(path), figures
+            return figures
+        figures["status"] += "; aggregate + synthesize ok"
+    manifest_path = os.path.join(out, "release", "manifest.json")
+    if os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+        figures.update(
+            {
+                "selection": manifest.get("selection"),
+                "mechanism": manifest.get("mechanism"),
+                "delta": manifest.get("delta"),
+                "protected_number_of_records": manifest.get("protected_number_of_records"),
+            }
+        )
+    figures["synthetic"] = os.path.join(out, "synthetic")
+    return figures
 
 
 def _run_peer(spark, mode, prepared, columns, epsilon, delta, work, name, args):  # noqa: ANN001
@@ -276,70 +313,202 @@ def _run_peer(spark, mode, prepared, columns, epsilon, delta, work, name, args):
     return spark.read.parquet(stem + ".parquet").select(*columns), figures
 
 
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def write_toml(document: dict[str, Any], path: str) -> None:
+    """A configuration document (tables of scalars, lists and tables) as a TOML file."""
+    lines: list[str] = []
+
+    def table(prefix: tuple[str, ...], body: dict[str, Any]) -> None:
+        if prefix:
+            lines.append("[" + ".".join(json.dumps(p) for p in prefix) + "]")
+            for key, value in body.items():
+                if not isinstance(value, dict):
+                    lines.append(f"{json.dumps(key)} = {_toml_value(value)}")
+        for key, value in body.items():
+            if isinstance(value, dict):
+                table((*prefix, key), value)
+
+    table((), document)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _config_without(config: Path, drop: tuple[str, ...], path: str) -> str:
+    """The configuration file with the columns ``drop`` left out (of ``[data] columns``, bins and domains)."""
+    from spark_dpsynth.cli.config import load_document
+
+    document = load_document(str(config))
+    data = document.setdefault("data", {})
+    data["columns"] = [c for c in data.get("columns", []) if c not in drop]
+    for key in ("bins", "domains"):
+        if key in data:
+            data[key] = {c: v for c, v in data[key].items() if c not in drop}
+    write_toml(document, path)
+    return path
+
+
+def _adult_train() -> Any:  # noqa: ANN401 - pandas DataFrame
+    """UCI Adult's train split from ``data/adult.csv.gz``, every value the file's own text, without ``split``."""
+    import pandas as pd
+
+    table = pd.read_csv(ROOT / "data" / "adult.csv.gz", dtype=str, keep_default_na=False)
+    return table[table["split"] == "train"].drop(columns=["split"]).reset_index(drop=True)
+
+
+def _adult_codes() -> Any:  # noqa: ANN401 - pandas DataFrame
+    """Adult's train split recoded to integers (``yardstick.recode_to_integers``): the six numeric columns first
+    binned on ``conf/adult.toml``'s public edges, then every column's distinct values mapped to 0..k-1 in sorted
+    order. A deterministic transform of real data (the categorical table stored as integer codes of issue 29)."""
+    from spark_dpsynth.cli.config import load_config
+
+    bins = {c: spec.edges for c, spec in load_config(str(ROOT / "conf" / "adult.toml")).data.bins.items()}
+    return recode_to_integers(_adult_train(), bins)
+
+
+def build_input(name: str, spec: dict[str, Any], work: str) -> str:
+    """The CSV file a data set's runs read: the shared or embedded file itself, or one written here once from
+    it (``spec["build"]``)."""
+    build = spec.get("build")
+    if build is None:
+        return str(spec["input"])
+    path = os.path.join(work, "inputs", f"{name}.csv")
+    if os.path.exists(path):
+        return path
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if build == "adult_codes":
+        table = _adult_codes()
+    elif build == "adult_codes_str":
+        table = _adult_codes().apply(lambda c: c.map(lambda v: f"c{v}", na_action="ignore"))
+    elif build == "adult_as_it_comes":
+        table = _adult_train()
+    elif build == "sample":
+        import pandas as pd
+
+        table = pd.read_csv(spec["input"], dtype=str, keep_default_na=False)
+        if len(table) > spec["rows"]:
+            table = table.sample(n=spec["rows"], random_state=SAMPLE_SEED).sort_index()
+    else:
+        raise ValueError(f"unknown input builder {build!r}")
+    table.to_csv(path + ".tmp", index=False)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def _spec_args(name: str, spec: dict[str, Any], source: str, work: str) -> list[str]:
+    """The data set's CLI arguments: ``--input`` and, where it has one, ``--config``."""
+    argv = ["--input", source]
+    if spec.get("config"):
+        config = spec["config"]
+        if spec.get("drop"):
+            config = _config_without(config, spec["drop"], os.path.join(work, "inputs", f"{name}.toml"))
+        argv += ["--config", str(config)]
+    return argv
+
+
+def read_as_the_cli(spark, argv: list[str]):  # noqa: ANN001, ANN201 - SparkSession -> (DataFrame, JobConfig)
+    """The input as ``spark-dpsynth pipeline ARGV`` reads it (the CLI's ``read_table``: its CSV options, type
+    inference and row filter), restricted to the attribute columns, and the job's configuration."""
+    from spark_dpsynth.cli.main import build_parser, load_job_config, read_table
+    from spark_dpsynth.data.prepare import resolve_columns
+
+    config = load_job_config(build_parser().parse_args(["pipeline", *argv, "--output", "unused"]))
+    df = read_table(spark, config)
+    data = resolve_columns(df.columns, config.data)
+    return df.select(*data.columns), config
+
+
+def _types(df) -> dict[str, str]:  # noqa: ANN001 - DataFrame
+    return {f.name: f.dataType.simpleString() for f in df.schema.fields}
+
+
+def _input_frame(df, config):  # noqa: ANN001, ANN202 - (DataFrame, JobConfig) -> pandas DataFrame
+    """The input on the driver, the configuration's public empty markers (``empty_values``, ``"0"`` with
+    ``zeros_are_empty``) as empty cells, as the CLI's users declared them."""
+    table = df.toPandas()
+    empties = {""} | set(config.data.empty_values) | ({"0"} if config.data.zeros_are_empty else set())
+    for c in table.columns:
+        if table[c].dtype == object:
+            text = table[c].map(lambda v: v if v is None else str(v).strip())
+            table[c] = table[c].where(~text.isin(empties), None)
+    return table
+
+
 def run_dataset(spark, name, epsilons, modes, args, work, rows, on_row) -> None:  # noqa: ANN001
     """Append to ``rows`` the benchmark rows (dicts) of one data set, every mode at every epsilon, calling
     ``on_row()`` after each."""
-    from spark_dpsynth.cli.config import load_config
     from spark_dpsynth.data.prepare import prepare, resolve_columns
 
     spec = DATASETS[name]
     if not Path(spec["input"]).exists():
         print(f"bench-quality: {name}: {spec['input']} not found, skipped", file=sys.stderr)
         return
-    subset_kwargs = _subset_kwargs(spec, args)
-    config = load_config(str(spec["config"]))
-    if spec.get("drop"):
-        kept = tuple(c for c in config.data.columns if c not in spec["drop"])
-        data = config.data
-        config = dataclasses.replace(
-            config,
-            data=dataclasses.replace(
-                data,
-                columns=kept,
-                bins={c: b for c, b in data.bins.items() if c in kept},
-                domains={c: v for c, v in data.domains.items() if c in kept},
-            ),
-        )
-    config = dataclasses.replace(config, aggregate=dataclasses.replace(config.aggregate, delta=args.delta))
-    raw = spark.read.csv(str(spec["input"]), header=True, inferSchema=False)
-    train = raw.where(config.row_filter) if config.row_filter else raw
-    data_config = resolve_columns(train.columns, config.data)
-    sensitive = prepare(train, data_config).cache()
-    real = None
-    if spec["label"]:
-        holdout = prepare(raw.where(spec["holdout_filter"]), data_config)
-        # bounded by TSTR_MAX_ROWS: the benchmark hands these tables to scikit-learn on the driver
-        real = (sensitive.limit(TSTR_MAX_ROWS).toPandas(), holdout.limit(TSTR_MAX_ROWS).toPandas())
+    source = build_input(name, spec, work)
+    spec_args = _spec_args(name, spec, source, work)
+    max_subsets = int(args.tvd_subsets or spec.get("tvd_subsets") or YARDSTICK_SUBSETS)
+    typed, config = read_as_the_cli(spark, spec_args)
+    input_types = _types(typed)
+    table = _input_frame(typed, config)
     prepared = None
     if any(mode in PEER_MODES for mode in modes):
-        # the peers read the very table our modes see: the prepared (binned, string) columns
+        # The peers read the table as strings (every value its text, no type inference), prepared as our
+        # release's input is (the configuration's bins, empty values), and are told the domain (the values
+        # present): peers.py.
+        raw = spark.read.csv(source, header=True, inferSchema=False)
+        train = raw.where(config.row_filter) if config.row_filter else raw
+        sensitive = prepare(train, resolve_columns(train.columns, config.data))
         prepared = os.path.join(work, f"{name}-prepared.parquet")
         sensitive.coalesce(1).write.mode("overwrite").parquet(prepared)
-    cache: dict[float, Any] = {}
     for epsilon in epsilons or spec["epsilons"]:
-        delta = config.aggregate.delta
         for mode in modes:
-            row: dict[str, Any] = {"dataset": name, "epsilon": epsilon, "delta": delta, "mode": mode}
+            row: dict[str, Any] = {"dataset": name, "epsilon": epsilon, "mode": mode, "input": source}
             try:
                 if mode in PEER_MODES:
-                    release = None
+                    delta = args.delta or config.aggregate.delta or 1e-6
+                    row["delta"] = delta
                     synthetic, figures = _run_peer(
-                        spark, mode, prepared, sensitive.columns, epsilon, delta, work, name, args
+                        spark, mode, prepared, list(table.columns), epsilon, delta, work, name, args
                     )
+                    row.update(figures)
+                    synthetic_types = None  # strings by design: the peers' output is not typed
                 else:
-                    release, synthetic, figures = _run_ours(
-                        spark, mode, config, train, data_config, epsilon, args.partitions, work, cache, name
-                    )
-                    row["delta"] = release.manifest.get("delta")
-                row.update(figures)
+                    figures = _run_ours(mode, spec_args, epsilon, work, name, args)
+                    row.update(figures)
+                    synthetic = spark.read.parquet(figures["synthetic"]) if "synthetic" in figures else None
+                    synthetic_types = _types(synthetic) if synthetic is not None else None
                 if synthetic is not None:
-                    row.update(_score(spark, sensitive, synthetic, release, spec, real, subset_kwargs))
+                    started = time.perf_counter()
+                    missing = [c for c in table.columns if c not in synthetic.columns]
+                    if missing:
+                        raise ValueError(f"the synthetic table lacks column(s) {missing}")
+                    frame = synthetic.select(*table.columns).toPandas()
+                    row["rows"] = len(frame)
+                    row.update(
+                        yardstick(
+                            table,
+                            frame,
+                            input_types if synthetic_types is not None else None,
+                            synthetic_types,
+                            max_subsets=max_subsets,
+                            seed=SUBSET_SEED,
+                        )
+                    )
+                    row["yardstick_seconds"] = time.perf_counter() - started
             except Exception as error:  # noqa: BLE001 - one failed mode is a row, the run goes on
                 row.update({"status": f"failed ({type(error).__name__}: {str(error).splitlines()[0][:200]})"})
             rows.append(row)
             on_row()
             print(_format_row(row), flush=True)
-    sensitive.unpersist()
 
 
 COLUMNS = [
@@ -349,22 +518,31 @@ COLUMNS = [
     ("selection", "selection", "s"),
     ("status", "status", "s"),
     ("rows", "rows", ",d"),
-    ("1-way TVD", "tvd_1", ".3f"),
-    ("2-way TVD", "tvd_2", ".3f"),
-    ("3-way TVD", "tvd_3", ".3f"),
+    ("1-way TVD", "ys_tvd_1", ".3f"),
+    ("2-way TVD", "ys_tvd_2", ".3f"),
+    ("3-way TVD", "ys_tvd_3", ".3f"),
+    ("cells outside %", "ys_outside_share_pct", ".2f"),
+    ("cols outside > 1%", "ys_columns_outside_over_1pct", "d"),
+    ("type diffs", "ys_type_differences_count", "d"),
+    ("max W/std", "ys_wasserstein_over_std_max", ".3g"),
+    ("max W/std column", "ys_wasserstein_over_std_max_column", "s"),
+    ("pkg 1-way", "pkg_tvd_1", ".3f"),
+    ("pkg 3-way", "pkg_tvd_3", ".3f"),
     ("TSTR acc.", "tstr_accuracy", ".3f"),
-    ("TRTR acc.", "trtr_accuracy", ".3f"),
     ("wall s", "wall_seconds", ".0f"),
     ("CPU s", "cpu_seconds", ".0f"),
     ("peak MB", "peak_rss_mb", ",.0f"),
-    ("eval s", "evaluation_seconds", ".0f"),
 ]
+"""The printed columns: the yardstick's (``ys_*``, benchmarks/yardstick.py), then the package's own evaluation
+of the same run (``pkg_*``, the CLI's ``evaluation/metrics.json``) and the run's cost."""
 
 
 def _cells(row: dict) -> list[str]:
     out = []
     for _, key, fmt in COLUMNS:
         value = row.get(key)
+        if key == "ys_outside_share_pct" and row.get("ys_outside_share") is not None:
+            value = 100.0 * row["ys_outside_share"]
         out.append("-" if value is None else format(value, fmt))
     return out
 
@@ -388,8 +566,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epsilons", default="", help="comma-separated epsilons (default: each data set's)")
     parser.add_argument(
         "--modes",
-        default="model,sds,aim,mst",
-        help="comma-separated, our modes: model, sds (marginals mechanism), aim, mst (workload mechanism + pgm); "
+        default="auto,model,sds,mst",
+        help="comma-separated, our modes (each a spark-dpsynth pipeline run): auto (the CLI's default), model, "
+        "sds (marginals mechanism), aim, mst (workload mechanism + pgm); "
         "peer_mst, peer_aim may be listed here too",
     )
     parser.add_argument("--peers", default="mst,aim", help="comma-separated peers to add: mst, aim")
@@ -410,16 +589,27 @@ def main(argv: list[str] | None = None) -> int:
         "--peer-aim-max-model-size", type=float, default=80.0, help="peer AIM's model cap (MB)"
     )
     parser.add_argument(
-        "--datasets", default="adult,nist_national,lfs", help=f"comma-separated, of {sorted(DATASETS)}"
+        "--datasets",
+        default="adult_codes,adult_codes_str,adult_raw,adult,lfs,sf_fire",
+        help=f"comma-separated, of {sorted(DATASETS)}",
     )
-    parser.add_argument("--delta", type=float, default=1e-6, help="delta of every mode, ours and the peers'")
-    parser.add_argument("--partitions", type=int, default=4, help="synthesis partitions")
+    parser.add_argument(
+        "--delta",
+        type=float,
+        default=None,
+        help="--delta of every run, ours and the peers' (default: ours the CLI's, the config's or derived; "
+        "the peers the config's, else 1e-6)",
+    )
+    parser.add_argument(
+        "--cli-timeout", type=float, default=3600.0, help="time limit of each spark-dpsynth run (s)"
+    )
     parser.add_argument(
         "--workload",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a [workload] setting of the aim/mst modes (repeatable), e.g. domain_rho_proportion=0.3",
+        help="a [workload] setting passed to every run as --key value (repeatable), e.g. "
+        "domain_rho_proportion=0.3",
     )
     parser.add_argument(
         "--tvd-subsets",
@@ -439,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
         modes += [f"peer_{p}" for p in args.peers.split(",") if p and f"peer_{p}" not in modes]
     else:
         modes = [m for m in modes if m not in PEER_MODES]
-    known = {"model", "sds", *WORKLOAD_MODES, *PEER_MODES}
+    known = {*CLI_MODES, *PEER_MODES}
     if set(modes) - known:
         parser.error(f"unknown mode(s) {sorted(set(modes) - known)}; known: {sorted(known)}")
     names = [d for d in args.datasets.split(",") if d]
