@@ -143,6 +143,17 @@ def test_dp_profile_tells_codes_from_measurements(spark) -> None:
     assert all("%" in p.reason or "bins" in p.reason or "range" in p.reason for p in profiles.values())
 
 
+def test_dp_profile_keeps_a_small_whole_number_range_with_a_thin_tail(spark) -> None:
+    # weekly hours: frequent values stand out, 1..99 each rare; the tail is neither lost nor piled onto 40
+    rng = np.random.default_rng(2)
+    frequent = [40] * 2000 + [v for v in range(20, 65, 5) for _ in range(180)]
+    rows = [(v,) for v in frequent + rng.integers(1, 100, 150).tolist()]
+    p = _profile(spark, rows, "hours int")["hours"]
+    assert p.meaning == "measurement" and "whole numbers" in p.reason
+    assert {40.0, 20.0, 60.0}.issubset(set(p.bins.points))
+    assert 1 <= p.bins.lower and p.bins.upper <= 99 and p.bins.upper - p.bins.lower <= 99
+
+
 def test_dp_profile_dates_are_measurements_inside_their_range(spark) -> None:
     days = [dt.date(2010, 1, 1) + dt.timedelta(days=int(d)) for d in np.arange(0, 3650, 3)]
     profiles = _profile(spark, [(d,) for d in days] * 3, "d date")

@@ -595,41 +595,51 @@ def _profile_from_noisy(
     standing = point_cells[noisy[point_cells] > threshold]
     share = float(noisy[standing].sum()) / non_empty
     half_bin = 1.0 / (2 * n_bins)
-    if scale in ("integer", "real") and share >= 1.0 - half_bin:
-        return ColumnProfile(
-            name,
-            "code",
-            None,
-            min(share, 1.0),
-            f"DP code: {len(standing)} exact values stand out of the noise and hold about {min(share, 1.0):.0%} "
-            "of its records",
-        )
+    numeric = scale in ("integer", "real")
+    # the records beyond the values that stand out, and the noise of that difference
+    rest_mass = non_empty - float(noisy[standing].sum())
+    rest_noise = sigma * math.sqrt(len(standing) + 1.0) * 3.0
+    code = ColumnProfile(
+        name,
+        "code",
+        None,
+        min(share, 1.0),
+        f"DP code: {len(standing)} exact values stand out of the noise and hold about {min(share, 1.0):.0%} "
+        "of its records",
+    )
+    if numeric and len(standing) and rest_mass <= max(rest_noise, non_empty / 1000.0):
+        return code
     present = noisy.copy()
     present[grid.null_cell] = 0.0
     span = np.union1d(cells[present[cells] > threshold], _standing_blocks(grid, present, cells, sigma, level))
     whole = _whole_number_range(
         grid, present, _trimmed(span, present, 1.0 / (4 * n_bins)), half_bin * non_empty
     )
-    if scale in ("integer", "real") and whole is not None and whole[1] - whole[0] + 1 <= MAX_CODE_RANGE:
-        return ColumnProfile(
-            name,
-            "code",
-            None,
-            min(share, 1.0),
-            f"DP code: whole numbers in a DP range of {int(whole[1] - whole[0] + 1)} values (at most "
-            f"{MAX_CODE_RANGE})",
-        )
-    # A measurement: spikes as points, the rest binned inside its DP range.
-    spikes = (
-        standing[noisy[standing] >= half_bin * non_empty] if scale in ("integer", "real") else standing[:0]
-    )
+    small_range = numeric and whole is not None and whole[1] - whole[0] + 1 <= MAX_CODE_RANGE
+    if numeric and not small_range and share >= 1.0 - half_bin:
+        return code
+    if small_range:
+        # Whole numbers in a small range whose rare values do not stand out alone (a country code's tail,
+        # weekly hours of 1 or 99): every value that stands out is a point, the rest is drawn among the whole
+        # numbers of the range, so it is neither lost nor piled onto the frequent values.
+        spikes = standing
+    elif scale in ("integer", "real"):
+        # A measurement: spikes as points, the rest binned inside its DP range.
+        spikes = standing[noisy[standing] >= half_bin * non_empty]
+    else:
+        spikes = standing[:0]
     rest = noisy.copy()
     rest[spikes] = 0.0
     rest[grid.null_cell] = 0.0
     rest[~grid.possible] = 0.0
-    # cells that stand out alone, and blocks of magnitude that stand out together (a thin tail of amounts)
-    signal = np.union1d(cells[rest[cells] > threshold], _standing_blocks(grid, rest, cells, sigma, level))
-    signal = _trimmed(signal, rest, 1.0 / (4 * n_bins))
+    if small_range:
+        assert whole is not None
+        signal = cells[(cells >= _cells_of(grid, np.array([whole[0]]), np.array([True]))[0])]
+        signal = signal[signal <= _cells_of(grid, np.array([whole[1]]), np.array([True]))[0]]
+    else:
+        # cells that stand out alone, and blocks of magnitude that stand out together (a thin tail of amounts)
+        signal = np.union1d(cells[rest[cells] > threshold], _standing_blocks(grid, rest, cells, sigma, level))
+        signal = _trimmed(signal, rest, 1.0 / (4 * n_bins))
     if len(signal) == 0:
         # nothing beyond the spikes stands out: the column is its spikes (a code), the rest is noise
         return ColumnProfile(
@@ -670,12 +680,13 @@ def _profile_from_noisy(
         edges=tuple(sorted(edges)), lower=lo, upper=max(hi, max(edges)), points=points, integral=integral
     )
     spike_note = f", {len(points)} exact value(s) kept" if points else ""
+    small_note = f" of {int(hi - lo + 1)} whole numbers" if small_range else ""
     return ColumnProfile(
         name,
         "measurement",
         spec,
         min(share, 1.0),
-        f"DP measurement: {len(spec.edges) + 1} bins inside its DP range{spike_note}"
+        f"DP measurement: {len(spec.edges) + 1} bins inside its DP range{small_note}{spike_note}"
         + (", whole numbers" if integral else ""),
     )
 
