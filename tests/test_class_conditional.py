@@ -103,6 +103,36 @@ def test_binned_columns_use_their_public_bins(spark) -> None:
     assert model.manifest["domains_from_release"] == []
 
 
+def test_integer_codes_stay_codes_and_a_measurement_gets_dp_bins(spark) -> None:
+    # the same DP profile as the other mechanisms, in its pure-DP form: a 0..3 code is a category of its values,
+    # a wide measurement gets bins inside its DP range, and the budget shares still sum to epsilon
+    from spark_dpsynth.synthesizers._types import restore_types
+
+    rng = np.random.default_rng(4)
+    rows = [
+        (int(rng.integers(0, 4)), int(rng.integers(10_000, 900_000)), int(rng.integers(0, 2)))
+        for _ in range(3000)
+    ]
+    df = spark.createDataFrame(rows, "code int, weight int, y int")
+    model, release = fit_class_conditional(df, ClassConditionalParams(epsilon=8.0, seed=3), DataConfig())
+    m = model.manifest
+    assert {c: m["column_meanings"][c]["meaning"] for c in ("code", "weight", "y")} == {
+        "code": "code", "weight": "measurement", "y": "code",
+    }  # fmt: skip
+    assert sorted(model.domains["code"][:-1]) == ["0", "1", "2", "3"]
+    assert m["column_types"]["weight"]["bins"]["source"] == "dp_profile"
+    total = m["epsilon_n"] + m["epsilon_m"] + m["epsilon_domain"] + m["epsilon_profile"]
+    assert (
+        total == pytest.approx(8.0, rel=1e-12) and release.manifest.budget.share("column_profile").epsilon > 0
+    )
+    synthetic = sample_class_conditional(model, spark, number_of_tuples=500, seed=1)
+    out = restore_types(synthetic, m, seed=1).toPandas()
+    assert restore_types(synthetic, m, seed=1).schema.simpleString() == df.schema.simpleString()
+    assert set(out["code"].dropna()) <= {0, 1, 2, 3} and set(out["y"].dropna()) <= {0, 1}
+    weight = out["weight"].dropna()
+    assert weight.between(10_000, 900_000).all()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
