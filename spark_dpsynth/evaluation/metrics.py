@@ -63,7 +63,7 @@ from pyspark.sql import functions as F
 
 from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.evaluation._common import _check_table, _mismatch, _quote, _stage
+from spark_dpsynth.evaluation._common import _check_table, _failure_reason, _mismatch, _quote, _stage
 from spark_dpsynth.evaluation.cells import _aggregate, _cell_counts, _release_cells, _SubsetPlan
 from spark_dpsynth.evaluation.coverage import merge_coverage, release_coverage, synthetic_coverage
 from spark_dpsynth.evaluation.numeric import check_numeric_columns, numeric_metrics
@@ -462,14 +462,26 @@ def evaluate(
                     for side_name, side in (("release", "r"), ("synthetic", "y"))
                 },
             }
+        # A metric that fails is reported as failed, with a reason that holds no data value, and the others
+        # are kept (docs/design.md section 5.6): the evaluation spends no budget and never loses the rest.
+        failed: dict[str, str] = {}
         metrics["numeric"] = None
         if numeric_kinds:
             stage = f"numeric metrics of {len(numeric_kinds)} column(s) (one pass over each table)"
-            with _stage(log, stage, progress):
-                metrics["numeric"] = numeric_metrics(typed_s, typed_y, tuple(numeric_kinds))
+
+            def numeric() -> dict[str, Any] | None:
+                with _stage(log, stage, progress):
+                    return numeric_metrics(typed_s, typed_y, tuple(numeric_kinds))
+
+            metrics["numeric"] = _guarded("numeric", failed, numeric)
         metrics["tstr"] = None
         if label is not None:
-            metrics["tstr"] = _tstr(synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress)
+            metrics["tstr"] = _guarded(
+                "tstr",
+                failed,
+                lambda: _tstr(synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress),
+            )
+        metrics["failed_metrics"] = failed
         metrics["privacy"] = None
         metrics["identifier_columns"] = []
         if release is not None:
@@ -481,6 +493,19 @@ def evaluate(
     finally:
         if row_sampling is not None:
             row_sampling.unpersist()
+
+
+def _guarded(name: str, failed: dict[str, str], compute: Callable[[], Any]) -> Any:
+    """``compute()``, or, when it raises an Exception, ``{"failed": reason}`` with the reason also recorded in
+    ``failed[name]`` (:func:`~spark_dpsynth.evaluation._common._failure_reason`: no data value). Interrupts
+    (BaseException) go through."""
+    try:
+        return compute()
+    except Exception as err:  # noqa: BLE001 - reported in the metrics, the other metrics are kept
+        reason = _failure_reason(err)
+        log.warning("the %s metrics failed: %s", name, reason)
+        failed[name] = reason
+        return {"failed": reason}
 
 
 def write_metrics(metrics: dict[str, Any], directory: str) -> str:

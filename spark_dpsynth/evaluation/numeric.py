@@ -19,8 +19,10 @@ a string is trimmed and cast with ``try_cast``. A non-empty value that does not 
 ``[20, 30)``, a code such as ``N``), NaN or an infinity is not a number: ``castable_share`` says which share of a
 column's non-empty values are numbers, and a column with no number on either side is skipped with the reason.
 
-Computation: one Spark job, one aggregation pass per table, whatever the number of columns: the two tables are
-stacked (``unionByName``, a side tag) and grouped by side; per column, ``percentile_approx`` returns the
+Computation: one aggregation pass per :data:`COLUMNS_PER_PASS` columns and per :data:`PAIRS_PER_PASS` pairs of
+columns (one pass in all up to 8 columns; the stacked tables are persisted when there are more), so that the
+quantile summaries of a wide table do not have to fit the driver at once: the two tables are stacked
+(``unionByName``, a side tag) and grouped by side; per column, ``percentile_approx`` returns the
 quantiles at the probabilities i / m, i = 0..m (m = ``grid_size``), with Spark's relative rank error 1 /
 ``accuracy``, beside ``min``, ``max``, ``count``, ``avg``, ``stddev_samp``; per pair of columns, ``covar_samp``
 and the two ``var_samp`` over the rows where both are numbers (Spark's one-pass central co-moments). The
@@ -58,6 +60,7 @@ import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.storagelevel import StorageLevel
 
 from spark_dpsynth import _validate as v
 from spark_dpsynth.data.types import scale_of
@@ -76,6 +79,8 @@ __all__ = [
     "ACCURACY",
     "CDF_POINTS",
     "WORST_COLUMNS",
+    "COLUMNS_PER_PASS",
+    "PAIRS_PER_PASS",
 ]
 
 log = logging.getLogger(__name__)
@@ -88,6 +93,13 @@ CDF_POINTS = 101
 """Quantiles per column and table kept in the metrics for the report's CDF plots (percentiles 0..100)."""
 WORST_COLUMNS = 4
 """Columns with the largest KS distance listed in ``worst`` (and plotted by the report)."""
+
+COLUMNS_PER_PASS = 8
+"""Numeric columns whose quantile summaries one aggregation pass builds: each summary of accuracy A holds up to
+about 5 A entries per task and returns m + 1 quantiles, so a pass over every column of a wide table (the 68
+numeric columns of the EU LFS extract) exhausts the driver's memory (docs/design.md section 5.4)."""
+PAIRS_PER_PASS = 256
+"""Column pairs whose co-moments (three aggregates each) one aggregation pass computes."""
 
 _SIDE = "__side"
 # A query probability just below i / m: Spark's percentile_approx ranks ceil(p n), and i / m * n computed in
@@ -176,30 +188,47 @@ def numeric_metrics(
     grid = np.arange(m + 1) / m
     # One array literal (a list would become m + 1 literal expressions, slow to analyse).
     probabilities = F.lit(np.where((grid > 0) & (grid < 1), grid - _NUDGE, grid))
-    aggs: list[Column] = [F.count(F.lit(1)).alias("rows")]
-    for i in range(len(names)):
-        x = F.col(f"x{i}")
-        aggs += [
-            F.sum(F.col(f"e{i}").cast("long")).alias(f"empty{i}"),
-            F.count(x).alias(f"numbers{i}"),
-            F.min(x).alias(f"min{i}"),
-            F.max(x).alias(f"max{i}"),
-            F.avg(x).alias(f"mean{i}"),
-            F.stddev_samp(x).alias(f"std{i}"),
-            F.percentile_approx(x, probabilities, acc).alias(f"q{i}"),
-        ]
+    passes: list[list[Column]] = []
+    for start in range(0, len(names), COLUMNS_PER_PASS):
+        aggs: list[Column] = []
+        for i in range(start, min(start + COLUMNS_PER_PASS, len(names))):
+            x = F.col(f"x{i}")
+            aggs += [
+                F.sum(F.col(f"e{i}").cast("long")).alias(f"empty{i}"),
+                F.count(x).alias(f"numbers{i}"),
+                F.min(x).alias(f"min{i}"),
+                F.max(x).alias(f"max{i}"),
+                F.avg(x).alias(f"mean{i}"),
+                F.stddev_samp(x).alias(f"std{i}"),
+                F.percentile_approx(x, probabilities, acc).alias(f"q{i}"),
+            ]
+        passes.append(aggs)
     pairs = list(combinations(range(len(names)), 2))
-    for i, j in pairs:
-        # Pearson's r over the rows where both are numbers, from Spark's one-pass central co-moments (corr
-        # itself divides by a zero variance, an error under ANSI mode): r = cov / sqrt(var_i var_j).
-        x, y = F.col(f"x{i}"), F.col(f"x{j}")
-        aggs += [
-            F.covar_samp(x, y).alias(f"cov{i}_{j}"),
-            F.var_samp(F.when(y.isNotNull(), x)).alias(f"vi{i}_{j}"),
-            F.var_samp(F.when(x.isNotNull(), y)).alias(f"vj{i}_{j}"),
-        ]
-    # Two rows (one per table), each holding d (m + 1) quantiles and 3 d (d - 1) / 2 co-moments.
-    rows = {r[_SIDE]: r.asDict() for r in stacked.groupBy(_SIDE).agg(*aggs).collect()}
+    for start in range(0, len(pairs), PAIRS_PER_PASS):
+        aggs = []
+        for i, j in pairs[start : start + PAIRS_PER_PASS]:
+            # Pearson's r over the rows where both are numbers, from Spark's one-pass central co-moments (corr
+            # itself divides by a zero variance, an error under ANSI mode): r = cov / sqrt(var_i var_j).
+            x, y = F.col(f"x{i}"), F.col(f"x{j}")
+            aggs += [
+                F.covar_samp(x, y).alias(f"cov{i}_{j}"),
+                F.var_samp(F.when(y.isNotNull(), x)).alias(f"vi{i}_{j}"),
+                F.var_samp(F.when(x.isNotNull(), y)).alias(f"vj{i}_{j}"),
+            ]
+        passes.append(aggs)
+    if len(names) <= COLUMNS_PER_PASS:  # at most 28 pairs: one pass in all, as before
+        passes = [[agg for aggs in passes for agg in aggs]]
+    # Per pass two rows (one per table); in all d (m + 1) quantiles and 3 d (d - 1) / 2 co-moments per table.
+    rows: dict[str, dict[str, Any]] = {}
+    if len(passes) > 1:
+        stacked = stacked.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        for aggs in passes:
+            for r in stacked.groupBy(_SIDE).agg(F.count(F.lit(1)).alias("rows"), *aggs).collect():
+                rows.setdefault(r[_SIDE], {}).update(r.asDict())
+    finally:
+        if len(passes) > 1:
+            stacked.unpersist()
     side_rows = {side: rows.get(side) for side in ("s", "y")}
 
     cdf_index = np.rint(np.linspace(0, m, CDF_POINTS)).astype(int)
