@@ -40,6 +40,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 from spark_dpsynth import registry
@@ -66,7 +67,12 @@ from spark_dpsynth.synthesizers._types import restore_types
 
 log = logging.getLogger("spark_dpsynth.cli.main")
 
-__all__ = ["main", "build_parser", "option_for", "COMMANDS"]
+__all__ = ["main", "build_parser", "option_for", "COMMANDS", "EXIT_RELEASE_KEPT"]
+
+EXIT_RELEASE_KEPT = 3
+"""Exit status of a ``pipeline`` whose DP release was published but whose synthesis or evaluation failed: the
+error line names the stage and the command that resumes from the release without spending budget
+(docs/design.md section 1.7)."""
 
 _MECHANISM_SECTIONS = tuple(dict.fromkeys(spec.section for spec in registry.MECHANISMS.values()))
 COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -301,6 +307,51 @@ def _check_mechanism(config: JobConfig) -> None:
         raise InvalidParameterError(f"public input not found: {path}")
 
 
+def _check_plan(config: JobConfig, command: str) -> None:
+    """The option conflicts of a run, from the configuration alone (before Spark starts): none of them may be
+    found after the budget is spent (docs/design.md section 1.7).
+
+    Raises:
+        InvalidParameterError: ``--sds-format`` with a mechanism other than the k-way marginals (the SDS files
+            are its k-tuples).
+    """
+    if command not in ("pipeline", "aggregate"):
+        return
+    mechanism = config.mechanism_name()
+    if config.sds_format and mechanism != "marginals":
+        raise InvalidParameterError(
+            f"--sds-format needs k-way marginals (the model or sds synthesizer), not a {mechanism} release "
+            f"(--synthesizer {config.synthesizer_name()})"
+        )
+
+
+def _check_schema(config: JobConfig, df, command: str) -> None:  # noqa: ANN001 - DataFrame
+    """The checks that need the input's schema only, right after it is read and before any DP draw: the
+    evaluation's options of a pipeline (its label and numeric columns are input columns, ``--holdout-filter`` is
+    a boolean expression over them). Spark analyses the expression; no row is read.
+
+    Raises:
+        SchemaError: a label or numeric column is not an attribute column of the input.
+        AnalysisException, ParseException: the holdout filter does not analyse (said in one line by ``main``).
+    """
+    if command != "pipeline":
+        return
+    from spark_dpsynth.data.prepare import resolve_columns
+    from spark_dpsynth.errors import SchemaError
+    from spark_dpsynth.evaluation.numeric import typed_sensitive_table
+
+    data = resolve_columns(df.columns, config.data)
+    columns = list(data.columns or df.columns)
+    if config.label is not None and not data.multi_value and config.label not in columns:
+        raise SchemaError(
+            f"the label column {config.label!r} (--label) is not an attribute column of the input"
+        )
+    if config.numeric_columns:
+        typed_sensitive_table(df, data, columns, config.numeric_columns)
+    if config.label and config.holdout_filter:
+        _ = df.where(config.holdout_filter).schema  # analysed now (Spark Connect analyses lazily)
+
+
 def _needs_delta(config: JobConfig, command: str) -> bool:
     path = config.input_path if command != "synthesize" and not config.input_table else None
     if path and (config.input_format == "delta" or (config.input_format is None and is_delta_path(path))):
@@ -339,36 +390,33 @@ def _stale_outputs(command: str, config: JobConfig) -> list[str]:
     return [n for n in _SCOPES[command] if n not in written]
 
 
-def _synthesis_partitions(spark, config: JobConfig) -> int:  # noqa: ANN001
-    from spark_dpsynth.data.session import default_parallelism
-
-    return config.synthesize.partitions or default_parallelism(spark)
-
-
 def _check_synthesis_plan(spark, config: JobConfig) -> None:  # noqa: ANN001
-    """The records a pipeline will synthesize, from public values only, against the per-partition bound
-    (before any data is read): the target, or for the marginals mechanism without a target the protected number
-    of records, whose discrete Laplace noise of scale 1/epsilon_N alone can exceed what the session holds."""
-    from spark_dpsynth.params import MAX_RECORDS_PER_PARTITION, MAX_SYNTHETIC_RECORDS, check_synthesis_size
+    """The records a pipeline will synthesize, from public values only, against the bounds (before any data is
+    read): a target over the partitions (given, or the default, which follows the target); for the marginals
+    mechanism without a target, the protected number of records, whose discrete Laplace noise of scale
+    1/epsilon_N alone can exceed what one run writes. The partitions then follow the protected number of records
+    (:func:`_synthesis_plan`), so no other bound depends on the data."""
+    from spark_dpsynth.data.session import default_parallelism
+    from spark_dpsynth.params import MAX_SYNTHETIC_RECORDS, check_synthesis_size, synthesis_partitions
 
-    parts = _synthesis_partitions(spark, config)
     syn = config.synthesize
     if syn.target_number_of_records is not None:
+        parts = synthesis_partitions(syn.target_number_of_records, default_parallelism(spark), syn.partitions)
         check_synthesis_size(syn.target_number_of_records, parts)
         return
     if config.mechanism_name() != "marginals":
-        return  # checked on the release, before synthesis (_check_release_size)
+        return  # the release's own size is planned on the release (_synthesis_plan)
     agg = config.aggregate
     epsilon_n = agg.epsilon * agg.number_of_records_epsilon_proportion
     scale = 1.0 / epsilon_n
     # With probability 1/50 the noise alone exceeds scale ln(25): about that many records, whatever the data.
     likely = math.ceil(scale * math.log(25.0) * (syn.aggregate_counts_scale_factor or 1.0))
-    if likely > min(MAX_SYNTHETIC_RECORDS, parts * MAX_RECORDS_PER_PARTITION):
+    if likely > MAX_SYNTHETIC_RECORDS:
         raise InvalidParameterError(
             f"at epsilon {agg.epsilon:g} the protected number of records has discrete Laplace noise of scale "
             f"{scale:.3g} (epsilon_N = {epsilon_n:.3g}), and without --target-number-of-records the synthesizer "
-            f"emits about that many records, up to {likely:.3g}: more than {parts} partitions hold (at most "
-            f"{MAX_RECORDS_PER_PARTITION} records each); give --target-number-of-records or a larger epsilon"
+            f"emits about that many records, up to {likely:.3g}: more than one run writes (at most "
+            f"{MAX_SYNTHETIC_RECORDS}); give --target-number-of-records or a larger epsilon"
         )
 
 
@@ -393,16 +441,39 @@ def _warn_hopeless_budget(config: JobConfig) -> None:
         )
 
 
-def _check_release_size(spark, config: JobConfig, release) -> None:  # noqa: ANN001
-    """The records to synthesize from a release (public: its protected number of records) against the bound."""
-    from spark_dpsynth.params import check_synthesis_size
+def _synthesis_plan(spark, config: JobConfig, release, *, adapt: bool) -> int:  # noqa: ANN001
+    """The partitions that synthesize from ``release``: the records (the target, else its protected number of
+    records, a DP figure of the manifest, times the scale factor) over the default partitions, which follow them
+    (:func:`~spark_dpsynth.params.synthesis_partitions`), or over ``--partitions``.
+
+    Args:
+        adapt: a ``--partitions`` too small for the records is raised to the smallest that holds them, with a
+            warning (a pipeline, whose release is drawn already), instead of refused (``synthesize``).
+
+    Raises:
+        InvalidParameterError: more records than one run writes, or (``adapt`` False) than the partitions hold.
+    """
+    from spark_dpsynth.data.session import default_parallelism
+    from spark_dpsynth.params import MAX_RECORDS_PER_PARTITION, check_synthesis_size, synthesis_partitions
 
     syn = config.synthesize
     records = syn.target_number_of_records
     if records is None:
-        n = release.manifest.get("protected_number_of_records") or 0
-        records = math.ceil(int(n) * (syn.aggregate_counts_scale_factor or 1.0))
-    check_synthesis_size(records, _synthesis_partitions(spark, config))
+        n = max(int(release.manifest.get("protected_number_of_records") or 0), 0)
+        records = math.ceil(n * (syn.aggregate_counts_scale_factor or 1.0))
+    parts = synthesis_partitions(records, default_parallelism(spark), syn.partitions)
+    need = -(-int(records) // MAX_RECORDS_PER_PARTITION)
+    if adapt and syn.partitions is not None and parts < need:
+        log.warning(
+            "--partitions %d is too few for %d synthetic records (at most %d per partition): using %d",
+            parts,
+            records,
+            MAX_RECORDS_PER_PARTITION,
+            need,
+        )
+        parts = need
+    check_synthesis_size(records, parts)
+    return parts
 
 
 class _Terminated(BaseException):
@@ -457,12 +528,15 @@ def _install_interrupts(spark=None) -> None:  # noqa: ANN001
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
-def _interrupted(name: str, status: int, published: bool) -> int:
-    """One line for an interrupt; further interrupts are ignored while the process ends."""
+def _interrupted(name: str, status: int, published: bool, kept: str | None = None) -> int:
+    """One line for an interrupt; further interrupts are ignored while the process ends. ``kept``: a pipeline's
+    outputs kept after its release was drawn and how to resume (:func:`_resume_hint`)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     done = "the outputs were already published" if published else "no output was changed"
+    if published and kept is not None:
+        done = kept
     print(f"spark-dpsynth: interrupted by {name}; {done}", file=sys.stderr)
     return status
 
@@ -472,6 +546,31 @@ def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
 
     # Without --debug Spark's log output is withheld (it can quote data values): docs/design.md section 1.6.
     return get_session(master=config.master, remote=config.remote, delta=delta, debug=config.debug)
+
+
+def _resume_hint(config: JobConfig, out_dir: str, command: str, config_file: str | None) -> str:
+    """What a failed pipeline keeps and the command that goes on from it without spending budget: after the
+    release, ``synthesize`` (then ``evaluate``); after the synthetic data, ``evaluate``."""
+    import shlex
+
+    out = os.path.abspath(local_path(out_dir))
+    common = ["--config", config_file] if config_file else []
+    if command == "synthesize":
+        what = f"the release is kept in {out}/release (no budget is spent to go on)"
+        resume = ["spark-dpsynth", "synthesize", *common, "--output", out]
+    else:
+        what = f"the release and the synthetic data are kept in {out} (no budget is spent to go on)"
+        source = (
+            ["--input-table", config.input_table]
+            if config.input_table
+            else ["--input", str(config.input_path)]
+        )
+        resume = ["spark-dpsynth", "evaluate", *common, *source]
+        if config.output_table:
+            resume += ["--output-table", config.output_table]
+        resume += ["--output", out]
+    then = " and then `evaluate`" if command == "synthesize" else ""
+    return f"{what}; resume with `{shlex.join(resume)}`{then}, with the same options"
 
 
 def _expressions(config: JobConfig | None) -> dict[str, str | None]:
@@ -485,10 +584,12 @@ def _expressions(config: JobConfig | None) -> dict[str, str | None]:
     }
 
 
-def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN001, ANN202
-    """Run the chosen mechanism (registry) on the input and stage its release (and its own files)."""
+def _run_aggregate(spark, config: JobConfig, stage: OutputStage, command: str = "aggregate"):  # noqa: ANN001, ANN202
+    """Run the chosen mechanism (registry) on the input and stage its release (and its own files); the checks
+    that need the schema only (:func:`_check_schema`) run first."""
     spec = registry.mechanism(config.mechanism_name())
     df = read_table(spark, config)
+    _check_schema(config, df, command)
 
     def read_public():  # noqa: ANN202 - DataFrame
         return _read_filtered(
@@ -509,20 +610,29 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
     release.save(path, spark)
     if fitted.write_extras is not None:
         fitted.write_extras(local_path(path))
-    if config.sds_format:
-        if release.manifest.mechanism != "marginals":
-            raise InvalidParameterError(f"--sds-format needs k-way marginals, not a {spec.name} release")
+    if config.sds_format:  # a marginals release (_check_plan)
         from spark_dpsynth.release.sds_format import write_sds_files
 
         write_sds_files(release, local_path(path))
     return release
 
 
-def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, release_dir: str):  # noqa: ANN001, ANN202
-    """Synthesize, write the synthetic data (staged) and return it as read back from where it was written."""
+def _run_synthesize(  # noqa: ANN201
+    spark,  # noqa: ANN001
+    config: JobConfig,
+    stage: OutputStage,
+    release,  # noqa: ANN001
+    release_dir: str,
+    *,
+    adapt: bool = False,
+):
+    """Synthesize, write the synthetic data (staged) and return it as read back from where it was written.
+    ``adapt``: see :func:`_synthesis_plan`."""
     spec = registry.resolve_synthesizer(release.manifest, config.requested_synthesizer())
-    _check_release_size(spark, config, release)
-    synthetic = spec.load_sample()(release, config.synthesize, spark, release_dir=local_path(release_dir))
+    params = dataclasses.replace(
+        config.synthesize, partitions=_synthesis_plan(spark, config, release, adapt=adapt)
+    )
+    synthetic = spec.load_sample()(release, params, spark, release_dir=local_path(release_dir))
     if config.join_multi_value and release.manifest.get("multi_value_columns"):
         from spark_dpsynth.data.prepare import join_multi_value
 
@@ -677,7 +787,9 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
                 f"{sds['leakage_count']} (resolution {metrics.get('resolution')})"
             )
         tstr = metrics.get("tstr")
-        if tstr and not tstr.get("skipped"):
+        if tstr and tstr.get("failed"):
+            pass  # listed under FAILED METRIC below
+        elif tstr and not tstr.get("skipped"):
             lines.append(
                 f"  TSTR ({tstr['label']})".ljust(25)
                 + f"accuracy {tstr['tstr_accuracy']:.4f} (train on real {tstr['trtr_accuracy']:.4f}), "
@@ -686,11 +798,13 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
         elif tstr:
             lines.append(f"  TSTR ({tstr['label']})".ljust(25) + f"skipped: {tstr['skipped']}")
         numeric = metrics.get("numeric")
-        if numeric and numeric["worst"]:
+        if numeric and numeric.get("worst"):
             lines.append(
                 "  worst numeric columns  "
                 + ", ".join(f"{c} KS {numeric['by_column'][c]['ks']:.3f}" for c in numeric["worst"])
             )
+        for name, reason in (metrics.get("failed_metrics") or {}).items():
+            lines.append(f"  FAILED METRIC          {name}: {reason} (the other metrics are written)")
         report = os.path.join(os.path.abspath(out_dir), "evaluation", "report.html")
         lines.append(f"  report (NOT private)   {report}")
     identifiers = list(m.get("identifier_columns") or {})
@@ -721,6 +835,8 @@ def main(argv: list[str] | None = None) -> int:
     in_main = threading.current_thread() is threading.main_thread()
     handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) if in_main else None
     stage: OutputStage | None = None
+    step = "run"
+    kept: str | None = None  # once a pipeline's release is staged: what is kept and how to resume
     try:
         _install_interrupts()
         config = load_job_config(args)
@@ -735,6 +851,7 @@ def main(argv: list[str] | None = None) -> int:
         if command != "synthesize":
             _check_input(config)
             _check_mechanism(config)
+        _check_plan(config, command)
         if command in ("pipeline", "aggregate"):
             _warn_hopeless_budget(config)
         release_dir = os.path.join(out_dir, "release")
@@ -774,7 +891,12 @@ def main(argv: list[str] | None = None) -> int:
             if command == "pipeline":
                 _check_synthesis_plan(spark, config)
             if command in ("pipeline", "aggregate"):
-                release = _run_aggregate(spark, config, stage)
+                step = "aggregation"
+                release = _run_aggregate(spark, config, stage, command)
+                if command == "pipeline":
+                    # The budget is spent: from here on the release is published whatever happens next.
+                    stage.keep_staged()
+                    kept = _resume_hint(config, out_dir, "synthesize", getattr(args, "config", None))
                 _check_interrupts()
             else:
                 from spark_dpsynth.release import load_release
@@ -782,10 +904,17 @@ def main(argv: list[str] | None = None) -> int:
                 release = load_release(release_dir, spark)
             if command in ("pipeline", "synthesize"):
                 # The release just staged (pipeline) or the one on disk (synthesize).
+                step = "synthesis"
                 source = os.path.join(stage.staging_dir, "release") if command == "pipeline" else release_dir
-                synthetic = _run_synthesize(spark, config, stage, release, source)
+                synthetic = _run_synthesize(
+                    spark, config, stage, release, source, adapt=command == "pipeline"
+                )
+                if command == "pipeline":
+                    stage.keep_staged()
+                    kept = _resume_hint(config, out_dir, "evaluate", getattr(args, "config", None))
                 _check_interrupts()
             if command in ("pipeline", "evaluate"):
+                step = "evaluation"
                 if synthetic is None:
                     synthetic = read_output(
                         spark,
@@ -800,44 +929,52 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  wall time              {time.perf_counter() - started:.1f} s")
         return 0
     except KeyboardInterrupt:
-        return _interrupted("SIGINT", 130, bool(stage and (stage.published or stage.published_tables)))
+        return _interrupted("SIGINT", 130, bool(stage and (stage.published or stage.published_tables)), kept)
     except _Terminated:
-        return _interrupted("SIGTERM", 143, bool(stage and (stage.published or stage.published_tables)))
-    except DPSynthError as err:
-        print(f"spark-dpsynth: error: {err}", file=sys.stderr)
-        return 2
+        return _interrupted("SIGTERM", 143, bool(stage and (stage.published or stage.published_tables)), kept)
     except Exception as err:  # noqa: BLE001 - one line, no data values, unless --debug
-        if debug:
+        if kept is not None and stage is not None and "release" in stage.published:
+            # The budget is spent and the release published: the failure of a later stage is one line that says
+            # how to go on without spending more (docs/design.md section 1.7).
+            if debug:
+                traceback.print_exc()
+            text, status = _describe_failure(err, config)
+            reason = f"failed with {text} (--debug shows more)" if status == 1 else f"failed: {text}"
+            print(f"spark-dpsynth: error: the {step} {reason}; {kept}", file=sys.stderr)
+            return EXIT_RELEASE_KEPT
+        if debug and not isinstance(err, DPSynthError):
             raise
-        from spark_dpsynth.cli._spark_errors import condition_of, explain
-
-        explained = explain(err, _expressions(config), config.input_path if config is not None else None)
-        if explained is not None:
-            print(f"spark-dpsynth: error: {explained}", file=sys.stderr)
-            return 2
-        name = type(err).__name__
-        if name in ("AnalysisException", "ParseException", "IllegalArgumentException"):
-            first = str(err).splitlines()[0] if str(err) else name
-            # Schema-level Spark errors (unknown column in a filter, unreadable path) name no data values.
-            print(f"spark-dpsynth: error: {first[:300]}", file=sys.stderr)
-            return 2
-        if isinstance(err, OSError) and err.filename:
-            # A file-system error names a path of ours and its reason, never a data value.
-            reason = err.strerror or name
-            print(f"spark-dpsynth: error: cannot access {err.filename}: {reason}", file=sys.stderr)
-            return 2
-        condition = condition_of(err)
-        print(
-            f"spark-dpsynth: failed with {name}"
-            + (f" [{condition}]" if condition else "")
-            + "; rerun with --debug for details (may show data values)",
-            file=sys.stderr,
-        )
-        return 1
+        text, status = _describe_failure(err, config)
+        if status == 1:
+            text = f"failed with {text}; rerun with --debug for details (may show data values)"
+        print(f"spark-dpsynth: {text}" if status == 1 else f"spark-dpsynth: error: {text}", file=sys.stderr)
+        return status
     finally:
         if handlers is not None:
             signal.signal(signal.SIGINT, handlers[0])
             signal.signal(signal.SIGTERM, handlers[1])
+
+
+def _describe_failure(err: Exception, config: JobConfig | None) -> tuple[str, int]:
+    """A failure in one line with no data value, and its exit status: (the reason, 2) for a user error or an
+    input Spark refuses (said in our words), (the whole line, 1) for an unexpected failure."""
+    if isinstance(err, DPSynthError):
+        return str(err), 2
+    from spark_dpsynth.cli._spark_errors import condition_of, explain
+
+    explained = explain(err, _expressions(config), config.input_path if config is not None else None)
+    if explained is not None:
+        return explained, 2
+    name = type(err).__name__
+    if name in ("AnalysisException", "ParseException", "IllegalArgumentException"):
+        # Schema-level Spark errors (unknown column in a filter, unreadable path) name no data values.
+        first = str(err).splitlines()[0] if str(err) else name
+        return first[:300], 2
+    if isinstance(err, OSError) and err.filename:
+        # A file-system error names a path of ours and its reason, never a data value.
+        return f"cannot access {err.filename}: {err.strerror or name}", 2
+    condition = condition_of(err)
+    return name + (f" [{condition}]" if condition else ""), 1
 
 
 if __name__ == "__main__":
