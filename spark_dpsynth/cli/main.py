@@ -968,7 +968,7 @@ def _describe_failure(err: Exception, config: JobConfig | None) -> tuple[str, in
     name = type(err).__name__
     if name in ("AnalysisException", "ParseException", "IllegalArgumentException"):
         # Schema-level Spark errors (unknown column in a filter, unreadable path) name no data values.
-        first = str(err).splitlines()[0] if str(err) else name
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), name)
         return first[:300], 2
     if isinstance(err, OSError) and err.filename:
         # A file-system error names a path of ours and its reason, never a data value.
