@@ -764,7 +764,7 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
             + ", ".join(f"{h}: {d['bins']} bins, sigma {d['sigma']:.3g}" for h, d in m["histograms"].items()),
         ]
     if metrics is not None:
-        tvd = metrics.get("tvd", {})
+        tvd = metrics.get("tvd") or {}
         lines.append(
             "  mean TVD (1/2/3-way)   "
             + " / ".join(f"{tvd[k]['mean']:.4f}" for k in sorted(tvd, key=int) if isinstance(tvd[k], dict))
@@ -774,10 +774,11 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
         lines += [f"  subsets compared       {line}" for line in describe_sampling(metrics)]
         lines += [f"  rows compared          {line}" for line in describe_row_sampling(metrics)]
         lines.append(f"  synthetic rows         {metrics['rows']['synthetic']}")
-        lines.append(
-            f"  blank-cell share       synthetic {metrics['blank_cell_share']['synthetic']:.4f}"
-            f" / sensitive {metrics['blank_cell_share']['sensitive']:.4f}"
-        )
+        blank = metrics.get("blank_cell_share") or {}
+        if blank.get("synthetic") is not None and blank.get("sensitive") is not None:
+            lines.append(
+                f"  blank-cell share       synthetic {blank['synthetic']:.4f} / sensitive {blank['sensitive']:.4f}"
+            )
         if metrics.get("nist_k_marginal_score") is not None:
             lines.append(f"  NIST k-marginal score  {metrics['nist_k_marginal_score']:.1f} / 1000 (k = 3)")
         sds = (metrics.get("sds") or {}).get("synthetic", {}).get("summary")

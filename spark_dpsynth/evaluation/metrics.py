@@ -407,11 +407,10 @@ def evaluate(
         # Every row is in exactly one cell of a 1-column subset (no row at all: no cell, no entry).
         first = per_subset.get(plan.ids[(0,)], {"rows_s": 0, "rows_y": 0})
         n, n_syn = first["rows_s"], first["rows_y"]
-        for name, rows in (("sensitive", n), ("synthetic", n_syn)):
-            if rows == 0:
-                raise InvalidParameterError(
-                    f"the {name} table has no rows; the evaluation needs at least one"
-                )
+        empty = [name for name, rows in (("sensitive", n), ("synthetic", n_syn)) if rows == 0]
+        if empty:
+            # No distance is defined; the evaluation (not private) says so and the run goes on (design 1.7).
+            return _undefined_metrics(columns, tvd_length, res, plan, sampling, n, n_syn, empty, release)
         compared = {"sensitive": n, "synthetic": n_syn}
         n, n_syn = sampling.total("sensitive", n), sampling.total("synthetic", n_syn)
         blank_s = sum(row["blank_s"] for row in per_subset.values())
@@ -493,6 +492,47 @@ def evaluate(
     finally:
         if row_sampling is not None:
             row_sampling.unpersist()
+
+
+def _undefined_metrics(
+    columns: tuple[str, ...],
+    length: int,
+    resolution: int,
+    plan: _SubsetPlan,
+    sampling: RowSampling,
+    n: int,
+    n_syn: int,
+    empty: list[str],
+    release: Release | None,
+) -> dict[str, Any]:
+    """The metrics when a table has no row: the shapes and the row counts, no distance (each is a ratio over the
+    rows), and ``failed_metrics`` saying why (docs/design.md section 5.6)."""
+    reason = f"the {' and the '.join(empty)} table{'s have' if len(empty) > 1 else ' has'} no rows"
+    compared = {"sensitive": n, "synthetic": n_syn}
+    return {
+        "metrics_version": METRICS_VERSION,
+        "differentially_private": False,
+        "columns": list(columns),
+        "max_marginal_length": length,
+        "subset_sampling": _sampling_entry(plan),
+        "resolution": resolution,
+        "rows": {"sensitive": sampling.total("sensitive", n), "synthetic": sampling.total("synthetic", n_syn)},
+        "record_expansion": None,
+        "blank_cell_share": {"sensitive": None, "synthetic": None},
+        "row_sampling": sampling.entry(compared),
+        "empty_share_by_column": {},
+        "empty_columns": [],
+        "tvd": {},
+        "tvd_by_subset": {},
+        "nist_k_marginal_score": None,
+        "one_way_worst": [],
+        "sds": None,
+        "numeric": None,
+        "tstr": None,
+        "failed_metrics": {"distances": f"{reason}: no distance is defined"},
+        "privacy": {key: release.manifest.get(key) for key in PRIVACY_KEYS} if release is not None else None,
+        "identifier_columns": list(release.manifest.get("identifier_columns") or {}) if release else [],
+    }
 
 
 def _guarded(name: str, failed: dict[str, str], compute: Callable[[], Any]) -> Any:
