@@ -441,3 +441,31 @@ def test_the_synthesis_partitions_follow_the_protected_number_of_records(
         plan(10**7, "--aggregate-counts-scale-factor", "2000")
     assert synthesis_partitions(10**9, 8) == 1000 and synthesis_partitions(10**10, 8) == MAX_PARTITIONS
     assert synthesis_partitions(10, 8, requested=3) == 3 and synthesis_partitions(0, 8) == 8
+
+
+@pytest.mark.slow
+def test_a_header_only_input_gives_a_valid_release_and_the_run_completes(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Whether the table is empty is private: it decides nothing in the DP part (the release is drawn as for any
+    table and synthesized from); only the evaluation, not private, says that no distance is defined."""
+    from spark_dpsynth.release import load_release
+
+    with gzip.open(ADULT, "rt") as f:
+        header = f.readline()
+    empty = tmp_path / "header_only.csv"
+    empty.write_text(header)
+    out = tmp_path / "out"
+    code = main(
+        ["pipeline", "--input", str(empty), "--output", str(out), "--columns", "age,sex,race", "--quiet"]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert sorted(p.name for p in out.iterdir()) == ["evaluation", "release", "synthetic", "synthetic.csv"]
+    release = load_release(str(out / "release"), spark)
+    assert release.manifest["protected_number_of_records"] >= 0 and release.manifest["epsilon"] == 4.0
+    metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
+    assert metrics["failed_metrics"] == {
+        "distances": "the sensitive table has no rows: no distance is defined"
+    }
+    assert "FAILED METRIC          distances" in captured.out
