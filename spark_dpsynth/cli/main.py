@@ -14,9 +14,12 @@ a run are staged and published all together or not at all (:class:`spark_dpsynth
 failed or interrupted run changes no output, an existing output is replaced only with ``--overwrite`` (which also
 removes the outputs of the command's scope that the run does not write, e.g. an earlier ``synthetic.csv`` with
 ``--no-single-csv``), and of two runs writing the same outputs at once the second stops before reading any data.
-Write access to every destination and the resource bounds of the parameters (synthetic records per partition)
-are checked before any data is read. Ctrl-C (SIGINT) and SIGTERM print one line, remove the run's staging and
-exit with 130 and 143.
+Write access to every destination, the resource bounds of the parameters and the option conflicts are checked
+before any data is read, and what needs the input's schema only before any DP draw; the synthesis partitions
+follow the protected number of records. A ``pipeline`` keeps its release once drawn: when synthesis or the
+evaluation fails, the release (and the synthetic data) are published, one line names the stage and the command
+that resumes without spending budget, and the exit status is 3 (docs/design.md section 1.7). Ctrl-C (SIGINT) and
+SIGTERM print one line, remove the run's staging (a pipeline's drawn release is kept) and exit with 130 and 143.
 
 Every parameter is validated before Spark starts or any data is read; a user error prints one line
 (``spark-dpsynth: error: ...``) and exits with status 2. A Spark failure caused by the input (a file in another
@@ -827,8 +830,8 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 user error, 1 unexpected failure, 130 after
-    SIGINT, 143 after SIGTERM)."""
+    """Run the command line; returns the exit status (0 ok, 2 user error, 1 unexpected failure, 3 a pipeline
+    whose release was published but whose synthesis or evaluation failed, 130 after SIGINT, 143 after SIGTERM)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False))
