@@ -408,6 +408,26 @@ def test_a_failed_synthesis_keeps_the_release_and_synthesize_resumes_without_bud
     assert rows[0] == ["age", "sex", "race"] and len(rows) > 1000
 
 
+@pytest.mark.slow
+def test_an_interrupt_after_the_release_keeps_it_and_exits_130(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("spark_dpsynth.synthesizers.marginals.sample_model", interrupted)
+    out = tmp_path / "out"
+    code = main(["pipeline", "--input", ADULT, "--output", str(out), "--columns", "age,sex", "--reporting-length",
+                 "1", "--synthesizer", "model", "--quiet"])  # fmt: skip
+    assert code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"spark-dpsynth: interrupted by SIGINT; the release is kept in {out}/release (no budget is spent to go "
+        f"on); resume with `spark-dpsynth synthesize --output {out}` and then `evaluate`, with the same options"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["release"]
+    assert json.loads((out / "release" / "manifest.json").read_text())["columns"] == ["age", "sex"]
+
+
 def test_the_synthesis_partitions_follow_the_protected_number_of_records(
     spark, caplog: pytest.LogCaptureFixture
 ) -> None:
