@@ -304,6 +304,10 @@ def evaluate(
           castable share of its values, and the difference of the Pearson correlation matrices.
         * ``tstr``: None without ``label``; else, when it ran, :func:`train_synthetic_test_real`'s dict plus
           ``max_rows`` and ``skipped`` = None; when it could not run, ``{"label": label, "skipped": reason}``.
+        * ``failed_metrics``: metric -> the reason it failed (the exception class and Spark's error condition,
+          never a value; docs/design.md section 5.6); such a metric's entry (``numeric``, ``tstr``) is then
+          ``{"failed": reason}`` and the others are computed. A table with no rows defines no distance: the
+          entry ``distances`` says so, ``tvd`` is empty and the shares are None.
         * ``privacy``: None without a release; else the release manifest's public privacy parameters
           (``epsilon``, ``delta``, ``rho``, ``reporting_length``, ``sigmas``, ``noise_std``, ``sensitivities``
           (Delta_k), ``thresholds`` (rho_k), ``protected_number_of_records``, ``accounting``,
@@ -317,7 +321,7 @@ def evaluate(
             repeats, or is neither numeric, date, timestamp nor string.
         InvalidParameterError: ``max_marginal_length``, ``resolution`` or ``tstr_max_rows`` is not an integer
             >= 1, ``max_subsets`` is not an integer >= 0, ``seed`` or ``subset_seed`` is not an integer, ``label_values`` is not a mapping of strings, ``progress`` is not
-            callable, or a table has no rows (the distributions are undefined).
+            callable.
 
     Privacy:
         None: the result is computed from the sensitive data without noise. It is not differentially private
@@ -516,7 +520,10 @@ def _undefined_metrics(
         "max_marginal_length": length,
         "subset_sampling": _sampling_entry(plan),
         "resolution": resolution,
-        "rows": {"sensitive": sampling.total("sensitive", n), "synthetic": sampling.total("synthetic", n_syn)},
+        "rows": {
+            "sensitive": sampling.total("sensitive", n),
+            "synthetic": sampling.total("synthetic", n_syn),
+        },
         "record_expansion": None,
         "blank_cell_share": {"sensitive": None, "synthetic": None},
         "row_sampling": sampling.entry(compared),
