@@ -617,8 +617,8 @@ class SynthesisParams:
     """"model" only: the smallest raking pool of a partition, in records, >= 1 (small partitions rake a pool
     this large so that their output does not depend on their size)."""
     partitions: int | None = None
-    """Number of partitions that synthesize in parallel, 1..10000; None follows the records and the session's
-    parallelism (:func:`synthesis_partitions`)."""
+    """Number of partitions that synthesize in parallel, 1..10000; None uses the session's default parallelism
+    (the command line passes :func:`synthesis_partitions` of the records instead, docs/design.md section 1.7)."""
     seed: int | None = None
     """Seed of the utility randomness of synthesis; None draws one at random (recorded nowhere)."""
 
