@@ -66,7 +66,12 @@ from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation._common import _check_table, _failure_reason, _mismatch, _quote, _stage
 from spark_dpsynth.evaluation.cells import _aggregate, _cell_counts, _release_cells, _SubsetPlan
 from spark_dpsynth.evaluation.coverage import merge_coverage, release_coverage, synthetic_coverage
-from spark_dpsynth.evaluation.numeric import check_numeric_columns, numeric_metrics
+from spark_dpsynth.evaluation.numeric import (
+    COLUMNS_PER_PASS,
+    PAIRS_PER_PASS,
+    check_numeric_columns,
+    numeric_metrics,
+)
 from spark_dpsynth.evaluation.sds_evaluator import _bucket_bins, _sds_side
 from spark_dpsynth.evaluation.tstr import _check_label, _tstr
 from spark_dpsynth.evaluation.tvd import _one_way_worst, _tvd_metrics
@@ -470,7 +475,11 @@ def evaluate(
         failed: dict[str, str] = {}
         metrics["numeric"] = None
         if numeric_kinds:
-            stage = f"numeric metrics of {len(numeric_kinds)} column(s) (one pass over each table)"
+            d_num = len(numeric_kinds)
+            passes = 1
+            if d_num > COLUMNS_PER_PASS:
+                passes = -(-d_num // COLUMNS_PER_PASS) + -(-(d_num * (d_num - 1) // 2) // PAIRS_PER_PASS)
+            stage = f"numeric metrics of {d_num} column(s) ({passes} pass{'es' if passes > 1 else ''} over the tables)"
 
             def numeric() -> dict[str, Any] | None:
                 with _stage(log, stage, progress):
