@@ -68,7 +68,6 @@ from spark_dpsynth.evaluation.cells import _aggregate, _cell_counts, _release_ce
 from spark_dpsynth.evaluation.coverage import merge_coverage, release_coverage, synthetic_coverage
 from spark_dpsynth.evaluation.numeric import (
     COLUMNS_PER_PASS,
-    PAIRS_PER_PASS,
     check_numeric_columns,
     numeric_metrics,
 )
@@ -478,7 +477,7 @@ def evaluate(
             d_num = len(numeric_kinds)
             passes = 1
             if d_num > COLUMNS_PER_PASS:
-                passes = -(-d_num // COLUMNS_PER_PASS) + -(-(d_num * (d_num - 1) // 2) // PAIRS_PER_PASS)
+                passes = -(-d_num // COLUMNS_PER_PASS) + 1
             stage = f"numeric metrics of {d_num} column(s) ({passes} pass{'es' if passes > 1 else ''} over the tables)"
 
             def numeric() -> dict[str, Any] | None:
