@@ -34,7 +34,9 @@ __all__ = [
     "MAX_PARTITIONS",
     "MAX_RECORDS_PER_PARTITION",
     "MAX_SYNTHETIC_RECORDS",
+    "RECORDS_PER_PARTITION",
     "check_synthesis_size",
+    "synthesis_partitions",
     "Selection",
     "WorkloadParams",
 ]
@@ -55,6 +57,9 @@ cell, for some synthesizers) over them in (cells, partitions) arrays."""
 MAX_RECORDS_PER_PARTITION = 2_000_000
 """Most synthetic records one partition (one task) draws: it holds them as an (n, d) array of value codes, then
 as Arrow strings, and the ``model`` synthesizer rakes a pool ``pool_size_factor`` times as large in chunks."""
+RECORDS_PER_PARTITION = 1_000_000
+"""Synthetic records per partition the default number of partitions aims at (:func:`synthesis_partitions`):
+half of :data:`MAX_RECORDS_PER_PARTITION`, so that :data:`MAX_SYNTHETIC_RECORDS` fits :data:`MAX_PARTITIONS`."""
 MAX_SYNTHETIC_RECORDS = 10**10
 """Largest ``SynthesisParams.target_number_of_records``: more records than this is a job for several runs, each
 writing its share (and every run holds at most :data:`MAX_RECORDS_PER_PARTITION` per partition)."""
@@ -633,7 +638,8 @@ class SynthesisParams:
     """"model" only: the smallest raking pool of a partition, in records, >= 1 (small partitions rake a pool
     this large so that their output does not depend on their size)."""
     partitions: int | None = None
-    """Number of partitions that synthesize in parallel, 1..10000; None uses the session's default parallelism."""
+    """Number of partitions that synthesize in parallel, 1..10000; None uses the session's default parallelism
+    (the command line passes :func:`synthesis_partitions` of the records instead, docs/design.md section 1.7)."""
     seed: int | None = None
     """Seed of the utility randomness of synthesis; None draws one at random (recorded nowhere)."""
 
@@ -680,6 +686,26 @@ def check_synthesis_size(records: int, partitions: int, *, what: str = "synthesi
             f"{MAX_RECORDS_PER_PARTITION} records per partition); set --partitions to at least {need} or "
             "lower --target-number-of-records"
         )
+
+
+def synthesis_partitions(records: int, parallelism: int, requested: int | None = None) -> int:
+    """The number of partitions that synthesize ``records`` records (docs/design.md section 4.3).
+
+    The default follows the records and the cluster: ``max(parallelism, ceil(records / RECORDS_PER_PARTITION))``
+    (at most :data:`MAX_PARTITIONS`), so that every task runs and none holds more than
+    :data:`RECORDS_PER_PARTITION` records, from a thousand records to :data:`MAX_SYNTHETIC_RECORDS`. A
+    requested number is kept (check it with :func:`check_synthesis_size`). ``records`` is public: a target, or
+    the protected number of records of a release (a DP figure of its manifest).
+
+    Args:
+        records: the records to synthesize, >= 0.
+        parallelism: the tasks the session runs at once, >= 1.
+        requested: an explicit number of partitions, or None for the default.
+    """
+    if requested is not None:
+        return int(requested)
+    need = -(-max(int(records), 0) // RECORDS_PER_PARTITION)
+    return max(1, min(MAX_PARTITIONS, max(int(parallelism), need)))
 
 
 def _enum(cls: type[enum.Enum], name: str, value: object) -> enum.Enum:

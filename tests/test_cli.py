@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from spark_dpsynth.cli.config import schema
-from spark_dpsynth.cli.main import COMMANDS, build_parser, load_job_config, main, option_for
+from spark_dpsynth.cli.main import (
+    COMMANDS,
+    EXIT_RELEASE_KEPT,
+    build_parser,
+    load_job_config,
+    main,
+    option_for,
+)
 from tests.conftest import ROOT
 
 ADULT = str(ROOT / "data" / "adult.csv.gz")
@@ -222,26 +229,28 @@ def test_quick_start_pipeline_end_to_end_on_adult(
     assert "protected n" in captured.out and "mean TVD" in captured.out
     assert sorted(p.name for p in out.iterdir()) == ["evaluation", "release", "synthetic", "synthetic.csv"]
 
-    # A rerun with --overwrite that fails (injected, in the evaluation) changes no output at all.
-    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
-    manifest_text = (out / "release" / "manifest.json").read_text()
-
+    # A rerun with --overwrite whose evaluation fails (injected) keeps its release and synthetic data (the budget
+    # is spent), removes the evaluation of the earlier release, and says in one line how to resume.
     def broken(*args, **kwargs):
         raise RuntimeError("injected failure")
 
     monkeypatch.setattr("spark_dpsynth.evaluation.metrics.evaluate", broken)
-    code = main(["pipeline", "--input", ADULT, "--output", str(out), "--columns", "age,sex",
-                 "--reporting-length", "1", "--seed", "1", "--overwrite", "--quiet"])  # fmt: skip
-    assert code == 1
-    assert (
-        capsys.readouterr()
-        .err.strip()
-        .endswith(
-            "spark-dpsynth: failed with RuntimeError; rerun with --debug for details (may show data values)"
-        )
+    rerun = ["--input", ADULT, "--output", str(out), "--columns", "age,sex"]
+    code = main(["pipeline", *rerun, "--reporting-length", "1", "--seed", "1", "--overwrite", "--quiet"])
+    assert code == EXIT_RELEASE_KEPT == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "spark-dpsynth: error: the evaluation failed with RuntimeError (--debug shows more); the release and the "
+        f"synthetic data are kept in {out} (no budget is spent to go on); resume with `spark-dpsynth evaluate "
+        f"--input {ADULT} --output {out}`, with the same options"
     )
-    assert (out / "release" / "manifest.json").read_text() == manifest_text
-    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before, "no output was touched"
+    assert sorted(p.name for p in out.iterdir()) == ["release", "synthetic", "synthetic.csv"]
+    manifest = json.loads((out / "release" / "manifest.json").read_text())
+    assert manifest["columns"] == ["age", "sex"] and manifest["reporting_length"] == 1
+    monkeypatch.undo()
+    monkeypatch.chdir(ROOT)
+    assert main(["evaluate", *rerun, "--max-marginal-length", "1", "--quiet"]) == 0
+    assert json.loads((out / "evaluation" / "metrics.json").read_text())["columns"] == ["age", "sex"]
 
 
 def pq_schema_types(path: Path) -> dict[str, str]:
@@ -288,3 +297,195 @@ def test_catalog_tables_in_and_out(spark, tmp_path: Path, capsys: pytest.Capture
     assert metrics["rows"]["synthetic"] == synthetic.count()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["evaluation", "release"]
     assert [t.name for t in spark.catalog.listTables("cli_test") if "tmp" in t.name] == []
+
+
+# --------------------------------------------------------------------- budget is never spent for nothing
+
+
+def _no_dp_draw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if a mechanism runs (every DP draw of a pipeline is in one)."""
+
+    def drawn(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        pytest.fail("a DP mechanism ran: the check came after the budget was spent")
+
+    for name in ("marginals", "workload"):
+        monkeypatch.setattr(f"spark_dpsynth.mechanisms.{name}.run", drawn)
+
+
+def test_option_conflicts_are_refused_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_dpsynth.cli import main as cli
+
+    def no_spark(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        pytest.fail("Spark must not start")
+
+    monkeypatch.setattr(cli, "_session", no_spark)
+    out = tmp_path / "out"
+    for command in ("pipeline", "aggregate"):
+        code = main([command, "--input", ADULT, "--output", str(out), "--sds-format", "--synthesizer", "pgm"])
+        assert code == 2
+        assert capsys.readouterr().err.strip().splitlines() == [
+            "spark-dpsynth: error: --sds-format needs k-way marginals (the model or sds synthesizer), not a "
+            "workload release (--synthesizer pgm)"
+        ]
+    assert not out.exists() or not list(out.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--label", "salary"],
+            "the label column 'salary' (--label) is not an attribute column of the input",
+        ),
+        (["--label", "sex", "--holdout-filter", "split = "], "[PARSE_SYNTAX_ERROR]"),
+        (["--label", "sex", "--holdout-filter", "splitt = 'test'"], "[UNRESOLVED_COLUMN"),
+        (["--label", "sex", "--holdout-filter", "age + 1"], "[DATATYPE_MISMATCH"),
+        (["--numeric-columns", "sex,nope"], "numeric column(s) ['nope'] are not attribute columns"),
+    ],
+)
+def test_evaluation_options_are_checked_on_the_schema_before_any_dp_draw(
+    spark,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    message: str,
+) -> None:
+    _no_dp_draw(monkeypatch)
+    out = tmp_path / "out"
+    code = main(
+        ["pipeline", "--input", ADULT, "--output", str(out), "--columns", "age,sex", *args, "--quiet"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("spark-dpsynth: error: ") and message in err[0], err
+    assert not list(out.iterdir()), "nothing is published"
+
+
+def _synthesis_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise RuntimeError("injected synthesis failure")
+
+    monkeypatch.setattr("spark_dpsynth.synthesizers.marginals.sample_model", broken)
+
+
+@pytest.mark.slow
+def test_a_failed_synthesis_keeps_the_release_and_synthesize_resumes_without_budget(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_dpsynth.release import load_release
+
+    out = tmp_path / "out"
+    common = ["--output", str(out), "--synthesizer", "model", "--seed", "3", "--quiet"]
+    _synthesis_fails(monkeypatch)
+    code = main(
+        ["pipeline", "--input", ADULT, "--columns", "age,sex,race", "--reporting-length", "2", *common]
+    )
+    captured = capsys.readouterr()
+    assert code == EXIT_RELEASE_KEPT
+    err = captured.err.strip().splitlines()
+    assert err[-1] == (
+        "spark-dpsynth: error: the synthesis failed with RuntimeError (--debug shows more); the release is kept "
+        f"in {out}/release (no budget is spent to go on); resume with `spark-dpsynth synthesize --output {out}` "
+        "and then `evaluate`, with the same options"
+    )
+    assert "injected" not in captured.err
+    assert sorted(p.name for p in out.iterdir()) == ["release"], "the release alone, no staging left"
+    manifest_text = (out / "release" / "manifest.json").read_text()
+    release = load_release(str(out / "release"), spark)
+    assert release.columns == ("age", "sex", "race") or list(release.columns) == ["age", "sex", "race"]
+    monkeypatch.undo()
+    assert main(["synthesize", *common]) == 0
+    summary = capsys.readouterr().out
+    manifest = json.loads(manifest_text)
+    assert f"privacy spent          epsilon={manifest['epsilon']:g}" in summary
+    assert (out / "release" / "manifest.json").read_text() == manifest_text, "no budget spent, no new release"
+    assert sorted(p.name for p in out.iterdir()) == ["release", "synthetic", "synthetic.csv"]
+    with open(out / "synthetic.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["age", "sex", "race"] and len(rows) > 1000
+
+
+@pytest.mark.slow
+def test_an_interrupt_after_the_release_keeps_it_and_exits_130(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("spark_dpsynth.synthesizers.marginals.sample_model", interrupted)
+    out = tmp_path / "out"
+    code = main(["pipeline", "--input", ADULT, "--output", str(out), "--columns", "age,sex", "--reporting-length",
+                 "1", "--synthesizer", "model", "--quiet"])  # fmt: skip
+    assert code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"spark-dpsynth: interrupted by SIGINT; the release is kept in {out}/release (no budget is spent to go "
+        f"on); resume with `spark-dpsynth synthesize --output {out}` and then `evaluate`, with the same options"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["release"]
+    assert json.loads((out / "release" / "manifest.json").read_text())["columns"] == ["age", "sex"]
+
+
+def test_the_synthesis_partitions_follow_the_protected_number_of_records(
+    spark, caplog: pytest.LogCaptureFixture
+) -> None:
+    """n' = 10^7 (a DP figure of the manifest) at the session's parallelism 4: the default plans 10 partitions
+    instead of refusing after the budget is spent; --partitions 2 is raised in a pipeline, refused by
+    ``synthesize``; the bound of one run is still a bound."""
+    from spark_dpsynth.cli.main import _synthesis_plan
+    from spark_dpsynth.errors import InvalidParameterError
+    from spark_dpsynth.params import MAX_PARTITIONS, synthesis_partitions
+    from spark_dpsynth.release.manifest import Manifest
+
+    class _Release:
+        def __init__(self, n: int) -> None:
+            self.manifest = Manifest.from_json(
+                {"columns": ["a"], "reporting_length": 1, "protected_number_of_records": n}
+            )
+
+    def plan(n: int, *options: str, adapt: bool = True) -> int:
+        config = load_job_config(build_parser().parse_args(["synthesize", "--output", "o", *options]))
+        return _synthesis_plan(spark, config, _Release(n), adapt=adapt)
+
+    assert plan(1000) == 4 and plan(4_000_000) == 4 and plan(10**7) == 10
+    assert plan(10**7, "--aggregate-counts-scale-factor", "3") == 30
+    assert plan(10**7, "--target-number-of-records", "1000") == 4
+    with caplog.at_level("WARNING", logger="spark_dpsynth.cli.main"):
+        assert plan(10**7, "--partitions", "2") == 5
+    assert "--partitions 2 is too few for 10000000 synthetic records" in caplog.text
+    with pytest.raises(InvalidParameterError, match="set --partitions to at least 5"):
+        plan(10**7, "--partitions", "2", adapt=False)
+    with pytest.raises(InvalidParameterError, match="more than one run writes"):
+        plan(10**7, "--aggregate-counts-scale-factor", "2000")
+    assert synthesis_partitions(10**9, 8) == 1000 and synthesis_partitions(10**10, 8) == MAX_PARTITIONS
+    assert synthesis_partitions(10, 8, requested=3) == 3 and synthesis_partitions(0, 8) == 8
+
+
+@pytest.mark.slow
+def test_a_header_only_input_gives_a_valid_release_and_the_run_completes(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Whether the table is empty is private: it decides nothing in the DP part (the release is drawn as for any
+    table and synthesized from); only the evaluation, not private, says that no distance is defined."""
+    from spark_dpsynth.release import load_release
+
+    with gzip.open(ADULT, "rt") as f:
+        header = f.readline()
+    empty = tmp_path / "header_only.csv"
+    empty.write_text(header)
+    out = tmp_path / "out"
+    code = main(
+        ["pipeline", "--input", str(empty), "--output", str(out), "--columns", "age,sex,race", "--quiet"]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert sorted(p.name for p in out.iterdir()) == ["evaluation", "release", "synthetic", "synthetic.csv"]
+    release = load_release(str(out / "release"), spark)
+    assert release.manifest["protected_number_of_records"] >= 0 and release.manifest["epsilon"] == 4.0
+    metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
+    assert metrics["failed_metrics"] == {
+        "distances": "the sensitive table has no rows: no distance is defined"
+    }
+    assert "FAILED METRIC          distances" in captured.out

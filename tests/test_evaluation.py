@@ -23,6 +23,7 @@ from spark_dpsynth.evaluation.metrics import (
     true_aggregates,
     write_metrics,
 )
+from spark_dpsynth.evaluation.report import render_report
 from spark_dpsynth.evaluation.tstr import train_synthetic_test_real
 from spark_dpsynth.release.core import AGGREGATES_SCHEMA, Release
 
@@ -723,8 +724,17 @@ def test_progress_must_be_callable_and_tables_non_empty(spark):
     with pytest.raises(InvalidParameterError, match="progress must be a callable"):
         evaluate(df, df, progress="yes")
     empty = spark.createDataFrame([], schema="A string, B string, C string")
-    with pytest.raises(InvalidParameterError, match="synthetic table has no rows"):
-        evaluate(df, empty)
+    # An empty table (a header-only input, a filter that keeps nothing) defines no distance: the evaluation says
+    # so and the run goes on (docs/design.md sections 1.7 and 5.6).
+    metrics = evaluate(df, empty)
+    assert metrics["rows"] == {"sensitive": len(SEED_ROWS), "synthetic": 0}
+    assert metrics["failed_metrics"] == {
+        "distances": "the synthetic table has no rows: no distance is defined"
+    }
+    assert metrics["tvd"] == {} and metrics["record_expansion"] is None
+    assert "no distance is defined" in render_report(metrics)
+    both = evaluate(empty, empty)["failed_metrics"]["distances"]
+    assert both == "the sensitive and the synthetic tables have no rows: no distance is defined"
 
 
 # --- write_metrics ---------------------------------------------------------------------------------------------
@@ -781,3 +791,30 @@ def test_adult_against_its_column_sorted_copy(spark):
         100.0,
         None,
     )
+
+
+class _SparkFailure(Exception):
+    """A Spark error as PySpark raises it: a condition, and a message that quotes a value."""
+
+    def getCondition(self) -> str:  # noqa: N802 - PySpark's name
+        return "TASK_WRITE_FAILED"
+
+
+def test_a_failed_metric_is_reported_and_the_others_are_written(spark, tmp_path, monkeypatch):
+    """The numeric metrics and TSTR fail (injected): each is {"failed": reason} with a reason that holds no
+    data value, listed in failed_metrics and in the report, and the marginal distances are all there."""
+    df = table(spark, SEED_ROWS)
+
+    def broken(*args, **kwargs):
+        raise _SparkFailure("value 'MARKER-SECRET' cannot be written")
+
+    monkeypatch.setattr("spark_dpsynth.evaluation.metrics.numeric_metrics", broken)
+    monkeypatch.setattr("spark_dpsynth.evaluation.metrics._tstr", broken)
+    metrics = evaluate(df, df, numeric_columns=("A",), label="C")
+    reason = "_SparkFailure [TASK_WRITE_FAILED]"
+    assert metrics["numeric"] == {"failed": reason} and metrics["tstr"] == {"failed": reason}
+    assert metrics["failed_metrics"] == {"numeric": reason, "tstr": reason}
+    assert metrics["tvd"]["1"]["mean"] == 0.0 and metrics["rows"]["synthetic"] == len(SEED_ROWS)
+    path = write_metrics(metrics, str(tmp_path / "evaluation"))
+    text = Path(path).read_text() + render_report(metrics)
+    assert "MARKER" not in text and "TASK_WRITE_FAILED" in text

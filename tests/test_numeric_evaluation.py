@@ -179,6 +179,26 @@ def test_the_number_of_spark_jobs_does_not_grow_with_the_columns(spark):
     assert jobs(["a", "b"]) == jobs(list("abcdef")) <= 2
 
 
+def test_a_wide_table_is_computed_in_passes_with_the_same_figures(spark, monkeypatch):
+    """More columns than one pass takes (the 68 of the EU LFS extract exhausted the driver in one): passes of
+    COLUMNS_PER_PASS columns and the vectorized co-moments give the figures of one pass, and numpy's
+    correlations (the synthetic side with missing numbers: pairwise deletion)."""
+    from spark_dpsynth.evaluation import numeric
+
+    pdf = pd.DataFrame(RNG.normal(size=(40, 7)), columns=list("abcdefg"))
+    syn = pdf.sample(frac=1.0, random_state=1) * 1.5 + 1000.0
+    syn.iloc[::5, 2] = np.nan
+    df, df_y = spark.createDataFrame(pdf), spark.createDataFrame(syn)
+    one = numeric_metrics(df, df_y)
+    monkeypatch.setattr(numeric, "COLUMNS_PER_PASS", 3)
+    passes = numeric_metrics(df, df_y)
+    assert passes["by_column"] == one["by_column"] and passes["worst"] == one["worst"]
+    corr = passes["correlation"]
+    assert np.allclose(corr["sensitive"], pdf.corr().to_numpy())
+    assert np.allclose(corr["synthetic"], syn.corr().to_numpy())
+    assert np.allclose(corr["difference"], one["correlation"]["difference"])
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [

@@ -23,7 +23,7 @@ from spark_dpsynth.data.publish import (
     clean_dead_stagings,
     signals_deferred,
 )
-from spark_dpsynth.errors import InvalidParameterError, OutputExistsError
+from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, SparkSetupError
 from tests.conftest import ROOT
 
 NAMES = ("release", "synthetic", "synthetic.csv", "evaluation")
@@ -106,6 +106,48 @@ def test_an_interrupt_inside_the_stage_changes_nothing(old_run: Path) -> None:
         with OutputStage(None, str(old_run), overwrite=True, names=NAMES) as stage:
             write_outputs(stage, "new")
             raise KeyboardInterrupt
+    assert snapshot(old_run) == before and hidden(old_run) == []
+
+
+@pytest.mark.parametrize("failure", [RuntimeError, KeyboardInterrupt])
+def test_a_kept_release_is_published_alone_when_a_later_step_fails(
+    old_run: Path, failure: type[BaseException]
+) -> None:
+    """A pipeline's release, once drawn, survives a failure of synthesis or evaluation (and an interrupt): it is
+    published alone, and the outputs of the previous release (now stale) are removed with it."""
+    with pytest.raises(failure):
+        with OutputStage(None, str(old_run), overwrite=True, names=NAMES) as stage:
+            write_outputs(stage, "new", ("release",))
+            assert stage.keep_staged() == ["release"]
+            write_outputs(stage, "new", ("synthetic",))  # half written when the failure comes
+            raise failure
+    assert stage.published == ["release"] and stage.kept == ["release"]
+    assert sorted(os.listdir(old_run)) == ["release"], "the old synthetic data and evaluation are stale"
+    assert (old_run / "release" / "part-0").read_text() == "new release\n"
+    assert hidden(old_run) == []
+
+
+def test_kept_outputs_grow_step_by_step_and_a_success_publishes_all(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="evaluation"):
+        with OutputStage(None, str(tmp_path / "a"), names=NAMES) as stage:
+            write_outputs(stage, "new", ("release",))
+            stage.keep_staged()
+            write_outputs(stage, "new", ("synthetic", "synthetic.csv"))
+            assert stage.keep_staged() == ["release", "synthetic", "synthetic.csv"]
+            raise RuntimeError("the evaluation failed")
+    assert sorted(os.listdir(tmp_path / "a")) == ["release", "synthetic", "synthetic.csv"]
+    with OutputStage(None, str(tmp_path / "b"), names=NAMES) as stage:
+        write_outputs(stage, "new")
+        stage.keep_staged()
+    assert sorted(os.listdir(tmp_path / "b")) == sorted(NAMES)
+
+
+def test_without_keep_a_failure_changes_nothing_and_keep_needs_written_outputs(old_run: Path) -> None:
+    before = snapshot(old_run)
+    with pytest.raises(SparkSetupError, match="nothing was written for release"):
+        with OutputStage(None, str(old_run), overwrite=True, names=NAMES) as stage:
+            stage.path("release")  # claimed, never written
+            stage.keep_staged()
     assert snapshot(old_run) == before and hidden(old_run) == []
 
 
@@ -349,8 +391,12 @@ def test_sigterm_removes_the_staging_and_exits_143(tmp_path: Path) -> None:
     code = proc.wait(timeout=120)
     _, err = proc.communicate()
     assert code == 143, err
-    assert err.strip().splitlines()[-1] == "spark-dpsynth: interrupted by SIGTERM; no output was changed"
-    assert os.listdir(out) == []
+    last = err.strip().splitlines()[-1]
+    if os.listdir(out) == []:  # the signal came while the release was being written: nothing is kept
+        assert last == "spark-dpsynth: interrupted by SIGTERM; no output was changed"
+    else:  # it came after the release was drawn and staged: the release alone is kept (docs/design.md 1.7)
+        assert os.listdir(out) == ["release"] and (out / "release" / "manifest.json").is_file()
+        assert last.startswith(f"spark-dpsynth: interrupted by SIGTERM; the release is kept in {out}/release")
 
 
 # the callback's ignored exception is the point of the test

@@ -14,9 +14,12 @@ a run are staged and published all together or not at all (:class:`spark_dpsynth
 failed or interrupted run changes no output, an existing output is replaced only with ``--overwrite`` (which also
 removes the outputs of the command's scope that the run does not write, e.g. an earlier ``synthetic.csv`` with
 ``--no-single-csv``), and of two runs writing the same outputs at once the second stops before reading any data.
-Write access to every destination and the resource bounds of the parameters (synthetic records per partition)
-are checked before any data is read. Ctrl-C (SIGINT) and SIGTERM print one line, remove the run's staging and
-exit with 130 and 143.
+Write access to every destination, the resource bounds of the parameters and the option conflicts are checked
+before any data is read, and what needs the input's schema only before any DP draw; the synthesis partitions
+follow the protected number of records. A ``pipeline`` keeps its release once drawn: when synthesis or the
+evaluation fails, the release (and the synthetic data) are published, one line names the stage and the command
+that resumes without spending budget, and the exit status is 3 (docs/design.md section 1.7). Ctrl-C (SIGINT) and
+SIGTERM print one line, remove the run's staging (a pipeline's drawn release is kept) and exit with 130 and 143.
 
 Every parameter is validated before Spark starts or any data is read; a user error prints one line
 (``spark-dpsynth: error: ...``) and exits with status 2. A Spark failure caused by the input (a file in another
@@ -42,6 +45,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 from spark_dpsynth import registry
@@ -69,7 +73,12 @@ from spark_dpsynth.synthesizers._types import restore_types
 
 log = logging.getLogger("spark_dpsynth.cli.main")
 
-__all__ = ["main", "build_parser", "option_for", "COMMANDS"]
+__all__ = ["main", "build_parser", "option_for", "COMMANDS", "EXIT_RELEASE_KEPT"]
+
+EXIT_RELEASE_KEPT = 3
+"""Exit status of a ``pipeline`` whose DP release was published but whose synthesis or evaluation failed: the
+error line names the stage and the command that resumes from the release without spending budget
+(docs/design.md section 1.7)."""
 
 _MECHANISM_SECTIONS = tuple(dict.fromkeys(spec.section for spec in registry.MECHANISMS.values()))
 COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -304,6 +313,51 @@ def _check_mechanism(config: JobConfig) -> None:
         raise InvalidParameterError(f"public input not found: {path}")
 
 
+def _check_plan(config: JobConfig, command: str) -> None:
+    """The option conflicts of a run, from the configuration alone (before Spark starts): none of them may be
+    found after the budget is spent (docs/design.md section 1.7).
+
+    Raises:
+        InvalidParameterError: ``--sds-format`` with a mechanism other than the k-way marginals (the SDS files
+            are its k-tuples).
+    """
+    if command not in ("pipeline", "aggregate"):
+        return
+    mechanism = config.mechanism_name()
+    if config.sds_format and mechanism != "marginals":
+        raise InvalidParameterError(
+            f"--sds-format needs k-way marginals (the model or sds synthesizer), not a {mechanism} release "
+            f"(--synthesizer {config.synthesizer_name()})"
+        )
+
+
+def _check_schema(config: JobConfig, df, command: str) -> None:  # noqa: ANN001 - DataFrame
+    """The checks that need the input's schema only, right after it is read and before any DP draw: the
+    evaluation's options of a pipeline (its label and numeric columns are input columns, ``--holdout-filter`` is
+    a boolean expression over them). Spark analyses the expression; no row is read.
+
+    Raises:
+        SchemaError: a label or numeric column is not an attribute column of the input.
+        AnalysisException, ParseException: the holdout filter does not analyse (said in one line by ``main``).
+    """
+    if command != "pipeline":
+        return
+    from spark_dpsynth.data.prepare import resolve_columns
+    from spark_dpsynth.errors import SchemaError
+    from spark_dpsynth.evaluation.numeric import typed_sensitive_table
+
+    data = resolve_columns(df.columns, config.data)
+    columns = list(data.columns or df.columns)
+    if config.label is not None and not data.multi_value and config.label not in columns:
+        raise SchemaError(
+            f"the label column {config.label!r} (--label) is not an attribute column of the input"
+        )
+    if config.numeric_columns:
+        typed_sensitive_table(df, data, columns, config.numeric_columns)
+    if config.label and config.holdout_filter:
+        _ = df.where(config.holdout_filter).schema  # analysed now (Spark Connect analyses lazily)
+
+
 def _needs_delta(config: JobConfig, command: str) -> bool:
     path = config.input_path if command != "synthesize" and not config.input_table else None
     if path and (config.input_format == "delta" or (config.input_format is None and is_delta_path(path))):
@@ -342,36 +396,33 @@ def _stale_outputs(command: str, config: JobConfig) -> list[str]:
     return [n for n in _SCOPES[command] if n not in written]
 
 
-def _synthesis_partitions(spark, config: JobConfig) -> int:  # noqa: ANN001
-    from spark_dpsynth.data.session import default_parallelism
-
-    return config.synthesize.partitions or default_parallelism(spark)
-
-
 def _check_synthesis_plan(spark, config: JobConfig) -> None:  # noqa: ANN001
-    """The records a pipeline will synthesize, from public values only, against the per-partition bound
-    (before any data is read): the target, or for the marginals mechanism without a target the protected number
-    of records, whose discrete Laplace noise of scale 1/epsilon_N alone can exceed what the session holds."""
-    from spark_dpsynth.params import MAX_RECORDS_PER_PARTITION, MAX_SYNTHETIC_RECORDS, check_synthesis_size
+    """The records a pipeline will synthesize, from public values only, against the bounds (before any data is
+    read): a target over the partitions (given, or the default, which follows the target); for the marginals
+    mechanism without a target, the protected number of records, whose discrete Laplace noise of scale
+    1/epsilon_N alone can exceed what one run writes. The partitions then follow the protected number of records
+    (:func:`_synthesis_plan`), so no other bound depends on the data."""
+    from spark_dpsynth.data.session import default_parallelism
+    from spark_dpsynth.params import MAX_SYNTHETIC_RECORDS, check_synthesis_size, synthesis_partitions
 
-    parts = _synthesis_partitions(spark, config)
     syn = config.synthesize
     if syn.target_number_of_records is not None:
+        parts = synthesis_partitions(syn.target_number_of_records, default_parallelism(spark), syn.partitions)
         check_synthesis_size(syn.target_number_of_records, parts)
         return
     if config.mechanism_name() != "marginals":
-        return  # checked on the release, before synthesis (_check_release_size)
+        return  # the release's own size is planned on the release (_synthesis_plan)
     agg = config.aggregate
     epsilon_n = agg.epsilon * agg.number_of_records_epsilon_proportion
     scale = 1.0 / epsilon_n
     # With probability 1/50 the noise alone exceeds scale ln(25): about that many records, whatever the data.
     likely = math.ceil(scale * math.log(25.0) * (syn.aggregate_counts_scale_factor or 1.0))
-    if likely > min(MAX_SYNTHETIC_RECORDS, parts * MAX_RECORDS_PER_PARTITION):
+    if likely > MAX_SYNTHETIC_RECORDS:
         raise InvalidParameterError(
             f"at epsilon {agg.epsilon:g} the protected number of records has discrete Laplace noise of scale "
             f"{scale:.3g} (epsilon_N = {epsilon_n:.3g}), and without --target-number-of-records the synthesizer "
-            f"emits about that many records, up to {likely:.3g}: more than {parts} partitions hold (at most "
-            f"{MAX_RECORDS_PER_PARTITION} records each); give --target-number-of-records or a larger epsilon"
+            f"emits about that many records, up to {likely:.3g}: more than one run writes (at most "
+            f"{MAX_SYNTHETIC_RECORDS}); give --target-number-of-records or a larger epsilon"
         )
 
 
@@ -396,16 +447,39 @@ def _warn_hopeless_budget(config: JobConfig) -> None:
         )
 
 
-def _check_release_size(spark, config: JobConfig, release) -> None:  # noqa: ANN001
-    """The records to synthesize from a release (public: its protected number of records) against the bound."""
-    from spark_dpsynth.params import check_synthesis_size
+def _synthesis_plan(spark, config: JobConfig, release, *, adapt: bool) -> int:  # noqa: ANN001
+    """The partitions that synthesize from ``release``: the records (the target, else its protected number of
+    records, a DP figure of the manifest, times the scale factor) over the default partitions, which follow them
+    (:func:`~spark_dpsynth.params.synthesis_partitions`), or over ``--partitions``.
+
+    Args:
+        adapt: a ``--partitions`` too small for the records is raised to the smallest that holds them, with a
+            warning (a pipeline, whose release is drawn already), instead of refused (``synthesize``).
+
+    Raises:
+        InvalidParameterError: more records than one run writes, or (``adapt`` False) than the partitions hold.
+    """
+    from spark_dpsynth.data.session import default_parallelism
+    from spark_dpsynth.params import MAX_RECORDS_PER_PARTITION, check_synthesis_size, synthesis_partitions
 
     syn = config.synthesize
     records = syn.target_number_of_records
     if records is None:
-        n = release.manifest.get("protected_number_of_records") or 0
-        records = math.ceil(int(n) * (syn.aggregate_counts_scale_factor or 1.0))
-    check_synthesis_size(records, _synthesis_partitions(spark, config))
+        n = max(int(release.manifest.get("protected_number_of_records") or 0), 0)
+        records = math.ceil(n * (syn.aggregate_counts_scale_factor or 1.0))
+    parts = synthesis_partitions(records, default_parallelism(spark), syn.partitions)
+    need = -(-int(records) // MAX_RECORDS_PER_PARTITION)
+    if adapt and syn.partitions is not None and parts < need:
+        log.warning(
+            "--partitions %d is too few for %d synthetic records (at most %d per partition): using %d",
+            parts,
+            records,
+            MAX_RECORDS_PER_PARTITION,
+            need,
+        )
+        parts = need
+    check_synthesis_size(records, parts)
+    return parts
 
 
 class _Terminated(BaseException):
@@ -425,15 +499,15 @@ def _check_interrupts() -> None:
         raise _PENDING[0]
 
 
-def _interrupted_by_pending(stage: OutputStage | None) -> int | None:
+def _interrupted_by_pending(stage: OutputStage | None, kept: str | None = None) -> int | None:
     """The exit status of an interrupt received before a failure, else None: a signal that stops the job also
     breaks what runs under it (the JVM's connection, a cancelled Spark job, the staging cleanup), and the error
     that follows is its consequence, reported as the interrupt (130 or 143), not as a failure of its own."""
     if not _PENDING:
         return None
     if _PENDING[0] is KeyboardInterrupt:
-        return _interrupted("SIGINT", 130, stage)
-    return _interrupted("SIGTERM", 143, stage)
+        return _interrupted("SIGINT", 130, stage, kept)
+    return _interrupted("SIGTERM", 143, stage, kept)
 
 
 def _install_interrupts(spark=None) -> None:  # noqa: ANN001
@@ -491,11 +565,12 @@ def _wait_for_cancelled_tasks(spark) -> None:  # noqa: ANN001 - classic SparkSes
         time.sleep(0.1)
 
 
-def _interrupted(name: str, status: int, stage: OutputStage | None) -> int:
+def _interrupted(name: str, status: int, stage: OutputStage | None, kept: str | None = None) -> int:
     """One line for an interrupt; further interrupts are ignored while the process ends, and so is the JVM's
     stderr (its cancelled tasks' stack traces, :mod:`spark_dpsynth.cli._signals`). Nothing published: the JVM
     this process started is ended first (a cancelled write may still commit into the removed staging directory)
-    and what it left of the staging is removed."""
+    and what it left of the staging is removed. ``kept``: a pipeline's outputs kept after its release was drawn
+    and how to resume (:func:`_resume_hint`)."""
     from spark_dpsynth.cli._signals import mute_jvm, stop_jvm
 
     mute_jvm()
@@ -507,6 +582,8 @@ def _interrupted(name: str, status: int, stage: OutputStage | None) -> int:
     if stage is not None and not published and not getattr(stage, "_keep_staging", False) and stop_jvm():
         shutil.rmtree(local_path(stage.staging_dir), ignore_errors=True)
     done = "the outputs were already published" if published else "no output was changed"
+    if published and kept is not None:
+        done = kept
     print(f"spark-dpsynth: interrupted by {name}; {done}", file=sys.stderr)
     return status
 
@@ -519,6 +596,31 @@ def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
     # A local JVM leaves SIGINT and SIGTERM to this process and its stderr goes through it (cli._signals).
     with launched_jvm() if not config.remote else contextlib.nullcontext():
         return get_session(master=config.master, remote=config.remote, delta=delta, debug=config.debug)
+
+
+def _resume_hint(config: JobConfig, out_dir: str, command: str, config_file: str | None) -> str:
+    """What a failed pipeline keeps and the command that goes on from it without spending budget: after the
+    release, ``synthesize`` (then ``evaluate``); after the synthetic data, ``evaluate``."""
+    import shlex
+
+    out = os.path.abspath(local_path(out_dir))
+    common = ["--config", config_file] if config_file else []
+    if command == "synthesize":
+        what = f"the release is kept in {out}/release (no budget is spent to go on)"
+        resume = ["spark-dpsynth", "synthesize", *common, "--output", out]
+    else:
+        what = f"the release and the synthetic data are kept in {out} (no budget is spent to go on)"
+        source = (
+            ["--input-table", config.input_table]
+            if config.input_table
+            else ["--input", str(config.input_path)]
+        )
+        resume = ["spark-dpsynth", "evaluate", *common, *source]
+        if config.output_table:
+            resume += ["--output-table", config.output_table]
+        resume += ["--output", out]
+    then = " and then `evaluate`" if command == "synthesize" else ""
+    return f"{what}; resume with `{shlex.join(resume)}`{then}, with the same options"
 
 
 def _expressions(config: JobConfig | None) -> dict[str, str | None]:
@@ -575,10 +677,12 @@ def _check_synthetic_columns(release, synthetic) -> None:  # noqa: ANN001
         )
 
 
-def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN001, ANN202
-    """Run the chosen mechanism (registry) on the input and stage its release (and its own files)."""
+def _run_aggregate(spark, config: JobConfig, stage: OutputStage, command: str = "aggregate"):  # noqa: ANN001, ANN202
+    """Run the chosen mechanism (registry) on the input and stage its release (and its own files); the checks
+    that need the schema only (:func:`_check_schema`) run first."""
     spec = registry.mechanism(config.mechanism_name())
     df = read_table(spark, config)
+    _check_schema(config, df, command)
 
     def read_public():  # noqa: ANN202 - DataFrame
         return _read_filtered(
@@ -599,20 +703,29 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage):  # noqa: ANN00
     release.save(path, spark)
     if fitted.write_extras is not None:
         fitted.write_extras(local_path(path))
-    if config.sds_format:
-        if release.manifest.mechanism != "marginals":
-            raise InvalidParameterError(f"--sds-format needs k-way marginals, not a {spec.name} release")
+    if config.sds_format:  # a marginals release (_check_plan)
         from spark_dpsynth.release.sds_format import write_sds_files
 
         write_sds_files(release, local_path(path))
     return release
 
 
-def _run_synthesize(spark, config: JobConfig, stage: OutputStage, release, release_dir: str):  # noqa: ANN001, ANN202
-    """Synthesize, write the synthetic data (staged) and return it as read back from where it was written."""
+def _run_synthesize(  # noqa: ANN201
+    spark,  # noqa: ANN001
+    config: JobConfig,
+    stage: OutputStage,
+    release,  # noqa: ANN001
+    release_dir: str,
+    *,
+    adapt: bool = False,
+):
+    """Synthesize, write the synthetic data (staged) and return it as read back from where it was written.
+    ``adapt``: see :func:`_synthesis_plan`."""
     spec = registry.resolve_synthesizer(release.manifest, config.requested_synthesizer())
-    _check_release_size(spark, config, release)
-    synthetic = spec.load_sample()(release, config.synthesize, spark, release_dir=local_path(release_dir))
+    params = dataclasses.replace(
+        config.synthesize, partitions=_synthesis_plan(spark, config, release, adapt=adapt)
+    )
+    synthetic = spec.load_sample()(release, params, spark, release_dir=local_path(release_dir))
     if config.join_multi_value and release.manifest.get("multi_value_columns"):
         from spark_dpsynth.data.prepare import join_multi_value
 
@@ -773,7 +886,7 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
     if meanings:
         lines.append(f"  column meanings        {describe_meanings(meanings)}")
     if metrics is not None:
-        tvd = metrics.get("tvd", {})
+        tvd = metrics.get("tvd") or {}
         lengths = [k for k in sorted(tvd, key=int) if isinstance(tvd[k], dict)]
         lines.append("  mean TVD (1/2/3-way)   " + " / ".join(f"{tvd[k]['mean']:.4f}" for k in lengths))
         if lengths and tvd[lengths[0]].get("floor") is not None:
@@ -795,10 +908,11 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
         lines += [f"  subsets compared       {line}" for line in describe_sampling(metrics)]
         lines += [f"  rows compared          {line}" for line in describe_row_sampling(metrics)]
         lines.append(f"  synthetic rows         {metrics['rows']['synthetic']}")
-        lines.append(
-            f"  blank-cell share       synthetic {metrics['blank_cell_share']['synthetic']:.4f}"
-            f" / sensitive {metrics['blank_cell_share']['sensitive']:.4f}"
-        )
+        blank = metrics.get("blank_cell_share") or {}
+        if blank.get("synthetic") is not None and blank.get("sensitive") is not None:
+            lines.append(
+                f"  blank-cell share       synthetic {blank['synthetic']:.4f} / sensitive {blank['sensitive']:.4f}"
+            )
         if metrics.get("nist_k_marginal_score") is not None:
             lines.append(f"  NIST k-marginal score  {metrics['nist_k_marginal_score']:.1f} / 1000 (k = 3)")
         sds = (metrics.get("sds") or {}).get("synthetic", {}).get("summary")
@@ -808,7 +922,9 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
                 f"{sds['leakage_count']} (resolution {metrics.get('resolution')})"
             )
         tstr = metrics.get("tstr")
-        if tstr and not tstr.get("skipped"):
+        if tstr and tstr.get("failed"):
+            pass  # listed under FAILED METRIC below
+        elif tstr and not tstr.get("skipped"):
             lines.append(
                 f"  TSTR ({tstr['label']})".ljust(25)
                 + f"accuracy {tstr['tstr_accuracy']:.4f} (train on real {tstr['trtr_accuracy']:.4f}), "
@@ -817,11 +933,13 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
         elif tstr:
             lines.append(f"  TSTR ({tstr['label']})".ljust(25) + f"skipped: {tstr['skipped']}")
         numeric = metrics.get("numeric")
-        if numeric and numeric["worst"]:
+        if numeric and numeric.get("worst"):
             lines.append(
                 "  worst numeric columns  "
                 + ", ".join(f"{c} KS {numeric['by_column'][c]['ks']:.3f}" for c in numeric["worst"])
             )
+        for name, reason in (metrics.get("failed_metrics") or {}).items():
+            lines.append(f"  FAILED METRIC          {name}: {reason} (the other metrics are written)")
         report = os.path.join(os.path.abspath(out_dir), "evaluation", "report.html")
         lines.append(f"  report (NOT private)   {report}")
     identifiers = list(m.get("identifier_columns") or {})
@@ -843,8 +961,8 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 user error, 1 unexpected failure, 130 after
-    SIGINT, 143 after SIGTERM)."""
+    """Run the command line; returns the exit status (0 ok, 2 user error, 1 unexpected failure, 3 a pipeline
+    whose release was published but whose synthesis or evaluation failed, 130 after SIGINT, 143 after SIGTERM)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False))
@@ -852,6 +970,8 @@ def main(argv: list[str] | None = None) -> int:
     in_main = threading.current_thread() is threading.main_thread()
     handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) if in_main else None
     stage: OutputStage | None = None
+    step = "run"
+    kept: str | None = None  # once a pipeline's release is staged: what is kept and how to resume
     try:
         _install_interrupts()
         config = load_job_config(args)
@@ -866,6 +986,7 @@ def main(argv: list[str] | None = None) -> int:
         if command != "synthesize":
             _check_input(config)
             _check_mechanism(config)
+        _check_plan(config, command)
         if command in ("pipeline", "aggregate"):
             _warn_hopeless_budget(config)
         release_dir = os.path.join(out_dir, "release")
@@ -905,7 +1026,12 @@ def main(argv: list[str] | None = None) -> int:
             if command == "pipeline":
                 _check_synthesis_plan(spark, config)
             if command in ("pipeline", "aggregate"):
-                release = _run_aggregate(spark, config, stage)
+                step = "aggregation"
+                release = _run_aggregate(spark, config, stage, command)
+                if command == "pipeline":
+                    # The budget is spent: from here on the release is published whatever happens next.
+                    stage.keep_staged()
+                    kept = _resume_hint(config, out_dir, "synthesize", getattr(args, "config", None))
                 _check_interrupts()
             else:
                 from spark_dpsynth.release import load_release
@@ -913,10 +1039,17 @@ def main(argv: list[str] | None = None) -> int:
                 release = load_release(release_dir, spark)
             if command in ("pipeline", "synthesize"):
                 # The release just staged (pipeline) or the one on disk (synthesize).
+                step = "synthesis"
                 source = os.path.join(stage.staging_dir, "release") if command == "pipeline" else release_dir
-                synthetic = _run_synthesize(spark, config, stage, release, source)
+                synthetic = _run_synthesize(
+                    spark, config, stage, release, source, adapt=command == "pipeline"
+                )
+                if command == "pipeline":
+                    stage.keep_staged()
+                    kept = _resume_hint(config, out_dir, "evaluate", getattr(args, "config", None))
                 _check_interrupts()
             if command in ("pipeline", "evaluate"):
+                step = "evaluation"
                 if synthetic is None:
                     synthetic = read_output(
                         spark,
@@ -931,56 +1064,61 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  wall time              {time.perf_counter() - started:.1f} s")
         return 0
     except KeyboardInterrupt:
-        return _interrupted("SIGINT", 130, stage)
+        return _interrupted("SIGINT", 130, stage, kept)
     except _Terminated:
-        return _interrupted("SIGTERM", 143, stage)
-    except DPSynthError as err:
-        pending = _interrupted_by_pending(stage)
-        if pending is not None:
-            return pending
-        print(f"spark-dpsynth: error: {err}", file=sys.stderr)
-        return 2
+        return _interrupted("SIGTERM", 143, stage, kept)
     except Exception as err:  # noqa: BLE001 - one line, no data values, unless --debug
-        pending = _interrupted_by_pending(stage)
+        pending = _interrupted_by_pending(stage, kept)
         if pending is not None:
             return pending
-        if debug:
+        if kept is not None and stage is not None and "release" in stage.published:
+            # The budget is spent and the release published: the failure of a later stage is one line that says
+            # how to go on without spending more (docs/design.md section 1.7).
+            if debug:
+                traceback.print_exc()
+            text, status = _describe_failure(err, config)
+            reason = f"failed with {text} (--debug shows more)" if status == 1 else f"failed: {text}"
+            print(f"spark-dpsynth: error: the {step} {reason}; {kept}", file=sys.stderr)
+            return EXIT_RELEASE_KEPT
+        if debug and not isinstance(err, DPSynthError):
             raise
-        from spark_dpsynth.cli._spark_errors import condition_of, explain
-
-        explained = explain(
-            err,
-            _expressions(config),
-            config.input_path if config is not None else None,
-            output_path=config.output_path if config is not None else None,
-            cast_columns=_cast_columns(config),
-        )
-        if explained is not None:
-            print(f"spark-dpsynth: error: {explained}", file=sys.stderr)
-            return 2
-        name = type(err).__name__
-        if name in ("AnalysisException", "ParseException", "IllegalArgumentException"):
-            first = str(err).splitlines()[0] if str(err) else name
-            # Schema-level Spark errors (unknown column in a filter, unreadable path) name no data values.
-            print(f"spark-dpsynth: error: {first[:300]}", file=sys.stderr)
-            return 2
-        if isinstance(err, OSError) and err.filename:
-            # A file-system error names a path of ours and its reason, never a data value.
-            reason = err.strerror or name
-            print(f"spark-dpsynth: error: cannot access {err.filename}: {reason}", file=sys.stderr)
-            return 2
-        condition = condition_of(err)
-        print(
-            f"spark-dpsynth: failed with {name}"
-            + (f" [{condition}]" if condition else "")
-            + "; rerun with --debug for details (may show data values)",
-            file=sys.stderr,
-        )
-        return 1
+        text, status = _describe_failure(err, config)
+        if status == 1:
+            text = f"failed with {text}; rerun with --debug for details (may show data values)"
+        print(f"spark-dpsynth: {text}" if status == 1 else f"spark-dpsynth: error: {text}", file=sys.stderr)
+        return status
     finally:
         if handlers is not None:
             signal.signal(signal.SIGINT, handlers[0])
             signal.signal(signal.SIGTERM, handlers[1])
+
+
+def _describe_failure(err: Exception, config: JobConfig | None) -> tuple[str, int]:
+    """A failure in one line with no data value, and its exit status: (the reason, 2) for a user error or an
+    input Spark refuses (said in our words), (the whole line, 1) for an unexpected failure."""
+    if isinstance(err, DPSynthError):
+        return str(err), 2
+    from spark_dpsynth.cli._spark_errors import condition_of, explain
+
+    explained = explain(
+        err,
+        _expressions(config),
+        config.input_path if config is not None else None,
+        output_path=config.output_path if config is not None else None,
+        cast_columns=_cast_columns(config),
+    )
+    if explained is not None:
+        return explained, 2
+    name = type(err).__name__
+    if name in ("AnalysisException", "ParseException", "IllegalArgumentException"):
+        # Schema-level Spark errors (unknown column in a filter, unreadable path) name no data values.
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), name)
+        return first[:300], 2
+    if isinstance(err, OSError) and err.filename:
+        # A file-system error names a path of ours and its reason, never a data value.
+        return f"cannot access {err.filename}: {err.strerror or name}", 2
+    condition = condition_of(err)
+    return name + (f" [{condition}]" if condition else ""), 1
 
 
 if __name__ == "__main__":

@@ -524,7 +524,10 @@ class OutputStage:
 
     Use as a context manager. Entering claims the outputs and checks them before any data is read; a normal
     exit publishes every staged output at once; an exception (an interrupt included) removes what was staged
-    and changes no destination.
+    and changes no destination, except the outputs marked with :meth:`keep_staged` (a DP release whose budget
+    is spent, docs/design.md section 1.7): those are published alone, all together or not at all, and the
+    other outputs of the scope are then stale (removed with ``overwrite``: they were computed from the
+    previous release).
 
     Args:
         spark: the session, for catalog tables only (None: set it later with :meth:`use_session`).
@@ -563,6 +566,8 @@ class OutputStage:
         self._owner_fd: int | None = None
         self._owner: dict[str, Any] = {}
         self._keep_staging = False
+        self._kept: list[str] = []
+        self._kept_tables = 0
         self.published: list[str] = []
         """The entries of ``out_dir`` published (set on a successful exit)."""
         self.published_tables: list[str] = []
@@ -691,14 +696,59 @@ class OutputStage:
         self._tables.append((staged, name, fmt))
         return staged
 
+    # ------------------------------------------------------------------ keeping
+    def keep_staged(self) -> list[str]:
+        """Mark every output staged so far (entries of :meth:`path` written, tables of :meth:`table`) as kept:
+        should the run fail later, they are still published (alone, all or nothing) when the stage exits.
+
+        A pipeline calls it once its DP release is staged: the budget is spent, and a failure of a later stage
+        (synthesis, writing, evaluation) must not throw the release away (docs/design.md section 1.7).
+
+        Returns:
+            The entries of ``out_dir`` kept so far.
+
+        Raises:
+            SparkSetupError: an entry given to :meth:`path` was not written.
+        """
+        missing = [n for n in self._paths if not os.path.lexists(os.path.join(self._staging, n))]
+        if missing:
+            raise SparkSetupError(f"nothing was written for {', '.join(missing)} in {self._out_dir}")
+        self._kept = list(self._paths)
+        self._kept_tables = len(self._tables)
+        return list(self._kept)
+
+    @property
+    def kept(self) -> list[str]:
+        """The entries marked by :meth:`keep_staged` (published even when the run fails)."""
+        return list(self._kept)
+
     # ------------------------------------------------------------------ publishing
     def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
         with signals_deferred():
             try:
                 if exc_type is None:
                     self._publish()
+                elif self._kept or self._kept_tables:
+                    self._publish_kept()
             finally:
                 self._cleanup()
+
+    def _publish_kept(self) -> None:
+        """After a failure: publish the kept outputs alone; the rest of the scope becomes stale (an older output
+        computed from the previous release is removed with ``overwrite``, and cannot exist without it)."""
+        kept = set(self._kept)
+        self._stale = [n for n in self._scope() if n not in kept]
+        self._paths = list(self._kept)
+        unkept = self._tables[self._kept_tables :]
+        self._tables = self._tables[: self._kept_tables]
+        try:
+            self._publish()
+        except Exception:  # noqa: BLE001 - the run's own failure is the one reported
+            log.error("the kept outputs (%s) could not be published", ", ".join(self._kept))
+            self.published = []
+            self.published_tables = []
+        finally:
+            self._tables += unkept  # dropped by _cleanup
 
     def _publish(self) -> None:
         missing = [n for n in self._paths if not os.path.lexists(os.path.join(self._staging, n))]

@@ -1,4 +1,5 @@
-"""Helpers shared by the evaluation's modules: checks of a table's schema, column quoting, stage logging."""
+"""Helpers shared by the evaluation's modules: checks of a table's schema, column quoting, stage logging, the
+reason of a failed metric."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from contextlib import contextmanager
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from spark_dpsynth.errors import SchemaError
+from spark_dpsynth.errors import DPSynthError, SchemaError
 
 
 def _check_table(name: str, df: DataFrame) -> tuple[str, ...]:
@@ -64,3 +65,30 @@ def _stage(log: logging.Logger, name: str, progress: Callable[[str], None] | Non
     log.info("%s: done in %.2f s", name, seconds)
     if progress is not None:
         progress(f"{name}: done in {seconds:.1f} s")
+
+
+def _failure_reason(err: BaseException) -> str:
+    """A failed metric's reason without any data value (docs/design.md section 5.6): the exception class, Spark's
+    error condition (e.g. ``[CAST_INVALID_INPUT]``) or, for an error of Spark's JVM without one, the Java
+    exception class (e.g. ``java.lang.OutOfMemoryError``). Never the message, which can quote values."""
+    name = type(err).__name__
+    if isinstance(err, DPSynthError):
+        return f"{name}: {err}"  # our messages name no data value
+    condition = None
+    for getter_name in ("getCondition", "getErrorClass"):
+        getter = getattr(err, getter_name, None)
+        if getter is None:
+            continue
+        try:
+            condition = getter()
+        except Exception:  # noqa: BLE001 - a PySpark error without a condition
+            condition = None
+        if condition:
+            return f"{name} [{condition}]"
+    java = getattr(err, "java_exception", None)
+    if java is not None:
+        try:
+            return f"{name} ({java.getClass().getName()})"
+        except Exception:  # noqa: BLE001 - the JVM may be gone
+            pass
+    return name

@@ -63,10 +63,14 @@ from pyspark.sql import functions as F
 
 from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.evaluation._common import _check_table, _mismatch, _quote, _stage
+from spark_dpsynth.evaluation._common import _check_table, _failure_reason, _mismatch, _quote, _stage
 from spark_dpsynth.evaluation.cells import _aggregate, _cell_counts, _release_cells, _SubsetPlan
 from spark_dpsynth.evaluation.coverage import merge_coverage, release_coverage, synthetic_coverage
-from spark_dpsynth.evaluation.numeric import check_numeric_columns, numeric_metrics
+from spark_dpsynth.evaluation.numeric import (
+    COLUMNS_PER_PASS,
+    check_numeric_columns,
+    numeric_metrics,
+)
 from spark_dpsynth.evaluation.sds_evaluator import _bucket_bins, _sds_side
 from spark_dpsynth.evaluation.tstr import _check_label, _tstr
 from spark_dpsynth.evaluation.tvd import _one_way_worst, _tvd_metrics
@@ -320,6 +324,10 @@ def evaluate(
           castable share of its values, and the difference of the Pearson correlation matrices.
         * ``tstr``: None without ``label``; else, when it ran, :func:`train_synthetic_test_real`'s dict plus
           ``max_rows`` and ``skipped`` = None; when it could not run, ``{"label": label, "skipped": reason}``.
+        * ``failed_metrics``: metric -> the reason it failed (the exception class and Spark's error condition,
+          never a value; docs/design.md section 5.6); such a metric's entry (``numeric``, ``tstr``) is then
+          ``{"failed": reason}`` and the others are computed. A table with no rows defines no distance: the
+          entry ``distances`` says so, ``tvd`` is empty and the shares are None.
         * ``privacy``: None without a release; else the release manifest's public privacy parameters
           (``epsilon``, ``delta``, ``rho``, ``reporting_length``, ``sigmas``, ``noise_std``, ``sensitivities``
           (Delta_k), ``thresholds`` (rho_k), ``protected_number_of_records``, ``accounting``,
@@ -333,7 +341,7 @@ def evaluate(
             repeats, or is neither numeric, date, timestamp nor string.
         InvalidParameterError: ``max_marginal_length``, ``resolution`` or ``tstr_max_rows`` is not an integer
             >= 1, ``max_subsets`` is not an integer >= 0, ``seed`` or ``subset_seed`` is not an integer, ``label_values`` is not a mapping of strings, ``progress`` is not
-            callable, or a table has no rows (the distributions are undefined).
+            callable.
 
     Privacy:
         None: the result is computed from the sensitive data without noise. It is not differentially private
@@ -465,11 +473,10 @@ def evaluate(
         # Every row is in exactly one cell of a 1-column subset (no row at all: no cell, no entry).
         first = per_subset.get(plan.ids[(0,)], {"rows_s": 0, "rows_y": 0})
         n, n_syn = first["rows_s"], first["rows_y"]
-        for name, rows in (("sensitive", n), ("synthetic", n_syn)):
-            if rows == 0:
-                raise InvalidParameterError(
-                    f"the {name} table has no rows; the evaluation needs at least one"
-                )
+        empty = [name for name, rows in (("sensitive", n), ("synthetic", n_syn)) if rows == 0]
+        if empty:
+            # No distance is defined; the evaluation (not private) says so and the run goes on (design 1.7).
+            return _undefined_metrics(columns, tvd_length, res, plan, sampling, n, n_syn, empty, release)
         compared = {"sensitive": n, "synthetic": n_syn}
         n, n_syn = sampling.total("sensitive", n), sampling.total("synthetic", n_syn)
         blank_s = sum(row.get("blank_s", 0) for row in per_subset.values())
@@ -529,14 +536,30 @@ def evaluate(
                     for side_name, side in (("release", "r"), ("synthetic", "y"))
                 },
             }
+        # A metric that fails is reported as failed, with a reason that holds no data value, and the others
+        # are kept (docs/design.md section 5.6): the evaluation spends no budget and never loses the rest.
+        failed: dict[str, str] = {}
         metrics["numeric"] = None
         if numeric_kinds:
-            stage = f"numeric metrics of {len(numeric_kinds)} column(s) (one pass over each table)"
-            with _stage(log, stage, progress):
-                metrics["numeric"] = numeric_metrics(typed_s, typed_y, tuple(numeric_kinds))
+            d_num = len(numeric_kinds)
+            passes = 1
+            if d_num > COLUMNS_PER_PASS:
+                passes = -(-d_num // COLUMNS_PER_PASS) + 1
+            stage = f"numeric metrics of {d_num} column(s) ({passes} pass{'es' if passes > 1 else ''} over the tables)"
+
+            def numeric() -> dict[str, Any] | None:
+                with _stage(log, stage, progress):
+                    return numeric_metrics(typed_s, typed_y, tuple(numeric_kinds))
+
+            metrics["numeric"] = _guarded("numeric", failed, numeric)
         metrics["tstr"] = None
         if label is not None:
-            metrics["tstr"] = _tstr(synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress)
+            metrics["tstr"] = _guarded(
+                "tstr",
+                failed,
+                lambda: _tstr(synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress),
+            )
+        metrics["failed_metrics"] = failed
         metrics["privacy"] = None
         metrics["identifier_columns"] = []
         if release is not None:
@@ -547,6 +570,63 @@ def evaluate(
         return metrics
     finally:
         sampling.unpersist()
+
+
+def _undefined_metrics(
+    columns: tuple[str, ...],
+    length: int,
+    resolution: int,
+    plan: _SubsetPlan,
+    sampling: RowSampling,
+    n: int,
+    n_syn: int,
+    empty: list[str],
+    release: Release | None,
+) -> dict[str, Any]:
+    """The metrics when a table has no row: the shapes and the row counts, no distance (each is a ratio over the
+    rows), and ``failed_metrics`` saying why (docs/design.md section 5.6)."""
+    reason = f"the {' and the '.join(empty)} table{'s have' if len(empty) > 1 else ' has'} no rows"
+    compared = {"sensitive": n, "synthetic": n_syn}
+    return {
+        "metrics_version": METRICS_VERSION,
+        "differentially_private": False,
+        "columns": list(columns),
+        "max_marginal_length": length,
+        "subset_sampling": _sampling_entry(plan),
+        "resolution": resolution,
+        "rows": {
+            "sensitive": sampling.total("sensitive", n),
+            "synthetic": sampling.total("synthetic", n_syn),
+        },
+        "record_expansion": None,
+        "blank_cell_share": {"sensitive": None, "synthetic": None},
+        "row_sampling": sampling.entry(compared),
+        "empty_share_by_column": {},
+        "empty_columns": [],
+        "tvd": {},
+        "tvd_by_subset": {},
+        "nist_k_marginal_score": None,
+        "one_way_worst": [],
+        "sds": None,
+        "numeric": None,
+        "tstr": None,
+        "failed_metrics": {"distances": f"{reason}: no distance is defined"},
+        "privacy": {key: release.manifest.get(key) for key in PRIVACY_KEYS} if release is not None else None,
+        "identifier_columns": list(release.manifest.get("identifier_columns") or {}) if release else [],
+    }
+
+
+def _guarded(name: str, failed: dict[str, str], compute: Callable[[], Any]) -> Any:
+    """``compute()``, or, when it raises an Exception, ``{"failed": reason}`` with the reason also recorded in
+    ``failed[name]`` (:func:`~spark_dpsynth.evaluation._common._failure_reason`: no data value). Interrupts
+    (BaseException) go through."""
+    try:
+        return compute()
+    except Exception as err:  # noqa: BLE001 - reported in the metrics, the other metrics are kept
+        reason = _failure_reason(err)
+        log.warning("the %s metrics failed: %s", name, reason)
+        failed[name] = reason
+        return {"failed": reason}
 
 
 def write_metrics(metrics: dict[str, Any], directory: str) -> str:

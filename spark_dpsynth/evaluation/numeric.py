@@ -19,8 +19,12 @@ a string is trimmed and cast with ``try_cast``. A non-empty value that does not 
 ``[20, 30)``, a code such as ``N``), NaN or an infinity is not a number: ``castable_share`` says which share of a
 column's non-empty values are numbers, and a column with no number on either side is skipped with the reason.
 
-Computation: one Spark job, one aggregation pass per table, whatever the number of columns: the two tables are
-stacked (``unionByName``, a side tag) and grouped by side; per column, ``percentile_approx`` returns the
+Computation: one aggregation pass up to :data:`COLUMNS_PER_PASS` columns; beyond (a wide table), one pass per
+that many columns, so that the quantile summaries do not have to fit the driver at once, and one vectorized
+pass for the co-moments of the d (d - 1) / 2 pairs (:func:`_co_moments`, d x d matrix sums in ``mapInArrow``
+tasks; thousands of aggregates would be evaluated by Spark row by row), over the stacked tables persisted once.
+The two tables are stacked
+(``unionByName``, a side tag) and grouped by side; per column, ``percentile_approx`` returns the
 quantiles at the probabilities i / m, i = 0..m (m = ``grid_size``), with Spark's relative rank error 1 /
 ``accuracy``, beside ``min``, ``max``, ``count``, ``avg``, ``stddev_samp``; per pair of columns, ``covar_samp``
 and the two ``var_samp`` over the rows where both are numbers (Spark's one-pass central co-moments). The
@@ -58,6 +62,7 @@ import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.storagelevel import StorageLevel
 
 from spark_dpsynth import _validate as v
 from spark_dpsynth.data.types import scale_of
@@ -76,6 +81,7 @@ __all__ = [
     "ACCURACY",
     "CDF_POINTS",
     "WORST_COLUMNS",
+    "COLUMNS_PER_PASS",
 ]
 
 log = logging.getLogger(__name__)
@@ -88,6 +94,11 @@ CDF_POINTS = 101
 """Quantiles per column and table kept in the metrics for the report's CDF plots (percentiles 0..100)."""
 WORST_COLUMNS = 4
 """Columns with the largest KS distance listed in ``worst`` (and plotted by the report)."""
+
+COLUMNS_PER_PASS = 8
+"""Numeric columns whose quantile summaries one aggregation pass builds: each summary of accuracy A holds up to
+about 5 A entries per task and returns m + 1 quantiles, so a pass over every column of a wide table (the 68
+numeric columns of the EU LFS extract) exhausts the driver's memory (docs/design.md section 5.4)."""
 
 _SIDE = "__side"
 # A query probability just below i / m: Spark's percentile_approx ranks ceil(p n), and i / m * n computed in
@@ -176,30 +187,52 @@ def numeric_metrics(
     grid = np.arange(m + 1) / m
     # One array literal (a list would become m + 1 literal expressions, slow to analyse).
     probabilities = F.lit(np.where((grid > 0) & (grid < 1), grid - _NUDGE, grid))
-    aggs: list[Column] = [F.count(F.lit(1)).alias("rows")]
-    for i in range(len(names)):
-        x = F.col(f"x{i}")
-        aggs += [
-            F.sum(F.col(f"e{i}").cast("long")).alias(f"empty{i}"),
-            F.count(x).alias(f"numbers{i}"),
-            F.min(x).alias(f"min{i}"),
-            F.max(x).alias(f"max{i}"),
-            F.avg(x).alias(f"mean{i}"),
-            F.stddev_samp(x).alias(f"std{i}"),
-            F.percentile_approx(x, probabilities, acc).alias(f"q{i}"),
-        ]
+    passes: list[list[Column]] = []
+    for start in range(0, len(names), COLUMNS_PER_PASS):
+        aggs: list[Column] = []
+        for i in range(start, min(start + COLUMNS_PER_PASS, len(names))):
+            x = F.col(f"x{i}")
+            aggs += [
+                F.sum(F.col(f"e{i}").cast("long")).alias(f"empty{i}"),
+                F.count(x).alias(f"numbers{i}"),
+                F.min(x).alias(f"min{i}"),
+                F.max(x).alias(f"max{i}"),
+                F.avg(x).alias(f"mean{i}"),
+                F.stddev_samp(x).alias(f"std{i}"),
+                F.percentile_approx(x, probabilities, acc).alias(f"q{i}"),
+            ]
+        passes.append(aggs)
     pairs = list(combinations(range(len(names)), 2))
-    for i, j in pairs:
-        # Pearson's r over the rows where both are numbers, from Spark's one-pass central co-moments (corr
-        # itself divides by a zero variance, an error under ANSI mode): r = cov / sqrt(var_i var_j).
-        x, y = F.col(f"x{i}"), F.col(f"x{j}")
-        aggs += [
-            F.covar_samp(x, y).alias(f"cov{i}_{j}"),
-            F.var_samp(F.when(y.isNotNull(), x)).alias(f"vi{i}_{j}"),
-            F.var_samp(F.when(x.isNotNull(), y)).alias(f"vj{i}_{j}"),
-        ]
-    # Two rows (one per table), each holding d (m + 1) quantiles and 3 d (d - 1) / 2 co-moments.
-    rows = {r[_SIDE]: r.asDict() for r in stacked.groupBy(_SIDE).agg(*aggs).collect()}
+    wide = len(names) > COLUMNS_PER_PASS
+    if not wide:
+        aggs = []
+        for i, j in pairs:
+            # Pearson's r over the rows where both are numbers, from Spark's one-pass central co-moments (corr
+            # itself divides by a zero variance, an error under ANSI mode): r = cov / sqrt(var_i var_j).
+            x, y = F.col(f"x{i}"), F.col(f"x{j}")
+            aggs += [
+                F.covar_samp(x, y).alias(f"cov{i}_{j}"),
+                F.var_samp(F.when(y.isNotNull(), x)).alias(f"vi{i}_{j}"),
+                F.var_samp(F.when(x.isNotNull(), y)).alias(f"vj{i}_{j}"),
+            ]
+        passes = [[agg for aggs_ in passes for agg in aggs_] + aggs]  # one pass in all
+    # Per pass two rows (one per table); in all d (m + 1) quantiles and 3 d (d - 1) / 2 co-moments per table.
+    rows: dict[str, dict[str, Any]] = {}
+    if wide:
+        stacked = stacked.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        for aggs in passes:
+            for r in stacked.groupBy(_SIDE).agg(F.count(F.lit(1)).alias("rows"), *aggs).collect():
+                rows.setdefault(r[_SIDE], {}).update(r.asDict())
+        if wide and pairs:
+            # d (d - 1) / 2 pairs are thousands of aggregates, which Spark evaluates row by row: the co-moments
+            # are summed as d x d matrices instead, in one vectorized pass (:func:`_co_moments`).
+            shifts = {side: [row.get(f"mean{i}") for i in range(len(names))] for side, row in rows.items()}
+            for side, values in _co_moments(stacked, len(names), shifts).items():
+                rows.setdefault(side, {}).update(values)
+    finally:
+        if wide:
+            stacked.unpersist()
     side_rows = {side: rows.get(side) for side in ("s", "y")}
 
     cdf_index = np.rint(np.linspace(0, m, CDF_POINTS)).astype(int)
@@ -440,6 +473,66 @@ def _pearson(cov: float | None, var_i: float | None, var_j: float | None) -> flo
     if cov is None or var_i is None or var_j is None or not var_i > 0 or not var_j > 0:
         return None
     return float(min(1.0, max(-1.0, cov / math.sqrt(var_i * var_j))))
+
+
+def _co_moments(
+    stacked: DataFrame, d: int, shifts: dict[str, list[float | None]]
+) -> dict[str, dict[str, Any]]:
+    """Per side, ``cov{i}_{j}``, ``vi{i}_{j}``, ``vj{i}_{j}`` of every pair i < j over the rows where both are
+    numbers (as ``covar_samp`` and ``var_samp``: divided by n_ij - 1, None below 2 rows), from four d x d
+    matrices summed in a ``mapInArrow`` task per partition: with M the mask of numbers and X the numbers minus the
+    side's column mean (0 where no number), N = M'M, A = X'M, B = (X*X)'M and C = X'X; then
+    cov = (C - A A' / N) / (N - 1) and var_i = (B - A^2 / N) / (N - 1). The shift by the mean keeps the sums
+    central (no cancellation). The driver receives 4 d^2 numbers per task and side, never a record."""
+    import pyarrow as pa
+
+    columns = [f"x{i}" for i in range(d)]
+    means = {
+        side: np.array([0.0 if m is None else float(m) for m in values]) for side, values in shifts.items()
+    }
+    schema = T.StructType(
+        [T.StructField(_SIDE, T.StringType()), T.StructField("sums", T.ArrayType(T.DoubleType()))]
+    )
+
+    def task(batches):  # noqa: ANN001, ANN202 - Arrow record batches in and out
+        acc: dict[str, np.ndarray] = {}
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            sides = batch.column(_SIDE).to_numpy(zero_copy_only=False)
+            x = np.column_stack(
+                [batch.column(c).to_numpy(zero_copy_only=False).astype(float) for c in columns]
+            )
+            for side in np.unique(sides):
+                sel = x[sides == side]
+                mask = ~np.isnan(sel)
+                m = mask.astype(float)
+                centred = np.where(mask, sel - means.get(str(side), np.zeros(d)), 0.0)
+                sums = np.stack([m.T @ m, centred.T @ m, (centred * centred).T @ m, centred.T @ centred])
+                acc[str(side)] = acc[str(side)] + sums if str(side) in acc else sums
+        if acc:
+            yield pa.RecordBatch.from_pydict(
+                {_SIDE: list(acc), "sums": [a.ravel().tolist() for a in acc.values()]},
+                schema=pa.schema([(_SIDE, pa.string()), ("sums", pa.list_(pa.float64()))]),
+            )
+
+    totals: dict[str, np.ndarray] = {}
+    for r in stacked.select(_SIDE, *columns).mapInArrow(task, schema).collect():
+        part = np.asarray(r["sums"], dtype=float).reshape(4, d, d)
+        totals[r[_SIDE]] = totals[r[_SIDE]] + part if r[_SIDE] in totals else part
+    out: dict[str, dict[str, Any]] = {}
+    for side, (n, a, b, c) in totals.items():
+        values: dict[str, Any] = {}
+        for i, j in combinations(range(d), 2):
+            k = n[i, j]
+            if k < 2:
+                values[f"cov{i}_{j}"] = values[f"vi{i}_{j}"] = values[f"vj{i}_{j}"] = None
+                continue
+            values[f"cov{i}_{j}"] = float((c[i, j] - a[i, j] * a[j, i] / k) / (k - 1))
+            values[f"vi{i}_{j}"] = float(max(0.0, (b[i, j] - a[i, j] ** 2 / k) / (k - 1)))
+            values[f"vj{i}_{j}"] = float(max(0.0, (b[j, i] - a[j, i] ** 2 / k) / (k - 1)))
+        out[side] = values
+    return out
 
 
 def _correlation(

@@ -108,6 +108,7 @@ def render_report(metrics: dict[str, Any], *, title: str = "spark_dpsynth evalua
         _headline_section(metrics),
         _empty_columns_section(metrics.get("empty_columns")),
         _identifiers_section(metrics.get("identifier_columns")),
+        _failed_section(metrics.get("failed_metrics")),
         _sds_section(metrics.get("sds")),
         _tvd_section(metrics),
         _numeric_section(metrics.get("numeric")),
@@ -172,7 +173,7 @@ def headline_numbers(metrics: dict[str, Any]) -> list[tuple[str, str, Any, str]]
         "dec",
     )
     tstr = metrics.get("tstr")
-    if tstr and not tstr.get("skipped"):
+    if tstr and not tstr.get("skipped") and not tstr.get("failed"):
         add("tstr.tstr_accuracy", f"TSTR accuracy ({tstr['label']})", "pct")
         add("tstr.trtr_accuracy", f"TRTR accuracy ({tstr['label']})", "pct")
         add("tstr.tstr_f1", f"TSTR F1 of {tstr['positive_class']}", "dec")
@@ -590,8 +591,19 @@ def _identifiers_section(names: list[str] | None) -> str:
     )
 
 
+def _failed_section(failed: dict[str, str] | None) -> str:
+    if not failed:
+        return ""
+    items = "".join(f"<li>{_e(name)}: {_e(reason)}</li>" for name, reason in failed.items())
+    return (
+        '<section id="failed"><h2>Metrics that failed</h2>'
+        "<p>These metrics could not be computed; the others are shown (docs/design.md section 5.6).</p>"
+        f"<ul>{items}</ul></section>"
+    )
+
+
 def _numeric_section(numeric: dict[str, Any] | None) -> str:
-    if not numeric:
+    if not numeric or numeric.get("failed"):
         return ""
     by_column = numeric["by_column"]
     out = ['<section id="numeric"><h2>Numeric columns: distributions and correlations</h2>']
@@ -691,7 +703,7 @@ def _g(value: Any) -> str:
 
 
 def _tstr_section(tstr: dict[str, Any] | None) -> str:
-    if not tstr:
+    if not tstr or tstr.get("failed"):
         return ""
     head = f'<section id="tstr"><h2>Train on synthetic, test on real: {_e(tstr["label"])}</h2>'
     if tstr.get("skipped"):
