@@ -154,6 +154,15 @@ def test_dp_profile_keeps_a_small_whole_number_range_with_a_thin_tail(spark) -> 
     assert 1 <= p.bins.lower and p.bins.upper <= 99 and p.bins.upper - p.bins.lower <= 99
 
 
+def test_dp_profile_bins_the_rest_of_an_amount_that_is_mostly_a_few_values(spark) -> None:
+    # 96% zeros and two round sums stand out; 3% spread thinly over 1..4000 is binned, not lost to them
+    rng = np.random.default_rng(6)
+    rows = [(0,)] * 3840 + [(1902,)] * 60 + [(1977,)] * 40 + [(int(v),) for v in rng.integers(1, 4000, 125)]
+    p = _profile(spark, rows, "loss int")["loss"]
+    assert p.meaning == "measurement" and {0.0, 1902.0, 1977.0}.issubset(set(p.bins.points))
+    assert 0 <= p.bins.lower and p.bins.upper <= 4000
+
+
 def test_dp_profile_dates_are_measurements_inside_their_range(spark) -> None:
     days = [dt.date(2010, 1, 1) + dt.timedelta(days=int(d)) for d in np.arange(0, 3650, 3)]
     profiles = _profile(spark, [(d,) for d in days] * 3, "d date")
