@@ -447,7 +447,7 @@ def dp_profiles(
         is within the noise (a real column of whole numbers). Dates and timestamps are always measurements.
 
     Privacy:
-        One Spark job: per column, the counts of its values' cells on a public grid (:func:`profile_points`: a
+        One Spark job per 8 columns: per column, the counts of its values' cells on a public grid (:func:`profile_points`: a
         point cell per grid point, an open cell between two points, one cell for empty values), and on the real
         scale the count of values that are not whole numbers; at most 2 x len(points) + 2 keys per column reach
         the driver. Every possible cell of every column gets discrete Gaussian noise, the cells without records
@@ -472,33 +472,36 @@ def dp_profiles(
         def draw(size: int) -> np.ndarray:
             return noise.discrete_gaussian(sigma, size)
 
-    keys = []
-    for j, c in enumerate(columns):
-        x = F.col(f"`{c}`").cast("double")
-        lower, exact = _cell_key(x, types[c].scale)
-        frac = (
-            (x != F.floor(x)) & ~F.isnan(x) & (F.abs(x) != F.lit(math.inf))
-            if c in fractional
-            else F.lit(False)
-        )
-        keys.append(
-            F.struct(
-                F.lit(j).alias("j"),
-                lower.alias("lower"),
-                F.coalesce(exact, F.lit(False)).alias("exact"),
-                F.coalesce(frac, F.lit(False)).alias("frac"),
-            )
-        )
-    exploded = df.select(F.explode(F.array(*keys)).alias("k")).select("k.*")
-    # At most 2 x (2 len(points) + 2) keys per column: release-sized (the grid is public).
-    rows = exploded.groupBy("j", "lower", "exact", "frac").count().collect()
     by_column: dict[int, list[tuple[float, bool, bool, int]]] = {}
-    for r in rows:
-        lower = float("nan") if r["lower"] is None else float(r["lower"])
-        by_column.setdefault(int(r["j"]), []).append(
-            (lower, bool(r["exact"]), bool(r["frac"]), int(r["count"]))
-        )
-    del rows
+    # Columns in passes of _PROFILE_PASS_COLUMNS: the cell key is a large expression, and 54 of them in one plan
+    # (LFS without its codebook) ran the driver out of memory generating its code.
+    for start in range(0, len(columns), _PROFILE_PASS_COLUMNS):
+        batch = list(enumerate(columns))[start : start + _PROFILE_PASS_COLUMNS]
+        numbers = df.select(*[F.col(f"`{c}`").cast("double").alias(f"x{j}") for j, c in batch])
+        keys = []
+        for j, c in batch:
+            x = F.col(f"x{j}")
+            lower, exact = _cell_key(x, types[c].scale)
+            frac = (
+                (x != F.floor(x)) & ~F.isnan(x) & (F.abs(x) != F.lit(math.inf))
+                if c in fractional
+                else F.lit(False)
+            )
+            keys.append(
+                F.struct(
+                    F.lit(j).alias("j"),
+                    lower.alias("lower"),
+                    F.coalesce(exact, F.lit(False)).alias("exact"),
+                    F.coalesce(frac, F.lit(False)).alias("frac"),
+                )
+            )
+        exploded = numbers.select(F.explode(F.array(*keys)).alias("k")).select("k.*")
+        # At most 2 x (2 len(points) + 2) keys per column: release-sized (the grid is public).
+        for r in exploded.groupBy("j", "lower", "exact", "frac").count().collect():
+            lower = float("nan") if r["lower"] is None else float(r["lower"])
+            by_column.setdefault(int(r["j"]), []).append(
+                (lower, bool(r["exact"]), bool(r["frac"]), int(r["count"]))
+            )
     out = {}
     for j, c in enumerate(columns):
         scale = types[c].scale
@@ -522,6 +525,9 @@ def dp_profiles(
         out[c] = _profile_from_noisy(c, scale, grid, noisy, noisy_frac, sigma, n_bins, protected_n, laplace)
     return out
 
+
+_PROFILE_PASS_COLUMNS = 8
+"""Columns profiled per Spark job (:func:`dp_profiles`)."""
 
 MAX_CODE_RANGE = 100
 """A column of whole numbers whose DP range holds at most this many integers is a code (a category), whatever
