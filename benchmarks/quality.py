@@ -39,7 +39,7 @@ release, synthesis, the CLI's evaluation; summed over aggregate and synthesize a
 Prints each row as it is done, then a markdown table, and writes every row as JSON (``DIR/quality.json``)::
 
     python benchmarks/quality.py [--output DIR] [--datasets adult_codes,adult_raw,lfs] [--epsilons 1,4]
-        [--modes auto,model,sds,aim,mst] [--peers mst,aim | --skip-peers] [--peer-timeout S] [--tvd-subsets N]
+        [--modes auto,model,sds,aim,mst,class_conditional] [--peers mst,aim | --skip-peers] [--peer-timeout S] [--tvd-subsets N]
 """
 
 from __future__ import annotations
@@ -119,6 +119,7 @@ CLI_MODES: dict[str, list[str]] = {
     "sds": ["--synthesizer", "sds"],
     "aim": ["--synthesizer", "pgm", "--selection", "aim"],
     "mst": ["--synthesizer", "pgm", "--selection", "mst"],
+    "class_conditional": ["--synthesizer", "class_conditional"],
 }
 """Our modes: the ``spark-dpsynth`` options of each (``auto``: the CLI's default, nothing added)."""
 PEER_MODES = {"peer_mst": "mst", "peer_aim": "aim"}
@@ -568,7 +569,8 @@ def main(argv: list[str] | None = None) -> int:
         "--modes",
         default="auto,model,sds,mst",
         help="comma-separated, our modes (each a spark-dpsynth pipeline run): auto (the CLI's default), model, "
-        "sds (marginals mechanism), aim, mst (workload mechanism + pgm); "
+        "sds (marginals mechanism), aim, mst (workload mechanism + pgm), class_conditional (its class: the "
+        "last column); "
         "peer_mst, peer_aim may be listed here too",
     )
     parser.add_argument("--peers", default="mst,aim", help="comma-separated peers to add: mst, aim")

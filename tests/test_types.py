@@ -163,6 +163,50 @@ def test_dp_profile_bins_the_rest_of_an_amount_that_is_mostly_a_few_values(spark
     assert 0 <= p.bins.lower and p.bins.upper <= 4000
 
 
+def test_dp_profile_measures_the_shape_inside_its_bins(spark) -> None:
+    # an amount: 85% zeros, heaps at 7,688 and 15,024 too small to be points of their own, a thin spread
+    # between: the bins carry pieces where the records are, so a draw lands on the heaps, not anywhere in a bin
+    rng = np.random.default_rng(4)
+    rows = (
+        [(0,)] * 3400
+        + [(7688,)] * 120
+        + [(15024,)] * 100
+        + [(int(v),) for v in rng.integers(2000, 9000, 380)]
+    )
+    b = _profile(spark, rows, "gain int")["gain"].bins
+    assert b.shape and all(b.lower <= a <= c <= b.upper for a, c, _ in b.shape)
+    weight = {(a, c): w for a, c, w in b.shape}
+    total = sum(weight.values())
+    assert weight[(7688.0, 7688.0)] / total > 0.15  # about 120 of 600 records beyond 0
+    heap = [w for (a, c), w in weight.items() if a <= 15024 <= c]
+    assert heap and heap[0] / total > 0.1
+    assert BinSpec(**{k: getattr(b, k) for k in ("edges", "lower", "upper", "points", "shape")}) == b
+
+
+def test_restore_types_draws_by_the_within_bin_shape(spark) -> None:
+    df = spark.createDataFrame([(0, 0.0)], "amount int, share double")
+    shape = ((100.0, 100.0, 3.0), (150.0, 199.0, 1.0), (1000.0, 1000.0, 1.0), (5000.0, 5000.0, 2.0))
+    bins = {
+        "amount": BinSpec((200.0, 2000.0), lower=100.0, upper=9000.0, shape=shape),
+        "share": BinSpec((0.5,), lower=0.0, upper=1.0, shape=((0.25, 0.3, 1.0),)),
+    }
+    manifest = _manifest(df, bins)
+    assert manifest["column_types"]["amount"]["bins"]["shape"] == [list(p) for p in shape]
+    labels = spark.createDataFrame(
+        [("<200", "<0.5"), ("[200, 2000)", ">=0.5"), (">=2000", "<0.5")] * 2000, "amount string, share string"
+    )
+    out = restore_types(labels, manifest, seed=3).toPandas()
+    low, mid, high = out["amount"].iloc[0::3], out["amount"].iloc[1::3], out["amount"].iloc[2::3]
+    assert set(mid) == {1000} and set(high) == {5000}
+    assert low.between(100, 199).all() and (low == 100).mean() == pytest.approx(0.75, abs=0.04)
+    assert set(low[low != 100]).issubset(set(range(150, 200))) and low[low != 100].nunique() > 40
+    shaped, plain = out["share"][out.index % 3 != 1], out["share"].iloc[1::3]
+    assert shaped.between(0.25, 0.3).all()  # the bin with a piece
+    assert plain.between(0.5, 1.0).all() and plain.std() > 0.1  # no pieces: uniform in the bin
+    with pytest.raises(InvalidParameterError, match="bins.shape"):
+        BinSpec((1.0,), shape=((2.0, 1.0, 1.0),))
+
+
 def test_dp_profile_dates_are_measurements_inside_their_range(spark) -> None:
     days = [dt.date(2010, 1, 1) + dt.timedelta(days=int(d)) for d in np.arange(0, 3650, 3)]
     profiles = _profile(spark, [(d,) for d in days] * 3, "d date")

@@ -425,6 +425,7 @@ def _manifest_bins(manifest: dict) -> dict[str, BinSpec]:  # type: ignore[type-a
                 upper=b.get("upper"),
                 points=tuple(b.get("points") or ()),
                 integral=bool(b.get("integral", False)),
+                shape=tuple(tuple(x) for x in b.get("shape") or ()),
             )
     return out
 

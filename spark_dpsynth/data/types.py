@@ -198,6 +198,7 @@ def types_manifest(
                 "points": list(b.points),
                 "point_labels": list(b.point_labels()),
                 "integral": b.integral,
+                "shape": [list(x) for x in b.shape],
                 "source": sources.get(name, "config"),
             }
         out[name] = entry
@@ -291,6 +292,11 @@ class _ProfileGrid:
     points: np.ndarray
     possible: np.ndarray
     scale: str = "real"
+    sizes: np.ndarray | None = None
+    """Per cell, how many values it holds when values are spread evenly: on the integer and date scales its
+    whole numbers (1 for a point cell), in seconds on the timestamp scale, its width on the real scale (0 for a
+    point cell); 1 for the two cells beyond the points, 0 for the empty values. What a block's mass is spread
+    by (:func:`_signal_weights`)."""
 
     def block_keys(self, cells: np.ndarray) -> np.ndarray:
         """The block of each cell: on the number scales its magnitude (the decade of |x| on its side of 0, or
@@ -330,7 +336,18 @@ def _profile_grid(scale: str) -> _ProfileGrid:
         possible[2 : 2 * len(points) : 2] = gaps > 1.0
     if scale == "timestamp":
         possible[1 : 2 * len(points) + 1 : 2] = True
-    return _ProfileGrid(points=points, possible=possible, scale=scale)
+    sizes = np.ones(2 * len(points) + 2, dtype=np.float64)
+    gaps = np.diff(points)
+    if scale in ("integer", "date"):
+        sizes[2 : 2 * len(points) : 2] = np.maximum(gaps - 1.0, 0.0)
+    elif scale == "timestamp":
+        sizes[2 : 2 * len(points) : 2] = np.maximum(gaps - 1.0, 0.0)
+    else:
+        sizes[1 : 2 * len(points) + 1 : 2] = 0.0
+        sizes[2 : 2 * len(points) : 2] = gaps
+    sizes[-1] = 0.0
+    sizes[~possible] = 0.0
+    return _ProfileGrid(points=points, possible=possible, scale=scale, sizes=sizes)
 
 
 def _cell_key(x: Column, scale: str) -> tuple[Column, Column]:
@@ -559,8 +576,9 @@ def _signal_weights(
     grid: _ProfileGrid, rest: np.ndarray, cells: np.ndarray, threshold: float, sigma: float, level: float
 ) -> np.ndarray:
     """The noisy counts of the cells that stand out alone, plus, in each block of magnitude whose summed noisy
-    count stands out (:func:`_standing_blocks`), the rest of that sum spread evenly over the block's cells;
-    zero elsewhere (post-processing)."""
+    count stands out (:func:`_standing_blocks`), the rest of that sum spread evenly over the block's values
+    (each cell's share in proportion to its ``sizes``: an open cell of 999 whole numbers takes 999 times a
+    point's); zero elsewhere (post-processing)."""
     weights = np.zeros_like(rest)
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
@@ -571,7 +589,9 @@ def _signal_weights(
             members = blocks[key == k]
             spread = float(rest[members].sum()) - float(weights[members].sum())
             if spread > 0:
-                weights[members] += spread / len(members)
+                size = grid.sizes[members] if grid.sizes is not None else np.ones(len(members))
+                total = float(size.sum())
+                weights[members] += spread * size / total if total > 0 else spread / len(members)
     return weights
 
 
@@ -683,9 +703,11 @@ def _profile_from_noisy(
             # 3% lie among 90 values); collapsed onto the standing values it moved the column's mean
             span = cells[(cells > standing[0]) & (cells < standing[-1])]
             span = span[~np.isin(span, standing)]
+            span = span[grid.sizes[span] > 0] if grid.sizes is not None else span
             if len(span):
                 rest = np.zeros_like(rest)
-                rest[span] = max(rest_mass, 0.0) / len(span)
+                size = grid.sizes[span] if grid.sizes is not None else np.ones(len(span))
+                rest[span] = max(rest_mass, 0.0) * size / float(size.sum())
                 signal = span
     if len(signal) == 0:
         # nothing beyond the spikes stands out: the column is its spikes (a code), the rest is noise
@@ -726,8 +748,14 @@ def _profile_from_noisy(
         sigma * float(norm.isf(_SIGNAL_FALSE_POSITIVE)), non_empty / 1000.0
     )
     points = tuple(float(grid.points[(c - 1) // 2]) for c in spikes)
+    shape = _within_bin_shape(grid, rest, first, last, lo, hi, sorted(edges))
     spec = BinSpec(
-        edges=tuple(sorted(edges)), lower=lo, upper=max(hi, max(edges)), points=points, integral=integral
+        edges=tuple(sorted(edges)),
+        lower=lo,
+        upper=max(hi, max(edges)),
+        points=points,
+        integral=integral,
+        shape=shape,
     )
     spike_note = f", {len(points)} exact value(s) kept" if points else ""
     small_note = f" of {int(hi - lo + 1)} whole numbers" if small_range else ""
@@ -739,6 +767,59 @@ def _profile_from_noisy(
         f"DP measurement: {len(spec.edges) + 1} bins inside its DP range{small_note}{spike_note}"
         + (", whole numbers" if integral else ""),
     )
+
+
+_SHAPE_PIECES = 512
+"""At most this many pieces in a measurement's within-bin shape (:func:`_within_bin_shape`): beyond it,
+neighbouring pieces of one bin are merged (a date column's thousands of days, an amount's thousands of whole
+numbers)."""
+
+
+def _within_bin_shape(
+    grid: _ProfileGrid,
+    weights: np.ndarray,
+    first: int,
+    last: int,
+    lo: float,
+    hi: float,
+    edges: list[float],
+) -> tuple[tuple[float, float, float], ...]:
+    """The pieces (a, b, weight) of a measurement's range [lo, hi] with the noisy mass the profile read there
+    (``weights``: per cell, >= 0 where it stands out, docs/design.md section 2.8): one piece per cell of
+    ``first`` .. ``last`` with a positive weight (a point cell: a = b = the point; an open cell: its values, the
+    whole numbers strictly between its points on the integer and date scales), neighbouring pieces of equal
+    weight merged (a block whose mass was spread evenly), and, when more than :data:`_SHAPE_PIECES` remain,
+    neighbouring pieces of one bin merged into groups of equal size. Post-processing of the noisy profile."""
+    whole = grid.scale in ("integer", "date")
+    pieces: list[list[float]] = []  # [a, b, weight, weight of one cell]
+    for c in range(first, last + 1):
+        w = float(weights[c])
+        if not (grid.possible[c] and w > 0 and math.isfinite(w)):
+            continue
+        a, b = grid.bounds(c)
+        if a != b and whole:  # the whole numbers strictly between two points
+            a, b = a + 1.0, b - 1.0
+        a, b = max(a, lo), min(b, hi)
+        if not (math.isfinite(a) and math.isfinite(b) and a <= b):
+            continue
+        contiguous = pieces and (a == pieces[-1][1] or (whole and a == pieces[-1][1] + 1.0))
+        if contiguous and abs(pieces[-1][3] - w) <= 1e-9 * max(w, 1.0):
+            pieces[-1][1] = b
+            pieces[-1][2] += w
+        else:
+            pieces.append([a, b, w, w])  # the last: the weight of one of its cells
+    if len(pieces) > _SHAPE_PIECES:
+        starts = np.array([p[0] for p in pieces])
+        bin_of = np.searchsorted(np.asarray(edges, dtype=np.float64), starts, side="right")
+        group = math.ceil(len(pieces) / _SHAPE_PIECES)
+        merged: list[list[float]] = []
+        for k in np.unique(bin_of):
+            members = [pieces[i] for i in np.flatnonzero(bin_of == k)]
+            for i in range(0, len(members), group):
+                run = members[i : i + group]
+                merged.append([run[0][0], run[-1][1], sum(p[2] for p in run)])
+        pieces = merged
+    return tuple((float(p[0]), float(p[1]), float(f"{p[2]:.6g}")) for p in pieces)
 
 
 def profile_targets(types: Mapping[str, ColumnType], config: DataConfig) -> tuple[str, ...]:

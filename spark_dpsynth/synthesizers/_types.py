@@ -25,8 +25,13 @@ then returned unchanged):
 * the **identifier columns** of the manifest's ``identifier_columns`` (left out of every measurement) are
   inserted at their input places, filled with fresh surrogate keys 1..N (:func:`with_surrogate_keys`).
 
-Uniform within a bin is the maximum-entropy choice given only the bin's count: no within-bin shape is measured,
-so none is invented. The draws are utility randomness of post-processing, from Spark's ``rand`` seeded by the
+Within-bin shape: a DP profile's bins carry the pieces of the column's range where its noisy counts stood out
+(``shape``: (a, b, weight), post-processing of the profile, docs/design.md section 2.8); a value of such a bin
+falls in one of the bin's pieces with probability proportional to its weight (a Walker alias table per bin,
+one lookup per value), then uniformly in the piece: the 7,688 of an amount, the heaped 15,024 above 10,000
+come back where the data holds them instead of anywhere in a bin as wide as [7,688, 15,000). A bin without
+pieces (public bins, or nothing stood out in it) is drawn uniformly, the maximum-entropy choice given only the
+bin's count: no shape is invented where none is measured. The draws are utility randomness of post-processing, from Spark's ``rand`` seeded by the
 caller's seed and the column's position: the same seed and partitioning give the same values.
 
 Usage, for any synthesizer (one line on its output)::
@@ -59,6 +64,8 @@ __all__ = [
 
 _TYPE_SEED_STREAM = 0x7E5
 """Added to the caller's seed so that type restoration draws apart from the synthesizer's own streams."""
+_PIECE_STREAM = 1 << 20
+"""Added to a column's seed for the stream that picks a piece of its within-bin shape."""
 _BIN_COLUMN = "__dpsynth_bin_"
 """Prefix of the temporary bin-number columns of :func:`restore_types` (dropped before it returns)."""
 _UNIFORM_COLUMN = "__dpsynth_uniform_"
@@ -156,6 +163,79 @@ def _draw(
     return lo + u * (hi - lo)
 
 
+def _alias_table(weights: Sequence[float]) -> tuple[list[float], list[int]]:
+    """Walker's alias table of ``weights`` (> 0), built by Vose's method (Vose 1991, "A linear algorithm for
+    generating random numbers with a given distribution", IEEE TSE 17(9)): slot i keeps itself with probability
+    ``prob[i]``, else gives ``alias[i]``; a slot chosen uniformly then gives i with probability weights[i] / sum."""
+    n = len(weights)
+    total = float(sum(weights))
+    scaled = [float(w) * n / total for w in weights]
+    prob, alias = [1.0] * n, list(range(n))
+    small = [i for i, p in enumerate(scaled) if p < 1.0]
+    large = [i for i, p in enumerate(scaled) if p >= 1.0]
+    while small and large:
+        s, g = small.pop(), large.pop()
+        prob[s], alias[s] = scaled[s], g
+        scaled[g] -= 1.0 - scaled[s]
+        (small if scaled[g] < 1.0 else large).append(g)
+    return prob, alias
+
+
+def _shaped_draw(
+    bin_no: Column,
+    intervals: dict[str, tuple[float, float]],
+    shape: Sequence[Sequence[float]],
+    scale: str,
+    u: Column,
+    v: Column,
+) -> Column | None:
+    """A value drawn by the within-bin shape (``bins.shape``, module docstring) of bin number ``bin_no``: a piece
+    of the bin chosen by its weight (an alias table per bin: one slot from ``u``, and the fraction of ``u``
+    left over decides between the slot and its alias), then uniformly in the piece with ``v``; null for a bin
+    without pieces. None when the column has no shape."""
+    if not shape:
+        return None
+    bounds = list(intervals.values())
+    starts = [float(lo) for lo, _ in bounds]
+    lows, highs, probs, aliases, offsets, counts = [], [], [], [], [], []
+    for k, (b_lo, b_hi) in enumerate(bounds):
+        last = k == len(bounds) - 1
+        inside = [
+            (max(float(a), b_lo), min(float(b), b_hi), float(w))
+            for a, b, w in shape
+            if (float(a) >= starts[k] or k == 0) and (last or float(a) < starts[k + 1])
+        ]
+        offsets.append(len(lows))
+        counts.append(len(inside))
+        if inside:
+            prob, alias = _alias_table([w for _, _, w in inside])
+            lows += [a for a, _, _ in inside]
+            highs += [b for _, b, _ in inside]
+            probs += prob
+            aliases += [offsets[-1] + i + 1 for i in alias]  # 1-based, into the column's arrays
+    if not lows:
+        return None
+
+    def array(values: Sequence[float], kind: str) -> Column:
+        return F.array(*[F.lit(x).cast(kind) for x in values])
+
+    count = F.element_at(array(counts, "int"), bin_no)
+    slot_u = u * count.cast("double")
+    slot = F.floor(slot_u).cast("int")
+    index = F.element_at(array(offsets, "int"), bin_no) + F.least(slot, count - F.lit(1)) + F.lit(1)
+    keep = (slot_u - slot.cast("double")) < F.element_at(array(probs, "double"), index)
+    piece = F.when(keep, index).otherwise(F.element_at(array(aliases, "int"), index))
+    a = F.element_at(array(lows, "double"), piece)
+    b = F.element_at(array(highs, "double"), piece)
+    if scale in ("integer", "date"):
+        first = F.ceil(a)
+        size = F.greatest(F.floor(b) - first + F.lit(1), F.lit(1))
+        value = (first + F.floor(v * size)).cast("double")
+    else:
+        value = a + v * (b - a)
+    return F.when(count > F.lit(0), value)
+
+
 def _restore(value: Column, scale: str, type_name: str) -> Column:
     """The drawn number (double) on ``scale`` cast to the input type."""
     if scale == "date":
@@ -217,14 +297,23 @@ def _restore_columns(synthetic: DataFrame, types: Mapping[str, Any], seed: int |
                 *[x for i, lab in enumerate(intervals) for x in (F.lit(lab), F.lit(i + 1))]
             )
             label = col.cast("string")
+            shape = bins.get("shape") or ()
             looked_up += [
                 F.element_at(numbers, label).alias(bin_col),
                 F.rand(None if base is None else base + j).alias(u_col),
             ]
+            if shape:
+                # a second stream for the piece of the within-bin shape, apart from every column's first
+                looked_up.append(F.rand(None if base is None else base + _PIECE_STREAM + j).alias(f"{u_col}p"))
             closed = bins.get("upper") is not None
             # a real column of whole numbers draws whole numbers (bins "integral", docs/design.md section 2.8)
             draw_scale = "integer" if scale == "real" and bins.get("integral") else scale
             drawn = _draw(F.col(bin_col), intervals, draw_scale, F.col(u_col), closed)
+            shaped = _shaped_draw(
+                F.col(bin_col), intervals, shape, draw_scale, F.col(f"{u_col}p"), F.col(u_col)
+            )
+            if shaped is not None:
+                drawn = F.coalesce(shaped, drawn)
             # an empty cell stays empty (least/greatest below would turn a null into a bound)
             value = F.when(label.isNull(), F.lit(None)).otherwise(_restore(drawn, scale, type_name))
             # an exact point (a spike kept as its own category) comes back as itself
