@@ -130,7 +130,11 @@ def test_integer_codes_stay_codes_and_a_measurement_gets_dp_bins(spark) -> None:
     assert restore_types(synthetic, m, seed=1).schema.simpleString() == df.schema.simpleString()
     assert set(out["code"].dropna()) <= {0, 1, 2, 3} and set(out["y"].dropna()) <= {0, 1}
     weight = out["weight"].dropna()
-    assert weight.between(10_000, 900_000).all()
+    bins = m["column_types"]["weight"]["bins"]
+    # inside the DP range always; inside the data's own range but for a few draws where the within-bin shape
+    # holds the noise of the profile's pure-DP counts above the top (it cannot tell a few records from none)
+    assert weight.between(bins["lower"], bins["upper"]).all()
+    assert weight.between(10_000, 900_000).mean() >= 0.99
 
 
 @pytest.mark.parametrize(

@@ -137,10 +137,13 @@ def test_tvd_rows_and_blank_cells_by_hand(spark, caplog):
         "1": {"X": pytest.approx(0.20), "Y": pytest.approx(0.25)},
         "2": {"X|Y": pytest.approx(0.75)},
     }
-    assert m["tvd"] == {
+    headline = {k: {f: m["tvd"][k][f] for f in ("mean", "max", "count", "worst")} for k in m["tvd"]}
+    assert headline == {
         "1": {"mean": pytest.approx(0.225), "max": pytest.approx(0.25), "count": 2, "worst": "Y"},
         "2": {"mean": pytest.approx(0.75), "max": pytest.approx(0.75), "count": 1, "worst": "X|Y"},
     }
+    # the sampling floor beside each mean (no second sensitive sample: the tables are not sampled)
+    assert all(m["tvd"][k]["floor"] > 0 and m["tvd"][k]["floor_measured"] is None for k in m["tvd"])
     assert m["nist_k_marginal_score"] is None  # fewer than 3 columns
     assert m["sds"] is None
     assert m["differentially_private"] is False
@@ -435,7 +438,11 @@ def test_nist_k_marginal_score_by_hand(spark):
     sensitive = table(spark, [("a", "x", "1"), ("b", "y", "2")], ("X", "Y", "Z"))
     synthetic = table(spark, [("a", "x", "1"), ("a", "x", "1")], ("X", "Y", "Z"))
     m = evaluate(sensitive, synthetic, max_marginal_length=3)
-    assert m["tvd"]["3"] == {"mean": 0.5, "max": 0.5, "count": 1, "worst": "X|Y|Z"}
+    # the floor: (1/2) sqrt(2/pi) sqrt(1/2 + 1/2) (sqrt(.5 x .5) + sqrt(.5 x .5)) = 1 / sqrt(2 pi)
+    floor = pytest.approx(1 / np.sqrt(2 * np.pi))
+    assert m["tvd"]["3"] == {
+        "mean": 0.5, "max": 0.5, "count": 1, "worst": "X|Y|Z", "floor": floor, "floor_measured": None
+    }
     assert m["nist_k_marginal_score"] == 500.0
     assert evaluate(sensitive, synthetic, max_marginal_length=2)["nist_k_marginal_score"] is None
 

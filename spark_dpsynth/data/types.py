@@ -573,25 +573,64 @@ def _whole_number_range(
 
 
 def _signal_weights(
-    grid: _ProfileGrid, rest: np.ndarray, cells: np.ndarray, threshold: float, sigma: float, level: float
+    grid: _ProfileGrid,
+    rest: np.ndarray,
+    cells: np.ndarray,
+    threshold: float,
+    sigma: float,
+    level: float,
+    gaussian: float | None = None,
 ) -> np.ndarray:
     """The noisy counts of the cells that stand out alone, plus, in each block of magnitude whose summed noisy
     count stands out (:func:`_standing_blocks`), the rest of that sum spread evenly over the block's values
     (each cell's share in proportion to its ``sizes``: an open cell of 999 whole numbers takes 999 times a
-    point's); zero elsewhere (post-processing)."""
+    point's), within the parts of the block that stand out when it is halved, and halved again, while the
+    amount is large enough to tell the halves apart (both halves standing out: the amount split by their noisy
+    sums; one: the other keeps its own noisy sum); zero elsewhere (post-processing)."""
     weights = np.zeros_like(rest)
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
-    blocks = _standing_blocks(grid, rest, cells, sigma, level)
+    sizes = grid.sizes if grid.sizes is not None else np.ones(len(rest))
+
+    def even(members: np.ndarray, amount: float) -> None:
+        size = sizes[members]
+        total = float(size.sum())
+        weights[members] += amount * size / total if total > 0 else amount / len(members)
+
+    def spread(members: np.ndarray, amount: float) -> None:
+        # While the amount is at least twice what the members' sum must pass to stand out (so that even halves
+        # would stand out each),
+        # halve the members: a half that stands out gets its share and is halved in turn, a half that does not
+        # gets its own noisy excess (if positive) evenly; the amount is spread evenly over the values of the
+        # parts that are left (a thin tail of amounts between 10,000 and 900,000 is not spread up to 999,999).
+        while len(members) >= 2 and amount > 2.0 * _sum_threshold(len(members), sigma, level, gaussian):
+            halves = (members[: len(members) // 2], members[len(members) // 2 :])
+            excess = [float(rest[h].sum()) - float(weights[h].sum()) for h in halves]
+            stands = [
+                e > _sum_threshold(len(h), sigma, level, gaussian) for e, h in zip(excess, halves, strict=True)
+            ]
+            if all(stands):
+                total = excess[0] + excess[1]
+                spread(halves[0], amount * excess[0] / total)
+                members, amount = halves[1], amount * excess[1] / total
+            elif any(stands):
+                other = halves[1 - stands.index(True)]
+                kept = min(max(excess[1 - stands.index(True)], 0.0), amount)
+                if kept > 0:
+                    even(other, kept)
+                members, amount = halves[stands.index(True)], amount - kept
+            else:
+                break
+        even(members, amount)
+
+    blocks = _standing_blocks(grid, rest, cells, sigma, level, gaussian)
     if len(blocks):
         key = grid.block_keys(blocks)
         for k in np.unique(key):
             members = blocks[key == k]
-            spread = float(rest[members].sum()) - float(weights[members].sum())
-            if spread > 0:
-                size = grid.sizes[members] if grid.sizes is not None else np.ones(len(members))
-                total = float(size.sum())
-                weights[members] += spread * size / total if total > 0 else spread / len(members)
+            amount = float(rest[members].sum()) - float(weights[members].sum())
+            if amount > 0:
+                spread(members, amount)
     return weights
 
 
@@ -610,15 +649,32 @@ def _trimmed(signal: np.ndarray, rest: np.ndarray, tail: float) -> np.ndarray:
     return signal[(signal >= lo) & (signal <= hi)] if lo <= hi else signal[:0]
 
 
+def _sum_threshold(
+    cells: np.ndarray | float, sigma: float, level: float, gaussian: float | None
+) -> np.ndarray | float:
+    """The level a sum of the noisy counts of ``cells`` cells must pass to stand out of its noise: sigma
+    sqrt(cells) x ``gaussian`` (the Gaussian quantile of the profile's false-positive rate per cell; None:
+    ``level``, the noise is Gaussian), and never below one cell's threshold sigma x ``level`` (Laplace noise's
+    heavier tail matters for a sum of few cells; a sum of many is close to Gaussian, by the central limit
+    theorem)."""
+    g = level if gaussian is None else gaussian
+    return sigma * np.maximum(np.sqrt(cells) * g, level)
+
+
 def _standing_blocks(
-    grid: _ProfileGrid, rest: np.ndarray, cells: np.ndarray, sigma: float, level: float
+    grid: _ProfileGrid,
+    rest: np.ndarray,
+    cells: np.ndarray,
+    sigma: float,
+    level: float,
+    gaussian: float | None = None,
 ) -> np.ndarray:
     """The cells of the blocks of magnitude (each decade of |x| on each side of 0, and 0) whose summed noisy
-    count stands out of its noise (sigma sqrt(cells in the block) x ``level``), in value order; post-processing."""
+    count stands out of its noise (:func:`_sum_threshold`), in value order; post-processing."""
     keys, inverse = np.unique(grid.block_keys(cells), return_inverse=True)
     sums = np.bincount(inverse, weights=rest[cells], minlength=len(keys))
     sizes = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
-    standing = sums > sigma * np.sqrt(sizes) * level
+    standing = sums > _sum_threshold(sizes, sigma, level, gaussian)
     return cells[standing[inverse]]
 
 
@@ -642,6 +698,7 @@ def _profile_from_noisy(
     cells = np.flatnonzero(grid.possible[: grid.null_cell])
     tail = _SIGNAL_FALSE_POSITIVE / max(len(cells), 1)
     level = float(laplace_dist.isf(tail) / math.sqrt(2.0)) if laplace else float(norm.isf(tail))
+    gaussian = float(norm.isf(tail))  # a sum of many cells' noise, Laplace or not, is close to Gaussian
     threshold = sigma * level
     non_empty = max(float(protected_n) - max(float(noisy[grid.null_cell]), 0.0), 1.0)
     point_cells = np.arange(1, grid.null_cell, 2)
@@ -664,7 +721,7 @@ def _profile_from_noisy(
         return code
     present = noisy.copy()
     present[grid.null_cell] = 0.0
-    weights = _signal_weights(grid, present, cells, threshold, sigma, level)
+    weights = _signal_weights(grid, present, cells, threshold, sigma, level, gaussian)
     span = _trimmed(cells[weights[cells] > 0], weights, 1.0 / (4 * n_bins))
     whole = _whole_number_range(grid, present, span, half_bin * non_empty)
     small_range = numeric and whole is not None and 2 <= whole[1] - whole[0] + 1 <= MAX_CODE_RANGE
@@ -695,7 +752,7 @@ def _profile_from_noisy(
         # cells that stand out alone, and blocks of magnitude that stand out together (a thin tail of amounts):
         # the rest's mass is read from them only, so that the noise of thousands of empty cells does not
         # swamp it (Adult's capital_gain beyond 0: about 8% of the records over 7,000 whole numbers)
-        rest = _signal_weights(grid, rest, cells, threshold, sigma, level)
+        rest = _signal_weights(grid, rest, cells, threshold, sigma, level, gaussian)
         signal = _trimmed(cells[rest[cells] > 0], rest, 1.0 / (4 * n_bins))
         if few and len(signal) < 2:
             # the rest is too thin to place: spread evenly between the smallest and largest standing values,
