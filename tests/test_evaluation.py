@@ -441,7 +441,12 @@ def test_nist_k_marginal_score_by_hand(spark):
     # the floor: (1/2) sqrt(2/pi) sqrt(1/2 + 1/2) (sqrt(.5 x .5) + sqrt(.5 x .5)) = 1 / sqrt(2 pi)
     floor = pytest.approx(1 / np.sqrt(2 * np.pi))
     assert m["tvd"]["3"] == {
-        "mean": 0.5, "max": 0.5, "count": 1, "worst": "X|Y|Z", "floor": floor, "floor_measured": None
+        "mean": 0.5,
+        "max": 0.5,
+        "count": 1,
+        "worst": "X|Y|Z",
+        "floor": floor,
+        "floor_measured": None,
     }
     assert m["nist_k_marginal_score"] == 500.0
     assert evaluate(sensitive, synthetic, max_marginal_length=2)["nist_k_marginal_score"] is None

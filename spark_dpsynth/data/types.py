@@ -607,7 +607,8 @@ def _signal_weights(
             halves = (members[: len(members) // 2], members[len(members) // 2 :])
             excess = [float(rest[h].sum()) - float(weights[h].sum()) for h in halves]
             stands = [
-                e > _sum_threshold(len(h), sigma, level, gaussian) for e, h in zip(excess, halves, strict=True)
+                e > _sum_threshold(len(h), sigma, level, gaussian)
+                for e, h in zip(excess, halves, strict=True)
             ]
             if all(stands):
                 total = excess[0] + excess[1]

@@ -304,7 +304,9 @@ def _restore_columns(synthetic: DataFrame, types: Mapping[str, Any], seed: int |
             ]
             if shape:
                 # a second stream for the piece of the within-bin shape, apart from every column's first
-                looked_up.append(F.rand(None if base is None else base + _PIECE_STREAM + j).alias(f"{u_col}p"))
+                looked_up.append(
+                    F.rand(None if base is None else base + _PIECE_STREAM + j).alias(f"{u_col}p")
+                )
             closed = bins.get("upper") is not None
             # a real column of whole numbers draws whole numbers (bins "integral", docs/design.md section 2.8)
             draw_scale = "integer" if scale == "real" and bins.get("integral") else scale
