@@ -408,7 +408,7 @@ def evaluate(
         tvd_length = min(length, d)
         reporting_length = release_for_sds.reporting_length if release_for_sds is not None else 0
         sds_length = min(reporting_length, d)
-        with _stage(log, "the yardstick's bins (one aggregation over the sensitive table)", progress):
+        with _stage(log, "the yardstick's bins (aggregations over the sensitive table)", progress):
             declared = tuple(numeric_kinds) if typed_source else ()
             yard = build_yardstick(source_s, columns, numbers=declared, bins=bins)
         # The prepared tables are the compared cells when they are the source and nothing is binned: one pass

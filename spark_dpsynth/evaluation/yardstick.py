@@ -19,9 +19,9 @@ Per column (``build_yardstick``; the evaluation is not private, so the rule may 
 pass: a non-empty cell with a sensitive count of 0); for ``"bins"`` columns, values outside the sensitive
 column's observed [min, max] or not numbers at all (observed in the cell pass, :meth:`Yardstick.observe`).
 
-Computation: one aggregation over the sensitive table for the numeric, date and timestamp columns (an
-approximate distinct count, ``min``, ``max`` and 9 quantiles per column); the driver receives one row of
-about 12 numbers per column. The compared tables are then plain projections (strings), counted by the cell pass
+Computation: one aggregation over the sensitive table per 8 numeric, date and timestamp columns (an
+approximate distinct count, ``min``, ``max`` and 9 quantiles per column; all 67 of the EU LFS extract in one ran
+the driver out of memory); the driver receives one row of about 12 numbers per column. The compared tables are then plain projections (strings), counted by the cell pass
 of :mod:`spark_dpsynth.evaluation.cells`.
 """
 
@@ -37,7 +37,7 @@ from pyspark.sql import types as T
 
 from spark_dpsynth.errors import SchemaError
 from spark_dpsynth.evaluation._common import _quote
-from spark_dpsynth.evaluation.numeric import _on_scale, numeric_kind
+from spark_dpsynth.evaluation.numeric import COLUMNS_PER_PASS, _on_scale, numeric_kind
 
 __all__ = ["CATEGORICAL_MAX_VALUES", "QUANTILE_BINS", "Yardstick", "build_yardstick"]
 
@@ -73,8 +73,8 @@ def build_yardstick(
         bins: public bin edges (strictly increasing, finite) of some columns, from the configuration.
 
     Returns:
-        The :class:`Yardstick`; the sensitive statistics cost one aggregation (none without a numeric, date or
-        timestamp column).
+        The :class:`Yardstick`; the sensitive statistics cost one aggregation per 8 numeric, date or timestamp
+        columns (none without one).
 
     Raises:
         SchemaError: a column is missing from ``sensitive``, or of a type that is neither string, boolean,
@@ -97,10 +97,13 @@ def build_yardstick(
         kinds[c] = kind or "category"
     measured = [c for c in columns if kinds[c] != "category"]
     stats: dict[str, dict[str, Any]] = {}
-    if measured:
-        probabilities = F.lit([i / QUANTILE_BINS for i in range(1, QUANTILE_BINS)])
+    probabilities = F.lit([i / QUANTILE_BINS for i in range(1, QUANTILE_BINS)])
+    # Columns in passes of COLUMNS_PER_PASS, as the numeric metrics: the 67 numeric columns of the EU LFS
+    # extract in one aggregation ran the driver's JVM out of memory (a quantile summary per column).
+    for start in range(0, len(measured), COLUMNS_PER_PASS):
         aggs: list[Column] = []
-        for i, c in enumerate(measured):
+        batch = list(enumerate(measured))[start : start + COLUMNS_PER_PASS]
+        for i, c in batch:
             x = _finite(_on_scale(_text_or_value(sensitive, c), types[c], kinds[c]))
             aggs += [
                 F.approx_count_distinct(x, 0.01).alias(f"d{i}"),
@@ -110,7 +113,7 @@ def build_yardstick(
             ]
         # One row: about 12 numbers per numeric, date or timestamp column.
         row = sensitive.agg(*aggs).collect()[0].asDict()
-        for i, c in enumerate(measured):
+        for i, c in batch:
             stats[c] = {
                 "distinct": int(row[f"d{i}"]),
                 "min": row[f"lo{i}"],
