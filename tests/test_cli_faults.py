@@ -134,15 +134,15 @@ def _run_until(marker: str, signum: int, *, group: bool, out: Path) -> tuple[int
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("marker", "signum", "group", "status"),
+    ("marker", "signum", "group", "status", "kept"),
     [
-        ("workload: discovering", signal.SIGINT, True, 130),
-        ("workload: discovering", signal.SIGTERM, True, 143),
-        ("workload: discovering", signal.SIGTERM, False, 143),
-        ("pgm: sampling", signal.SIGTERM, True, 143),
-        ("pgm: sampling", signal.SIGINT, True, 130),
-        ("cell counts and metrics", signal.SIGINT, True, 130),
-        ("cell counts and metrics", signal.SIGTERM, True, 143),
+        ("workload: discovering", signal.SIGINT, True, 130, ()),
+        ("workload: discovering", signal.SIGTERM, True, 143, ()),
+        ("workload: discovering", signal.SIGTERM, False, 143, ()),
+        ("pgm: sampling", signal.SIGTERM, True, 143, ("release",)),
+        ("pgm: sampling", signal.SIGINT, True, 130, ("release",)),
+        ("cell counts and metrics", signal.SIGINT, True, 130, ("release", "synthetic")),
+        ("cell counts and metrics", signal.SIGTERM, True, 143, ("release", "synthetic")),
     ],
     ids=[
         "aggregation-SIGINT-group", "aggregation-SIGTERM-group", "aggregation-SIGTERM-process",
@@ -150,16 +150,32 @@ def _run_until(marker: str, signum: int, *, group: bool, out: Path) -> tuple[int
     ],
 )  # fmt: skip
 def test_a_signal_at_any_stage_exits_with_one_line(
-    marker: str, signum: int, group: bool, status: int, tmp_path: Path
+    marker: str, signum: int, group: bool, status: int, kept: tuple[str, ...], tmp_path: Path
 ) -> None:
+    # Before the release nothing is written; once the release is drawn it is kept (and the synthetic data once
+    # written), and the one line says how to go on without spending budget.
     out = tmp_path / "o"
     code, rest, sent = _run_until(marker, signum, group=group, out=out)
     assert sent, f"the run ended before a progress line said {marker!r}"
     name = signal.Signals(signum).name
     assert code == status
-    assert rest == [f"spark-dpsynth: interrupted by {name}; no output was changed"], "\n".join(rest[:20])
+    assert len(rest) == 1, "\n".join(rest[:20])
     assert not any("Exception" in x or "at org.apache" in x or "Traceback" in x for x in rest)
-    assert not out.exists() or list(out.iterdir()) == [], "no output, and no staging left behind"
+    if not kept:
+        assert rest == [f"spark-dpsynth: interrupted by {name}; no output was changed"]
+        assert not out.exists() or list(out.iterdir()) == [], "no output, and no staging left behind"
+        return
+    what = (
+        "the release is kept in" if kept == ("release",) else "the release and the synthetic data are kept in"
+    )
+    assert rest[0].startswith(f"spark-dpsynth: interrupted by {name}; {what} {out}"), rest[0]
+    assert "no budget is spent to go on" in rest[0] and "resume with `spark-dpsynth" in rest[0]
+    assert set(kept) <= {p.name for p in out.iterdir()} and "evaluation" not in {
+        p.name for p in out.iterdir()
+    }
+    assert not any(p.name.startswith(".spark-dpsynth-staging") for p in out.iterdir()), (
+        "no staging left behind"
+    )
 
 
 # --------------------------------------------------------------------------------------------- messages
