@@ -130,7 +130,9 @@ def build_yardstick(
             }
             continue
         s = stats[c]
-        if s["distinct"] <= CATEGORICAL_MAX_VALUES:
+        # public bins first: the resolution the configuration asks for (its synthetic values are drawn inside
+        # them, so a column of 30 whole numbers in 5-year bins is compared on those bins, not on its values)
+        if s["distinct"] <= CATEGORICAL_MAX_VALUES and c not in bins:
             rules[c] = {
                 "rule": "values",
                 "kind": kinds[c],
@@ -139,10 +141,14 @@ def build_yardstick(
             }
             continue
         if c in bins:
-            edges, why = [float(e) for e in bins[c]], "public bins of the configuration"
+            edges = [float(e) for e in bins[c]]
+            why = f"{s['distinct']} distinct values: the public bins of the configuration"
         else:
             edges = sorted({float(q) for q in s["quantiles"] if q is not None and math.isfinite(q)})
-            why = f"the sensitive table's {QUANTILE_BINS}-quantiles"
+            why = (
+                f"{s['distinct']} distinct values (> {CATEGORICAL_MAX_VALUES}): the sensitive table's "
+                f"{QUANTILE_BINS}-quantiles"
+            )
         rules[c] = {
             "rule": "bins",
             "kind": kinds[c],
@@ -150,7 +156,7 @@ def build_yardstick(
             "edges": edges,
             "min": s["min"],
             "max": s["max"],
-            "why": f"{s['distinct']} distinct values (> {CATEGORICAL_MAX_VALUES}): {why}",
+            "why": why,
         }
     return Yardstick(tuple(columns), rules, types)
 

@@ -743,6 +743,13 @@ def fit_archetype(
         profiles=profiles,
         manifest=manifest,
     )
+    # The input's column types, from the schema and the public bins (no data): the command line gives the
+    # synthetic columns back in them (restore_types, docs/design.md section 2.8), a binned one drawn in its bin.
+    from spark_dpsynth.data.types import column_types, types_manifest
+
+    typed = data.with_columns(tuple(roles.columns))
+    types = column_types(private.schema, typed)
+    manifest["column_types"] = types_manifest(types, typed.bins, {c: "config" for c in typed.bins})
     persons = model.persons_per_cell()
     manifest["protected_number_of_persons"] = int(persons.sum())
     manifest["protected_number_of_records"] = max(
