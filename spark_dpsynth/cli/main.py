@@ -567,9 +567,9 @@ def _wait_for_cancelled_tasks(spark) -> None:  # noqa: ANN001 - classic SparkSes
 
 def _interrupted(name: str, status: int, stage: OutputStage | None, kept: str | None = None) -> int:
     """One line for an interrupt; further interrupts are ignored while the process ends, and so is the JVM's
-    stderr (its cancelled tasks' stack traces, :mod:`spark_dpsynth.cli._signals`). Nothing published: the JVM
-    this process started is ended first (a cancelled write may still commit into the removed staging directory)
-    and what it left of the staging is removed. ``kept``: a pipeline's outputs kept after its release was drawn
+    stderr (its cancelled tasks' stack traces, :mod:`spark_dpsynth.cli._signals`). Nothing published, or only a
+    pipeline's release: the JVM this process started is ended first (a cancelled write may still commit into the
+    removed staging directory) and what it left of the staging is removed. ``kept``: a pipeline's outputs kept after its release was drawn
     and how to resume (:func:`_resume_hint`)."""
     from spark_dpsynth.cli._signals import mute_jvm, stop_jvm
 
@@ -578,8 +578,10 @@ def _interrupted(name: str, status: int, stage: OutputStage | None, kept: str | 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     published = bool(stage and (stage.published or stage.published_tables))
-    # A staging the stage keeps on purpose holds the journal of a rollback that a later run finishes.
-    if stage is not None and not published and not getattr(stage, "_keep_staging", False) and stop_jvm():
+    # A staging the stage keeps on purpose holds the journal of a rollback that a later run finishes. After a
+    # pipeline's release was published (``kept``), the staging holds only the outputs not yet published.
+    unpublished = not published or kept is not None
+    if stage is not None and unpublished and not getattr(stage, "_keep_staging", False) and stop_jvm():
         shutil.rmtree(local_path(stage.staging_dir), ignore_errors=True)
     done = "the outputs were already published" if published else "no output was changed"
     if published and kept is not None:
