@@ -569,8 +569,8 @@ def _interrupted(name: str, status: int, stage: OutputStage | None, kept: str | 
     """One line for an interrupt; further interrupts are ignored while the process ends, and so is the JVM's
     stderr (its cancelled tasks' stack traces, :mod:`spark_dpsynth.cli._signals`). Nothing published, or only a
     pipeline's release: the JVM this process started is ended first (a cancelled write may still commit into the
-    removed staging directory) and what it left of the staging is removed. ``kept``: a pipeline's outputs kept after its release was drawn
-    and how to resume (:func:`_resume_hint`)."""
+    removed staging directory) and what it left of the staging is removed. ``kept``: a pipeline's outputs kept
+    after its release was drawn and how to resume (:func:`_resume_hint`)."""
     from spark_dpsynth.cli._signals import mute_jvm, stop_jvm
 
     mute_jvm()

@@ -291,12 +291,12 @@ class _ProfileGrid:
 
     points: np.ndarray
     possible: np.ndarray
-    scale: str = "real"
-    sizes: np.ndarray | None = None
+    sizes: np.ndarray
     """Per cell, how many values it holds when values are spread evenly: on the integer and date scales its
     whole numbers (1 for a point cell), in seconds on the timestamp scale, its width on the real scale (0 for a
     point cell); 1 for the two cells beyond the points, 0 for the empty values. What a block's mass is spread
     by (:func:`_signal_weights`)."""
+    scale: str = "real"
 
     def block_keys(self, cells: np.ndarray) -> np.ndarray:
         """The block of each cell: on the number scales its magnitude (the decade of |x| on its side of 0, or
@@ -338,13 +338,11 @@ def _profile_grid(scale: str) -> _ProfileGrid:
         possible[1 : 2 * len(points) + 1 : 2] = True
     sizes = np.ones(2 * len(points) + 2, dtype=np.float64)
     gaps = np.diff(points)
-    if scale in ("integer", "date"):
-        sizes[2 : 2 * len(points) : 2] = np.maximum(gaps - 1.0, 0.0)
-    elif scale == "timestamp":
-        sizes[2 : 2 * len(points) : 2] = np.maximum(gaps - 1.0, 0.0)
-    else:
+    if scale == "real":
         sizes[1 : 2 * len(points) + 1 : 2] = 0.0
         sizes[2 : 2 * len(points) : 2] = gaps
+    else:  # whole numbers (days, seconds) strictly between two points
+        sizes[2 : 2 * len(points) : 2] = np.maximum(gaps - 1.0, 0.0)
     sizes[-1] = 0.0
     sizes[~possible] = 0.0
     return _ProfileGrid(points=points, possible=possible, scale=scale, sizes=sizes)
@@ -579,7 +577,7 @@ def _signal_weights(
     threshold: float,
     sigma: float,
     level: float,
-    gaussian: float | None = None,
+    gaussian: float,
 ) -> np.ndarray:
     """The noisy counts of the cells that stand out alone, plus, in each block of magnitude whose summed noisy
     count stands out (:func:`_standing_blocks`), the rest of that sum spread evenly over the block's values
@@ -590,7 +588,7 @@ def _signal_weights(
     weights = np.zeros_like(rest)
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
-    sizes = grid.sizes if grid.sizes is not None else np.ones(len(rest))
+    sizes = grid.sizes
 
     def even(members: np.ndarray, amount: float) -> None:
         size = sizes[members]
@@ -599,10 +597,10 @@ def _signal_weights(
 
     def spread(members: np.ndarray, amount: float) -> None:
         # While the amount is at least twice what the members' sum must pass to stand out (so that even halves
-        # would stand out each),
-        # halve the members: a half that stands out gets its share and is halved in turn, a half that does not
-        # gets its own noisy excess (if positive) evenly; the amount is spread evenly over the values of the
-        # parts that are left (a thin tail of amounts between 10,000 and 900,000 is not spread up to 999,999).
+        # would each stand out), halve the members: a half that stands out gets its share and is halved in
+        # turn, a half that does not gets its own noisy excess (if positive) evenly; the amount is spread evenly
+        # over the values of the parts that are left (a thin tail of amounts between 10,000 and 900,000 is not
+        # spread up to 999,999).
         while len(members) >= 2 and amount > 2.0 * _sum_threshold(len(members), sigma, level, gaussian):
             halves = (members[: len(members) // 2], members[len(members) // 2 :])
             excess = [float(rest[h].sum()) - float(weights[h].sum()) for h in halves]
@@ -651,15 +649,14 @@ def _trimmed(signal: np.ndarray, rest: np.ndarray, tail: float) -> np.ndarray:
 
 
 def _sum_threshold(
-    cells: np.ndarray | float, sigma: float, level: float, gaussian: float | None
+    cells: np.ndarray | float, sigma: float, level: float, gaussian: float
 ) -> np.ndarray | float:
     """The level a sum of the noisy counts of ``cells`` cells must pass to stand out of its noise: sigma
-    sqrt(cells) x ``gaussian`` (the Gaussian quantile of the profile's false-positive rate per cell; None:
-    ``level``, the noise is Gaussian), and never below one cell's threshold sigma x ``level`` (Laplace noise's
-    heavier tail matters for a sum of few cells; a sum of many is close to Gaussian, by the central limit
-    theorem)."""
-    g = level if gaussian is None else gaussian
-    return sigma * np.maximum(np.sqrt(cells) * g, level)
+    sqrt(cells) x ``gaussian`` (the Gaussian quantile of the profile's false-positive rate per cell, equal to
+    ``level`` when the noise is Gaussian), and never below one cell's threshold sigma x ``level`` (Laplace
+    noise's heavier tail matters for a sum of few cells; a sum of many is close to Gaussian, by the central
+    limit theorem)."""
+    return sigma * np.maximum(np.sqrt(cells) * gaussian, level)
 
 
 def _standing_blocks(
@@ -668,7 +665,7 @@ def _standing_blocks(
     cells: np.ndarray,
     sigma: float,
     level: float,
-    gaussian: float | None = None,
+    gaussian: float,
 ) -> np.ndarray:
     """The cells of the blocks of magnitude (each decade of |x| on each side of 0, and 0) whose summed noisy
     count stands out of its noise (:func:`_sum_threshold`), in value order; post-processing."""
@@ -761,11 +758,10 @@ def _profile_from_noisy(
             # 3% lie among 90 values); collapsed onto the standing values it moved the column's mean
             span = cells[(cells > standing[0]) & (cells < standing[-1])]
             span = span[~np.isin(span, standing)]
-            span = span[grid.sizes[span] > 0] if grid.sizes is not None else span
+            span = span[grid.sizes[span] > 0]
             if len(span):
                 rest = np.zeros_like(rest)
-                size = grid.sizes[span] if grid.sizes is not None else np.ones(len(span))
-                rest[span] = max(rest_mass, 0.0) * size / float(size.sum())
+                rest[span] = max(rest_mass, 0.0) * grid.sizes[span] / float(grid.sizes[span].sum())
                 signal = span
     if len(signal) == 0:
         # nothing beyond the spikes stands out: the column is its spikes (a code), the rest is noise

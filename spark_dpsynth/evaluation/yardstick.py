@@ -21,8 +21,8 @@ column's observed [min, max] or not numbers at all (observed in the cell pass, :
 
 Computation: one aggregation over the sensitive table per 8 numeric, date and timestamp columns (an
 approximate distinct count, ``min``, ``max`` and 9 quantiles per column; all 67 of the EU LFS extract in one ran
-the driver out of memory); the driver receives one row of about 12 numbers per column. The compared tables are then plain projections (strings), counted by the cell pass
-of :mod:`spark_dpsynth.evaluation.cells`.
+the driver out of memory); the driver receives one row of about 12 numbers per column. The compared tables are
+then plain projections (strings), counted by the cell pass of :mod:`spark_dpsynth.evaluation.cells`.
 """
 
 from __future__ import annotations
