@@ -522,10 +522,11 @@ def _reduce_cells(sums: DataFrame, plan: _SubsetPlan, sds_length: int, resolutio
     )
     out = _Counts({}, {}, {})
     # Subset-sized: one row per (column subset, count bucket), about sum of C(d, L) * log2(n / 10) rows, plus
-    # at most _ONE_WAY_VALUES rows per column.
-    for row in agg.unionByName(top, allowMissingColumns=True).collect():
+    # at most _ONE_WAY_VALUES rows per column. Two collects of the persisted sums, not one of their union: the
+    # Spark Connect client (4.1) refuses a union whose two sides carry the same Observation of the tables' lineage.
+    for row in [*agg.collect(), *top.collect()]:
         d = row.asDict()
-        kind, subset, bucket = d.pop("kind"), int(d.pop("subset")), d.pop("bucket")
+        kind, subset, bucket = d.pop("kind"), int(d.pop("subset")), d.pop("bucket", None)
         if kind == "value":
             out.top_values.setdefault(subset, []).append((d["v0"], int(d["s"]), int(d["y"])))
             continue
