@@ -65,8 +65,10 @@ LEGACY_SYNTHESIZER = "aggregate_seeded"
 ``[synthesize] mode`` (``model`` or ``sds``). Kept as an alias."""
 AUTO_SYNTHESIZER = "auto"
 """The default of ``[run] synthesizer``: the ``pgm`` synthesizer and its ``workload`` mechanism (AIM, or MST on
-wide tables), except for a job that asks for SDS's aggregates (``[output] sds_format`` or ``[synthesize] mode =
-"sds"``), which runs the marginals mechanism as ``aggregate_seeded`` does (docs/design.md section 4.7)."""
+wide tables), or the marginals mechanism and the ``model`` synthesizer when the protected number of records makes
+the noise of every subset small (:mod:`spark_dpsynth.mechanisms.choice`); a job that asks for SDS's aggregates
+(``[output] sds_format`` or ``[synthesize] mode = "sds"``) runs the marginals mechanism as ``aggregate_seeded``
+does (docs/design.md section 4.7)."""
 SYNTHESIZERS = (AUTO_SYNTHESIZER, LEGACY_SYNTHESIZER, *registry.SYNTHESIZERS)
 _ARCHETYPE_IO_KEYS = ("public_input", "public_table", "public_format", "public_row_filter")
 _DATA_KEYS = {
@@ -154,8 +156,8 @@ class JobConfig:
     synthesizer: str = AUTO_SYNTHESIZER
     """A synthesizer of :mod:`spark_dpsynth.registry` (``model``, ``sds``, ``independent``,
     ``class_conditional``, ``archetype``, ``pgm``), which also names the mechanism a pipeline runs;
-    ``aggregate_seeded`` is the marginals mechanism with ``[synthesize] mode``; the default ``auto`` is ``pgm``
-    unless the job asks for SDS's aggregates (:data:`AUTO_SYNTHESIZER`)."""
+    ``aggregate_seeded`` is the marginals mechanism with ``[synthesize] mode``; the default ``auto`` is ``pgm``,
+    or ``model`` when the data's DP size allows, unless the job asks for SDS's aggregates (:data:`AUTO_SYNTHESIZER`)."""
     row_filter: str | None = None
     """Spark SQL predicate applied to the input before anything else (e.g. ``"split = 'train'"``); public."""
     max_marginal_length: int = 3
@@ -214,6 +216,12 @@ class JobConfig:
         if self.synthesizer == AUTO_SYNTHESIZER:
             return self.synthesize.mode if self._wants_sds() else "pgm"
         return self.synthesize.mode if self.synthesizer == LEGACY_SYNTHESIZER else self.synthesizer
+
+    def chooses_mechanism(self) -> bool:
+        """True when the mechanism is chosen on the data's DP size (``auto`` without SDS's aggregates: the marginals
+        of every subset and the ``model`` synthesizer, or the workload and ``pgm``;
+        :mod:`spark_dpsynth.mechanisms.choice`); :meth:`mechanism_name` then names the workload, the fallback."""
+        return self.synthesizer == AUTO_SYNTHESIZER and not self._wants_sds()
 
     def requested_synthesizer(self) -> str | None:
         """The synthesizer named explicitly (None for a default alias: the release then decides)."""
@@ -566,9 +574,10 @@ _STATIC_KEYS = (
     ConfigKey("run", "synthesizer", "str", "the method, which also picks the mechanism: "
               + "; ".join(f"{s.name}: {s.summary} (mechanism {s.mechanisms[0]})" for s in registry.SYNTHESIZERS.values())
               + f"; {LEGACY_SYNTHESIZER}: the marginals mechanism, then [synthesize] mode; {AUTO_SYNTHESIZER} "
-              "(default): pgm (AIM; MST on more than 25 columns when the budget is small for the width), or with "
-              "--sds-format or --mode sds the marginals "
-              "mechanism", SYNTHESIZERS),
+              "(default): pgm (AIM; MST on more than 25 columns when the budget is small for the width), or model "
+              "(every subset of at most R columns) when the protected number of records makes their noise small "
+              "(docs/design.md section 4.7); with --sds-format or --mode sds the marginals mechanism",
+              SYNTHESIZERS),
     ConfigKey("run", "debug", "bool", "show full tracebacks on failure, which may show data values (default "
               "false)"),
     ConfigKey("run", "release", "str", "synthesize: the release to read, a release directory or an SDS "

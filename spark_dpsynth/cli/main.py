@@ -699,7 +699,13 @@ def _run_aggregate(spark, config: JobConfig, stage: OutputStage, command: str = 
         )
 
     context = registry.MechanismContext(spark=spark, read_public=read_public if spec.needs_public else None)
-    fitted = spec.load_run()(df, config.mechanism_params(spec.name), config.data, context)
+    if config.chooses_mechanism():
+        from spark_dpsynth.mechanisms.choice import fit_auto
+
+        aggregation, workload = config.mechanism_params("marginals"), config.mechanism_params("workload")
+        _, fitted = fit_auto(df, aggregation, workload, config.data, context)
+    else:
+        fitted = spec.load_run()(df, config.mechanism_params(spec.name), config.data, context)
     release = fitted.release
     path = stage.path("release")
     release.save(path, spark)

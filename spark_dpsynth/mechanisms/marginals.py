@@ -919,6 +919,8 @@ def dp_aggregate(
     data_config: DataConfig | None = None,
     *,
     progress: Progress | None = None,
+    noise: NoiseSource | None = None,
+    protected_n: int | None = None,
 ) -> Release:
     """Compute a DP release of the k-way marginals (k = 1..R) of a Spark DataFrame.
 
@@ -929,6 +931,10 @@ def dp_aggregate(
         data_config: columns, empty values, public bins, privacy unit, multi-value columns, record limit
             (default: every column, values as strings, each row a record).
         progress: optional callback receiving one short message per stage.
+        noise: the release's noise source (default: production noise, or test-mode noise when ``params.seed``
+            is set).
+        protected_n: n' when the caller has already drawn it from ``noise`` at this release's epsilon_N
+            (:func:`spark_dpsynth.mechanisms.choice.fit_auto`), >= 1; None draws it here.
 
     Returns:
         The :class:`~spark_dpsynth.release.core.Release`: for k = 1..R the released k-tuples of non-empty attributes
@@ -939,7 +945,7 @@ def dp_aggregate(
         SchemaError: a configured column is not in ``df`` (checked on the schema before any data is read); a
             single-value column differs within one person's rows, or rows have no privacy unit (after one
             Spark job, naming columns only).
-        InvalidParameterError: the reporting length exceeds the number of attribute columns.
+        InvalidParameterError: the reporting length exceeds the number of attribute columns; ``protected_n`` < 1.
 
     Privacy:
         (epsilon, delta)-DP per record, or per person with a privacy unit (see the module docstring; Gopi, Mahabadi,
@@ -983,15 +989,17 @@ def dp_aggregate(
     report_columns(types, config, progress)
     df = numeric_view(df, types)
     need = profile_targets(types, config)
-    noise = noise_source_for(params.seed)
-    protected_n: int | None = None
+    noise = noise if noise is not None else noise_source_for(params.seed)
+    if protected_n is not None and protected_n < 1:
+        raise InvalidParameterError(f"protected_n must be >= 1, got {protected_n}")
     sources = {c: "config" for c in config.bins}
     profiles = {}
     input_types = types
     if need:
         records = prepare(df, config)  # the profiled columns are still plain values here
-        # One number reaches the driver: the true number of records, used only for n' (never logged).
-        protected_n = draw_protected_n(records.count(), params, noise)
+        if protected_n is None:
+            # One number reaches the driver: the true number of records, used only for n' (never logged).
+            protected_n = draw_protected_n(records.count(), params, noise)
         delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
         split = split_budget(params, delta, len(need))
         report(
@@ -1261,4 +1269,7 @@ def run(df, params: AggregationParams, data: DataConfig, context):  # noqa: ANN0
     the errors and the privacy guarantee); the release is all it writes."""
     from spark_dpsynth.registry import Fitted
 
-    return Fitted(release=dp_aggregate(df, params, data, progress=context.progress))
+    release = dp_aggregate(
+        df, params, data, progress=context.progress, noise=context.noise, protected_n=context.protected_n
+    )
+    return Fitted(release=release)

@@ -680,6 +680,7 @@ def fit_workload(
     *,
     noise: NoiseSource | None = None,
     progress: Progress | None = None,
+    protected_n: int | None = None,
 ) -> Release:
     """Release DP-selected marginals of a table (see the module docstring; docs/design.md section 4.7).
 
@@ -690,6 +691,8 @@ def fit_workload(
         data_config: columns, empty values, public bins, privacy unit, multi-value columns, record limit.
         noise: the noise source (default production noise, or test-mode noise when ``params.seed`` is set).
         progress: optional callback, one message per stage (never a statistic of the data).
+        protected_n: n' when the caller has already drawn it from ``noise`` at this release's epsilon_N
+            (:func:`spark_dpsynth.mechanisms.choice.fit_auto`), >= 1; None draws it here.
 
     Returns:
         The :class:`~spark_dpsynth.release.core.Release`: ``measurements`` (the full noisy tables of the chosen
@@ -730,6 +733,8 @@ def fit_workload(
             f"got {params.reporting_length}"
         )
     noise = noise if noise is not None else noise_source_for(params.seed)
+    if protected_n is not None and protected_n < 1:
+        raise InvalidParameterError(f"protected_n must be >= 1, got {protected_n}")
     started = time.perf_counter()
     report(progress, log, f"workload ({params.selection.value}): {len(config.columns)} columns")
     from spark_dpsynth.data.types import identifiers_manifest
@@ -737,7 +742,7 @@ def fit_workload(
     identifiers = identifiers_manifest(df.schema, config)  # schema only; never measured (design 2.8)
     report_identifiers(identifiers, progress)
     # Column types and bins, as the marginals mechanism (docs/design.md section 2.8).
-    df, config, types_block, bins = _typed_bins(df, config, params, noise, progress)
+    df, config, types_block, bins = _typed_bins(df, config, params, noise, progress, protected_n)
     prepared = prepare(df, config)
     names: tuple[str, ...] = config.columns
     derived: dict[str, tuple[str, str]] = {}
@@ -776,7 +781,7 @@ def fit_workload(
             noise,
             progress,
             _release_key,
-            protected_n=bins.protected_n,
+            protected_n=bins.protected_n if bins.protected_n is not None else protected_n,
         )
         # Identifier-like columns, from the released 1-way values only (docs/design.md section 2.8).
         high_cardinality = report_high_cardinality(
@@ -968,11 +973,11 @@ class _Bins:
     """The manifest's ``column_meanings`` (:func:`~spark_dpsynth.data.types.meanings_manifest`)."""
 
 
-def _typed_bins(df, config, params, noise, progress):  # noqa: ANN001, ANN202 - DataFrame, DataConfig, ...
+def _typed_bins(df, config, params, noise, progress, protected_n=None):  # noqa: ANN001, ANN202 - DataFrame, ...
     """Column types, the report line per column, and the DP profile of the numeric columns without public bins
     (docs/design.md section 2.8): (df in its numeric view, config with every bin, manifest ``column_types``,
     :class:`_Bins`). With a profile, n' is drawn here (one count of the records, discrete Laplace with
-    epsilon_N) so that delta and rho are known; the profile gets rho B_p."""
+    epsilon_N), unless the caller gives it, so that delta and rho are known; the profile gets rho B_p."""
     from spark_dpsynth.data.prepare import prepare
     from spark_dpsynth.data.types import (
         apply_profiles,
@@ -997,8 +1002,9 @@ def _typed_bins(df, config, params, noise, progress):  # noqa: ANN001, ANN202 - 
     if need:
         eps_n = params.number_of_records_epsilon_proportion * params.epsilon
         records = prepare(df, config)  # the DP-binned columns are still plain values here
-        # One number reaches the driver: the true number of records, used only for n' (never logged).
-        protected_n = max(1, records.count() + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
+        if protected_n is None:
+            # One number reaches the driver: the true number of records, used only for n' (never logged).
+            protected_n = max(1, records.count() + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
         delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
         convert = (
             rho_tight_from_epsilon_delta
@@ -1249,4 +1255,7 @@ def _one_tuples(domains: tuple[tuple[str, ...], ...], measurements: Sequence[Mea
 
 def run(df, params: WorkloadParams, data: DataConfig, context: MechanismContext) -> Fitted:  # noqa: ANN001 - DataFrame
     """The registry's entry point: :func:`fit_workload` (see there for the errors and the guarantee)."""
-    return Fitted(release=fit_workload(df, params, data, progress=context.progress))
+    release = fit_workload(
+        df, params, data, noise=context.noise, progress=context.progress, protected_n=context.protected_n
+    )
+    return Fitted(release=release)

@@ -1,0 +1,106 @@
+"""The default method's choice of mechanism (spark_dpsynth.mechanisms.choice): the rule, its feasibility checks, and
+one draw of n' shared with the chosen mechanism."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.mechanisms.choice import (
+    MAX_RELATIVE_NOISE,
+    MAX_SUBSETS,
+    choose,
+    fit_auto,
+    marginals_feasible,
+    subsets,
+)
+from spark_dpsynth.params import AggregationParams, DataConfig, WorkloadParams
+from spark_dpsynth.privacy.accounting import delta_from_protected_n, rho_from_epsilon_delta
+
+
+def test_subsets_count_every_length_up_to_r() -> None:
+    assert subsets(16, 3) == 16 + 120 + 560
+    assert subsets(2, 3) == 2 + 1
+    assert subsets(22, 3) <= MAX_SUBSETS < subsets(23, 3)
+
+
+def test_rule_follows_the_relative_noise() -> None:
+    params = AggregationParams(epsilon=4.0)
+    # UCI Adult's size: the noise of 696 subsets is too large, 10 million records make it small
+    small, large = choose(16, params, 48_842), choose(16, params, 10_000_000)
+    assert small.mechanism == "workload" and large.mechanism == "marginals"
+    delta = delta_from_protected_n(10_000_000)
+    rho = rho_from_epsilon_delta(4.0 * (1 - params.number_of_records_epsilon_proportion), delta)
+    assert large.relative_noise == pytest.approx(math.sqrt(696 / (2 * rho)) / 10_000_000, rel=1e-12)
+    assert large.subsets == 696 and small.relative_noise > MAX_RELATIVE_NOISE >= large.relative_noise
+    # the boundary: n' where s / n' crosses the threshold (delta given, so that s does not depend on n')
+    given = AggregationParams(epsilon=4.0, delta=1e-6)
+    s = choose(16, given, 1).relative_noise
+    edge = s / MAX_RELATIVE_NOISE
+    assert choose(16, given, math.ceil(edge)).mechanism == "marginals"
+    assert choose(16, given, math.floor(edge) - 1).mechanism == "workload"
+    # a wide table never measures all its subsets, however many records
+    wide = choose(76, params, 10**9)
+    assert wide.mechanism == "workload" and "subsets" in wide.reason
+    assert json.loads(json.dumps(large.to_json()))["max_relative_noise"] == MAX_RELATIVE_NOISE
+    with pytest.raises(InvalidParameterError, match="protected_n"):
+        choose(16, params, 0)
+
+
+def test_configurations_the_marginals_do_not_take() -> None:
+    params = AggregationParams(epsilon=4.0)
+    assert marginals_feasible(16, params, DataConfig()) is None
+    assert "multi-value" in marginals_feasible(16, params, DataConfig(multi_value={"tags": ";"}))
+    assert "reporting length 4" in marginals_feasible(16, AggregationParams(reporting_length=4), DataConfig())
+    assert "subsets" in marginals_feasible(30, params, DataConfig())
+    assert "reporting_length" in marginals_feasible(2, params, DataConfig())
+
+
+def _table(spark, n: int):  # noqa: ANN001, ANN202
+    rng = np.random.default_rng(5)
+    a = rng.choice(["x", "y", "z"], n)
+    b = np.where(rng.random(n) < 0.8, a, "w")
+    c = rng.choice(["p", "q"], n)
+    d = np.where(rng.random(n) < 0.7, c, "r")
+    return spark.createDataFrame(pd.DataFrame({"a": a, "b": b, "c": c, "d": d}))
+
+
+@pytest.mark.parametrize(("epsilon", "mechanism"), [(2.0, "workload"), (2000.0, "marginals")])
+def test_fit_auto_draws_n_once_and_books_it(spark, epsilon: float, mechanism: str) -> None:  # noqa: ANN001
+    from spark_dpsynth import registry
+
+    df = _table(spark, 1500)
+    budget = {"epsilon": epsilon, "delta": 1e-6, "seed": 3}
+    aggregation = AggregationParams(**budget)
+    workload = WorkloadParams(**budget, max_rounds=3, estimation_iterations=10)
+    choice, fitted = fit_auto(df, aggregation, workload, DataConfig(), registry.MechanismContext(spark=spark))
+    m = fitted.release.manifest
+    assert choice.mechanism == mechanism == m.mechanism
+    assert m["mechanism_choice"]["mechanism"] == mechanism
+    assert m["mechanism_choice"]["relative_noise"] == pytest.approx(choice.relative_noise)
+    # n' is the one the rule read: drawn once, booked once in the chosen mechanism's budget
+    n = m.protected_number_of_records
+    assert choice.relative_noise == pytest.approx(choose(4, aggregation, n).relative_noise, rel=1e-12)
+    assert [s.name for s in m.budget.shares].count("number_of_records") == 1
+    assert m.budget.share("number_of_records").epsilon == pytest.approx(
+        epsilon * aggregation.number_of_records_epsilon_proportion
+    )
+    assert m.synthesizers[0] == ("model" if mechanism == "marginals" else "pgm")
+
+
+def test_fit_auto_refuses_two_budgets(spark) -> None:  # noqa: ANN001
+    from spark_dpsynth import registry
+
+    with pytest.raises(InvalidParameterError, match="share the budget: epsilon"):
+        fit_auto(
+            _table(spark, 10),
+            AggregationParams(epsilon=1.0),
+            WorkloadParams(epsilon=2.0),
+            DataConfig(),
+            registry.MechanismContext(spark=spark),
+        )
