@@ -52,13 +52,30 @@ def test_rule_follows_the_relative_noise() -> None:
         choose(16, params, 0)
 
 
+def _coded(d: int, size: int, **kwargs) -> DataConfig:  # noqa: ANN003
+    """d columns with a public domain (a codebook) of ``size`` values each."""
+    names = tuple(f"c{j}" for j in range(d))
+    return DataConfig(columns=names, domains={c: tuple(map(str, range(size))) for c in names}, **kwargs)
+
+
 def test_configurations_the_marginals_do_not_take() -> None:
+    from spark_dpsynth.params import BinSpec
+
     params = AggregationParams(epsilon=4.0)
-    assert marginals_feasible(16, params, DataConfig()) is None
+    assert marginals_feasible(16, params, _coded(16, 5)) is None
+    binned = DataConfig(columns=("a", "b", "c"), bins={c: BinSpec(edges=(1, 2)) for c in "abc"})
+    assert marginals_feasible(3, params, binned) is None
     assert "multi-value" in marginals_feasible(16, params, DataConfig(multi_value={"tags": ";"}))
-    assert "reporting length 4" in marginals_feasible(16, AggregationParams(reporting_length=4), DataConfig())
-    assert "subsets" in marginals_feasible(30, params, DataConfig())
-    assert "reporting_length" in marginals_feasible(2, params, DataConfig())
+    assert "reporting length 4" in marginals_feasible(
+        16, AggregationParams(reporting_length=4), _coded(16, 5)
+    )
+    assert "subsets" in marginals_feasible(30, params, _coded(30, 5))
+    assert "reporting_length" in marginals_feasible(2, params, _coded(2, 5))
+    # a column whose values are found in the data: their number is known only once released
+    found = DataConfig(columns=("c0", "x"), domains={"c0": ("a", "b")})
+    assert "'x' has no public values" in marginals_feasible(2, AggregationParams(reporting_length=2), found)
+    # the public bound of the candidates: C(16, 3) subsets of 30^3 cells each exceed 2,000,000
+    assert "candidate 3-tuples" in marginals_feasible(16, params, _coded(16, 30))
 
 
 def _table(spark, n: int):  # noqa: ANN001, ANN202
@@ -78,7 +95,10 @@ def test_fit_auto_draws_n_once_and_books_it(spark, epsilon: float, mechanism: st
     budget = {"epsilon": epsilon, "delta": 1e-6, "seed": 3}
     aggregation = AggregationParams(**budget)
     workload = WorkloadParams(**budget, max_rounds=3, estimation_iterations=10)
-    choice, fitted = fit_auto(df, aggregation, workload, DataConfig(), registry.MechanismContext(spark=spark))
+    data = DataConfig(
+        domains={"a": ("x", "y", "z"), "b": ("w", "x", "y", "z"), "c": ("p", "q"), "d": ("p", "q", "r")}
+    )
+    choice, fitted = fit_auto(df, aggregation, workload, data, registry.MechanismContext(spark=spark))
     m = fitted.release.manifest
     assert choice.mechanism == mechanism == m.mechanism
     assert m["mechanism_choice"]["mechanism"] == mechanism
@@ -91,6 +111,21 @@ def test_fit_auto_draws_n_once_and_books_it(spark, epsilon: float, mechanism: st
         epsilon * aggregation.number_of_records_epsilon_proportion
     )
     assert m.synthesizers[0] == ("model" if mechanism == "marginals" else "pgm")
+
+
+def test_fit_auto_without_public_values_keeps_the_workload(spark) -> None:  # noqa: ANN001
+    from spark_dpsynth import registry
+
+    budget = {"epsilon": 2000.0, "delta": 1e-6, "seed": 3}
+    choice, fitted = fit_auto(
+        _table(spark, 300),
+        AggregationParams(**budget),
+        WorkloadParams(**budget, max_rounds=2, estimation_iterations=5),
+        DataConfig(),
+        registry.MechanismContext(spark=spark),
+    )
+    assert choice.mechanism == "workload" == fitted.release.manifest.mechanism
+    assert choice.relative_noise is None and "no public values" in choice.reason
 
 
 def test_fit_auto_refuses_two_budgets(spark) -> None:  # noqa: ANN001

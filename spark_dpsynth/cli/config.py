@@ -575,7 +575,8 @@ _STATIC_KEYS = (
               + "; ".join(f"{s.name}: {s.summary} (mechanism {s.mechanisms[0]})" for s in registry.SYNTHESIZERS.values())
               + f"; {LEGACY_SYNTHESIZER}: the marginals mechanism, then [synthesize] mode; {AUTO_SYNTHESIZER} "
               "(default): pgm (AIM; MST on more than 25 columns when the budget is small for the width), or model "
-              "(every subset of at most R columns) when the protected number of records makes their noise small "
+              "(every subset of at most R columns) when every column has public values and the protected number "
+              "of records makes their noise small "
               "(docs/design.md section 4.7); with --sds-format or --mode sds the marginals mechanism",
               SYNTHESIZERS),
     ConfigKey("run", "debug", "bool", "show full tracebacks on failure, which may show data values (default "

@@ -20,14 +20,16 @@ same draw and the same share of the budget that the chosen mechanism would make 
 
 with rho = rho(epsilon - epsilon_N, delta) by the release's accounting (delta given, or derived from n'). It is
 post-processing of n' (Dwork and Roth, "The Algorithmic Foundations of Differential Privacy", Proposition 2.1).
-A configuration the marginals mechanism does not take (multi-value columns, whose number of attribute columns is
-known only after the data is read; a reporting length above 3, which the ``model`` synthesizer does not fit) keeps
-the workload mechanism without any draw.
+A configuration the marginals mechanism might refuse once part of the budget is spent keeps the workload mechanism,
+decided before any draw (:func:`marginals_feasible`): multi-value columns (their attribute columns are known only
+after the data is read), a reporting length above 3 (the ``model`` synthesizer fits up to 3), a column without
+public values (bins or a codebook), or more candidate k-tuples than ``max_candidates`` by the public domains.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import math
 from dataclasses import dataclass
@@ -83,7 +85,14 @@ def subsets(d: int, reporting_length: int) -> int:
 
 def marginals_feasible(d: int | None, aggregation: AggregationParams, data: DataConfig) -> str | None:
     """None when the rule may pick the marginals mechanism for this configuration, else why not (public values
-    only: run before any data is read). ``d`` is the number of attribute columns, None when unknown."""
+    only: run before any data is read). ``d`` is the number of attribute columns (``data.columns``, resolved),
+    None when unknown.
+
+    The marginals mechanism refuses a length whose candidate k-tuples exceed ``max_candidates``, a number it
+    knows only after the shorter tuples are released, when the budget is partly spent. So the default takes it only
+    when that cannot happen: every column has public values (bins, or a domain: docs/design.md section 2.9) and
+    sum over the k-column subsets of the product of their domain sizes, an upper bound of the candidates, is at
+    most ``max_candidates`` for every k <= R."""
     if data.multi_value:
         return "multi-value columns (their attribute columns are known only after the data is read)"
     if d is None:
@@ -99,6 +108,21 @@ def marginals_feasible(d: int | None, aggregation: AggregationParams, data: Data
         aggregation.check_columns(d)
     except InvalidParameterError as e:
         return str(e)
+    assert data.columns is not None and len(data.columns) == d
+    sizes = []
+    for c in data.columns:
+        if c in data.bins:
+            sizes.append(len(data.bins[c].domain()))
+        elif c in data.public_domains:
+            sizes.append(len(data.public_domains[c]))
+        else:
+            return (
+                f"column {c!r} has no public values (its domain is known only after its values are released)"
+            )
+    for k in range(2, min(aggregation.reporting_length, d) + 1):
+        bound = sum(math.prod(sizes[j] for j in subset) for subset in itertools.combinations(range(d), k))
+        if bound > aggregation.max_candidates:
+            return f"up to {bound:,} candidate {k}-tuples > max_candidates {aggregation.max_candidates:,}"
     return None
 
 
