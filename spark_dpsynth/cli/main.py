@@ -890,6 +890,9 @@ def _summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | N
             "  person histograms      "
             + ", ".join(f"{h}: {d['bins']} bins, sigma {d['sigma']:.3g}" for h, d in m["histograms"].items()),
         ]
+    choice = m.get("mechanism_choice")
+    if choice:
+        lines.insert(3, f"  mechanism (auto)       {choice['mechanism']}: {choice['reason']}")
     meanings = m.get("column_meanings") or {}
     if meanings:
         lines.append(f"  column meanings        {describe_meanings(meanings)}")
