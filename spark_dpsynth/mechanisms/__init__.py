@@ -7,4 +7,7 @@ post-processing of that release.
 * :mod:`.marginals`: DP k-way marginals with the method of Gopi, Mahabadi and Yekhanin (SDS), on Spark.
 * :mod:`.class_conditional`: per-attribute noisy (value, class) histograms over full public domains.
 * :mod:`.archetype`: user-level DP person histograms over archetypes learned from a public table.
+* :mod:`.workload`: DP-selected marginals (AIM rounds or MST) for the ``pgm`` synthesizer.
+* :mod:`.choice`: the default method's choice between the marginals and the workload, from the DP number of
+  records.
 """
