@@ -143,3 +143,44 @@ def test_fit_auto_refuses_two_budgets(spark) -> None:  # noqa: ANN001
             DataConfig(),
             registry.MechanismContext(spark=spark),
         )
+
+
+def test_mechanisms_refuse_a_given_n_below_one(spark) -> None:  # noqa: ANN001
+    from spark_dpsynth.mechanisms.marginals import dp_aggregate
+    from spark_dpsynth.mechanisms.workload import fit_workload
+
+    df = _table(spark, 10)
+    with pytest.raises(InvalidParameterError, match="protected_n must be >= 1"):
+        dp_aggregate(df, AggregationParams(seed=1), protected_n=0)
+    with pytest.raises(InvalidParameterError, match="protected_n must be >= 1"):
+        fit_workload(df, WorkloadParams(seed=1), protected_n=0)
+
+
+def test_cli_pipeline_picks_the_marginals_when_the_data_allows(tmp_path) -> None:  # noqa: ANN001
+    """The command line's default, end to end: with public values for every column and a budget that makes the
+    noise of every subset small, the release is the marginals mechanism's, the synthetic data the model's."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    rng = np.random.default_rng(2)
+    n = 2000
+    a = rng.choice(["x", "y", "z"], n)
+    b = np.where(rng.random(n) < 0.8, a, "w")
+    pd.DataFrame({"a": a, "b": b, "c": rng.choice(["p", "q"], n)}).to_csv(tmp_path / "t.csv", index=False)
+    (tmp_path / "job.toml").write_text(
+        '[data.domains]\na = ["x", "y", "z"]\nb = ["w", "x", "y", "z"]\nc = ["p", "q"]\n'
+    )
+    out = tmp_path / "out"
+    args = ["pipeline", "--config", str(tmp_path / "job.toml"), "--input", str(tmp_path / "t.csv"), "--output",
+            str(out), "--epsilon", "5000", "--delta", "1e-6", "--seed", "4"]  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_dpsynth", *args], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads((out / "release" / "manifest.json").read_text())
+    assert manifest["mechanism"] == "marginals" and manifest["mechanism_choice"]["mechanism"] == "marginals"
+    assert "mechanism (auto)       marginals: every subset of at most 3 columns (7)" in result.stdout
+    synthetic = pd.read_csv(out / "synthetic.csv")
+    assert list(synthetic.columns) == ["a", "b", "c"] and set(synthetic["a"]) <= {"x", "y", "z"}
