@@ -10,11 +10,14 @@ Subpackages, in pipeline order (each ``__init__`` maps its modules):
 * :mod:`spark_dpsynth.data`: reading and writing tables, the Spark session, preparing rows into records.
 * :mod:`spark_dpsynth.privacy`: the privacy primitives: exact noise sources, budget accounting.
 * :mod:`spark_dpsynth.mechanisms`: the DP mechanisms, the only code that reads private data and draws noise
-  (``marginals``, ``class_conditional``, ``archetype``).
+  (``marginals``, ``workload``, ``class_conditional``, ``archetype``), and the default's choice between the first
+  two (``choice``).
 * :mod:`spark_dpsynth.release`: the release a mechanism returns and a synthesizer reads, with its typed
   manifest; SDS's aggregates files.
-* :mod:`spark_dpsynth.synthesizers`: post-processing of a release into a synthetic table (``model``, ``sds``,
-  ``independent``, ``class_conditional``, ``archetype``).
+* :mod:`spark_dpsynth.estimation`: the graphical model fitted to noisy measured marginals (Private-PGM's
+  estimation), read by the workload's selection and the ``pgm`` synthesizer.
+* :mod:`spark_dpsynth.synthesizers`: post-processing of a release into a synthetic table (``pgm``, ``model``,
+  ``sds``, ``independent``, ``class_conditional``, ``archetype``).
 * :mod:`spark_dpsynth.evaluation`: utility metrics and the HTML report against the sensitive data (not private).
 * :mod:`spark_dpsynth.cli`: the ``spark-dpsynth`` command and its TOML configuration.
 

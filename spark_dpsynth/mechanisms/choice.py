@@ -39,7 +39,15 @@ from spark_dpsynth._progress import report
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.params import AggregationParams, DataConfig, WorkloadParams
 
-__all__ = ["MAX_RELATIVE_NOISE", "MAX_SUBSETS", "Choice", "choose", "fit_auto", "marginals_feasible", "subsets"]
+__all__ = [
+    "MAX_RELATIVE_NOISE",
+    "MAX_SUBSETS",
+    "Choice",
+    "choose",
+    "fit_auto",
+    "marginals_feasible",
+    "subsets",
+]
 
 log = logging.getLogger(__name__)
 
