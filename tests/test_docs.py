@@ -34,30 +34,26 @@ COUNTER = re.compile(r"(?i)\bsessions?[ -]\d+\b")
 """An internal work counter ("session 9") where a result needs a date or a version."""
 
 
-@pytest.mark.parametrize("path", ["spark_dpsynth", "README.md", "docs", "benchmarks"])
-def test_results_are_dated_not_counted(path: str) -> None:
+def lines_matching(path: str, pattern: re.Pattern) -> list[str]:
+    """``path:line: text`` of every line of the .py and .md files under ``path`` that ``pattern`` finds."""
     root = ROOT / path
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.suffix in (".py", ".md"))
-    found = [
+    return [
         f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
         for p in files
         for n, line in enumerate(p.read_text().splitlines(), start=1)
-        if COUNTER.search(line)
+        if pattern.search(line)
     ]
-    assert found == []
+
+
+@pytest.mark.parametrize("path", ["spark_dpsynth", "README.md", "docs", "benchmarks"])
+def test_results_are_dated_not_counted(path: str) -> None:
+    assert lines_matching(path, COUNTER) == []
 
 
 @pytest.mark.parametrize("path", ["spark_dpsynth", "README.md", "docs"])
 def test_no_citation_leaves_the_repository(path: str) -> None:
-    root = ROOT / path
-    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.suffix in (".py", ".md"))
-    found = [
-        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
-        for p in files
-        for n, line in enumerate(p.read_text().splitlines(), start=1)
-        if OUTSIDE.search(line)
-    ]
-    assert found == []
+    assert lines_matching(path, OUTSIDE) == []
 
 
 def test_every_cited_section_exists() -> None:
