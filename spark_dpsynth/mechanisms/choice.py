@@ -206,6 +206,7 @@ def fit_auto(  # noqa: ANN201 - returns (Choice, registry.Fitted)
     from spark_dpsynth import registry
     from spark_dpsynth.data.prepare import prepare, resolve_columns
     from spark_dpsynth.data.types import column_types, numeric_view
+    from spark_dpsynth.mechanisms.marginals import draw_protected_n
     from spark_dpsynth.privacy.noise import noise_source_for
 
     for name in ("epsilon", "delta", "number_of_records_epsilon_proportion", "seed", "accounting"):
@@ -225,9 +226,8 @@ def fit_auto(  # noqa: ANN201 - returns (Choice, registry.Fitted)
     else:
         noise = noise_source_for(aggregation.seed)
         records = prepare(numeric_view(df, column_types(df.schema, config)), config)
-        eps_n = aggregation.number_of_records_epsilon_proportion * aggregation.epsilon
         # One number reaches the driver: the true number of records, used only for n' (never logged).
-        protected_n = max(1, records.count() + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
+        protected_n = draw_protected_n(records.count(), aggregation, noise)
         choice = choose(d, aggregation, protected_n)
         report(context.progress, log, f"auto: {choice.mechanism} mechanism ({choice.reason})")
         context = dataclasses.replace(context, noise=noise, protected_n=protected_n)
