@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def dump(name: str, epsilon: float, path: str) -> None:
     import quality
 
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
     from spark_dpsynth.data.prepare import resolve_columns
     from spark_dpsynth.mechanisms import workload
 

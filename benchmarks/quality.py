@@ -347,7 +347,7 @@ def write_toml(document: dict[str, Any], path: str) -> None:
 
 def _config_without(config: Path, drop: tuple[str, ...], path: str) -> str:
     """The configuration file with the columns ``drop`` left out (of ``[data] columns``, bins and domains)."""
-    from spark_dpsynth.cli.config import load_document
+    from spark_dpsynth.config import load_document
 
     document = load_document(str(config))
     data = document.setdefault("data", {})
@@ -371,7 +371,7 @@ def _adult_codes() -> Any:  # noqa: ANN401 - pandas DataFrame
     """Adult's train split recoded to integers (``yardstick.recode_to_integers``): the six numeric columns first
     binned on ``conf/adult.toml``'s public edges, then every column's distinct values mapped to 0..k-1 in sorted
     order. A deterministic transform of real data (the categorical table stored as integer codes of issue 29)."""
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
 
     bins = {c: spec.edges for c, spec in load_config(str(ROOT / "conf" / "adult.toml")).data.bins.items()}
     return recode_to_integers(_adult_train(), bins)

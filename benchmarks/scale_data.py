@@ -155,7 +155,7 @@ def data_config(spec: DatasetSpec):  # noqa: ANN201 - (DataConfig, AggregationPa
 
     if spec.config is None:
         return DataConfig(), AggregationParams()
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
 
     config = load_config(str(spec.config))
     data = config.data
@@ -173,7 +173,7 @@ def workload_params(spec: DatasetSpec):  # noqa: ANN201 - WorkloadParams
 
     if spec.config is None:
         return WorkloadParams()
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
 
     return load_config(str(spec.config)).mechanism_params("workload")
 

@@ -19,9 +19,10 @@ Subpackages, in pipeline order (each ``__init__`` maps its modules):
 * :mod:`spark_dpsynth.synthesizers`: post-processing of a release into a synthetic table (``pgm``, ``model``,
   ``sds``, ``independent``, ``class_conditional``, ``archetype``).
 * :mod:`spark_dpsynth.evaluation`: utility metrics and the HTML report against the sensitive data (not private).
-* :mod:`spark_dpsynth.cli`: the ``spark-dpsynth`` command and its TOML configuration.
+* :mod:`spark_dpsynth.cli`: the ``spark-dpsynth`` command.
 
-Modules: :mod:`spark_dpsynth.registry` (every mechanism and synthesizer by name: the CLI and the configuration
+Modules: :mod:`spark_dpsynth.config` (the TOML configuration's schema, shared by the command line and the
+library), :mod:`spark_dpsynth.registry` (every mechanism and synthesizer by name: the CLI and the configuration
 are generated from it), :mod:`spark_dpsynth.params` (the frozen parameter objects shared by the mechanisms and
 synthesizers), :mod:`spark_dpsynth.errors` (the error hierarchy).
 

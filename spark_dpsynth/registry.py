@@ -9,7 +9,7 @@ A method has two halves (docs/design.md section 1.2):
 
 Each entry names its parameter class and the configuration section made from it (``[aggregate]``,
 ``[class_conditional]``, ``[archetype]``, ``[synthesize]``): the command line's options, the TOML schema and
-``--help`` are generated from this table (:mod:`spark_dpsynth.cli.config`), fitting and sampling dispatch
+``--help`` are generated from this table (:mod:`spark_dpsynth.config`), fitting and sampling dispatch
 through it, and a saved release names (manifest ``mechanism`` and ``synthesizers``) what can sample it.
 
 Adding a method is one module and one entry: write ``sample(release, params, spark, *, release_dir=None,

@@ -395,7 +395,7 @@ def test_validation_errors_before_any_data_is_read(args: list[str], message: str
 
 
 def test_configs_parse() -> None:
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
 
     for name in ("nlswork_archetype.toml", "nist_archetype.toml"):
         config = load_config(str(ROOT / "conf" / name))

@@ -85,7 +85,7 @@ def test_markdown_prints_missing_figures_as_dashes(quality) -> None:
 
 
 def test_lfs_configuration_is_the_76_columns_without_the_weight(quality) -> None:
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
 
     config = load_config(str(quality.DATASETS["lfs"]["config"]))
     assert len(config.data.columns) == 76 and "COEFF" not in config.data.columns
@@ -216,7 +216,7 @@ def test_the_cli_command_of_a_mode(quality) -> None:
 
 
 def test_a_configuration_without_dropped_columns_loads_as_the_original(quality, tmp_path: Path) -> None:
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
 
     source = quality.DATASETS["nist_national"]["config"]
     drop = quality.DATASETS["nist_national"]["drop"]

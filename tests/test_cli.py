@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_dpsynth.cli.config import schema
+from spark_dpsynth.config import schema
 from spark_dpsynth.cli.main import (
     COMMANDS,
     EXIT_RELEASE_KEPT,

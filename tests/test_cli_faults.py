@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from spark_dpsynth.cli._spark_errors import condition_of, explain
-from spark_dpsynth.cli.config import load_document, parse_config
+from spark_dpsynth.config import load_document, parse_config
 from spark_dpsynth.cli.main import build_parser, load_job_config, main
 from spark_dpsynth.data.io import uncastable_columns
 from spark_dpsynth.errors import ConfigError
@@ -68,7 +68,7 @@ def test_the_old_archetype_key_is_read_with_a_warning(
 ) -> None:
     conf = tmp_path / "c.toml"
     conf.write_text('[input]\nencoding = "latin-1"\n[archetype]\nencoding = "ordinal"\n')
-    with caplog.at_level(logging.WARNING, logger="spark_dpsynth.cli.config"):
+    with caplog.at_level(logging.WARNING, logger="spark_dpsynth.config"):
         config = parse_config(load_document(str(conf)))
     assert config.encoding == "iso-8859-1" and config.archetype.cluster_encoding == "ordinal"
     assert [r.getMessage() for r in caplog.records] == [

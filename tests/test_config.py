@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_dpsynth.cli.config import JobConfig, load_config, merge, parse_config, schema
+from spark_dpsynth.config import JobConfig, load_config, merge, parse_config, schema
 from spark_dpsynth.errors import ConfigError
 from spark_dpsynth.params import AggregationParams, DataConfig, SynthesisParams
 from tests.conftest import ROOT

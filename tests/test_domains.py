@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from spark_dpsynth.cli.config import merge, parse_config
+from spark_dpsynth.config import merge, parse_config
 from spark_dpsynth.errors import ConfigError, InvalidParameterError
 from spark_dpsynth.params import BinSpec, DataConfig
 
@@ -55,7 +55,7 @@ def test_config_parses_data_domains() -> None:
 
 
 def test_adult_config_domains_come_from_the_codebook() -> None:
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
 
     config = load_config("conf/adult.toml").data
     assert len(config.domains["native_country"]) == 41

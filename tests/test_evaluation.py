@@ -14,7 +14,7 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_dpsynth.cli.config import load_config
+from spark_dpsynth.config import load_config
 from spark_dpsynth.errors import ConfigError, InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation.metrics import (
     METRICS_FILE,
@@ -628,7 +628,7 @@ def test_holdout_columns_must_match(spark):
 
 
 def test_evaluate_config_keys():
-    from spark_dpsynth.cli.config import parse_config
+    from spark_dpsynth.config import parse_config
 
     config = parse_config(
         {
@@ -670,7 +670,7 @@ def test_evaluate_config_keys():
     ],
 )
 def test_evaluate_config_errors_name_the_key(table_, match):
-    from spark_dpsynth.cli.config import parse_config
+    from spark_dpsynth.config import parse_config
 
     with pytest.raises(ConfigError, match=match):
         parse_config({"evaluate": table_})

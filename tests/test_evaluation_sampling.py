@@ -163,7 +163,7 @@ def test_sampling_parameters_are_validated(spark, kwargs, match):
 
 
 def test_sampling_config_keys_and_cli_options():
-    from spark_dpsynth.cli.config import parse_config
+    from spark_dpsynth.config import parse_config
     from spark_dpsynth.cli.main import build_parser, load_job_config
 
     default = parse_config({})
@@ -226,7 +226,7 @@ def test_row_sampling_states_the_sample_and_keeps_the_table_sizes(spark):
 
 
 def test_row_sampling_config_key():
-    from spark_dpsynth.cli.config import parse_config
+    from spark_dpsynth.config import parse_config
 
     assert parse_config({}).max_rows == 1_000_000
     assert parse_config({"evaluate": {"max_rows": 0}}).max_rows == 0

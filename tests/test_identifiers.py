@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from spark_dpsynth.cli.config import merge, parse_config
+from spark_dpsynth.config import merge, parse_config
 from spark_dpsynth.errors import ConfigError, InvalidParameterError, SchemaError
 from spark_dpsynth.params import BinSpec, DataConfig, WorkloadParams, hash_bucket_labels
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from spark_dpsynth.cli.config import parse_config
+from spark_dpsynth.config import parse_config
 from spark_dpsynth.errors import ConfigError, InvalidParameterError
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, SynthesisParams
 
@@ -115,7 +115,7 @@ def test_config_errors_name_the_key(doc: dict, match: str) -> None:
 
 
 def test_adult_config_loads() -> None:
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
 
     config = load_config("conf/adult.toml")
     assert config.data.columns is not None and len(config.data.columns) == 15

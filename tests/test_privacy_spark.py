@@ -132,7 +132,7 @@ def test_no_private_value_in_outputs_on_ma2019(spark, shared_data: Path, tmp_pat
     for text in (manifest_text, logs):
         assert not re.search(rf"\b{true_n}\b", text)
 
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
 
     config = load_config("conf/nist_acs.toml")
     sensitive = prepare(spark.read.csv(str(source), header=True), config.data)

@@ -318,7 +318,7 @@ def test_output_does_not_depend_on_the_number_of_partitions(spark):
 @pytest.mark.slow
 def test_adult_meets_the_issue_targets(spark):
     """Issue 4 on Adult's train split, epsilon 4 (test-mode release): rows, blanks and TVD targets."""
-    from spark_dpsynth.cli.config import load_config
+    from spark_dpsynth.config import load_config
     from spark_dpsynth.data.prepare import prepare, resolve_columns
     from spark_dpsynth.evaluation.metrics import evaluate
     from spark_dpsynth.mechanisms.marginals import dp_aggregate

@@ -9,7 +9,7 @@ Outputs under ``--output DIR``::
     DIR/evaluation/metrics.json   utility metrics against the sensitive data (NOT private)
 
 Every option is also a configuration key (``--reporting-length`` is ``[aggregate] reporting_length``, see
-:func:`spark_dpsynth.cli.config.schema`); options given on the command line override the config file. The outputs of
+:func:`spark_dpsynth.config.schema`); options given on the command line override the config file. The outputs of
 a run are staged and published all together or not at all (:class:`spark_dpsynth.data.publish.OutputStage`): a
 failed or interrupted run changes no output, an existing output is replaced only with ``--overwrite`` (which also
 removes the outputs of the command's scope that the run does not write, e.g. an earlier ``synthetic.csv`` with
@@ -49,7 +49,7 @@ import traceback
 from typing import Any
 
 from spark_dpsynth import registry
-from spark_dpsynth.cli.config import ConfigKey, JobConfig, load_document, merge, parse_config, schema
+from spark_dpsynth.config import ConfigKey, JobConfig, load_document, merge, parse_config, schema
 from spark_dpsynth.data.io import (
     is_delta_path,
     is_local,
