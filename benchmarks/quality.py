@@ -420,8 +420,9 @@ def _spec_args(name: str, spec: dict[str, Any], source: str, work: str) -> list[
 def read_as_the_cli(spark, argv: list[str]):  # noqa: ANN001, ANN201 - SparkSession -> (DataFrame, JobConfig)
     """The input as ``spark-dpsynth pipeline ARGV`` reads it (the CLI's ``read_table``: its CSV options, type
     inference and row filter), restricted to the attribute columns, and the job's configuration."""
-    from spark_dpsynth.cli.main import build_parser, load_job_config, read_table
+    from spark_dpsynth.cli.main import build_parser, load_job_config
     from spark_dpsynth.data.prepare import resolve_columns
+    from spark_dpsynth.pipeline import read_table
 
     config = load_job_config(build_parser().parse_args(["pipeline", *argv, "--output", "unused"]))
     df = read_table(spark, config)

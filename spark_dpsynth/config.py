@@ -33,6 +33,7 @@ naming the key and the allowed values. See ``conf/*.toml`` for commented example
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import enum
 import functools
@@ -206,6 +207,10 @@ class JobConfig:
     """[archetype] public_row_filter: Spark SQL predicate applied to the public table first."""
 
     # ------------------------------------------------------------------------------ the registry's view
+    document: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The TOML document (tables of keys) this configuration was parsed from: options given later apply over it
+    (:func:`spark_dpsynth.pipeline.job_config`)."""
+
     def _wants_sds(self) -> bool:
         """The job asks for SDS's aggregates: its release format or its sampler."""
         return self.sds_format or self.synthesize.mode == "sds"
@@ -405,6 +410,7 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
     Raises:
         ConfigError: an unknown section or key, or a value outside its range (the message names the key).
     """
+    original = copy.deepcopy(doc)
     allowed = {"input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate"}
     allowed |= {spec.section for spec in registry.MECHANISMS.values()}
     _check_keys("top level", doc, allowed)
@@ -486,6 +492,7 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         max_marginal_length=mml,
         **_evaluate_settings(evaluate),
         **_mechanism_sections(doc),
+        document=original,
     )
 
 
@@ -586,6 +593,34 @@ _STATIC_KEYS = (
     ConfigKey("data", "row_filter", "str", "Spark SQL predicate on public columns applied to the input first, "
               "e.g. \"split = 'train'\" (default none)"),
 )  # fmt: skip
+
+
+_OPTIONS = {
+    "input.path": "--input",
+    "input.table": "--input-table",
+    "input.format": "--format",
+    "output.path": "--output",
+    "output.table": "--output-table",
+    "output.format": "--output-format",
+    "aggregate.seed": "--seed",
+    "synthesize.seed": "--seed",
+    "data.domains": "--data-domains",
+}
+"""The keys whose command-line option is not ``--key-name``."""
+
+
+def option_for(key: ConfigKey) -> str:
+    """The command-line option of a configuration key (``--key-name`` unless renamed)."""
+    return _OPTIONS.get(key.name, "--" + key.key.replace("_", "-"))
+
+
+def keyword_keys() -> dict[str, list[ConfigKey]]:
+    """The keys by the keyword of the library's options: the command-line option without ``--``, ``-`` written
+    ``_`` (``reporting_length``); ``seed`` is both ``[aggregate] seed`` and ``[synthesize] seed``, as ``--seed``."""
+    out: dict[str, list[ConfigKey]] = {}
+    for key in schema():
+        out.setdefault(option_for(key)[2:].replace("-", "_"), []).append(key)
+    return out
 
 
 def _field_docs(cls: type) -> dict[str, str]:

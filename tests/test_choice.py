@@ -111,7 +111,7 @@ def test_fit_auto_draws_n_once_and_books_it(spark, epsilon: float, mechanism: st
         epsilon * aggregation.number_of_records_epsilon_proportion
     )
     assert m.synthesizers[0] == ("model" if mechanism == "marginals" else "pgm")
-    from spark_dpsynth.cli.main import _summary
+    from spark_dpsynth.cli._summary import summary as _summary
 
     summary = _summary(fitted.release, None, "out")
     assert f"  mechanism (auto)       {mechanism}: {choice.reason}" in summary.splitlines()

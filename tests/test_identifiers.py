@@ -64,7 +64,7 @@ def test_config_parses_identifiers_and_hash_buckets() -> None:
 
 
 def test_cli_has_identifier_and_hash_bucket_options() -> None:
-    from spark_dpsynth.cli.main import _overrides, build_parser
+    from spark_dpsynth.cli._options import _overrides, build_parser
 
     args = build_parser().parse_args(
         ["aggregate", "--identifiers", "id,key", "--hash-buckets", '{"a": 8}', "--input", "x.csv"]

@@ -361,7 +361,7 @@ def test_report_has_the_numeric_and_empty_column_sections(spark):
 
 
 def test_cli_summary_lists_empty_columns_and_worst_numeric_columns():
-    from spark_dpsynth.cli.main import _summary
+    from spark_dpsynth.cli._summary import summary as _summary
 
     release = _release(100, epsilon=1.0, delta=1e-6, rho=0.01, sensitivities={"1": 1, "2": 1})
     text = _summary(release, None, "/tmp/out")  # after `aggregate`: the public, release-based check alone

@@ -333,12 +333,13 @@ def test_cli_refuses_before_spark_starts(tmp_path: Path, capsys: pytest.CaptureF
 def test_cli_refuses_a_tiny_epsilon_without_target_before_reading_data(
     spark, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from spark_dpsynth import pipeline
     from spark_dpsynth.cli import main as cli
 
     def no_reading(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         pytest.fail("the data must not be read")
 
-    monkeypatch.setattr(cli, "read_table", no_reading)
+    monkeypatch.setattr(pipeline, "read_table", no_reading)
     out = tmp_path / "out"
     args = ["pipeline", "--input", ADULT, "--output", str(out), "--epsilon", "1e-9", "--synthesizer", "model"]
     assert cli.main([*args, "--quiet"]) == 2
@@ -406,12 +407,12 @@ def test_an_interrupt_whose_exception_was_lost_is_raised_again() -> None:
     has its exception ignored; the job's check between steps raises it again, so nothing is published."""
     import weakref
 
-    from spark_dpsynth.cli import main as cli
+    from spark_dpsynth.cli import _signals as cli
 
     saved = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     try:
-        cli._install_interrupts()
-        cli._check_interrupts()  # nothing received: no exception
+        cli.install_interrupts()
+        cli.check_interrupts()  # nothing received: no exception
 
         class Held:
             pass
@@ -424,9 +425,9 @@ def test_an_interrupt_whose_exception_was_lost_is_raised_again() -> None:
         ref = weakref.ref(held, on_collected)
         del held  # runs the callback: the process goes on
         assert ref() is None
-        with pytest.raises(cli._Terminated):
-            cli._check_interrupts()
+        with pytest.raises(cli.Terminated):
+            cli.check_interrupts()
     finally:
         signal.signal(signal.SIGINT, saved[0])
         signal.signal(signal.SIGTERM, saved[1])
-        cli._PENDING.clear()
+        cli.PENDING.clear()

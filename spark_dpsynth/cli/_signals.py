@@ -17,6 +17,10 @@ the session starts (:func:`launched_jvm`):
 
 A session that already exists, a Spark Connect session and spark-submit's own JVM (the driver is then the JVM's
 child, not its parent) are left as they are.
+
+The command's side (:func:`install_interrupts`): SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated`
+in the main thread after cancelling the session's Spark jobs; :func:`interrupted` prints the one line and removes
+the run's staging (a pipeline's drawn release is kept, docs/design.md section 1.7).
 """
 
 from __future__ import annotations
@@ -24,14 +28,31 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["launched_jvm", "mute_jvm", "stop_jvm"]
+from spark_dpsynth.data.io import local_path
+
+if TYPE_CHECKING:
+    from spark_dpsynth.data.publish import OutputStage
+
+__all__ = [
+    "PENDING",
+    "Terminated",
+    "check_interrupts",
+    "install_interrupts",
+    "interrupted",
+    "interrupted_by_pending",
+    "launched_jvm",
+    "mute_jvm",
+    "stop_jvm",
+]
 
 _MUTED = threading.Event()
 _STOPS = (signal.SIGINT, signal.SIGTERM)
@@ -167,3 +188,108 @@ def _wakeup_fd() -> int | None:
         os.close(wake_write)
         return None
     return wake_read
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by the SIGTERM handler (a BaseException, like KeyboardInterrupt)."""
+
+
+PENDING: list[type[BaseException]] = []
+"""The interrupts received (KeyboardInterrupt, Terminated), in order. A signal handler's exception is lost when
+the signal lands while Python runs a finalizer or a weak-reference callback (py4j releases its Java objects in
+those: Python prints "Exception ignored in" and goes on), so the job checks this list between its steps and
+before it publishes (:func:`check_interrupts`)."""
+
+
+def check_interrupts() -> None:
+    """Raise the first interrupt received whose exception was lost (see :data:`PENDING`)."""
+    if PENDING:
+        raise PENDING[0]
+
+
+def interrupted_by_pending(stage: OutputStage | None, kept: str | None = None) -> int | None:
+    """The exit status of an interrupt received before a failure, else None: a signal that stops the job also
+    breaks what runs under it (the JVM's connection, a cancelled Spark job, the staging cleanup), and the error
+    that follows is its consequence, reported as the interrupt (130 or 143), not as a failure of its own."""
+    if not PENDING:
+        return None
+    if PENDING[0] is KeyboardInterrupt:
+        return interrupted("SIGINT", 130, stage, kept)
+    return interrupted("SIGTERM", 143, stage, kept)
+
+
+def install_interrupts(spark=None) -> None:  # noqa: ANN001
+    """SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated` in the main thread; with a session,
+    its running Spark jobs are cancelled first (so that no task still writes into the staging directory)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    PENDING.clear()
+    from spark_dpsynth.data.session import is_connect
+
+    connect = spark is not None and is_connect(spark)
+
+    def cancel() -> None:
+        if spark is None:
+            return
+        try:
+            if connect:
+                spark.interruptAll()
+            else:
+                spark.sparkContext.cancelAllJobs()
+                wait_for_cancelled_tasks(spark)
+        except Exception:  # noqa: BLE001 - best effort: the process exits next
+            pass
+
+    def on_sigint(signum, frame) -> None:  # noqa: ANN001
+        PENDING.append(KeyboardInterrupt)
+        mute_jvm()
+        cancel()
+        raise KeyboardInterrupt
+
+    def on_sigterm(signum, frame) -> None:  # noqa: ANN001
+        PENDING.append(Terminated)
+        mute_jvm()
+        cancel()
+        raise Terminated
+
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+_CANCEL_WAIT_SECONDS = 10.0
+"""How long an interrupt waits for the cancelled tasks to stop before the staging is removed."""
+
+
+def wait_for_cancelled_tasks(spark) -> None:  # noqa: ANN001 - classic SparkSession
+    """Wait (at most :data:`_CANCEL_WAIT_SECONDS`) until no task runs: a cancelled job's tasks stop at their next
+    record, and one still writing into the staging directory after it was removed would leave a directory behind
+    (the JVM outlives the interrupt now that it ignores SIGINT and SIGTERM, :mod:`spark_dpsynth.cli._signals`)."""
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + _CANCEL_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if sum(info.numRunningTasks() for info in tracker.getExecutorInfos()) == 0:
+            return
+        time.sleep(0.1)
+
+
+def interrupted(name: str, status: int, stage: OutputStage | None, kept: str | None = None) -> int:
+    """One line for an interrupt; further interrupts are ignored while the process ends, and so is the JVM's
+    stderr (its cancelled tasks' stack traces, :mod:`spark_dpsynth.cli._signals`). Nothing published, or only a
+    pipeline's release: the JVM this process started is ended first (a cancelled write may still commit into the
+    removed staging directory) and what it left of the staging is removed. ``kept``: a pipeline's outputs kept
+    after its release was drawn and how to resume (:func:`spark_dpsynth.cli.main.resume_hint`)."""
+    mute_jvm()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    published = bool(stage and (stage.published or stage.published_tables))
+    # A staging the stage keeps on purpose holds the journal of a rollback that a later run finishes. After a
+    # pipeline's release was published (``kept``), the staging holds only the outputs not yet published.
+    unpublished = not published or kept is not None
+    if stage is not None and unpublished and not getattr(stage, "_keep_staging", False) and stop_jvm():
+        shutil.rmtree(local_path(stage.staging_dir), ignore_errors=True)
+    done = "the outputs were already published" if published else "no output was changed"
+    if published and kept is not None:
+        done = kept
+    print(f"spark-dpsynth: interrupted by {name}; {done}", file=sys.stderr)
+    return status
