@@ -2,13 +2,15 @@
 # MAGIC %md
 # MAGIC # spark_dpsynth: DP aggregates and synthetic data from a lakehouse table
 # MAGIC
-# MAGIC This notebook runs the whole pipeline with the library API:
+# MAGIC This notebook runs the default pipeline with the library API (`spark_dpsynth.pipeline`, the same steps as
+# MAGIC `spark-dpsynth pipeline`):
 # MAGIC
 # MAGIC 1. read the sensitive table (a catalog table, or a CSV/Parquet/Delta path);
-# MAGIC 2. `dp_aggregate`: the DP release (noisy k-way marginals, SDS's method) saved to a volume;
-# MAGIC 3. `synthesize`: synthetic records from the release only (post-processing, no privacy cost), written to a
-# MAGIC    table atomically (staged, then renamed in);
-# MAGIC 4. `evaluate`: utility metrics against the sensitive table (**not private**: keep them with the data).
+# MAGIC 2. `dps.fit`: the DP release (the default method: marginals or the selected workload, docs/design.md
+# MAGIC    section 4.7), saved to a volume;
+# MAGIC 3. `release.sample()`: synthetic records in the input's columns and types, from the release only
+# MAGIC    (post-processing, no privacy cost), written to a table atomically (staged, then renamed in);
+# MAGIC 4. `dps.evaluate`: utility metrics against the sensitive table (**not private**: keep them with the data).
 # MAGIC
 # MAGIC It runs on classic clusters, shared clusters and serverless compute (Spark Connect: no RDD or SparkContext
 # MAGIC is used). Install the package on the cluster or in the notebook (`%pip install spark_dpsynth`, or the wheel
@@ -23,20 +25,8 @@ import os
 
 from pyspark.sql import SparkSession
 
-from spark_dpsynth import (
-    AggregationParams,
-    BinSpec,
-    DataConfig,
-    OutputStage,
-    Release,
-    SynthesisParams,
-    dp_aggregate,
-    evaluate,
-    prepare,
-    read_input,
-    synthesize,
-    write_metrics,
-)
+import spark_dpsynth as dps
+from spark_dpsynth import OutputStage, read_input, write_metrics
 
 
 def parameter(name: str, default: str) -> str:
@@ -63,8 +53,9 @@ SEED = parameter("seed", "")  # TEST MODE only: a seed makes the output reproduc
 # COMMAND ----------
 
 # MAGIC %md
-# MAGIC ## 1. The sensitive table and how its rows become records
-# MAGIC Bin edges are public knowledge written here, never computed from the data.
+# MAGIC ## 1. The sensitive table and its public description
+# MAGIC The columns, the empty-value marker and the bin edges are public knowledge written here, never computed
+# MAGIC from the data (the same keys as a TOML configuration file: conf/adult.toml).
 
 # COMMAND ----------
 
@@ -74,39 +65,31 @@ else:
     df = read_input(spark, path=INPUT_PATH)
 df = df.where("split = 'train'")  # a public predicate on a public column (Adult's own train split)
 
-data_config = DataConfig(
-    columns=(
-        "age",
-        "workclass",
-        "education",
-        "marital_status",
-        "occupation",
-        "sex",
-        "hours_per_week",
-        "income",
-    ),
-    empty_values=("?",),
-    bins={
-        "age": BinSpec((20, 30, 40, 50, 60, 70)),
-        "hours_per_week": BinSpec((20, 35, 40, 41, 50, 60)),
+config = {
+    "data": {
+        "columns": [
+            "age", "workclass", "education", "marital_status", "occupation", "sex", "hours_per_week", "income",
+        ],
+        "empty_values": ["?"],
+        "bins": {
+            "age": {"edges": [20, 30, 40, 50, 60, 70]},
+            "hours_per_week": {"edges": [20, 35, 40, 41, 50, 60]},
+        },
     },
-)
+}  # fmt: skip
+seed = {"seed": int(SEED)} if SEED else {}
 
 # COMMAND ----------
 
 # MAGIC %md
 # MAGIC ## 2. The DP release
-# MAGIC `delta` is left to its default, 1/(n' ln n') from the protected number of records n'.
+# MAGIC `delta` is left to its default, from the protected number of records n'.
 
 # COMMAND ----------
 
-seed = int(SEED) if SEED else None
-params = AggregationParams(epsilon=EPSILON, reporting_length=3, seed=seed)
-release = dp_aggregate(df, params, data_config, progress=print)
-release.save(f"{OUTPUT_DIR}/release", spark, overwrite=True)
-print(
-    {k: release.manifest[k] for k in ("epsilon", "delta", "protected_number_of_records", "released_tuples")}
-)
+release = dps.fit(df, epsilon=EPSILON, config=config, **seed)
+release.save(f"{OUTPUT_DIR}/release", overwrite=True)
+print({k: release.manifest[k] for k in ("epsilon", "delta", "protected_number_of_records", "mechanism")})
 
 # COMMAND ----------
 
@@ -116,8 +99,8 @@ print(
 
 # COMMAND ----------
 
-release = Release.load(f"{OUTPUT_DIR}/release", spark)  # what a separate job would do
-synthetic = synthesize(release, SynthesisParams(seed=seed), spark)
+release = dps.load(f"{OUTPUT_DIR}/release", spark, config=config, **seed)  # what a separate job would do
+synthetic = release.sample()
 with OutputStage(spark, OUTPUT_DIR, overwrite=True) as stage:
     synthetic.write.saveAsTable(stage.table(SYNTHETIC_TABLE))
 synthetic = spark.read.table(SYNTHETIC_TABLE)
@@ -129,7 +112,7 @@ synthetic = spark.read.table(SYNTHETIC_TABLE)
 
 # COMMAND ----------
 
-metrics = evaluate(prepare(df, data_config), synthetic, release, max_marginal_length=2)
+metrics = dps.evaluate(df, synthetic, release, max_marginal_length=2)
 path = write_metrics(metrics, f"{OUTPUT_DIR}/evaluation")
 print("synthetic rows", metrics["rows"]["synthetic"], "| mean TVD 1-way / 2-way:",
       round(metrics["tvd"]["1"]["mean"], 4), "/", round(metrics["tvd"]["2"]["mean"], 4))  # fmt: skip

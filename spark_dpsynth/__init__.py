@@ -19,19 +19,26 @@ Subpackages, in pipeline order (each ``__init__`` maps its modules):
 * :mod:`spark_dpsynth.synthesizers`: post-processing of a release into a synthetic table (``pgm``, ``model``,
   ``sds``, ``independent``, ``class_conditional``, ``archetype``).
 * :mod:`spark_dpsynth.evaluation`: utility metrics and the HTML report against the sensitive data (not private).
-* :mod:`spark_dpsynth.cli`: the ``spark-dpsynth`` command.
+* :mod:`spark_dpsynth.pipeline`: the steps above as one pipeline, for the notebook (``fit``, ``sample``,
+  ``evaluate``) and the command line alike.
+* :mod:`spark_dpsynth.cli`: the ``spark-dpsynth`` command: parses its options and runs the pipeline.
 
 Modules: :mod:`spark_dpsynth.config` (the TOML configuration's schema, shared by the command line and the
 library), :mod:`spark_dpsynth.registry` (every mechanism and synthesizer by name: the CLI and the configuration
 are generated from it), :mod:`spark_dpsynth.params` (the frozen parameter objects shared by the mechanisms and
 synthesizers), :mod:`spark_dpsynth.errors` (the error hierarchy).
 
-Example::
+Example (:mod:`spark_dpsynth.pipeline`, the default pipeline as the command line runs it)::
 
-    from spark_dpsynth import AggregationParams, DataConfig, SynthesisParams, registry
-    release = registry.mechanism("marginals").fit(df, AggregationParams(epsilon=1.0), DataConfig()).release
-    release.save("out/release", spark)
-    synthetic = registry.resolve_synthesizer(release.manifest).synthesize(release, SynthesisParams(), spark)
+    import spark_dpsynth as dps
+
+    release = dps.fit(df, epsilon=1.0)             # the DP release: the privacy budget is spent here, once
+    synthetic = release.sample()                   # a DataFrame with df's columns and types
+    report = dps.evaluate(df, synthetic, release)  # utility figures (they read df: keep them in-house)
+
+The steps one by one: ``registry.mechanism(name).fit(df, params, data_config)`` returns a release;
+``registry.resolve_synthesizer(release.manifest).synthesize(release, params, spark)`` samples it;
+:func:`spark_dpsynth.evaluation.metrics.evaluate` compares prepared records.
 """
 
 from __future__ import annotations
@@ -54,7 +61,11 @@ _EXPORTS = {
     "ReleaseError": "errors",
     "SchemaError": "errors",
     "SparkSetupError": "errors",
-    "evaluate": "evaluation.metrics",
+    "DPRelease": "pipeline",
+    "evaluate": "pipeline",
+    "fit": "pipeline",
+    "job_config": "pipeline",
+    "load": "pipeline",
     "train_synthetic_test_real": "evaluation.tstr",
     "true_aggregates": "evaluation.metrics",
     "write_metrics": "evaluation.metrics",
@@ -94,7 +105,7 @@ if TYPE_CHECKING:
         SchemaError,
         SparkSetupError,
     )
-    from spark_dpsynth.evaluation.metrics import evaluate, true_aggregates, write_metrics
+    from spark_dpsynth.evaluation.metrics import true_aggregates, write_metrics
     from spark_dpsynth.evaluation.report import write_report
     from spark_dpsynth.evaluation.tstr import train_synthetic_test_real
     from spark_dpsynth.mechanisms.class_conditional import ClassConditionalParams, fit_class_conditional
@@ -107,6 +118,7 @@ if TYPE_CHECKING:
         FabricationMode,
         SynthesisParams,
     )
+    from spark_dpsynth.pipeline import DPRelease, evaluate, fit, job_config, load
     from spark_dpsynth.release import load_release
     from spark_dpsynth.release.core import Marginal, Release
     from spark_dpsynth.release.manifest import Manifest
@@ -132,6 +144,10 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "DPRelease",
+    "fit",
+    "job_config",
+    "load",
     "ClassConditionalParams",
     "fit_class_conditional",
     "sample_class_conditional",
