@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from spark_dpsynth.config import schema
 from spark_dpsynth.cli.main import (
     COMMANDS,
     EXIT_RELEASE_KEPT,
@@ -23,6 +22,7 @@ from spark_dpsynth.cli.main import (
     main,
     option_for,
 )
+from spark_dpsynth.config import schema
 from tests.conftest import ROOT
 
 ADULT = str(ROOT / "data" / "adult.csv.gz")
@@ -434,9 +434,9 @@ def test_the_synthesis_partitions_follow_the_protected_number_of_records(
     """n' = 10^7 (a DP figure of the manifest) at the session's parallelism 4: the default plans 10 partitions
     instead of refusing after the budget is spent; --partitions 2 is raised in a pipeline, refused by
     ``synthesize``; the bound of one run is still a bound."""
-    from spark_dpsynth.pipeline import synthesis_plan as _synthesis_plan
     from spark_dpsynth.errors import InvalidParameterError
     from spark_dpsynth.params import MAX_PARTITIONS, synthesis_partitions
+    from spark_dpsynth.pipeline import synthesis_plan as _synthesis_plan
     from spark_dpsynth.release.manifest import Manifest
 
     class _Release:
