@@ -12,13 +12,24 @@ from tests.conftest import ROOT
 OUTSIDE = re.compile(r"(?<![\w/])DESIGN\.md|(?i:\bseeds? 0\d\d\b|\bissues? #?\d+\b)")
 """A design file outside the repository, a source document of the project's start, or an issue number."""
 _NUMBER = r"\d+(?:\.\d+)?"
-CITED = re.compile(rf"docs/design\.md,?\s+sections?\s+({_NUMBER}(?:(?:\s*,\s*|\s+and\s+|\s*-\s*){_NUMBER})*)")
-"""A citation of one section ("docs/design.md section 2.3") or of several ("sections 2.5 and 6.1")."""
+_LINKED = r"(?:\]\((?:\.\./)?(?:docs/)?design\.md\))?"
+"""The link target after a linked name: "[docs/design.md](docs/design.md) section 2.3"."""
+CITED = re.compile(
+    rf"docs/design\.md{_LINKED},?\s+sections?\s+({_NUMBER}(?:(?:\s*,\s*|\s+and\s+|\s*-\s*){_NUMBER})*)"
+)
+"""A citation of one section ("docs/design.md section 2.3", "[docs/design.md](docs/design.md) section 2.3") or of
+several ("sections 2.5 and 6.1")."""
 HEADING = re.compile(rf"^#{{2,3}} ({_NUMBER})[ .]", re.MULTILINE)
 
 
 def package_files() -> list[Path]:
     return sorted((ROOT / "spark_dpsynth").rglob("*.py"))
+
+
+DOC_PAGES = ["README.md", "docs/usage.md", "docs/outputs.md", "benchmarks/README.md"]
+"""The pages a reader follows from the README (docs/design.md is checked by its own tests)."""
+README_MAX_LINES = 300
+"""The README is read in ten minutes; the reference is in docs/usage.md and docs/outputs.md."""
 
 
 def cited_sections(text: str) -> list[str]:
@@ -61,7 +72,7 @@ def test_every_cited_section_exists() -> None:
     assert {"1", "1.5", "2", "2.3", "2.7", "3", "4.2", "4.6", "5", "6.1", "7.2", "8"} <= sections
     missing = [
         f"{p.relative_to(ROOT)}: section {n}"
-        for p in [*package_files(), ROOT / "README.md"]
+        for p in [*package_files(), *(ROOT / page for page in DOC_PAGES)]
         for n in cited_sections(p.read_text())
         if n not in sections
     ]
@@ -102,7 +113,96 @@ def test_the_pattern(line: str, bad: bool) -> None:
         ("docs/design.md sections 2.4-2.5", ["2.4", "2.5"]),
         ("docs/design.md sections 4.4, 4.6 and 6.3", ["4.4", "4.6", "6.3"]),
         ("docs/design.md is the reference", []),
+        ("[docs/design.md](docs/design.md) section 4.7", ["4.7"]),
+        ("[docs/design.md](design.md) sections 4.7 and 4.8", ["4.7", "4.8"]),
     ],
 )
 def test_cited_sections(text: str, sections: list[str]) -> None:
     assert cited_sections(text) == sections
+
+
+def test_the_readme_is_short() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines: move the detail to docs/usage.md"
+    )
+
+
+def test_the_readme_names_every_method_and_the_data_licence() -> None:
+    """The methods table lists every registered mechanism and synthesizer; the UCI Adult attribution stays."""
+    from spark_dpsynth import registry
+
+    text = (ROOT / "README.md").read_text()
+    methods = text[text.index("## Methods") : text.index("## Outputs")]
+    missing = [
+        name for name in [*registry.MECHANISMS, *registry.SYNTHESIZERS, "auto"] if f"`{name}`" not in methods
+    ]
+    assert missing == []
+    assert "`auto` (default)" in methods
+    for needle in ("https://doi.org/10.24432/C5XW20", "CC BY 4.0", "Becker, B. & Kohavi, R. (1996)"):
+        assert needle in text
+    for page in ("docs/usage.md", "docs/outputs.md", "docs/design.md", "benchmarks/README.md"):
+        assert f"]({page}" in text, page
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+"""The target of a markdown link."""
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's anchors of the headings of a markdown file (code blocks left out)."""
+    text = FENCE.sub("", path.read_text())
+    titles = re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-") for title in titles}
+
+
+@pytest.mark.parametrize("page", DOC_PAGES)
+def test_links_between_the_pages_resolve(page: str) -> None:
+    """Every relative link of the README and the docs it leads to names a file that exists, and a heading of it."""
+    source = ROOT / page
+    broken = []
+    for target in LINK.findall(FENCE.sub("", source.read_text())):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        file = (source.parent / path).resolve() if path else source
+        if not file.exists():
+            broken.append(target)
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            broken.append(target)
+    assert broken == []
+
+
+def test_anchors() -> None:
+    assert anchors(ROOT / "docs" / "usage.md") >= {
+        "lower-level-api",
+        "column-types",
+        "persons-multi-value-columns-sds-files",
+        "archetype-synthesizer-public-data-persons-with-many-rows",
+        "running-on-a-cluster",
+        "configuration",
+    }
+
+
+COUNTER_ACROSS_LINES = re.compile(r"(?i)\b(?:sessions?|turns?)\s+\d+\b")
+"""A work counter that a line break splits ("On session\n10's machine"), which the line scan above misses."""
+
+
+@pytest.mark.parametrize("page", [*DOC_PAGES, "docs/design.md"])
+def test_no_counter_across_line_breaks(page: str) -> None:
+    text = (ROOT / page).read_text()
+    assert [m.group(0) for m in COUNTER_ACROSS_LINES.finditer(text)] == []
+
+
+def test_the_readme_make_targets_exist() -> None:
+    """Every `make TARGET` the README names is a target of the Makefile; `make run`'s epsilon is the Makefile's."""
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([\w-]+):", makefile, re.MULTILINE))
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"\bmake ([a-z][\w-]*)", readme))
+    assert {"run", "test"} <= named
+    assert sorted(named - targets) == []
+    epsilon = re.search(r"^EPSILON \?= (\S+)$", makefile, re.MULTILINE).group(1)
+    quick_start = readme[readme.index("## Quick start") : readme.index("## Library")]
+    assert f"(epsilon {epsilon})" in quick_start
