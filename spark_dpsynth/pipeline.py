@@ -30,7 +30,6 @@ import dataclasses
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -406,16 +405,20 @@ def fit_release(df: DataFrame, config: JobConfig, spark: SparkSession) -> regist
     return spec.load_run()(df, config.mechanism_params(spec.name), config.data, context)
 
 
-def save_release(fitted: registry.Fitted, path: str, config: JobConfig, spark: SparkSession) -> None:
-    """Write the release to the directory ``path``, the mechanism's own files beside it and, with
-    ``sds_format``, SDS's aggregates files (a marginals release)."""
-    fitted.release.save(path, spark)
-    if fitted.write_extras is not None:
-        fitted.write_extras(local_path(path))
+def save_release(
+    release: Release, path: str, config: JobConfig, spark: SparkSession, *, overwrite: bool = False
+) -> None:
+    """Write the release to the directory ``path`` (its model included, atomically) and, with ``sds_format``,
+    SDS's aggregates files (a marginals release).
+
+    Raises:
+        OutputExistsError: ``path`` exists and ``overwrite`` is False.
+    """
+    release.save(path, spark, overwrite=overwrite)
     if config.sds_format:  # a marginals release (_check_plan)
         from spark_dpsynth.release.sds_format import write_sds_files
 
-        write_sds_files(fitted.release, local_path(path))
+        write_sds_files(release, local_path(path))
 
 
 def synthesize(
@@ -432,7 +435,8 @@ def synthesize(
         release: the DP release.
         config: the synthesizer (``run.synthesizer``, else the release's own) and ``[synthesize]``.
         spark: the session that samples.
-        release_dir: the saved release's directory, for synthesizers that read the mechanism's files.
+        release_dir: the saved release's directory (passed on to the synthesizer; the built-in ones read the
+            release alone).
         partitions: the partitions that sample (default :func:`synthesis_plan` of the release, adapted).
 
     Returns:
@@ -681,7 +685,7 @@ class Run:
                 df = read_table(spark, config)
                 check_schema(config, df, command)
                 fitted = fit_release(df, config, spark)
-                save_release(fitted, stage.path("release"), config, spark)
+                save_release(fitted.release, stage.path("release"), config, spark)
                 self.release = fitted.release
                 if command == "pipeline":
                     # The budget is spent: from here on the release is published whatever happens next.
@@ -741,15 +745,13 @@ class DPRelease:
         config: the configuration it was fitted with (its ``[synthesize]`` and ``[evaluate]`` settings apply to
             :meth:`sample` and :func:`evaluate`).
         spark: the session that samples.
-        directory: where the release and the mechanism's own files are saved (:meth:`save`), else None; a
-            release whose synthesizer reads its own files is saved to a temporary directory by :func:`fit`.
+        directory: where the release was saved (:meth:`save`) or loaded from (:func:`load`), else None.
     """
 
     release: Release
     config: JobConfig
     spark: SparkSession
     directory: str | None = None
-    _fitted: registry.Fitted | None = dataclasses.field(default=None, repr=False)
 
     @property
     def manifest(self) -> Any:
@@ -773,22 +775,13 @@ class DPRelease:
         return synthesize(self.release, config, self.spark, release_dir=self.directory)
 
     def save(self, path: str, *, overwrite: bool = False) -> str:
-        """Write the release to the directory ``path`` (with the mechanism's own files beside it); returns
-        ``path``, which :func:`load` reads.
+        """Write the release to the directory ``path`` (its model included, and SDS's aggregates files with
+        ``sds_format``); returns ``path``, which :func:`load` reads.
 
         Raises:
-            ReleaseError: ``path`` exists (without ``overwrite``).
+            OutputExistsError: ``path`` exists and ``overwrite`` is False.
         """
-        if overwrite and os.path.exists(local_path(path)):
-            import shutil
-
-            shutil.rmtree(local_path(path))
-        if self._fitted is not None:
-            save_release(self._fitted, path, self.config, self.spark)
-        else:
-            self.release.save(path, self.spark)
-            if self.directory is not None:
-                _copy_own_files(self.directory, path)
+        save_release(self.release, path, self.config, self.spark, overwrite=overwrite)
         self.directory = path
         return path
 
@@ -796,18 +789,6 @@ class DPRelease:
 def _document(config: JobConfig) -> dict[str, Any]:
     """The TOML document a configuration was parsed from (kept by :func:`job_config`)."""
     return dict(getattr(config, "document", None) or {})
-
-
-def _copy_own_files(source: str, target: str) -> None:
-    """Copy the files a mechanism wrote beside its release (everything but the aggregates and the manifest)."""
-    import shutil
-
-    source, target = local_path(source), local_path(target)
-    for name in os.listdir(source):
-        if name in ("aggregates", "manifest.json") or name.startswith("."):
-            continue
-        src = os.path.join(source, name)
-        (shutil.copytree if os.path.isdir(src) else shutil.copy2)(src, os.path.join(target, name))
 
 
 def fit(
@@ -847,12 +828,7 @@ def fit(
         df = df.where(conf.row_filter)
     check_schema(conf, df, "pipeline")
     fitted = fit_release(df, conf, spark)
-    result = DPRelease(fitted.release, conf, spark, _fitted=fitted)
-    if fitted.write_extras is not None:
-        # Its synthesizer reads the mechanism's files beside a saved release: keep them until save().
-        result.directory = os.path.join(tempfile.mkdtemp(prefix="spark_dpsynth-"), "release")
-        save_release(fitted, result.directory, conf, spark)
-    return result
+    return DPRelease(fitted.release, conf, spark)
 
 
 def load(

@@ -60,13 +60,11 @@ def _load(path: str) -> Any:
 
 @dataclass(frozen=True)
 class Fitted:
-    """What a mechanism returns: the release, and the files it writes beside it when saved."""
+    """What a mechanism returns: the release, with everything its synthesizers read (its model included,
+    :attr:`~spark_dpsynth.release.core.Release.model_files`), which :meth:`Release.save` writes."""
 
     release: Release
     """The DP release."""
-    write_extras: Callable[[str], object] | None = None
-    """Called with the saved release's directory to write the mechanism's own files (e.g. the noisy
-    class-conditional histograms, the archetype model); None when the release is all there is."""
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import json
 import math
@@ -24,7 +25,7 @@ from spark_dpsynth.mechanisms.archetype import (
 )
 from spark_dpsynth.params import DataConfig
 from spark_dpsynth.privacy.noise import NoNoise
-from spark_dpsynth.synthesizers.archetype import EMPTY, load_model, sample_archetype, save_model
+from spark_dpsynth.synthesizers.archetype import EMPTY, model_files, model_of, sample_archetype
 from tests.conftest import ROOT
 
 COLUMNS = ("a", "b", "c", "f")
@@ -262,11 +263,10 @@ def test_synthesis_persons_rows_and_public_domain(spark, fitted, tmp_path: Path)
     # Partitioning does not change what is synthesized in distribution terms: same persons, same categories.
     again = sample_archetype(model, spark, partitions=1, seed=1).collect()
     assert len({r["pid"] for r in again}) == 31
-    # save / load round trip
+    # save / load round trip: the release carries its model (noisy histograms and public profiles)
     path = tmp_path / "release"
-    release.save(str(path), spark)
-    save_model(model, str(path))
-    loaded = load_model(release.load(str(path), spark), str(path))
+    dataclasses.replace(release, model_files=model_files(model)).save(str(path), spark)
+    loaded = model_of(release.load(str(path), spark))
     assert loaded.roles == model.roles
     np.testing.assert_array_equal(loaded.archetype_counts, model.archetype_counts)
     np.testing.assert_array_equal(loaded.category_counts, model.category_counts)

@@ -35,7 +35,6 @@ of noisy counts). See docs/design.md sections 4.6 and 6.4.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import secrets
@@ -55,7 +54,7 @@ from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Release
 from spark_dpsynth.release.manifest import FORMAT_VERSION
-from spark_dpsynth.synthesizers.archetype import EMPTY, ArchetypeModel, ArchetypeRoles, Profiles, save_model
+from spark_dpsynth.synthesizers.archetype import EMPTY, ArchetypeModel, ArchetypeRoles, Profiles, model_files
 
 __all__ = [
     "ArchetypeParams",
@@ -789,8 +788,9 @@ def run(private, params: ArchetypeParams, data: DataConfig, context: MechanismCo
     """The registry's entry point: :func:`fit_archetype` on the private table and ``context.read_public()``.
 
     The rows of a person are not merged into one record (the synthesizer keeps a person's rows): the privacy
-    unit is ``params.privacy_unit``, and ``data``'s is ignored. The noisy histograms and the public profiles
-    are written beside the saved release (:func:`spark_dpsynth.synthesizers.archetype.save_model`).
+    unit is ``params.privacy_unit``, and ``data``'s is ignored. The release carries the model (the noisy
+    histograms and the public profiles, :func:`spark_dpsynth.synthesizers.archetype.model_files`), which
+    :meth:`~spark_dpsynth.release.core.Release.save` writes with it.
 
     Raises:
         InvalidParameterError: see :func:`check_data`; no public table in ``context``.
@@ -804,4 +804,4 @@ def run(private, params: ArchetypeParams, data: DataConfig, context: MechanismCo
     model, release = fit_archetype(
         private, public, params, dataclasses.replace(data, privacy_unit=None), progress=context.progress
     )
-    return Fitted(release=release, write_extras=functools.partial(save_model, model))
+    return Fitted(release=dataclasses.replace(release, model_files=model_files(model)))

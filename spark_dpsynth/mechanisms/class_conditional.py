@@ -32,7 +32,6 @@ sub-tuples, so evaluation and the report work unchanged; the noisy histograms th
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -49,7 +48,7 @@ from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Release, _sorted_marginal
 from spark_dpsynth.release.manifest import FORMAT_VERSION
-from spark_dpsynth.synthesizers.class_conditional import EMPTY, ClassConditionalModel, save_model
+from spark_dpsynth.synthesizers.class_conditional import EMPTY, ClassConditionalModel, model_files
 
 __all__ = ["ClassConditionalParams", "fit_class_conditional", "noisy_histogram"]
 
@@ -445,7 +444,8 @@ def check_data(params: ClassConditionalParams, data: DataConfig) -> None:
 
 def run(df, params: ClassConditionalParams, data: DataConfig, context: MechanismContext) -> Fitted:  # noqa: ANN001 - DataFrame
     """The registry's entry point: :func:`fit_class_conditional` on ``df`` (schema checked first); the noisy
-    histograms are written beside the saved release (:func:`spark_dpsynth.synthesizers.class_conditional.save_model`).
+    release carries the model (the noisy histograms, :func:`spark_dpsynth.synthesizers.class_conditional.model_files`),
+    which :meth:`~spark_dpsynth.release.core.Release.save` writes with it.
 
     Raises:
         InvalidParameterError: see :func:`check_data`.
@@ -454,6 +454,8 @@ def run(df, params: ClassConditionalParams, data: DataConfig, context: Mechanism
     from spark_dpsynth.data.prepare import resolve_columns
 
     check_data(params, data)
+    import dataclasses
+
     data = resolve_columns(df.columns, data)  # schema check, no data read
     model, release = fit_class_conditional(df, params, data, progress=context.progress)
-    return Fitted(release=release, write_extras=functools.partial(save_model, model))
+    return Fitted(release=dataclasses.replace(release, model_files=model_files(model)))

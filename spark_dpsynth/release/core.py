@@ -14,6 +14,9 @@ On disk a release is a directory::
                        noisy count); the manifest's ``measurements`` list gives each one's ``columns`` (names)
                        and ``std``, and ``"partial": true`` when only the cells written are measured
                        (docs/design.md section 4.8)
+      class_conditional_histograms.json    (the class_conditional mechanism) its noisy histograms
+      archetype_model.json, archetype_public/*.parquet   (the archetype mechanism) its noisy histograms and the
+                       PUBLIC table's profiles (:class:`ModelFiles`, docs/design.md sections 4.4 and 4.6)
 
 In memory, a :class:`Release` holds the same data encoded for computation: per length k, a :class:`Marginal`
 with (m_k, k) arrays of column indices and value codes and an (m_k,) array of counts. Value codes index
@@ -53,6 +56,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "MODEL_FILES",
+    "ModelFiles",
     "AGGREGATES_SCHEMA",
     "MEASUREMENTS_SCHEMA",
     "Marginal",
@@ -187,6 +192,73 @@ def one_way_means(measurements: Iterable[MeasuredMarginal]) -> dict[int, tuple[n
     return out
 
 
+MODEL_FILES: dict[str, tuple[str, str | None]] = {
+    "class_conditional": ("class_conditional_histograms.json", None),
+    "archetype": ("archetype_model.json", "archetype_public"),
+}
+"""Mechanism -> (its model's JSON document, the directory of its public tables or None), in the release
+directory beside ``manifest.json`` (:class:`ModelFiles`)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ModelFiles:
+    """A mechanism's model beyond the k-tuples and the measured marginals, as the release holds it: a JSON
+    document of DP outputs (the class-conditional histograms, the archetype histograms) and, for the archetype
+    mechanism, tables of the PUBLIC data. :meth:`Release.save` writes them in the release directory and
+    :meth:`Release.load` reads them back (:data:`MODEL_FILES` names them); the synthesizer of the mechanism
+    turns them into its model."""
+
+    document: dict[str, Any]
+    """The JSON document (noisy counts, clipped or clamped; domains; no true count)."""
+    tables: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
+    """Public tables by name (written as ``NAME.parquet`` in the mechanism's public directory)."""
+
+    def write(self, directory: str, mechanism: str) -> None:
+        """Write the document and the tables of ``mechanism``'s model into the release directory."""
+        name, public = _model_layout(mechanism)
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            json.dump(self.document, f)
+        if self.tables:
+            if public is None:
+                raise ReleaseError(f"the {mechanism} model has no public tables")
+            os.makedirs(os.path.join(directory, public), exist_ok=True)
+            for table, frame in self.tables.items():
+                frame.to_parquet(os.path.join(directory, public, f"{table}.parquet"), index=False)
+
+    @classmethod
+    def read(cls, directory: str, mechanism: str) -> ModelFiles | None:
+        """The model files of ``mechanism`` in a release directory; None for a mechanism without a model.
+
+        Raises:
+            ReleaseError: the mechanism has a model and its document is missing or unreadable.
+        """
+        if mechanism not in MODEL_FILES:
+            return None
+        name, public = MODEL_FILES[mechanism]
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as f:
+                document = json.load(f)
+        except (OSError, json.JSONDecodeError) as err:
+            raise ReleaseError(
+                f"the {mechanism} release at {directory!r} has no readable model ({name})"
+            ) from err
+        tables = {}
+        if public is not None and os.path.isdir(os.path.join(directory, public)):
+            for entry in sorted(os.listdir(os.path.join(directory, public))):
+                if entry.endswith(".parquet"):
+                    tables[entry.removesuffix(".parquet")] = pd.read_parquet(
+                        os.path.join(directory, public, entry)
+                    )
+        return cls(document=document, tables=tables)
+
+
+def _model_layout(mechanism: str) -> tuple[str, str | None]:
+    if mechanism not in MODEL_FILES:
+        raise ReleaseError(f"the {mechanism} mechanism has no model files")
+    return MODEL_FILES[mechanism]
+
+
 @dataclass(frozen=True)
 class Release:
     """A DP release (see the module docstring for the on-disk layout)."""
@@ -203,6 +275,9 @@ class Release:
     measurements: tuple[MeasuredMarginal, ...] = ()
     """The measured marginals (full noisy tables over cliques, module docstring), in the order of the
     manifest's ``measurements`` list; empty for the mechanisms that release thresholded k-tuples only."""
+    model_files: ModelFiles | None = dataclasses.field(default=None, compare=False)
+    """The mechanism's own model (:class:`ModelFiles`: the class-conditional and archetype mechanisms), saved
+    and loaded with the release; None for the others."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "manifest", Manifest.from_json(self.manifest))
@@ -368,6 +443,8 @@ class Release:
                 spark.createDataFrame(cells, schema=MEASUREMENTS_SCHEMA).coalesce(1).write.mode(
                     "error"
                 ).parquet(os.path.join(tmp, "measurements"))
+            if self.model_files is not None:
+                self.model_files.write(tmp, self.manifest.mechanism)
             with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as f:
                 json.dump(doc, f, indent=2, sort_keys=True)
                 f.write("\n")
@@ -447,7 +524,7 @@ class Release:
                     f"release at {path!r} has measurements but its manifest does not list them"
                 )
             check_release(release)
-            return release
+            return _with_model_files(release, path)
         if not os.path.isdir(meas_path):
             raise ReleaseError(f"release at {path!r} lists measurements but has no measurements directory")
         # Release-sized: the measured cells are the DP release itself (the mechanism bounds their number).
@@ -461,7 +538,13 @@ class Release:
             measurements=measured,
         )
         check_release(release)
-        return release
+        return _with_model_files(release, path)
+
+
+def _with_model_files(release: Release, directory: str) -> Release:
+    """The release with its mechanism's model files read from its directory (:class:`ModelFiles`)."""
+    files = ModelFiles.read(directory, release.manifest.mechanism)
+    return release if files is None else dataclasses.replace(release, model_files=files)
 
 
 def _in_measurement_order(release: Release, order: Mapping[str, Any]) -> Release:

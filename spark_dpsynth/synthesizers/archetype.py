@@ -24,8 +24,6 @@ Synthesis, distributed over partitions (:func:`spark_dpsynth.synthesizers._kerne
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,25 +34,19 @@ import numpy as np
 from spark_dpsynth.data.session import default_parallelism
 from spark_dpsynth.errors import ReleaseError
 from spark_dpsynth.params import SynthesisParams
-from spark_dpsynth.release.core import Release
+from spark_dpsynth.release.core import ModelFiles, Release
 from spark_dpsynth.synthesizers._kernels import exact_split, ipf, largest_remainder, sample_partitions
 
 __all__ = [
     "EMPTY",
-    "MODEL_FILE",
-    "PUBLIC_DIR",
     "ArchetypeModel",
     "ArchetypeRoles",
     "Profiles",
-    "load_model",
+    "model_files",
+    "model_of",
     "sample_archetype",
-    "save_model",
 ]
 
-MODEL_FILE = "archetype_model.json"
-"""File beside the release's manifest holding the noisy histograms (DP output) for synthesis."""
-PUBLIC_DIR = "archetype_public"
-"""Directory beside the release's manifest holding the public profiles (derived from the PUBLIC table only)."""
 EMPTY = "\x00"
 """Internal marker of the empty value (null), a category of every domain."""
 
@@ -265,7 +257,7 @@ def sample_archetype(
     them in a seeded random order (:func:`spark_dpsynth.synthesizers._kernels.sample_partitions`).
 
     Args:
-        model: from :func:`spark_dpsynth.mechanisms.archetype.fit_archetype` or :func:`load_model`.
+        model: from :func:`spark_dpsynth.mechanisms.archetype.fit_archetype` or :func:`model_of`.
         spark: the SparkSession (classic or Spark Connect).
         target_number_of_records: rows to aim at: the numbers of persons are scaled so that about this many
             rows come out (rows per person are random); None: as many persons as the noisy archetype histogram
@@ -370,20 +362,12 @@ def sample_archetype(
 # --------------------------------------------------------------------------------------------- persistence
 
 
-def save_model(model: ArchetypeModel, release_dir: str) -> str:
-    """Write the noisy histograms (DP output, no true count) and the public profiles beside a saved release.
-
-    Args:
-        model: the fitted model.
-        release_dir: the directory the release was saved to (local path or ``file:`` URI).
-
-    Returns:
-        The path of ``release_dir/`` :data:`MODEL_FILE` (JSON: columns, privacy unit, roles, the two noisy
-        histograms, the categories and the public domains, null for empty); the profiles go to Parquet files
-        in ``release_dir/`` :data:`PUBLIC_DIR` (``persons``, ``rows``, ``fill_<i>``).
-    """
-    path = release_dir.removeprefix("file:")
-    doc = {
+def model_files(model: ArchetypeModel) -> ModelFiles:
+    """The model as the release holds it (:class:`~spark_dpsynth.release.core.ModelFiles`): a JSON document of
+    the columns, the privacy unit, the roles, the two noisy histograms (DP output, no true count), the
+    categories and the public domains (null for empty); the public profiles as the tables ``persons``, ``rows``
+    and ``fill_<i>``."""
+    document = {
         "columns": list(model.roles.columns),
         "privacy_unit": model.privacy_unit,
         "roles": {
@@ -397,38 +381,24 @@ def save_model(model: ArchetypeModel, release_dir: str) -> str:
         "category_counts": model.category_counts.tolist(),
         "domains": {c: [None if x == EMPTY else x for x in d] for c, d in model.profiles.domains.items()},
     }
-    with open(os.path.join(path, MODEL_FILE), "w", encoding="utf-8") as f:
-        json.dump(doc, f)
-    public = os.path.join(path, PUBLIC_DIR)
-    os.makedirs(public, exist_ok=True)
-    model.profiles.persons.to_parquet(os.path.join(public, "persons.parquet"), index=False)
-    model.profiles.rows.to_parquet(os.path.join(public, "rows.parquet"), index=False)
-    for i, table in enumerate(model.profiles.fills):
-        table.to_parquet(os.path.join(public, f"fill_{i}.parquet"), index=False)
-    return os.path.join(path, MODEL_FILE)
+    tables = {"persons": model.profiles.persons, "rows": model.profiles.rows}
+    tables.update({f"fill_{i}": table for i, table in enumerate(model.profiles.fills)})
+    return ModelFiles(document=document, tables=tables)
 
 
-def load_model(release: Release, release_dir: str) -> ArchetypeModel:
-    """The model :func:`save_model` wrote beside ``release``.
-
-    Args:
-        release: the saved release (its manifest is the model's).
-        release_dir: the release's directory (local path or ``file:`` URI).
-
-    Returns:
-        The model, as fitted.
+def model_of(release: Release) -> ArchetypeModel:
+    """The model an archetype release carries (:attr:`~spark_dpsynth.release.core.Release.model_files`, loaded
+    with the release).
 
     Raises:
-        ReleaseError: the release is not an archetype one or its model files are missing.
+        ReleaseError: the release is not an archetype one or carries no model.
     """
-    import pandas as pd
-
-    path = release_dir.removeprefix("file:")
-    model_path = os.path.join(path, MODEL_FILE)
-    if release.manifest.mechanism != "archetype" or not os.path.isfile(model_path):
-        raise ReleaseError(f"no archetype model at {model_path}")
-    with open(model_path, encoding="utf-8") as f:
-        doc = json.load(f)
+    files = release.model_files
+    if release.manifest.mechanism != "archetype" or files is None:
+        raise ReleaseError(
+            "not an archetype release with its model (load it with Release.load from its directory)"
+        )
+    doc = files.document
     r = doc["roles"]
     roles = ArchetypeRoles(
         columns=tuple(doc["columns"]),
@@ -437,15 +407,15 @@ def load_model(release: Release, release_dir: str) -> ArchetypeModel:
         count=r["count"],
         fill=tuple((c, tuple(cond)) for c, cond in r["fill"]),
     )
-    public = os.path.join(path, PUBLIC_DIR)
-    profiles = Profiles(
-        persons=pd.read_parquet(os.path.join(public, "persons.parquet")),
-        rows=pd.read_parquet(os.path.join(public, "rows.parquet")),
-        fills=tuple(
-            pd.read_parquet(os.path.join(public, f"fill_{i}.parquet")) for i in range(len(roles.fill))
-        ),
-        domains={c: tuple(EMPTY if x is None else x for x in d) for c, d in doc["domains"].items()},
-    )
+    try:
+        profiles = Profiles(
+            persons=files.tables["persons"],
+            rows=files.tables["rows"],
+            fills=tuple(files.tables[f"fill_{i}"] for i in range(len(roles.fill))),
+            domains={c: tuple(EMPTY if x is None else x for x in d) for c, d in doc["domains"].items()},
+        )
+    except KeyError as err:
+        raise ReleaseError(f"the archetype release lacks its public table {err.args[0]!r}") from None
     return ArchetypeModel(
         roles=roles,
         privacy_unit=doc["privacy_unit"],
@@ -465,17 +435,14 @@ def sample(
     release_dir: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Any:
-    """The registry's ``archetype`` synthesizer: :func:`load_model` from the saved release's directory, then
-    :func:`sample_archetype` with ``params.target_number_of_records``, ``partitions`` and ``seed``.
+    """The registry's ``archetype`` synthesizer: the release's model (:func:`model_of`), then
+    :func:`sample_archetype` with ``params.target_number_of_records``, ``partitions`` and ``seed``
+    (``release_dir`` is unused: the release carries its model).
 
     Raises:
-        ReleaseError: no ``release_dir``, or the release is not a archetype one, or its files are missing.
+        ReleaseError: the release is not an archetype one or carries no model.
     """
-    if release_dir is None:
-        raise ReleaseError(
-            "the archetype synthesizer reads the files beside a saved release: give release_dir"
-        )
-    model = load_model(release, release_dir)
+    model = model_of(release)
     return sample_archetype(
         model,
         spark,

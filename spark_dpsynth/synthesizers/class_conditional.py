@@ -18,8 +18,6 @@ within each class and emits its rows in a seeded random order
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,20 +28,17 @@ import numpy as np
 from spark_dpsynth.data.session import default_parallelism
 from spark_dpsynth.errors import ReleaseError
 from spark_dpsynth.params import SynthesisParams
-from spark_dpsynth.release.core import Release
+from spark_dpsynth.release.core import ModelFiles, Release
 from spark_dpsynth.synthesizers._kernels import exact_split, largest_remainder, sample_partitions
 
 __all__ = [
     "EMPTY",
-    "MODEL_FILE",
     "ClassConditionalModel",
-    "load_model",
+    "model_files",
+    "model_of",
     "sample_class_conditional",
-    "save_model",
 ]
 
-MODEL_FILE = "class_conditional_histograms.json"
-"""File beside the release's manifest holding the noisy histograms (DP output) for synthesis."""
 EMPTY = "\x00"
 """Internal marker of the empty value (null), a category of every domain."""
 
@@ -223,47 +218,33 @@ def _split_values(counts: np.ndarray, class_split: np.ndarray, rng: np.random.Ge
     return out
 
 
-def save_model(model: ClassConditionalModel, release_dir: str) -> str:
-    """Write the noisy, clipped histograms (DP output, no true count) beside a saved release.
-
-    Args:
-        model: the fitted model.
-        release_dir: the directory the release was saved to (local path or ``file:`` URI).
-
-    Returns:
-        The path of the written file, ``release_dir/`` :data:`MODEL_FILE` (JSON: columns, label, domains with
-        null for empty, histograms as nested lists).
-    """
-    path = os.path.join(release_dir.removeprefix("file:"), MODEL_FILE)
-    doc = {
-        "columns": list(model.columns),
-        "label": model.label,
-        "domains": {c: [None if x == EMPTY else x for x in d] for c, d in model.domains.items()},
-        "histograms": {a: h.tolist() for a, h in model.histograms.items()},
-    }
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(doc, f)
-    return path
+def model_files(model: ClassConditionalModel) -> ModelFiles:
+    """The model as the release holds it (:class:`~spark_dpsynth.release.core.ModelFiles`): a JSON document of
+    the columns, the label, the domains (null for empty) and the noisy, clipped histograms (DP output, no true
+    count) as nested lists."""
+    return ModelFiles(
+        document={
+            "columns": list(model.columns),
+            "label": model.label,
+            "domains": {c: [None if x == EMPTY else x for x in d] for c, d in model.domains.items()},
+            "histograms": {a: h.tolist() for a, h in model.histograms.items()},
+        }
+    )
 
 
-def load_model(release: Release, release_dir: str) -> ClassConditionalModel:
-    """The model :func:`save_model` wrote beside ``release``.
-
-    Args:
-        release: the saved release (its manifest gives the protected number of records).
-        release_dir: the release's directory (local path or ``file:`` URI).
-
-    Returns:
-        The model, as fitted.
+def model_of(release: Release) -> ClassConditionalModel:
+    """The model a class-conditional release carries (:attr:`~spark_dpsynth.release.core.Release.model_files`,
+    loaded with the release).
 
     Raises:
-        ReleaseError: the release is not a class-conditional one or its histograms are missing.
+        ReleaseError: the release is not a class-conditional one or carries no model.
     """
-    path = os.path.join(release_dir.removeprefix("file:"), MODEL_FILE)
-    if release.manifest.mechanism != "class_conditional" or not os.path.isfile(path):
-        raise ReleaseError(f"no class-conditional histograms at {path}")
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
+    files = release.model_files
+    if release.manifest.mechanism != "class_conditional" or files is None:
+        raise ReleaseError(
+            "not a class_conditional release with its histograms (load it with Release.load from its directory)"
+        )
+    doc = files.document
     return ClassConditionalModel(
         columns=tuple(doc["columns"]),
         label=doc["label"],
@@ -282,17 +263,14 @@ def sample(
     release_dir: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Any:
-    """The registry's ``class_conditional`` synthesizer: :func:`load_model` from the saved release's directory, then
-    :func:`sample_class_conditional` with ``params.target_number_of_records``, ``partitions`` and ``seed``.
+    """The registry's ``class_conditional`` synthesizer: the release's model (:func:`model_of`), then
+    :func:`sample_class_conditional` with ``params.target_number_of_records``, ``partitions`` and ``seed``
+    (``release_dir`` is unused: the release carries its model).
 
     Raises:
-        ReleaseError: no ``release_dir``, or the release is not a class_conditional one, or its files are missing.
+        ReleaseError: the release is not a class_conditional one or carries no model.
     """
-    if release_dir is None:
-        raise ReleaseError(
-            "the class_conditional synthesizer reads the files beside a saved release: give release_dir"
-        )
-    model = load_model(release, release_dir)
+    model = model_of(release)
     return sample_class_conditional(
         model,
         spark,
