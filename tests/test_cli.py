@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from spark_dpsynth.config import schema
 from spark_dpsynth.cli.main import (
     COMMANDS,
     EXIT_RELEASE_KEPT,
@@ -23,6 +22,7 @@ from spark_dpsynth.cli.main import (
     main,
     option_for,
 )
+from spark_dpsynth.config import schema
 from tests.conftest import ROOT
 
 ADULT = str(ROOT / "data" / "adult.csv.gz")

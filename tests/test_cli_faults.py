@@ -22,8 +22,8 @@ import pandas as pd
 import pytest
 
 from spark_dpsynth.cli._spark_errors import condition_of, explain
-from spark_dpsynth.config import load_document, parse_config
 from spark_dpsynth.cli.main import build_parser, load_job_config, main
+from spark_dpsynth.config import load_document, parse_config
 from spark_dpsynth.data.io import uncastable_columns
 from spark_dpsynth.errors import ConfigError
 from tests.conftest import ROOT

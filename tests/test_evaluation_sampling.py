@@ -163,8 +163,8 @@ def test_sampling_parameters_are_validated(spark, kwargs, match):
 
 
 def test_sampling_config_keys_and_cli_options():
-    from spark_dpsynth.config import parse_config
     from spark_dpsynth.cli.main import build_parser, load_job_config
+    from spark_dpsynth.config import parse_config
 
     default = parse_config({})
     assert (default.max_subsets, default.subset_seed) == (MAX_SUBSETS, 0) == (2000, 0)

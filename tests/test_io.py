@@ -303,8 +303,8 @@ def test_delta_without_delta_in_the_session_is_one_clear_error(spark, people, tm
 
 
 def test_cli_starts_spark_with_delta_when_delta_is_used() -> None:
-    from spark_dpsynth.config import JobConfig
     from spark_dpsynth.cli.main import _needs_delta
+    from spark_dpsynth.config import JobConfig
 
     assert _needs_delta(JobConfig(input_path="x", input_format="delta"), "aggregate")
     assert _needs_delta(JobConfig(input_path=ADULT, output_format="delta"), "pipeline")

@@ -488,7 +488,7 @@ def test_workload_and_pgm_give_back_the_input_schema(spark) -> None:
 def test_one_line_per_column_before_counting_from_public_facts_only() -> None:
     from pyspark.sql import types as T
 
-    from spark_dpsynth.mechanisms.marginals import report_columns
+    from spark_dpsynth.mechanisms._manifest import report_columns
 
     schema = T.StructType(
         [
@@ -520,7 +520,7 @@ def test_one_line_per_column_before_counting_from_public_facts_only() -> None:
 
 
 def test_identifier_like_columns_are_reported_from_the_1way_release_only() -> None:
-    from spark_dpsynth.mechanisms.marginals import HIGH_CARDINALITY_SHARE, report_high_cardinality
+    from spark_dpsynth.mechanisms._manifest import HIGH_CARDINALITY_SHARE, report_high_cardinality
     from spark_dpsynth.privacy._seeded import SeededNoise
 
     # id: one value per record; half: 40% of the records on one value, the rest unique; p, q: ordinary categories

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter, SparkCliqueCounter, passes
+from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter, passes
+from spark_dpsynth.mechanisms._spark_backend import SparkCliqueCounter
 from spark_dpsynth.mechanisms.workload import check_plan, fit_workload, select_and_measure
 from spark_dpsynth.params import AggregationParams, DataConfig, Selection, WorkloadParams
 from spark_dpsynth.privacy._seeded import SeededNoise
@@ -410,7 +411,8 @@ def test_candidate_order_key_is_fresh_in_production_and_fixed_by_the_test_seed()
 
 def _discover_local(rows, noise, derived=None, config=None):  # noqa: ANN001, ANN202
     """The workload discovery on a NumPy backend (no Spark): (Discovery, accountant)."""
-    from spark_dpsynth.mechanisms.marginals import LocalBackend, _release_key
+    from spark_dpsynth.mechanisms._manifest import release_key
+    from spark_dpsynth.mechanisms.marginals import LocalBackend
     from spark_dpsynth.mechanisms.workload import _discover
 
     names = ("p", "q", "r")
@@ -428,7 +430,7 @@ def _discover_local(rows, noise, derived=None, config=None):  # noqa: ANN001, AN
         eps_n,
         noise,
         None,
-        _release_key,
+        release_key,
     )
     return discovery, acct
 

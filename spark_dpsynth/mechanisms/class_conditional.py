@@ -170,7 +170,7 @@ def fit_class_conditional(
         profile_targets,
         types_manifest,
     )
-    from spark_dpsynth.mechanisms.marginals import report_columns, report_profiles
+    from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
     from spark_dpsynth.privacy.accounting import profile_mechanism
 
     params = params if params is not None else ClassConditionalParams()

@@ -27,7 +27,7 @@ graphical-model estimator to fit (:mod:`spark_dpsynth.estimation`, the ``pgm`` s
    less than its expected noise, and the last round spends what is left. MST (McKenna, Miklau, Sheldon,
    "Winning the NIST Contest", 2021): rho/3 for the 1-way tables, rho/3 for d - 1 exponential-mechanism
    choices of a maximum spanning tree of 2-way cliques scored against independent columns, rho/3 to measure
-   them. True candidate marginals are counted on Spark in bounded passes (:mod:`._cliques`) and cached on the
+   them. True candidate marginals are counted on Spark in bounded passes (:mod:`._cliques`, :mod:`._spark_backend`) and cached on the
    driver within ``max_candidate_cells``.
 
 Privacy: zCDP composition (Bun & Steinke 2016, Lemma 1.7) of the discovery (the percentile's epsilon_Q^2/2,
@@ -711,17 +711,15 @@ def fit_workload(
     from pyspark.sql import functions as F
 
     from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
-    from spark_dpsynth.mechanisms import _cliques
-    from spark_dpsynth.mechanisms.marginals import (
-        _data_manifest,
-        _distinct_values,
-        _public_domains,
-        _release_key,
-        _SparkBackend,
-        _versions,
+    from spark_dpsynth.mechanisms._discovery import distinct_values, public_domains
+    from spark_dpsynth.mechanisms._manifest import (
+        data_manifest,
+        release_key,
         report_high_cardinality,
         report_identifiers,
+        versions,
     )
+    from spark_dpsynth.mechanisms._spark_backend import SparkBackend
 
     params = params if params is not None else WorkloadParams()
     data_config = data_config if data_config is not None else DataConfig()
@@ -747,13 +745,13 @@ def fit_workload(
     names: tuple[str, ...] = config.columns
     derived: dict[str, tuple[str, str]] = {}
     cached = prepared = prepared.persist() if config.merges_rows else prepared
-    encoded = None
+    counter = None
     backend = None
     try:
         if config.privacy_unit is not None:
             check_privacy_units(prepared, config)
         if config.multi_value:
-            values = {c: _distinct_values(prepared, c) for c in config.multi_value}  # private, driver only
+            values = {c: distinct_values(prepared, c) for c in config.multi_value}  # private, driver only
             prepared, names, derived = expand_multi_value(prepared, config, values)
             del values
         d = len(names)
@@ -761,8 +759,8 @@ def fit_workload(
         prepared = prepared.select(
             *[F.col(f"`{c}`").alias(p) for c, p in zip(names, positional, strict=True)]
         )
-        public = _public_domains(names, config, derived)
-        backend = _SparkBackend(prepared, positional, public)
+        public = public_domains(names, config, derived)
+        backend = SparkBackend(prepared, positional, public)
         acct = Accountant(float(params.epsilon), accounting=params.accounting)
         eps_n = acct.spend_epsilon(
             "number_of_records",
@@ -780,7 +778,7 @@ def fit_workload(
             eps_n,
             noise,
             progress,
-            _release_key,
+            release_key,
             protected_n=bins.protected_n if bins.protected_n is not None else protected_n,
         )
         # Identifier-like columns, from the released 1-way values only (docs/design.md section 2.8).
@@ -817,12 +815,7 @@ def fit_workload(
         )
         # Fixed-domain encoding of the patterns, cached: every later pass reads only this.
         luts = [discovery.manifest["_luts"][j] for j in kept]
-        assert backend._encoded is not None  # the dictionary-encoded patterns, made by the discovery
-        dict_cols = backend._encoded.select(*[f"c{j}" for j in kept], "n")
-        encoded = _cliques.encode_fixed_domain(dict_cols, luts, sizes).persist()
-        encoded.count()  # materialize the cache before the dictionary-encoded patterns are dropped (not logged)
-        counter = _cliques.SparkCliqueCounter(encoded, sizes, backend._partitions)
-        backend.release_cache()
+        counter = backend.clique_counter(kept, luts, sizes)  # drops the backend's caches
         backend = None
         rho_rest = acct.rho - sum(s.rho or 0.0 for s in acct.budget().shares)  # type: ignore[operator]
         relative_noise = Selection.relative_noise(len(kept), rho_rest, protected_n)
@@ -866,8 +859,8 @@ def fit_workload(
     finally:
         if backend is not None:
             backend.release_cache()
-        if encoded is not None:
-            encoded.unpersist()
+        if counter is not None:
+            counter.release_cache()
         if cached is not None and config.merges_rows:
             cached.unpersist()
 
@@ -923,9 +916,9 @@ def fit_workload(
             "percentile": params.percentile,
             "seed": params.seed,
         },
-        "versions": _versions(),
+        "versions": versions(),
     }
-    manifest.update(_data_manifest(config, identifiers))
+    manifest.update(data_manifest(config, identifiers))
     manifest["column_types"] = types_block
     manifest["high_cardinality"] = high_cardinality
     manifest["bins_rho"] = bins.rho
@@ -988,7 +981,7 @@ def _typed_bins(df, config, params, noise, progress, protected_n=None):  # noqa:
         profile_targets,
         types_manifest,
     )
-    from spark_dpsynth.mechanisms.marginals import report_columns, report_profiles
+    from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
     from spark_dpsynth.privacy.accounting import rho_from_epsilon_delta, rho_tight_from_epsilon_delta
 
     types = column_types(df.schema, config)
@@ -1024,7 +1017,7 @@ def _typed_bins(df, config, params, noise, progress, protected_n=None):  # noqa:
 
 
 def _discover(
-    backend,  # noqa: ANN001 - the marginals mechanism's Spark backend
+    backend,  # noqa: ANN001 - a SparkBackend (._spark_backend) or a LocalBackend (tests)
     names: tuple[str, ...],
     public: dict[int, tuple[str, ...]],
     derived: dict[str, tuple[str, str]],
@@ -1041,7 +1034,7 @@ def _discover(
     values), the protected number of records and delta; converts the rest of epsilon to rho in ``acct``."""
     from spark_dpsynth.mechanisms import _counting
     from spark_dpsynth.mechanisms._counting import CandidateIndex
-    from spark_dpsynth.mechanisms.marginals import noisy_threshold
+    from spark_dpsynth.mechanisms._discovery import noisy_threshold
 
     d = len(names)
     dictionary = backend.dictionary()  # private (values present): only released values are ever written
