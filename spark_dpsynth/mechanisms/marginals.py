@@ -559,13 +559,13 @@ def dp_aggregate(
     from spark_dpsynth.data.types import (
         apply_profiles,
         column_types,
-        dp_profiles,
         identifiers_manifest,
         meanings_manifest,
         numeric_view,
         profile_targets,
         types_manifest,
     )
+    from spark_dpsynth.mechanisms._profile import dp_profiles
 
     params = params if params is not None else AggregationParams()
     data_config = data_config if data_config is not None else DataConfig()

@@ -975,13 +975,13 @@ def _typed_bins(df, config, params, noise, progress, protected_n=None):  # noqa:
     from spark_dpsynth.data.types import (
         apply_profiles,
         column_types,
-        dp_profiles,
         meanings_manifest,
         numeric_view,
         profile_targets,
         types_manifest,
     )
     from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
+    from spark_dpsynth.mechanisms._profile import dp_profiles
     from spark_dpsynth.privacy.accounting import rho_from_epsilon_delta, rho_tight_from_epsilon_delta
 
     types = column_types(df.schema, config)
