@@ -483,3 +483,36 @@ def test_every_subpackage_says_what_it_holds() -> None:
     for init in sorted(PACKAGE.rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and len(doc) > 60, f"{init.relative_to(ROOT)} needs a docstring mapping its modules"
+
+
+def private_mechanism_imports(path: Path, module: str | None = None) -> list[str]:
+    """Underscore names a file imports from a module of ``spark_dpsynth.mechanisms`` (any depth); a module
+    (``_counting``) is not a name."""
+    module = module or module_name(path)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("spark_dpsynth.mechanisms"):
+            found += [
+                f"{module} imports {node.module}.{a.name}"
+                for a in node.names
+                if a.name.startswith("_") and not _exists(f"{node.module}.{a.name}")
+            ]
+    return found
+
+
+def test_no_module_imports_a_mechanism_modules_private_names() -> None:
+    """What mechanisms share lives in the package's underscore modules, under public names (docs/design.md
+    section 1.8); importing such a module (``from spark_dpsynth.mechanisms import _counting``) is fine."""
+    bad = [use for p in sorted(PACKAGE.rglob("*.py")) for use in private_mechanism_imports(p)]
+    assert bad == []
+
+
+def test_the_private_name_scan(tmp_path: Path) -> None:
+    path = tmp_path / "x.py"
+    path.write_text(
+        "def f():\n    from spark_dpsynth.mechanisms.marginals import _SparkBackend, dp_aggregate\n"
+        "from spark_dpsynth.mechanisms import _counting\n"
+    )
+    assert private_mechanism_imports(path, "spark_dpsynth.mechanisms.x") == [
+        "spark_dpsynth.mechanisms.x imports spark_dpsynth.mechanisms.marginals._SparkBackend"
+    ]

@@ -24,4 +24,6 @@ What they share (underscore modules, public names inside; docs/design.md section
 * :mod:`._spark_backend`: the records as cached patterns on Spark, and the counting passes over them (the
   marginals' candidate tuples, the workload's clique tables).
 * :mod:`._counting` and :mod:`._cliques`: the NumPy kernels those passes run (bounded tuple counts; clique tables).
+* :mod:`._selection`, :mod:`._aim` and :mod:`._mst`: the workload mechanism's selection of cliques (what the two
+  share; AIM's rounds; MST's tree).
 """
