@@ -42,7 +42,7 @@ def dump(name: str, epsilon: float, path: str) -> None:
         pass
 
     def capture(counter, names, rho, params, acct, noise, **kw):  # noqa: ANN001, ANN003, ANN202, ARG001
-        pdf = counter._encoded.toPandas()  # the distinct patterns: a benchmark on Adult/NIST-sized data only
+        pdf = counter.encoded.toPandas()  # the distinct patterns: a benchmark on Adult/NIST-sized data only
         d = len(counter.sizes)
         with open(path, "wb") as f:
             pickle.dump(

@@ -1,9 +1,12 @@
-"""The package's boundaries, checked on its source: the post-processing side never imports the private side,
+"""The package's boundaries, checked on its source (docs/design.md sections 1.2 and 1.8): the layer table (which
+package may import which, on the transitive closure of imports), the post-processing side never imports the
+private side, only the mechanisms and the privacy primitives draw noise, only a few packages call the reader,
 and no module imports itself through others (no import cycle, function-level imports included)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -78,12 +81,319 @@ def graph() -> dict[str, set[str]]:
     return {module_name(p): {m for m in imports_of(p) if m in names} - {module_name(p)} for p in files}
 
 
+def _matches(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == f or module.startswith(f + ".") for f in prefixes)
+
+
 def test_synthesizers_do_not_import_the_private_side() -> None:
     bad = []
     for path in sorted((PACKAGE / "synthesizers").rglob("*.py")):
         for imported in imports_of(path):
-            if any(imported == f or imported.startswith(f + ".") for f in FORBIDDEN_FOR_SYNTHESIZERS):
+            if _matches(imported, FORBIDDEN_FOR_SYNTHESIZERS):
                 bad.append(f"{module_name(path)} imports {imported}")
+    assert bad == []
+
+
+def test_synthesizers_do_not_reach_the_private_side_through_others() -> None:
+    """Indirectly too: no chain of imports from a synthesizer ends in the preparation of private rows, a noise
+    source or a mechanism. (``data.io`` itself is reached, through ``release.core`` -> ``data.publish``, for its
+    path and table helpers; its reader is checked by name, :func:`test_only_a_few_packages_call_the_reader`.)"""
+    g = graph()
+    forbidden = tuple(f for f in FORBIDDEN_FOR_SYNTHESIZERS if f != "spark_dpsynth.data.io")
+    bad = [
+        f"{m} reaches {d}"
+        for m in sorted(g)
+        if layer_of(m) == "synthesizers"
+        for d in sorted(closure(g, m))
+        if _matches(d, forbidden)
+    ]
+    assert bad == []
+
+
+# ------------------------------------------------------------------------------------------------- the layers
+
+LAYERS: dict[str, frozenset[str]] = {
+    name: frozenset(allowed)
+    for name, allowed in {
+        "errors": (),
+        "_progress": (),
+        "_validate": ("errors",),
+        "params": ("errors", "_validate"),
+        "estimation": ("errors",),
+        "data": ("errors", "_validate", "params"),
+        # privacy.accounting books its shares in release.manifest's Budget; release.integrity re-checks a
+        # release's budget with privacy.accounting: the two packages may import each other (no module cycle).
+        "privacy": ("errors", "_validate", "params", "data", "release"),
+        "release": ("errors", "_validate", "params", "data", "privacy"),
+        "synthesizers": (
+            "errors",
+            "_progress",
+            "_validate",
+            "params",
+            "estimation",
+            "data",
+            "privacy",
+            "release",
+        ),
+        # registry imports only these; it names the mechanisms, synthesizers and parameter classes by
+        # "module:attr" strings, loaded at call time (DISPATCH below).
+        "registry": (
+            "errors",
+            "_progress",
+            "_validate",
+            "params",
+            "estimation",
+            "data",
+            "privacy",
+            "release",
+            "synthesizers",
+        ),
+        "evaluation": ("errors", "_validate", "params", "data"),
+        "mechanisms": (
+            "errors",
+            "_progress",
+            "_validate",
+            "params",
+            "estimation",
+            "data",
+            "privacy",
+            "release",
+            "synthesizers",
+            "registry",
+        ),
+        "config": (
+            "errors",
+            "_progress",
+            "_validate",
+            "params",
+            "estimation",
+            "data",
+            "privacy",
+            "release",
+            "synthesizers",
+            "registry",
+            "mechanisms",
+        ),
+        "pipeline": (
+            "errors",
+            "_progress",
+            "_validate",
+            "params",
+            "estimation",
+            "data",
+            "privacy",
+            "release",
+            "synthesizers",
+            "registry",
+            "mechanisms",
+            "evaluation",
+            "config",
+        ),
+        "cli": (
+            "errors",
+            "_progress",
+            "_validate",
+            "params",
+            "estimation",
+            "data",
+            "privacy",
+            "release",
+            "synthesizers",
+            "registry",
+            "mechanisms",
+            "evaluation",
+            "config",
+            "pipeline",
+        ),
+        # the package itself (spark_dpsynth/__init__.py): the library's facade, lazy re-exports (PEP 562)
+        "spark_dpsynth": (
+            "errors",
+            "_progress",
+            "_validate",
+            "params",
+            "estimation",
+            "data",
+            "privacy",
+            "release",
+            "synthesizers",
+            "registry",
+            "mechanisms",
+            "evaluation",
+            "config",
+            "pipeline",
+        ),
+    }.items()
+}
+"""Package -> the packages its modules may import, directly or through other modules (docs/design.md section
+1.8). A package's own modules are always allowed; ``if TYPE_CHECKING:`` imports do not count. ``config`` is
+spark_dpsynth/config.py, ``pipeline`` spark_dpsynth/pipeline.py (no file: no imports), ``spark_dpsynth`` the
+package's ``__init__``; ``spark_dpsynth/__main__.py`` is part of ``cli``."""
+
+DISPATCH: dict[str, frozenset[str]] = {"registry": frozenset({"mechanisms", "synthesizers", "params"})}
+"""Package -> the packages it loads by name at call time (``importlib``, from ``"module:attr"`` strings): not
+imports, so not in :data:`LAYERS`; the registry's table of methods is data the mechanisms and synthesizers
+register in. A mechanism importing the registry and the registry loading that mechanism is no import cycle."""
+
+
+def layer_of(module: str) -> str:
+    """The :data:`LAYERS` key of a module name (``spark_dpsynth.mechanisms.marginals`` -> ``mechanisms``)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "spark_dpsynth"
+    return "cli" if parts[1] == "__main__" else parts[1]
+
+
+def closure(g: dict[str, set[str]], module: str) -> set[str]:
+    """Every module ``module`` imports, directly or through others."""
+    seen: set[str] = set()
+    stack = [module]
+    while stack:
+        for dep in g.get(stack.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                stack.append(dep)
+    seen.discard(module)
+    return seen
+
+
+def layer_violations(g: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for module in sorted(g):
+        layer = layer_of(module)
+        for dep in sorted(closure(g, module)):
+            target = layer_of(dep)
+            if target != layer and target not in LAYERS.get(layer, frozenset()):
+                bad.append(f"{module} ({layer}) reaches {dep} ({target})")
+    return bad
+
+
+def test_every_module_is_in_the_layer_table() -> None:
+    assert sorted({layer_of(m) for m in graph()} - set(LAYERS)) == []
+
+
+def test_the_layer_table_is_closed_and_only_privacy_and_release_allow_each_other() -> None:
+    """What a package may import, it may import through what it may import; only privacy and release allow each
+    other (see :data:`LAYERS`)."""
+    for name, allowed in LAYERS.items():
+        for other in allowed:
+            assert LAYERS[other] - {name} <= allowed, f"{name} may import {other} but not all of its imports"
+    mutual = {tuple(sorted((a, b))) for a in LAYERS for b in LAYERS[a] if a in LAYERS[b]}
+    assert mutual == {("privacy", "release")}
+
+
+def test_imports_follow_the_layer_table() -> None:
+    assert layer_violations(graph()) == []
+
+
+def test_the_layer_check_sees_indirect_imports() -> None:
+    g = {
+        "spark_dpsynth.synthesizers.x": {"spark_dpsynth.release.core"},
+        "spark_dpsynth.release.core": {"spark_dpsynth.mechanisms.m"},  # release may not import mechanisms
+        "spark_dpsynth.mechanisms.m": set(),
+    }
+    assert layer_violations(g) == [
+        "spark_dpsynth.release.core (release) reaches spark_dpsynth.mechanisms.m (mechanisms)",
+        "spark_dpsynth.synthesizers.x (synthesizers) reaches spark_dpsynth.mechanisms.m (mechanisms)",
+    ]
+
+
+_DISPATCH_TARGET = re.compile(r"^(spark_dpsynth(?:\.\w+)+):\w+$")
+
+
+def test_the_registry_loads_only_mechanisms_synthesizers_and_parameters() -> None:
+    """The registry's ``"module:attr"`` strings (its lazy dispatch) name existing modules of :data:`DISPATCH`."""
+    for name, allowed in DISPATCH.items():
+        path = PACKAGE / f"{name}.py"
+        targets = {
+            m.group(1)
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            if (m := _DISPATCH_TARGET.match(node.value))
+        }
+        assert targets, f"{name}: no dispatch strings found"
+        assert sorted(t for t in targets if not _exists(t)) == []
+        assert sorted(t for t in targets if layer_of(t) not in allowed) == []
+
+
+# ------------------------------------------------------------------------------------- noise and the reader
+
+NOISE_MODULES = ("spark_dpsynth.privacy.noise", "spark_dpsynth.privacy._seeded")
+NOISE_DRAWS = frozenset({"discrete_gaussian", "discrete_laplace"})
+"""NoiseSource methods whose name says what they are, counted on any receiver."""
+NOISE_CHOICES = frozenset({"quantile", "exponential"})
+"""NoiseSource methods with common names (``np.quantile``, a pandas ``quantile``), counted on a receiver that
+names a noise source (``noise.quantile(...)``, ``self._noise.exponential(...)``)."""
+DRAWING_LAYERS = frozenset({"mechanisms", "privacy"})
+"""Only the mechanisms and the privacy primitives draw noise (docs/design.md section 1.1)."""
+
+
+def noise_uses(path: Path, module: str | None = None) -> list[str]:
+    """A file's imports of the noise sources (any depth, not under ``if TYPE_CHECKING:``) and its NoiseSource
+    draws (calls of :data:`NOISE_DRAWS` on any receiver, of :data:`NOISE_CHOICES` on one whose name says noise)."""
+    found = [f"imports {m}" for m in sorted(imports_of(path, module)) if _matches(m, NOISE_MODULES)]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr, receiver = node.func.attr, ast.unparse(node.func.value)
+            if attr in NOISE_DRAWS or (attr in NOISE_CHOICES and "noise" in receiver.lower()):
+                found.append(f"calls {receiver}.{attr} (line {node.lineno})")
+    return found
+
+
+def test_only_mechanisms_and_privacy_draw_noise() -> None:
+    bad = [
+        f"{module_name(p)} {use}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if layer_of(module_name(p)) not in DRAWING_LAYERS
+        for use in noise_uses(p)
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f():\n    from spark_dpsynth.privacy.noise import noise_source_for\n",
+        "from spark_dpsynth.privacy import _seeded\n",
+        "def f(source):\n    return source.discrete_gaussian(1.0, 3)\n",
+        "def f(self):\n    return self._noise.quantile(h, 0.9, 1.0)\n",
+    ],
+)
+def test_the_noise_scan_sees_imports_and_draws(tmp_path: Path, source: str) -> None:
+    path = tmp_path / "x.py"
+    path.write_text(source)
+    assert noise_uses(path, "spark_dpsynth.data.x")
+
+
+def test_the_noise_scan_lets_numpy_quantiles_pass(tmp_path: Path) -> None:
+    path = tmp_path / "x.py"
+    path.write_text("import numpy as np\nq = np.quantile([1, 2], 0.5)\ns = series.quantile(0.9)\n")
+    assert noise_uses(path, "spark_dpsynth.evaluation.x") == []
+
+
+READER = "read_input"
+READER_LAYERS = frozenset({"mechanisms", "evaluation", "data", "pipeline", "cli", "spark_dpsynth"})
+"""Who may import or call the reader of private tables, ``data.io.read_input`` (docs/design.md section 1.8);
+``spark_dpsynth`` (the package's ``__init__``) only re-exports it lazily for library users."""
+
+
+def reader_uses(path: Path) -> list[str]:
+    """Imports of ``read_input`` (``from ... import read_input``) and attribute uses ``x.read_input``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and any(a.name == READER for a in node.names):
+            found.append(f"imports {READER} (line {node.lineno})")
+        elif isinstance(node, ast.Attribute) and node.attr == READER:
+            found.append(f"uses .{READER} (line {node.lineno})")
+    return found
+
+
+def test_only_a_few_packages_call_the_reader() -> None:
+    bad = [
+        f"{module_name(p)} {use}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if layer_of(module_name(p)) not in READER_LAYERS
+        for use in reader_uses(p)
+    ]
     assert bad == []
 
 
@@ -173,3 +483,36 @@ def test_every_subpackage_says_what_it_holds() -> None:
     for init in sorted(PACKAGE.rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and len(doc) > 60, f"{init.relative_to(ROOT)} needs a docstring mapping its modules"
+
+
+def private_mechanism_imports(path: Path, module: str | None = None) -> list[str]:
+    """Underscore names a file imports from a module of ``spark_dpsynth.mechanisms`` (any depth); a module
+    (``_counting``) is not a name."""
+    module = module or module_name(path)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("spark_dpsynth.mechanisms"):
+            found += [
+                f"{module} imports {node.module}.{a.name}"
+                for a in node.names
+                if a.name.startswith("_") and not _exists(f"{node.module}.{a.name}")
+            ]
+    return found
+
+
+def test_no_module_imports_a_mechanism_modules_private_names() -> None:
+    """What mechanisms share lives in the package's underscore modules, under public names (docs/design.md
+    section 1.8); importing such a module (``from spark_dpsynth.mechanisms import _counting``) is fine."""
+    bad = [use for p in sorted(PACKAGE.rglob("*.py")) for use in private_mechanism_imports(p)]
+    assert bad == []
+
+
+def test_the_private_name_scan(tmp_path: Path) -> None:
+    path = tmp_path / "x.py"
+    path.write_text(
+        "def f():\n    from spark_dpsynth.mechanisms.marginals import _SparkBackend, dp_aggregate\n"
+        "from spark_dpsynth.mechanisms import _counting\n"
+    )
+    assert private_mechanism_imports(path, "spark_dpsynth.mechanisms.x") == [
+        "spark_dpsynth.mechanisms.x imports spark_dpsynth.mechanisms.marginals._SparkBackend"
+    ]

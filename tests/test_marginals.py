@@ -10,7 +10,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from spark_dpsynth.data.prepare import prepare
-from spark_dpsynth.mechanisms.marginals import LocalBackend, _SparkBackend, aggregate_encoded, dp_aggregate
+from spark_dpsynth.mechanisms._spark_backend import SparkBackend
+from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
 from spark_dpsynth.privacy.noise import NoNoise
 from spark_dpsynth.release.core import Release
@@ -42,7 +43,7 @@ def _as_dict(release: Release) -> dict:
 
 
 def test_exact_counts_with_noise_off_match_seed_001(seed_table) -> None:
-    backend = _SparkBackend(prepare(seed_table, DataConfig(columns=("A", "B", "C"))), ("A", "B", "C"))
+    backend = SparkBackend(prepare(seed_table, DataConfig(columns=("A", "B", "C"))), ("A", "B", "C"))
     try:
         release = aggregate_encoded(backend, ("A", "B", "C"), EXACT, noise=NoNoise())
     finally:
@@ -220,15 +221,16 @@ def _packed_table(spark):
 def test_packed_grouping_key_gives_the_string_keys_release(spark, monkeypatch) -> None:
     # Columns with a small public domain are grouped as bit fields of long words (design 2.2): the patterns,
     # their multiplicities and content hashes, hence the test-mode release, are those of string keys.
-    from spark_dpsynth.mechanisms import marginals
-    from spark_dpsynth.mechanisms.marginals import _KeyLayout, _public_domains
+    from spark_dpsynth.mechanisms import _spark_backend
+    from spark_dpsynth.mechanisms._discovery import public_domains
+    from spark_dpsynth.mechanisms._spark_backend import KeyLayout
 
     df, config = _packed_table(spark)
-    layout = _KeyLayout.plan(len(config.columns), _public_domains(config.columns, config, {}))
+    layout = KeyLayout.plan(len(config.columns), public_domains(config.columns, config, {}))
     assert sorted(layout.fields) == list(range(16)) and layout.words == 2
     params = AggregationParams(epsilon=2.0, delta=1e-6, reporting_length=3, percentile=90, seed=11)
     packed = dp_aggregate(df.repartition(3), params, config)
-    monkeypatch.setattr(marginals, "_PACKED_DOMAIN_MAX", 0)
+    monkeypatch.setattr(_spark_backend, "PACKED_DOMAIN_MAX", 0)
     strings = dp_aggregate(df, params, config)
     assert _as_dict(packed) == _as_dict(strings) and len(_as_dict(packed)) > 1000
     assert packed.domains == strings.domains
@@ -239,22 +241,22 @@ def test_packed_grouping_key_gives_the_string_keys_release(spark, monkeypatch) -
 
 
 def test_packed_backend_counts_exactly(spark) -> None:
-    from spark_dpsynth.mechanisms.marginals import _public_domains
+    from spark_dpsynth.mechanisms._discovery import public_domains
 
     df, config = _packed_table(spark)
     names = config.columns
-    public = _public_domains(names, config, {})
+    public = public_domains(names, config, {})
     prepared = prepare(df, config)
     rows = [tuple(r) for r in prepared.collect()]
     exact = dataclasses.replace(EXACT, reporting_length=2, thresholds=(0,))
     got = []
     for backend in (
-        _SparkBackend(prepared, names, public),
+        SparkBackend(prepared, names, public),
         LocalBackend.from_rows(rows, len(names)),
     ):
         try:
             got.append(_as_dict(aggregate_encoded(backend, names, exact, noise=NoNoise())))
         finally:
-            if isinstance(backend, _SparkBackend):
+            if isinstance(backend, SparkBackend):
                 backend.release_cache()
     assert got[0] == got[1]

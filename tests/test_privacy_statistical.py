@@ -16,7 +16,8 @@ from scipy.stats import beta, chisquare
 
 from spark_dpsynth.mechanisms import _counting
 from spark_dpsynth.mechanisms._counting import CandidateIndex
-from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, noisy_threshold
+from spark_dpsynth.mechanisms._discovery import noisy_threshold
+from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded
 from spark_dpsynth.params import AggregationParams
 from spark_dpsynth.privacy._seeded import SeededNoise
 from spark_dpsynth.privacy.accounting import rho_1_threshold, split_budget, thresholds_for

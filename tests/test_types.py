@@ -14,17 +14,16 @@ from pyspark.sql import functions as F
 from spark_dpsynth.data.prepare import synthetic_for_release
 from spark_dpsynth.data.session import SQL_DEFAULTS, _with_sql_defaults
 from spark_dpsynth.data.types import (
-    _cell_key,
-    _cells_of,
-    _profile_grid,
+    cell_key,
+    cells_of,
     column_types,
-    dp_profiles,
     numeric_view,
+    profile_grid,
     profile_points,
-    profile_sigma,
     types_manifest,
 )
 from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.mechanisms._profile import dp_profiles, profile_sigma
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
 from spark_dpsynth.privacy.accounting import split_budget
@@ -43,7 +42,7 @@ ROWS = [
 
 @pytest.mark.parametrize("scale", ["integer", "real", "date", "timestamp"])
 def test_profile_cells_match_a_search_of_the_public_points(spark, scale) -> None:
-    grid = _profile_grid(scale)
+    grid = profile_grid(scale)
     points = grid.points
     assert np.all(np.diff(points) > 0) and len(points) == len(profile_points(scale))
     if scale in ("integer", "real"):
@@ -66,10 +65,10 @@ def test_profile_cells_match_a_search_of_the_public_points(spark, scale) -> None
         1e20,
     ]
     df = spark.createDataFrame([(float(x),) for x in probes] + [(None,), (float("nan"),)], "x double")
-    lower, exact = _cell_key(F.col("x"), scale)
+    lower, exact = cell_key(F.col("x"), scale)
     rows = df.select(lower.alias("l"), exact.alias("e")).collect()
     lows = np.array([np.nan if r["l"] is None else r["l"] for r in rows])
-    got = _cells_of(grid, lows, np.array([bool(r["e"]) for r in rows])).tolist()
+    got = cells_of(grid, lows, np.array([bool(r["e"]) for r in rows])).tolist()
     assert got[-2:] == [grid.null_cell, grid.null_cell]  # an empty value falls in the empty cell
     x = np.array(probes)
     day = {"date": 1.0, "timestamp": 86400.0}.get(scale)
@@ -488,7 +487,7 @@ def test_workload_and_pgm_give_back_the_input_schema(spark) -> None:
 def test_one_line_per_column_before_counting_from_public_facts_only() -> None:
     from pyspark.sql import types as T
 
-    from spark_dpsynth.mechanisms.marginals import report_columns
+    from spark_dpsynth.mechanisms._manifest import report_columns
 
     schema = T.StructType(
         [
@@ -520,7 +519,7 @@ def test_one_line_per_column_before_counting_from_public_facts_only() -> None:
 
 
 def test_identifier_like_columns_are_reported_from_the_1way_release_only() -> None:
-    from spark_dpsynth.mechanisms.marginals import HIGH_CARDINALITY_SHARE, report_high_cardinality
+    from spark_dpsynth.mechanisms._manifest import HIGH_CARDINALITY_SHARE, report_high_cardinality
     from spark_dpsynth.privacy._seeded import SeededNoise
 
     # id: one value per record; half: 40% of the records on one value, the rest unique; p, q: ordinary categories

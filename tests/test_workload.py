@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter, SparkCliqueCounter, passes
+from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter, passes
+from spark_dpsynth.mechanisms._spark_backend import SparkCliqueCounter
 from spark_dpsynth.mechanisms.workload import check_plan, fit_workload, select_and_measure
 from spark_dpsynth.params import AggregationParams, DataConfig, Selection, WorkloadParams
 from spark_dpsynth.privacy._seeded import SeededNoise
@@ -265,7 +266,7 @@ def test_pipeline_pgm_on_adult(tmp_path) -> None:  # noqa: ANN001
 def test_projector_equals_the_model_projection() -> None:
     """Cliques across the model's connected components are outer products of their parts (exact)."""
     from spark_dpsynth.estimation import Domain, Measurement, estimate
-    from spark_dpsynth.mechanisms.workload import _Projector
+    from spark_dpsynth.mechanisms._aim import Projector
 
     rng = np.random.default_rng(0)
     domain = Domain(names=("a", "b", "c", "d", "e"), sizes=(3, 4, 2, 5, 3))
@@ -275,26 +276,26 @@ def test_projector_equals_the_model_projection() -> None:
         Measurement(("d", "e"), rng.random((5, 3)) * 100, 1.0),
     ]
     model = estimate(domain, ms, iterations=20)
-    project = _Projector(model)
+    project = Projector(model)
     queries = [("a", "c"), ("c", "a"), ("b", "d", "a"), ("e", "c", "a"), ("a", "b"), ("d", "a", "c", "e")]
     for q in queries:
         np.testing.assert_allclose(project(q), model.project(q), rtol=1e-9, atol=1e-9)
-    for q, table in zip(queries, _Projector(model).many(queries), strict=True):  # the batch, as AIM scores
+    for q, table in zip(queries, Projector(model).many(queries), strict=True):  # the batch, as AIM scores
         np.testing.assert_allclose(table, model.project(q), rtol=1e-9, atol=1e-9)
 
 
 def test_choose_fitting_is_the_exponential_mechanism_over_the_fitting_cliques() -> None:
     """Rejection of draws that do not fit gives the exponential mechanism over the cliques that fit."""
-    from spark_dpsynth.mechanisms.workload import _choose_fitting
+    from spark_dpsynth.mechanisms._aim import choose_fitting
 
     pool = [(0,), (1,), (2,), (3,)]
     scores = np.array([3.0, 2.0, 1.0, 0.0])
     fits = lambda c: c != (0,)  # noqa: E731 - the best-scored clique does not fit
-    assert _choose_fitting(pool, scores, fits, NoNoise(), 1.0, 0.5) == (1,)
-    assert _choose_fitting(pool, scores, lambda c: False, NoNoise(), 1.0, 0.5) is None
+    assert choose_fitting(pool, scores, fits, NoNoise(), 1.0, 0.5) == (1,)
+    assert choose_fitting(pool, scores, lambda c: False, NoNoise(), 1.0, 0.5) is None
     noise = SeededNoise(3)
     rho = 0.5
-    draws = [_choose_fitting(pool, scores, fits, noise, 1.0, rho) for _ in range(4000)]
+    draws = [choose_fitting(pool, scores, fits, noise, 1.0, rho) for _ in range(4000)]
     w = np.exp(np.sqrt(2 * rho) * scores[1:])
     want = w / w.sum()
     got = np.array([draws.count(c) for c in pool[1:]]) / len(draws)
@@ -400,17 +401,18 @@ def test_the_discovery_share_grows_with_the_columns_to_discover() -> None:
 
 def test_candidate_order_key_is_fresh_in_production_and_fixed_by_the_test_seed() -> None:
     """A test-mode release is reproducible on wide tables too, where each AIM round scores a pruned pool."""
-    from spark_dpsynth.mechanisms.workload import _candidate_order, _order_key
+    from spark_dpsynth.mechanisms._aim import candidate_order, order_key
 
-    assert _order_key(None) is None  # select_and_measure then draws a key from secrets
-    assert _order_key(7) == _order_key(7) != _order_key(8) and len(_order_key(7)) == 16
+    assert order_key(None) is None  # select_and_measure then draws a key from secrets
+    assert order_key(7) == order_key(7) != order_key(8) and len(order_key(7)) == 16
     cliques = [(a, b) for a in range(6) for b in range(a + 1, 6)]
-    assert _candidate_order(cliques, _order_key(7), 3) == _candidate_order(cliques, _order_key(7), 3)
+    assert candidate_order(cliques, order_key(7), 3) == candidate_order(cliques, order_key(7), 3)
 
 
 def _discover_local(rows, noise, derived=None, config=None):  # noqa: ANN001, ANN202
     """The workload discovery on a NumPy backend (no Spark): (Discovery, accountant)."""
-    from spark_dpsynth.mechanisms.marginals import LocalBackend, _release_key
+    from spark_dpsynth.mechanisms._manifest import release_key
+    from spark_dpsynth.mechanisms.marginals import LocalBackend
     from spark_dpsynth.mechanisms.workload import _discover
 
     names = ("p", "q", "r")
@@ -428,7 +430,7 @@ def _discover_local(rows, noise, derived=None, config=None):  # noqa: ANN001, AN
         eps_n,
         noise,
         None,
-        _release_key,
+        release_key,
     )
     return discovery, acct
 

@@ -6,19 +6,19 @@ section 2.8).
   *scale*: ``"integer"``, ``"real"``, ``"date"``, ``"timestamp"`` (discretized for counting) or ``"category"``.
 * :func:`numeric_view` turns date and timestamp columns into numbers on their epoch scale (days since
   1970-01-01, seconds since 1970-01-01T00:00:00Z), the scale of their bin edges.
-* :func:`dp_profiles` decides what each numeric column without public bins is (a code, or a measurement with DP
-  bins inside its DP range and its frequent exact values as points) from one noisy histogram over a public grid
-  (:func:`profile_points`), computed on Spark (never the raw values on the driver); :func:`apply_profiles` turns
-  the decisions into column types and bins, :func:`meanings_manifest` into the manifest's ``column_meanings``.
+* The DP profile's public side: the grid of each scale (:func:`profile_points`, :func:`profile_grid`), the cell
+  of a value (:func:`cell_key` on Spark, :func:`cells_of` on the driver), and :func:`profile_from_noisy`, which
+  decides from a column's *noisy* histogram over that grid what it is (a code, or a measurement with DP bins
+  inside its DP range and its frequent exact values as points). The noisy histogram itself is drawn by the
+  mechanisms (:func:`spark_dpsynth.mechanisms._profile.dp_profiles`); :func:`apply_profiles` turns the decisions
+  into column types and bins, :func:`meanings_manifest` into the manifest's ``column_meanings``.
 * :func:`identifiers_manifest` is the manifest's ``identifier_columns`` block: the identifier columns' types and
   places (schema facts), from which type restoration writes surrogate keys.
 * :func:`types_manifest` is the manifest's ``column_types`` block, the only input of type restoration
   (:mod:`spark_dpsynth.synthesizers._types`).
 
-Privacy: :func:`dp_profiles` is the only function here that reads data: one Gaussian mechanism (discrete
-Gaussian noise on every possible cell of a public grid, Canonne, Kamath and Steinke 2020), rho-zCDP, charged to
-the budget share ``column_profile`` (docs/design.md sections 2.3 and 2.8); everything after the noise is
-post-processing.
+Privacy: nothing here draws noise. The functions read the schema, the configuration, public grids or already
+noisy counts: post-processing of the DP profile (docs/design.md sections 2.3 and 2.8).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from pyspark.sql import types as T
 
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.params import BinSpec, DataConfig
-from spark_dpsynth.privacy.noise import NoiseSource
 
 __all__ = [
     "SCALES",
@@ -45,12 +44,15 @@ __all__ = [
     "apply_profiles",
     "candidate_grid",
     "column_types",
-    "dp_profiles",
     "identifiers_manifest",
     "meanings_manifest",
     "numeric_view",
+    "ProfileGrid",
+    "cell_key",
+    "cells_of",
+    "profile_from_noisy",
+    "profile_grid",
     "profile_points",
-    "profile_sigma",
     "profile_targets",
     "scale_of",
     "types_manifest",
@@ -280,7 +282,7 @@ def profile_points(scale: str) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _ProfileGrid:
+class ProfileGrid:
     """The cells of one scale's profile grid, in value order.
 
     Cell 0 holds the values below the first point; cell 1 + 2i the point p_i exactly; cell 2 + 2i the open
@@ -327,7 +329,7 @@ class _ProfileGrid:
         return float(p[i]), float(p[i + 1]) if i + 1 < len(p) else math.inf
 
 
-def _profile_grid(scale: str) -> _ProfileGrid:
+def profile_grid(scale: str) -> ProfileGrid:
     points = profile_points(scale)
     possible = np.ones(2 * len(points) + 2, dtype=bool)
     if scale in ("integer", "date"):
@@ -345,12 +347,12 @@ def _profile_grid(scale: str) -> _ProfileGrid:
         sizes[2 : 2 * len(points) : 2] = np.maximum(gaps - 1.0, 0.0)
     sizes[-1] = 0.0
     sizes[~possible] = 0.0
-    return _ProfileGrid(points=points, possible=possible, scale=scale, sizes=sizes)
+    return ProfileGrid(points=points, possible=possible, scale=scale, sizes=sizes)
 
 
-def _cell_key(x: Column, scale: str) -> tuple[Column, Column]:
+def cell_key(x: Column, scale: str) -> tuple[Column, Column]:
     """(the largest profile point <= x or the point x itself, whether x equals it) as Spark expressions, built-in
-    arithmetic only; the driver turns the pair into a cell (:func:`_cells_of`). Null for an empty value."""
+    arithmetic only; the driver turns the pair into a cell (:func:`cells_of`). Null for an empty value."""
     missing = x.isNull() | F.isnan(x) | (F.abs(x) == F.lit(math.inf))
     if scale in ("date", "timestamp"):
         unit = 86400.0 if scale == "timestamp" else 1.0
@@ -385,8 +387,8 @@ def _cell_key(x: Column, scale: str) -> tuple[Column, Column]:
     )
 
 
-def _cells_of(grid: _ProfileGrid, lower: np.ndarray, exact: np.ndarray) -> np.ndarray:
-    """The cell index of each (lower point, exact) key of :func:`_cell_key` (lower NaN: the empty cell)."""
+def cells_of(grid: ProfileGrid, lower: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """The cell index of each (lower point, exact) key of :func:`cell_key` (lower NaN: the empty cell)."""
     p = grid.points
     out = np.full(len(lower), grid.null_cell, dtype=np.int64)
     ok = ~np.isnan(lower)
@@ -417,140 +419,13 @@ class ColumnProfile:
         return {"meaning": self.meaning, "point_share": round(self.point_share, 3), "reason": self.reason}
 
 
-def profile_sigma(rho: float, columns: int, fractional: int) -> float:
-    """The noise scale of a DP profile of ``columns`` columns, ``fractional`` of them on the real scale, at
-    ``rho``: one record adds one to one cell of each column and, on a real column, possibly one to its count of
-    values that are not whole numbers, so the L2 sensitivity is sqrt(columns + fractional), and the Gaussian
-    mechanism with sigma = sqrt((columns + fractional) / (2 rho)) is rho-zCDP (Bun and Steinke 2016,
-    Proposition 1.6)."""
-    return math.sqrt((columns + fractional) / (2.0 * rho))
-
-
-def dp_profiles(
-    df: DataFrame,
-    types: Mapping[str, ColumnType],
-    columns: tuple[str, ...],
-    n_bins: int,
-    rho: float,
-    protected_n: int,
-    noise: NoiseSource,
-    *,
-    epsilon: float | None = None,
-) -> dict[str, ColumnProfile]:
-    """The DP profile of each numeric column without public bins: code or measurement, and a measurement's bins.
-
-    Args:
-        df: the records (after the row filter, record limit and privacy-unit merge), in :func:`numeric_view`.
-        types: the column types (:func:`column_types`).
-        columns: the columns to profile (binned scales, no public bins, not declared categorical).
-        n_bins: the number of quantile bins of a measurement (``DataConfig.dp_bins``), >= 2.
-        rho: the zCDP budget of the whole profile (the share ``column_profile``), > 0; ignored with ``epsilon``.
-        protected_n: n', the protected number of records (already drawn).
-        noise: the release's noise source.
-        epsilon: for a mechanism accounted in pure DP (the class-conditional one): the profile's epsilon, > 0;
-            the noise is then discrete Laplace of scale (columns + real columns) / epsilon (the L1 sensitivity),
-            epsilon-DP [DMNS06].
-
-    Returns:
-        column -> :class:`ColumnProfile`. A *code*: the points (whole numbers in [-9999, 9999], two-digit numbers
-        beyond, and on the real scale the two-digit decimals) whose noisy counts stand out of the noise hold at
-        least 1 - 1/(2 n_bins) of the column's non-empty records; the mechanism then treats it as a category.
-        A *measurement*: its bins (:class:`BinSpec`) with ``lower``/``upper`` the DP range (the lowest and highest
-        cells that stand out of the noise, spikes left aside), edges at the 1/n_bins .. (n_bins - 1)/n_bins
-        quantiles of the noisy cell counts inside that range, ``points`` the exact values holding at least
-        1/(2 n_bins) of the records, and ``integral`` when the noisy count of values that are not whole numbers
-        is within the noise (a real column of whole numbers). Dates and timestamps are always measurements.
-
-    Privacy:
-        One Spark job per 8 columns: per column, the counts of its values' cells on a public grid (:func:`profile_points`: a
-        point cell per grid point, an open cell between two points, one cell for empty values), and on the real
-        scale the count of values that are not whole numbers; at most 2 x len(points) + 2 keys per column reach
-        the driver. Every possible cell of every column gets discrete Gaussian noise, the cells without records
-        included, with sigma = :func:`profile_sigma`: rho-zCDP for the whole profile (docs/design.md section 2.8).
-        Everything after the noise (the threshold, the shares, the range, the quantiles) is post-processing.
-        Nothing true is logged or returned.
-    """
-    if not columns:
-        return {}
-    grids = {s: _profile_grid(s) for s in {types[c].scale for c in columns}}
-    fractional = [c for c in columns if types[c].scale == "real"]
-    laplace = epsilon is not None
-    if laplace:
-        b = (len(columns) + len(fractional)) / float(epsilon)
-        sigma = b * math.sqrt(2.0)  # the std of the Laplace noise, for the thresholds below
-
-        def draw(size: int) -> np.ndarray:
-            return noise.discrete_laplace(b, size)
-    else:
-        sigma = profile_sigma(rho, len(columns), len(fractional))
-
-        def draw(size: int) -> np.ndarray:
-            return noise.discrete_gaussian(sigma, size)
-
-    by_column: dict[int, list[tuple[float, bool, bool, int]]] = {}
-    # Columns in passes of _PROFILE_PASS_COLUMNS: the cell key is a large expression, and 54 of them in one plan
-    # (LFS without its codebook) ran the driver out of memory generating its code.
-    for start in range(0, len(columns), _PROFILE_PASS_COLUMNS):
-        batch = list(enumerate(columns))[start : start + _PROFILE_PASS_COLUMNS]
-        numbers = df.select(*[F.col(f"`{c}`").cast("double").alias(f"x{j}") for j, c in batch])
-        keys = []
-        for j, c in batch:
-            x = F.col(f"x{j}")
-            lower, exact = _cell_key(x, types[c].scale)
-            frac = (
-                (x != F.floor(x)) & ~F.isnan(x) & (F.abs(x) != F.lit(math.inf))
-                if c in fractional
-                else F.lit(False)
-            )
-            keys.append(
-                F.struct(
-                    F.lit(j).alias("j"),
-                    lower.alias("lower"),
-                    F.coalesce(exact, F.lit(False)).alias("exact"),
-                    F.coalesce(frac, F.lit(False)).alias("frac"),
-                )
-            )
-        exploded = numbers.select(F.explode(F.array(*keys)).alias("k")).select("k.*")
-        # At most 2 x (2 len(points) + 2) keys per column: release-sized (the grid is public).
-        for r in exploded.groupBy("j", "lower", "exact", "frac").count().collect():
-            lower = float("nan") if r["lower"] is None else float(r["lower"])
-            by_column.setdefault(int(r["j"]), []).append(
-                (lower, bool(r["exact"]), bool(r["frac"]), int(r["count"]))
-            )
-    out = {}
-    for j, c in enumerate(columns):
-        scale = types[c].scale
-        grid = grids[scale]
-        hist = np.zeros(grid.size, dtype=np.int64)
-        frac_count = 0
-        entries = by_column.get(j, [])
-        if entries:
-            lows = np.array([e[0] for e in entries])
-            exacts = np.array([e[1] for e in entries])
-            cells = _cells_of(grid, lows, exacts)
-            counts = np.array([e[3] for e in entries], dtype=np.int64)
-            np.add.at(hist, cells, counts)
-            frac_count = int(sum(e[3] for e in entries if e[2]))
-        noisy = np.zeros(grid.size, dtype=np.float64)
-        possible = grid.possible.copy()
-        possible[grid.null_cell] = True
-        noisy[possible] = hist[possible] + draw(int(possible.sum()))
-        noisy_frac = float(frac_count + draw(1)[0]) if c in fractional else 0.0
-        del hist, frac_count, entries
-        out[c] = _profile_from_noisy(c, scale, grid, noisy, noisy_frac, sigma, n_bins, protected_n, laplace)
-    return out
-
-
-_PROFILE_PASS_COLUMNS = 8
-"""Columns profiled per Spark job (:func:`dp_profiles`)."""
-
 MAX_CODE_RANGE = 100
 """A column of whole numbers whose DP range holds at most this many integers is a code (a category), whatever
 share its single values hold: codes 0..41 of a country, ages, weekly hours (docs/design.md section 2.8)."""
 
 
 def _whole_number_range(
-    grid: _ProfileGrid, noisy: np.ndarray, span: np.ndarray, open_limit: float
+    grid: ProfileGrid, noisy: np.ndarray, span: np.ndarray, open_limit: float
 ) -> tuple[float, float] | None:
     """[lo, hi] of ``span`` (the cells where the column's records are, trimmed of its thin tails) when its ends
     are whole-number points and its open cells (values that are not whole numbers, or whole numbers beyond 9999)
@@ -571,7 +446,7 @@ def _whole_number_range(
 
 
 def _signal_weights(
-    grid: _ProfileGrid,
+    grid: ProfileGrid,
     rest: np.ndarray,
     cells: np.ndarray,
     threshold: float,
@@ -660,7 +535,7 @@ def _sum_threshold(
 
 
 def _standing_blocks(
-    grid: _ProfileGrid,
+    grid: ProfileGrid,
     rest: np.ndarray,
     cells: np.ndarray,
     sigma: float,
@@ -676,10 +551,10 @@ def _standing_blocks(
     return cells[standing[inverse]]
 
 
-def _profile_from_noisy(
+def profile_from_noisy(
     name: str,
     scale: str,
-    grid: _ProfileGrid,
+    grid: ProfileGrid,
     noisy: np.ndarray,
     noisy_frac: float,
     sigma: float,
@@ -687,9 +562,24 @@ def _profile_from_noisy(
     protected_n: int,
     laplace: bool = False,
 ) -> ColumnProfile:
-    """Post-processing of one column's noisy profile (:func:`dp_profiles`, docs/design.md section 2.8).
-    ``sigma`` is the noise's standard deviation; ``laplace``: the cells' noise is Laplace (its tail sets the
-    threshold), else Gaussian."""
+    """Decide one column from its noisy profile: a code or a measurement (docs/design.md section 2.8).
+
+    Post-processing only: the noisy histogram is drawn by :func:`spark_dpsynth.mechanisms._profile.dp_profiles`.
+
+    Args:
+        name: the column's name; scale: its scale (:data:`SCALES`, not ``category``).
+        grid: the scale's :class:`ProfileGrid` (:func:`profile_grid`).
+        noisy: float64 (grid.size,) noisy count of every cell (0 on the impossible cells).
+        noisy_frac: the noisy count of values that are not whole numbers (real scale; else 0).
+        sigma: the noise's standard deviation per cell, in records.
+        n_bins: the number of quantile bins of a measurement (``DataConfig.dp_bins``).
+        protected_n: n', the protected number of records.
+        laplace: the cells' noise is Laplace (its tail sets the threshold), else Gaussian.
+
+    Returns:
+        The :class:`ColumnProfile` (see :func:`spark_dpsynth.mechanisms._profile.dp_profiles` for what a code
+        and a measurement hold).
+    """
     from scipy.stats import laplace as laplace_dist
     from scipy.stats import norm
 
@@ -744,8 +634,8 @@ def _profile_from_noisy(
     rest[~grid.possible] = 0.0
     if small_range:
         assert whole is not None
-        signal = cells[(cells >= _cells_of(grid, np.array([whole[0]]), np.array([True]))[0])]
-        signal = signal[signal <= _cells_of(grid, np.array([whole[1]]), np.array([True]))[0]]
+        signal = cells[(cells >= cells_of(grid, np.array([whole[0]]), np.array([True]))[0])]
+        signal = signal[signal <= cells_of(grid, np.array([whole[1]]), np.array([True]))[0]]
     else:
         # cells that stand out alone, and blocks of magnitude that stand out together (a thin tail of amounts):
         # the rest's mass is read from them only, so that the noise of thousands of empty cells does not
@@ -830,7 +720,7 @@ numbers)."""
 
 
 def _within_bin_shape(
-    grid: _ProfileGrid,
+    grid: ProfileGrid,
     weights: np.ndarray,
     first: int,
     last: int,
@@ -877,7 +767,7 @@ def _within_bin_shape(
 
 
 def profile_targets(types: Mapping[str, ColumnType], config: DataConfig) -> tuple[str, ...]:
-    """The columns a DP profile decides (:func:`dp_profiles`): numeric, date and timestamp columns without
+    """The columns a DP profile decides (:func:`~spark_dpsynth.mechanisms._profile.dp_profiles`): numeric, date and timestamp columns without
     public bins, not declared categorical (those are categories already, :func:`column_types`)."""
     return tuple(c for c, t in types.items() if t.binned and c not in config.bins)
 

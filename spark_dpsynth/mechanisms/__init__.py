@@ -4,10 +4,26 @@ Each mechanism takes a DataFrame and returns a :class:`spark_dpsynth.release.Rel
 every share of the budget it spent. Everything downstream (:mod:`spark_dpsynth.synthesizers`) is
 post-processing of that release.
 
+The mechanisms (each registered in :mod:`spark_dpsynth.registry`; one calls another only through its public
+entry point):
+
 * :mod:`.marginals`: DP k-way marginals with the method of Gopi, Mahabadi and Yekhanin (SDS), on Spark.
 * :mod:`.class_conditional`: per-attribute noisy (value, class) histograms over full public domains.
 * :mod:`.archetype`: user-level DP person histograms over archetypes learned from a public table.
 * :mod:`.workload`: DP-selected marginals (AIM rounds or MST) for the ``pgm`` synthesizer.
 * :mod:`.choice`: the default method's choice between the marginals and the workload, from the DP number of
   records.
+
+What they share (underscore modules, public names inside; docs/design.md section 1.8):
+
+* :mod:`._discovery`: the one draw of the protected number of records n', the noisy threshold that releases a
+  column's values, which columns have public values.
+* :mod:`._profile`: the DP profile of the numeric columns without public bins (the noisy histogram; its
+  post-processing is :mod:`spark_dpsynth.data.types`).
+* :mod:`._manifest`: the bounding key, the manifest's versions and data configuration, the per-column reports.
+* :mod:`._spark_backend`: the records as cached patterns on Spark, and the counting passes over them (the
+  marginals' candidate tuples, the workload's clique tables).
+* :mod:`._counting` and :mod:`._cliques`: the NumPy kernels those passes run (bounded tuple counts; clique tables).
+* :mod:`._selection`, :mod:`._aim` and :mod:`._mst`: the workload mechanism's selection of cliques (what the two
+  share; AIM's rounds; MST's tree).
 """

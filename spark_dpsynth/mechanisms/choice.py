@@ -206,7 +206,7 @@ def fit_auto(  # noqa: ANN201 - returns (Choice, registry.Fitted)
     from spark_dpsynth import registry
     from spark_dpsynth.data.prepare import prepare, resolve_columns
     from spark_dpsynth.data.types import column_types, numeric_view
-    from spark_dpsynth.mechanisms.marginals import draw_protected_n
+    from spark_dpsynth.mechanisms._discovery import draw_protected_n
     from spark_dpsynth.privacy.noise import noise_source_for
 
     for name in ("epsilon", "delta", "number_of_records_epsilon_proportion", "seed", "accounting"):

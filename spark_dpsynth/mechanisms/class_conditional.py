@@ -163,13 +163,13 @@ def fit_class_conditional(
     from spark_dpsynth.data.types import (
         apply_profiles,
         column_types,
-        dp_profiles,
         meanings_manifest,
         numeric_view,
         profile_targets,
         types_manifest,
     )
-    from spark_dpsynth.mechanisms.marginals import report_columns, report_profiles
+    from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
+    from spark_dpsynth.mechanisms._profile import dp_profiles
     from spark_dpsynth.privacy.accounting import profile_mechanism
 
     params = params if params is not None else ClassConditionalParams()

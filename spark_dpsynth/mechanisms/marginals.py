@@ -31,28 +31,41 @@ import datetime as _dt
 import itertools
 import logging
 import math
-import platform
-import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from spark_dpsynth._progress import Progress, report
-from spark_dpsynth.data.session import default_parallelism
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.mechanisms import _counting
 from spark_dpsynth.mechanisms._counting import CandidateIndex
-from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
+from spark_dpsynth.mechanisms._discovery import (
+    distinct_values,
+    draw_protected_n,
+    noisy_threshold,
+    public_domains,
+)
+from spark_dpsynth.mechanisms._manifest import (
+    data_manifest,
+    release_key,
+    report_columns,
+    report_high_cardinality,
+    report_identifiers,
+    report_profiles,
+    versions,
+)
+from spark_dpsynth.mechanisms._spark_backend import SparkBackend
+from spark_dpsynth.params import AggregationParams, DataConfig
 from spark_dpsynth.privacy.accounting import BudgetSplit, delta_from_protected_n, split_budget, thresholds_for
 from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
 from spark_dpsynth.registry import synthesizers_for
 from spark_dpsynth.release.core import Marginal, Release
 from spark_dpsynth.release.manifest import FORMAT_VERSION
 
-__all__ = ["dp_aggregate", "aggregate_encoded", "noisy_threshold", "LocalBackend"]
+__all__ = ["dp_aggregate", "aggregate_encoded", "LocalBackend"]
 
 log = logging.getLogger(__name__)
 
@@ -123,18 +136,6 @@ class LocalBackend:
         return out
 
 
-def _release_key(seed: int | None) -> int:
-    """The 64-bit key of the bounding hash: from ``secrets`` (production) or derived from the test seed.
-
-    It lives only in memory: never written, logged or put in the Spark configuration.
-    """
-    if seed is None:
-        return secrets.randbits(64)
-    from spark_dpsynth.privacy._seeded import derive_key
-
-    return derive_key(seed)
-
-
 @dataclass
 class _Level:
     """Released k-tuples of one length before normalization: per column subset, codes (m, k) and counts (m,)."""
@@ -192,7 +193,7 @@ def aggregate_encoded(
     k1_range = max_attributes if max_attributes is not None else len(public_columns)
     r = params.reporting_length
     noise = noise if noise is not None else noise_source_for(params.seed)
-    key = _release_key(params.seed)
+    key = release_key(params.seed)
     alpha = params.percentile / 100.0
 
     dictionary = backend.dictionary()  # private (values present); only rho_1 survivors are ever written
@@ -348,63 +349,6 @@ def aggregate_encoded(
     )
 
 
-def draw_protected_n(true_n: int, params: AggregationParams, noise: NoiseSource) -> int:
-    """n' = max(1, n + L), L ~ discrete Laplace(1 / epsilon_N) (docs/design.md section 2.4)."""
-    scale_n = 1.0 / (params.number_of_records_epsilon_proportion * params.epsilon)
-    return max(1, true_n + int(noise.discrete_laplace(scale_n, 1)[0]))
-
-
-HIGH_CARDINALITY_SHARE = 0.5
-"""A category column whose released 1-way values (and measured empty cells) cover less than this share of the
-protected number of records is reported as identifier-like or high-cardinality (docs/design.md section 2.8)."""
-
-
-def report_high_cardinality(
-    covered: Mapping[str, tuple[int, float]],
-    protected_n: int,
-    progress: Progress | None = None,
-) -> dict[str, object]:
-    """Report the category columns whose released values cover little of the records; the manifest entry.
-
-    Post-processing of the 1-way release (docs/design.md section 2.8): run after the 1-way release and before
-    the k-tuples are counted, by both the marginals and the workload mechanism. One progress line per flagged
-    column names it, the covered share (noisy, rounded), what is done with it and what to do instead.
-
-    Args:
-        covered: column name -> (number of released values, sum of their noisy 1-way counts plus the column's
-            noisy empty count where the release measures it); released values only, never a true count.
-        protected_n: the protected number of records n' (noisy).
-        progress: the progress callback.
-
-    Returns:
-        The manifest's ``high_cardinality`` entry: ``share_below`` (:data:`HIGH_CARDINALITY_SHARE`) and
-        ``columns``, column -> {``released_values``, ``covered_share``} (noisy, rounded to 3 decimals) for the
-        flagged columns, in the order of ``covered``.
-    """
-    flagged: dict[str, dict[str, object]] = {}
-    for name, (n_values, total) in covered.items():
-        share = max(0.0, float(total)) / max(1, int(protected_n))
-        if share >= HIGH_CARDINALITY_SHARE:
-            continue
-        flagged[name] = {"released_values": int(n_values), "covered_share": round(min(share, 1.0), 3)}
-        if n_values:
-            found = (
-                f"its {n_values} released value(s) cover about {min(share, 1.0):.0%} of the records (noisy); it "
-                "keeps them, and its synthetic cells hold only these values (or are empty)"
-            )
-        else:
-            found = "no value passed the threshold rho_1, so its synthetic cells are empty"
-        report(
-            progress,
-            log,
-            f"column {name!r}: identifier-like or high-cardinality: {found}. Instead: declare a row key an "
-            "identifier ([data] identifiers: left out of the measurement, synthetic surrogate keys), hash it into "
-            "buckets ([data.hash_buckets]), bin a column of numbers ([data.bins]), list its public values "
-            "([data.domains]), or leave it out of [data] columns",
-        )
-    return {"share_below": HIGH_CARDINALITY_SHARE, "columns": flagged}
-
-
 def _drop_columns(marginals: dict[int, Marginal], kept: list[int], d: int) -> dict[int, Marginal]:
     """Renumber column indices to ``kept`` (the dropped columns hold no released tuple); order is preserved."""
     lut = np.full(d, -1, dtype=np.int16)
@@ -415,25 +359,6 @@ def _drop_columns(marginals: dict[int, Marginal], kept: list[int], d: int) -> di
         assert (cols >= 0).all(), "a dropped column holds released tuples"
         out[k] = Marginal(columns=cols, values=m.values, counts=m.counts)
     return out
-
-
-def noisy_threshold(
-    counts: np.ndarray, scale: float, threshold: float, noise: NoiseSource
-) -> tuple[np.ndarray, np.ndarray]:
-    """Noise on every candidate count of one length, then keep what passes the threshold (docs/design.md
-    sections 2.4 and 2.5).
-
-    Args:
-        counts: int64 (M,) bounded counts of every candidate (zero counts included).
-        scale: noise std sigma_k sqrt(Delta_k) of the discrete Gaussian.
-        threshold: rho_k; a noisy count is kept when it is > rho_k and > 0.
-        noise: the noise source (one fresh draw per candidate).
-
-    Returns:
-        (noisy int64 (M,), kept bool (M,)). Integer arithmetic throughout: exact for any count.
-    """
-    noisy = np.asarray(counts, dtype=np.int64) + noise.discrete_gaussian(scale, counts.shape[0])
-    return noisy, (noisy > threshold) & (noisy > 0)
 
 
 def _local_keys(codes: np.ndarray, radix: np.ndarray, cols: tuple[int, ...]) -> np.ndarray:
@@ -520,18 +445,6 @@ def _normalize(levels: dict[int, _Level], r: int) -> dict[int, Marginal]:
     return marginals
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version()}
-    for pkg in ("spark_dpsynth", "pyspark", "opendp", "numpy", "scipy"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "unknown"
-    return out
-
-
 def _manifest(
     columns: tuple[str, ...],
     params: AggregationParams,
@@ -595,322 +508,8 @@ def _manifest(
             "thresholds": list(params.thresholds) if params.thresholds else None,
             "seed": params.seed,
         },
-        "versions": _versions(),
+        "versions": versions(),
     }
-
-
-# --------------------------------------------------------------------------------------------- Spark backend
-
-
-_PACKED_DOMAIN_MAX = 255
-"""A public domain of at most this many values is grouped as a bit field of a long key (``_KeyLayout``)."""
-_WORD_BITS = 62
-"""Bits used of each packed int64 key (non-negative, with a bit to spare)."""
-
-
-@dataclass(frozen=True)
-class _KeyLayout:
-    """How the patterns' grouping key holds the columns with a small public domain (docs/design.md 2.2).
-
-    Column j of ``fields`` is code 0 (empty) or i + 1 (its public value i), in ``bits`` bits at ``shift`` of the
-    int64 key word ``word``. :func:`~spark_dpsynth.data.prepare.prepare` leaves no other value in such a column
-    (a value outside a public domain or a bin is empty). The other columns keep their strings.
-    """
-
-    fields: dict[int, tuple[int, int, int, tuple[str, ...]]]
-    """column -> (word, shift, bits, public domain)."""
-    words: int
-
-    @classmethod
-    def plan(cls, d: int, public: Mapping[int, tuple[str, ...]]) -> _KeyLayout:
-        fields: dict[int, tuple[int, int, int, tuple[str, ...]]] = {}
-        word, used = 0, 0
-        for j in range(d):
-            domain = public.get(j)
-            if domain is None or not 0 < len(domain) <= _PACKED_DOMAIN_MAX:
-                continue
-            bits = len(domain).bit_length()
-            if used + bits > _WORD_BITS:
-                word, used = word + 1, 0
-            fields[j] = (word, used, bits, tuple(domain))
-            used += bits
-        return cls(fields=fields, words=word + 1 if fields else 0)
-
-    def _domain(self, j: int):  # noqa: ANN202 - pyspark Column (array<string> literal)
-        from pyspark.sql import functions as F
-
-        return F.array(*[F.lit(v) for v in self.fields[j][3]])
-
-    def code(self, j: int, value):  # noqa: ANN001, ANN201 - pyspark Column -> Column
-        """The field's code of a prepared value (a string or null), as a long column: 0 for null.
-
-        ``value`` appears twice, so that Spark keeps this projection apart from the binning one that computes
-        it: merged, their generated method outgrows the JIT's limit and runs interpreted, 2x slower (section 2.2).
-        """
-        from pyspark.sql import functions as F
-
-        return (
-            F.when(value.isNull(), F.lit(0)).otherwise(F.array_position(self._domain(j), value)).cast("long")
-        )
-
-    def field(self, j: int):  # noqa: ANN201 - pyspark Column (int)
-        """Column j's code read back from its key word."""
-        from pyspark.sql import functions as F
-
-        word, shift, bits, _ = self.fields[j]
-        return F.shiftright(F.col(f"__k{word}"), shift).bitwiseAND(F.lit((1 << bits) - 1)).cast("int")
-
-    def value(self, j: int):  # noqa: ANN201 - pyspark Column (string or null)
-        """Column j's prepared value read back from its key word (null: empty)."""
-        from pyspark.sql import functions as F
-
-        code = self.field(j)
-        return F.when(code > 0, F.element_at(self._domain(j), code))
-
-
-class _SparkBackend:
-    """Encoded patterns in a cached Spark DataFrame; kernels run in ``mapInArrow``.
-
-    Spark stages: the patterns (``groupBy`` of the records: partial aggregation, shuffle, cached; the columns of
-    ``public`` with at most 255 values grouped as bit fields of long words, :class:`_KeyLayout`); the dictionary
-    (``collect_set`` over the cached patterns); then one Python stage per histogram pass, the first one also
-    encoding the patterns to integer codes (cached; the key patterns are then dropped). A pass sums one
-    partial result per task on the driver (or, when partitions x result size is large, in a ``groupBy``). Each
-    histogram pass also accumulates the unbounded candidate counts from the same lookups: when no record has more
-    candidate tuples than Delta_k (the usual case at percentile 99), they are the bounded counts and the counting
-    pass is skipped (the result is the same either way).
-    """
-
-    def __init__(  # noqa: ANN001 - pyspark DataFrame
-        self, prepared, columns: tuple[str, ...], public: Mapping[int, tuple[str, ...]] | None = None
-    ) -> None:
-        from pyspark.sql import functions as F
-
-        self._columns = columns
-        d = len(columns)
-        names = [f"`{c}`" for c in columns]
-        # Columns with a small public domain are grouped as bit fields of int64 words, the others as strings: a
-        # hash aggregation on a few longs instead of d strings, and a cache of longs (docs/design.md section 2.2).
-        self._layout = layout = _KeyLayout.plan(d, public or {})
-        strings = [names[j] for j in range(d) if j not in layout.fields]
-        coded = prepared.select(
-            *[layout.code(j, F.col(names[j])).alias(f"__c{j}") for j in layout.fields], *strings
-        )
-        words = [F.lit(0).cast("long")] * layout.words
-        for j, (w, shift, _, _) in layout.fields.items():
-            words[w] = words[w].bitwiseOR(F.shiftleft(F.col(f"__c{j}"), shift))
-        keys = [f"__k{w}" for w in range(layout.words)] + strings
-        selected = coded.select(*[w.alias(f"__k{i}") for i, w in enumerate(words)], *strings)
-        # The content hash of each pattern is of its values (strings), whatever the grouping key.
-        values = [layout.value(j) if j in layout.fields else F.col(names[j]) for j in range(d)]
-        tagged = [F.coalesce(F.concat(F.lit(f"{j}="), v), F.lit(f"{j}!")) for j, v in enumerate(values)]
-        # Distinct records with their multiplicity (partial aggregation before the shuffle) and a content hash,
-        # in as many partitions as the session runs tasks at once: the mapInArrow kernels stream Arrow batches,
-        # so partition size does not bound memory, while every extra partition costs a Python task.
-        self._partitions = default_parallelism(prepared.sparkSession)
-        self._patterns = (
-            selected.groupBy(*[F.col(k) for k in keys])
-            .agg(F.count(F.lit(1)).alias("__n"))
-            .withColumn("__h", F.xxhash64(*tagged))
-            .coalesce(self._partitions)
-            .persist()
-        )
-        self._encoded = None
-        self._encoded_ready = False
-        # (index, histogram, unbounded counts) of the last histogram pass: release-sized, never logged
-        self._unbounded: tuple[CandidateIndex, np.ndarray, np.ndarray] | None = None
-
-    def dictionary(self) -> list[tuple[str, ...]]:
-        from pyspark.sql import functions as F
-
-        d = len(self._columns)
-        fields = self._layout.fields
-        # One row of d arrays, bounded by the number of distinct attributes (column, value): the k=1 candidates
-        # (a packed column's codes: at most its public domain's size + 1).
-        row = self._patterns.agg(
-            *[
-                F.collect_set(self._layout.field(j) if j in fields else F.col(f"`{c}`")).alias(f"v{j}")
-                for j, c in enumerate(self._columns)
-            ]
-        ).collect()[0]
-        values = []
-        for j in range(d):
-            if j not in fields:
-                values.append(tuple(sorted(row[f"v{j}"])))
-                continue
-            domain = fields[j][3]
-            values.append(tuple(sorted(domain[c - 1] for c in row[f"v{j}"] if c > 0)))
-        self._encode(values)
-        return values
-
-    def _encode(self, values: list[tuple[str, ...]]) -> None:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        d = len(self._columns)
-        fields = self._layout.fields
-        words = self._layout.words
-        dictionaries = [pa.array(list(v), type=pa.string()) for v in values]
-        names = list(self._columns)
-        # A packed column's field code -> its dictionary code (-1: empty), per column.
-        luts: dict[int, np.ndarray] = {}
-        for j, (_, _, bits, domain) in fields.items():
-            rank = {v: i for i, v in enumerate(values[j])}
-            lut = np.full(1 << bits, -1, dtype=np.int32)
-            lut[1 : len(domain) + 1] = [rank.get(v, -1) for v in domain]
-            luts[j] = lut
-
-        def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for b in batches:
-                key = [
-                    b.column(f"__k{w}").to_numpy(zero_copy_only=False).astype(np.int64) for w in range(words)
-                ]
-                arrays = []
-                for j in range(d):
-                    if j in fields:
-                        w, shift, bits, _ = fields[j]
-                        arrays.append(pa.array(luts[j][(key[w] >> shift) & ((1 << bits) - 1)]))
-                    else:
-                        idx = pc.index_in(b.column(names[j]).cast(pa.string()), value_set=dictionaries[j])
-                        arrays.append(pc.fill_null(idx, -1).cast(pa.int32()))
-                arrays.append(b.column("__n").cast(pa.int64()))
-                arrays.append(b.column("__h").cast(pa.int64()))
-                yield pa.RecordBatch.from_arrays(arrays, names=[f"c{j}" for j in range(d)] + ["n", "h"])
-
-        schema = ", ".join(f"c{j} int" for j in range(d)) + ", n long, h long"
-        self._encoded = self._patterns.mapInArrow(encode, schema).persist()
-
-    def _sum_over_tasks(
-        self,
-        task: Callable[[Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]], tuple[np.ndarray, np.ndarray]],
-        width: int,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Run ``task`` on every partition of the encoded patterns and sum its sparse (int64 keys, int64 counts).
-
-        ``width`` bounds the distinct keys of one task. With few partitions, each task's arrays come to the driver
-        packed in one binary row (one Spark stage); otherwise a ``groupBy`` sums them first. Either way the
-        driver receives release-sized data: at most partitions x ``width`` pairs, or ``width`` pairs.
-        """
-        import pyarrow as pa
-        from pyspark.sql import functions as F
-
-        assert self._encoded is not None
-        d = len(self._columns)
-
-        def arrays(batches: Iterator[pa.RecordBatch]) -> tuple[np.ndarray, np.ndarray]:
-            return task(_counting.rebatch(_counting.batch_arrays(b, d) for b in batches))
-
-        if self._partitions * width <= _DIRECT_SUM_PAIRS:
-
-            def packed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-                keys, counts = arrays(batches)
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array([keys.tobytes()], pa.binary()), pa.array([counts.tobytes()], pa.binary())],
-                    ["i", "n"],
-                )
-
-            # One row per task, each at most `width` pairs (release-sized).
-            rows = self._encoded.mapInArrow(packed, "i binary, n binary").collect()
-            keys = np.concatenate(
-                [np.zeros(0, dtype=np.int64)] + [np.frombuffer(r["i"], np.int64) for r in rows]
-            )
-            counts = np.concatenate(
-                [np.zeros(0, dtype=np.int64)] + [np.frombuffer(r["n"], np.int64) for r in rows]
-            )
-        else:
-
-            def pairs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-                keys, counts = arrays(batches)
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array(keys, pa.int64()), pa.array(counts, pa.int64())], ["i", "n"]
-                )
-
-            agg = self._encoded.mapInArrow(pairs, "i long, n long").groupBy("i").agg(F.sum("n").alias("n"))
-            keys, counts = _collect_pairs(agg)  # at most `width` rows
-        if not self._encoded_ready:
-            # the encoded patterns are cached now: the string patterns are no longer needed
-            self._encoded_ready = True
-            self._patterns.unpersist()
-        return keys, counts
-
-    def histogram(self, index: CandidateIndex) -> np.ndarray:
-        size = len(index.subsets) + 1
-        m = len(index.keys)
-
-        def hist(
-            blocks: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]],
-        ) -> tuple[np.ndarray, np.ndarray]:
-            total = np.zeros(size, dtype=np.int64)
-            counts = np.zeros(m, dtype=np.int64)
-            for codes, mult, _ in blocks:
-                total += _counting.tuple_count_histogram(index, codes, mult, counts)
-            # histogram cell w as key -(w + 1), candidate i as key i
-            nz, cz = np.flatnonzero(total), np.flatnonzero(counts)
-            return np.concatenate([-nz - 1, cz]), np.concatenate([total[nz], counts[cz]])
-
-        keys, values = self._sum_over_tasks(hist, size + m)
-        cells = keys < 0
-        out = np.zeros(size, dtype=np.int64)
-        np.add.at(out, -keys[cells] - 1, values[cells])
-        counts = np.zeros(m, dtype=np.int64)
-        np.add.at(counts, keys[~cells], values[~cells])
-        self._unbounded = (index, out, counts)
-        return out
-
-    def counts(
-        self, index: CandidateIndex, sensitivity: int, key: int, value_hash: tuple[np.ndarray, ...]
-    ) -> np.ndarray:
-        cached, self._unbounded = self._unbounded, None
-        if cached is not None and cached[0] is index and not cached[1][sensitivity + 1 :].any():
-            # No record has more than Delta_k candidate tuples: bounding keeps every tuple.
-            return cached[2]
-        del cached
-        m = len(index.keys)
-
-        def count(
-            blocks: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]],
-        ) -> tuple[np.ndarray, np.ndarray]:
-            out = np.zeros(m, dtype=np.int64)
-            for codes, mult, rh in blocks:
-                _counting.bounded_counts(index, codes, mult, rh, value_hash, sensitivity, key, out)
-            nz = np.flatnonzero(out)
-            return nz, out[nz]
-
-        keys, values = self._sum_over_tasks(count, m)
-        out = np.zeros(m, dtype=np.int64)
-        np.add.at(out, keys, values)
-        return out
-
-    def release_cache(self) -> None:
-        self._unbounded = None
-        if self._encoded is not None:
-            self._encoded.unpersist()
-        self._patterns.unpersist()
-
-
-_DIRECT_SUM_PAIRS = 1 << 24
-"""Partitions x per-task result size up to which task results are summed on the driver (at most 256 MB)."""
-
-
-def _collect_pairs(agg) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - pyspark DataFrame of (i long, n long)
-    """The (i, n) rows of a small aggregate as two int64 arrays, packed into one binary row per Arrow batch."""
-    import pyarrow as pa
-
-    def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for b in batches:
-            i = b.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
-            n = b.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
-            yield pa.RecordBatch.from_arrays([pa.array([i.tobytes()]), pa.array([n.tobytes()])], ["i", "n"])
-
-    # The caller bounds the rows (release-sized); a few binary rows reach the driver.
-    rows = agg.mapInArrow(pack, "i binary, n binary").collect()
-    keys = np.concatenate(
-        [np.zeros(0, dtype=np.int64)] + [np.frombuffer(r["i"], dtype=np.int64) for r in rows]
-    )
-    values = np.concatenate(
-        [np.zeros(0, dtype=np.int64)] + [np.frombuffer(r["n"], dtype=np.int64) for r in rows]
-    )
-    return keys, values
 
 
 def dp_aggregate(
@@ -960,13 +559,13 @@ def dp_aggregate(
     from spark_dpsynth.data.types import (
         apply_profiles,
         column_types,
-        dp_profiles,
         identifiers_manifest,
         meanings_manifest,
         numeric_view,
         profile_targets,
         types_manifest,
     )
+    from spark_dpsynth.mechanisms._profile import dp_profiles
 
     params = params if params is not None else AggregationParams()
     data_config = data_config if data_config is not None else DataConfig()
@@ -1029,7 +628,7 @@ def dp_aggregate(
         if config.multi_value:
             # Private: every value present, held on the driver like the dictionary; only those whose attribute
             # passes rho_1 are ever written (as derived column names).
-            values = {c: _distinct_values(prepared, c) for c in config.multi_value}
+            values = {c: distinct_values(prepared, c) for c in config.multi_value}
             prepared, names, derived = expand_multi_value(prepared, config, values)
             del values
         n_single = len(config.columns) - len(config.multi_value)
@@ -1040,7 +639,7 @@ def dp_aggregate(
         prepared = prepared.select(
             *[F.col(f"`{c}`").alias(p) for c, p in zip(names, positional, strict=True)]
         )
-        backend = _SparkBackend(prepared, positional, _public_domains(names, config, derived))
+        backend = SparkBackend(prepared, positional, public_domains(names, config, derived))
         try:
             release = aggregate_encoded(
                 backend,
@@ -1049,7 +648,7 @@ def dp_aggregate(
                 progress=progress,
                 noise=noise,
                 extra_manifest={
-                    **_data_manifest(config, identifiers),
+                    **data_manifest(config, identifiers),
                     "column_types": types_manifest(types, config.bins, sources),
                     "column_meanings": meanings_manifest(input_types, config, profiles),
                 },
@@ -1087,24 +686,6 @@ def dp_aggregate(
     return release
 
 
-def _public_domains(
-    names: tuple[str, ...], config: DataConfig, derived: dict[str, tuple[str, str]]
-) -> dict[int, tuple[str, ...]]:
-    """Columns whose values are public: binned columns (their labels and passthrough codes) and columns with a
-    public domain (``config.domains``, a codebook, in its order; docs/design.md section 2.9). Their values cost
-    no discovery budget and their tables cover the whole domain, absent values as zero cells."""
-    out = {}
-    for j, c in enumerate(names):
-        if c in derived:
-            continue
-        if c in config.bins:
-            spec = config.bins[c]
-            out[j] = spec.domain()
-        elif c in config.public_domains:  # a codebook, or hash-bucket labels
-            out[j] = tuple(config.public_domains[c])
-    return out
-
-
 def _values_found_in_data(name: str, types: Mapping[str, object], config: DataConfig) -> bool:
     """True for a single-value category column without public values (no bins, no domain): its released values
     are found in the data, so it may be identifier-like (docs/design.md section 2.8)."""
@@ -1115,142 +696,6 @@ def _values_found_in_data(name: str, types: Mapping[str, object], config: DataCo
         and name not in config.public_domains
         and name not in config.bins
     )
-
-
-def report_columns(types: Mapping[str, object], config: DataConfig, progress: Progress | None = None) -> None:
-    """One line per attribute column, before counting: how it is counted (docs/design.md section 2.8).
-
-    Public information only (the schema and the configuration): a distinct count is private, so an
-    identifier-like or free-text column cannot be recognised here from its values. A category column keeps its
-    frequent values (those that pass the threshold rho_1); one whose released values cover little of the records
-    is reported after the 1-way release (:func:`report_high_cardinality`), and the report after the run names
-    every column that released nothing.
-    """
-    for name, t in types.items():
-        scale = getattr(t, "scale", "category")
-        kind = getattr(t, "type", "?")
-        if name in config.multi_value:
-            choice = "multi-value: one binary column per frequent value"
-        elif scale != "category" and name in config.bins:
-            choice = f"{scale}: public bins from the configuration ({len(config.bins[name].edges) + 1} bins)"
-            choice += _open_bins_note(name, config.bins[name], scale)
-        elif scale != "category":
-            choice = (
-                f"{scale}: its DP profile decides: a code (few exact values hold its records: counted as a "
-                f"category, values kept exactly) or a measurement (up to {config.dp_bins} bins inside its DP "
-                "range, frequent exact values kept)"
-            )
-        elif name in config.domains:
-            choice = (
-                f"public domain from the configuration ({len(config.domains[name])} values; any other value is "
-                "empty)"
-            )
-        elif name in config.hash_buckets:
-            choice = (
-                f"hash buckets: each value replaced by its bucket, a public domain of {config.hash_buckets[name]} "
-                "labels; the synthetic column holds bucket labels, never values"
-            )
-        elif name in config.categorical:
-            choice = "declared categorical: keeps its frequent values, each released only above rho_1"
-        else:
-            choice = "category: keeps its frequent values (a value is released only above rho_1)"
-        report(progress, log, f"column {name!r} ({kind}): {choice}")
-
-
-def report_identifiers(
-    identifiers: Mapping[str, Mapping[str, object]], progress: Progress | None = None
-) -> None:
-    """One line per identifier column, before counting (docs/design.md section 2.8): the choice made for it.
-
-    Args:
-        identifiers: the manifest's ``identifier_columns`` block
-            (:func:`~spark_dpsynth.data.types.identifiers_manifest`): schema facts only.
-        progress: the progress callback.
-    """
-    for name, entry in identifiers.items():
-        report(
-            progress,
-            log,
-            f"column {name!r} ({entry['type']}): identifier: left out of the measurement, synthetic surrogate keys",
-        )
-
-
-def report_profiles(profiles: Mapping[str, object], progress: Progress | None = None) -> None:
-    """One line per profiled column: the meaning its DP profile chose and why (DP outputs only, docs/design.md
-    section 2.8)."""
-    for name, p in profiles.items():
-        report(progress, log, f"column {name!r}: {getattr(p, 'reason', '')}")
-
-
-def _open_bins_note(name: str, spec: BinSpec, scale: str) -> str:
-    """How the open bins of public edges without public bounds are drawn (docs/design.md section 2.8): "" when
-    both bounds are given; from the configuration only."""
-    from spark_dpsynth.synthesizers._types import open_bounds
-
-    if spec.lower is not None and spec.upper is not None:
-        return ""
-
-    def fmt(x: float) -> str:
-        return f"{x:.12g}"
-
-    lo, hi = open_bounds(spec.edges, spec.lower, spec.upper, scale)
-    labels = spec.interval_labels()
-    drawn = []
-    if spec.lower is None:
-        drawn.append(f"{labels[0]!r} in [{fmt(lo)}, {fmt(spec.edges[0])})")
-    if spec.upper is None:
-        drawn.append(f"{labels[-1]!r} in [{fmt(spec.edges[-1])}, {fmt(hi)})")
-    missing = " and ".join(b for b, x in (("lower", spec.lower), ("upper", spec.upper)) if x is None)
-    plural = "s" if len(drawn) > 1 else ""
-    cut = ", never across 0" if scale in ("integer", "real") else ""
-    return (
-        f"; no public {missing} bound{plural}: synthetic values of {' and '.join(drawn)} are drawn uniformly "
-        f"(the neighbouring bin's width{cut}); set {missing} in [data.bins.{name}] to the column's "
-        "public range to bound them"
-    )
-
-
-def _distinct_values(prepared, column: str) -> tuple[str, ...]:  # noqa: ANN001 - pyspark DataFrame
-    """The distinct values of a multi-value (array) column, sorted: private, bounded by the column's domain."""
-    from pyspark.sql import functions as F
-
-    rows = prepared.select(F.explode(F.col(f"`{column}`")).alias("v")).distinct().collect()
-    return tuple(sorted(str(r["v"]) for r in rows))
-
-
-def _data_manifest(
-    config: DataConfig, identifiers: Mapping[str, Mapping[str, object]] | None = None
-) -> dict[str, object]:
-    """The public data configuration of a release: the manifest's ``data`` entry, its privacy unit and, with
-    identifier columns, the ``identifier_columns`` block (:func:`~spark_dpsynth.data.types.identifiers_manifest`:
-    their types and places, which type restoration fills with surrogate keys)."""
-    extra: dict[str, object] = {"identifier_columns": dict(identifiers)} if identifiers else {}
-    return {
-        **extra,
-        "privacy_unit": "person" if config.privacy_unit is not None else "record",
-        "privacy_unit_column": config.privacy_unit,
-        "data": {
-            "empty_values": list(config.empty_values),
-            "zeros_are_empty": config.zeros_are_empty,
-            "sensitive_zeros": list(config.sensitive_zeros),
-            "bins": {
-                c: {
-                    "edges": list(b.edges),
-                    "labels": list(b.interval_labels()),
-                    "passthrough": list(b.passthrough),
-                    "points": list(b.points),
-                }
-                for c, b in config.bins.items()
-            },
-            "privacy_unit": config.privacy_unit,
-            "multi_value": dict(config.multi_value),
-            "max_multi_values": config.max_multi_values,
-            "record_limit": config.record_limit,
-            "domains": {c: list(vals) for c, vals in config.domains.items()},
-            "identifiers": list(config.identifiers),
-            "hash_buckets": dict(config.hash_buckets),
-        },
-    }
 
 
 def check_data(params: AggregationParams, data: DataConfig) -> None:

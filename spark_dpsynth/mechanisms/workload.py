@@ -20,14 +20,14 @@ graphical-model estimator to fit (:mod:`spark_dpsynth.estimation`, the ``pgm`` s
 2. **Encoding.** The records are encoded once to codes over the fixed domain (``mapInArrow``, cached
    patterns with their multiplicity); every record adds 1 to exactly one cell of a clique's table, so a table
    has L2 sensitivity 1 (add/remove one record, or one person with a privacy unit: their rows are one record).
-3. **Selection and measurement.** AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1): the 1-way
+3. **Selection and measurement** (:func:`select_and_measure`: :mod:`._aim`, :mod:`._mst`). AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1): the 1-way
    tables first, then rounds that choose one clique by the exponential mechanism over candidates scored
    w_r (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) sigma n_r) and measure it with discrete Gaussian noise; the
    per-round budget grows fourfold (sigma halves, epsilon doubles) when a measurement changed the estimate
    less than its expected noise, and the last round spends what is left. MST (McKenna, Miklau, Sheldon,
    "Winning the NIST Contest", 2021): rho/3 for the 1-way tables, rho/3 for d - 1 exponential-mechanism
    choices of a maximum spanning tree of 2-way cliques scored against independent columns, rho/3 to measure
-   them. True candidate marginals are counted on Spark in bounded passes (:mod:`._cliques`) and cached on the
+   them. True candidate marginals are counted on Spark in bounded passes (:mod:`._cliques`, :mod:`._spark_backend`) and cached on the
    driver within ``max_candidate_cells``.
 
 Privacy: zCDP composition (Bun & Steinke 2016, Lemma 1.7) of the discovery (the percentile's epsilon_Q^2/2,
@@ -42,13 +42,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import hashlib
-import itertools
 import logging
 import math
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +54,11 @@ import numpy as np
 
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.mechanisms._aim import aim
+from spark_dpsynth.mechanisms._aim import order_key as candidate_order_key
 from spark_dpsynth.mechanisms._cliques import CliqueCounter, clique_cells
+from spark_dpsynth.mechanisms._mst import mst
+from spark_dpsynth.mechanisms._selection import TrueTables, all_cliques
 from spark_dpsynth.params import DataConfig, Selection, WorkloadParams
 from spark_dpsynth.privacy.accounting import (
     Accountant,
@@ -126,95 +128,13 @@ def check_plan(sizes: Sequence[int], params: WorkloadParams) -> Plan:
     r = min(params.reporting_length, d)
     total = sum(math.comb(d, k) for k in range(1, r + 1))
     if total <= 200_000:
-        kept = [c for c in _all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
+        kept = [c for c in all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
         largest = max((clique_cells(sizes, c) for c in kept), default=1)
         return Plan(d, len(kept), total - len(kept), one_way, largest)
     # Too many to enumerate: the pruning is estimated from the largest sizes (an upper bound on the cells).
     top = sorted(sizes, reverse=True)
     largest = min(params.max_clique_cells, int(np.prod(top[:r], dtype=np.float64)))
     return Plan(d, total, 0, one_way, largest)
-
-
-def _all_cliques(d: int, r: int) -> Iterable[tuple[int, ...]]:
-    for k in range(1, r + 1):
-        yield from itertools.combinations(range(d), k)
-
-
-# --------------------------------------------------------------------------------------- the selection core
-
-
-@dataclass
-class _State:
-    """What the selection has released so far (all DP): measurements, rounds, the estimate."""
-
-    measurements: list[MeasuredMarginal] = field(default_factory=list)
-    entries: list[dict[str, Any]] = field(default_factory=list)
-    rounds: list[dict[str, Any]] = field(default_factory=list)
-
-
-class _TrueTables:
-    """True clique tables of candidates (private, never written): cached on the driver up to a cell budget,
-    the rest recounted per request in bounded Spark passes."""
-
-    def __init__(self, counter: CliqueCounter, max_cached_cells: int, max_cells_per_pass: int) -> None:
-        self._counter = counter
-        self._cache: dict[tuple[int, ...], np.ndarray] = {}
-        self._cached = 0
-        self._budget = max_cached_cells
-        self._per_pass = max_cells_per_pass
-
-    def get(self, cliques: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
-        missing = [c for c in dict.fromkeys(cliques) if c not in self._cache]
-        out = {c: self._cache[c] for c in cliques if c in self._cache}
-        if missing:
-            for c, t in zip(missing, self._counter.tables(missing, self._per_pass), strict=True):
-                out[c] = t
-                if self._cached + t.size <= self._budget:
-                    self._cache[c] = t
-                    self._cached += t.size
-        return out
-
-
-def _measure(
-    table: np.ndarray, clique: tuple[int, ...], sigma: float, noise: NoiseSource
-) -> MeasuredMarginal:
-    """The table plus independent discrete Gaussian noise N_Z(0, sigma^2) on every cell (zero cells included)."""
-    noisy = table.astype(np.int64).ravel() + noise.discrete_gaussian(sigma, table.size)
-    return MeasuredMarginal(columns=clique, values=noisy.reshape(table.shape).astype(np.float64), std=sigma)
-
-
-def _record(
-    state: _State,
-    acct: Accountant,
-    m: MeasuredMarginal,
-    names: Sequence[str],
-    round_no: int,
-    label: str,
-) -> None:
-    rho = 1.0 / (2.0 * m.std * m.std)
-    acct.spend_rho(label, rho, "discrete Gaussian (full clique table, L2 sensitivity 1)")
-    state.measurements.append(m)
-    state.entries.append(
-        {"columns": [names[c] for c in m.columns], "std": m.std, "rho": rho, "round": round_no}
-    )
-
-
-def _candidate_order(cliques: list[tuple[int, ...]], key: bytes, round_no: int) -> list[tuple[int, ...]]:
-    """A data-independent pseudo-random order of cliques (keyed hash: a fresh public sample per round)."""
-
-    def h(c: tuple[int, ...]) -> bytes:
-        return hashlib.blake2b(f"{round_no}:{c}".encode(), key=key, digest_size=8).digest()
-
-    return sorted(cliques, key=h)
-
-
-def _order_key(seed: int | None) -> bytes | None:
-    """The key of AIM's public candidate order (:func:`_candidate_order`): None in production (a fresh key from
-    ``secrets`` per release), derived from the seed in test mode so that a test-mode release is reproducible
-    also on tables whose candidates are pruned per round (more than ``max_candidates_per_round``)."""
-    if seed is None:
-        return None
-    return hashlib.sha256(f"spark_dpsynth candidate order {seed}".encode()).digest()[:16]
 
 
 def select_and_measure(
@@ -250,394 +170,12 @@ def select_and_measure(
     """
     sizes = tuple(int(s) for s in counter.sizes)
     key = order_key if order_key is not None else secrets.token_bytes(16)
-    tables = _TrueTables(counter, params.max_candidate_cells, params.max_cells_per_pass)
+    tables = TrueTables(counter, params.max_candidate_cells, params.max_cells_per_pass)
     if params.selection.resolve(len(sizes), params.max_rounds) is Selection.MST:
-        state = _mst(tables, sizes, names, rho, params, acct, noise, progress, known)
+        state = mst(tables, sizes, names, rho, params, acct, noise, progress, known)
     else:
-        state = _aim(tables, sizes, names, rho, params, acct, noise, progress, key, known)
+        state = aim(tables, sizes, names, rho, params, acct, noise, progress, key, known)
     return state.measurements, state.entries, state.rounds
-
-
-# ------------------------------------------------------------------------------------------------------ MST
-
-
-def _mst(
-    tables: _TrueTables,
-    sizes: tuple[int, ...],
-    names: tuple[str, ...],
-    rho: float,
-    params: WorkloadParams,
-    acct: Accountant,
-    noise: NoiseSource,
-    progress: Progress | None,
-    known: Sequence[MeasuredMarginal] = (),
-) -> _State:
-    """MST (McKenna, Miklau, Sheldon 2021, section 4): a share p of rho for the 1-way tables (``one_way_rho_
-    proportion``; MST's 1/3 when None), (1 - p)/2 each for the tree's d - 1 exponential-mechanism choices and
-    the d - 1 chosen 2-way tables. The independent-columns estimate that scores the edges combines the 1-way
-    tables with the ``known`` partial ones (inverse-variance mean on the cells they measure)."""
-    state = _State()
-    d = len(sizes)
-    ones = [(j,) for j in range(d)]
-    share = params.one_way_rho_proportion if params.one_way_rho_proportion is not None else 1.0 / 3.0
-    # d tables of sensitivity 1 each at std sigma_1: share x rho in total.
-    sigma1 = math.sqrt(d / (2.0 * rho * share))
-    true1 = tables.get(ones)
-    for c in ones:
-        _record(state, acct, _measure(true1[c], c, sigma1, noise), names, 0, f"measure_1way_{names[c[0]]}")
-    state.rounds.append({"round": 0, "kind": "1-way tables", "rho": d / (2 * sigma1**2), "sigma": sigma1})
-    if d < 2:
-        return state
-    # Independent-columns estimate from the noisy 1-way tables and the known ones (post-processing).
-    total = float(np.mean([max(m.values.sum(), 1.0) for m in state.measurements]))
-    combined = {j: mean for j, (mean, _) in one_way_means([*known, *state.measurements]).items()}
-    probs = []
-    for j in range(d):
-        p = np.clip(combined[j], 0, None)
-        probs.append(p / p.sum() if p.sum() > 0 else np.full(p.shape, 1.0 / p.size))
-    pairs = [
-        c for c in itertools.combinations(range(d), 2) if clique_cells(sizes, c) <= params.max_clique_cells
-    ]
-    report(progress, log, f"workload (mst): scoring {len(pairs)} 2-way cliques")
-    true2 = tables.get(pairs)
-    # Scores are private: used only by the exponential mechanism below, never logged or written.
-    scores = {c: float(np.abs(true2[c] - total * np.outer(probs[c[0]], probs[c[1]])).sum()) for c in pairs}
-    del true2
-    # Kruskal with DP choices: each step picks among the edges joining two components.
-    parent = list(range(d))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    steps = d - 1
-    rho_step = rho * (1.0 - share) / 2.0 / steps
-    chosen: list[tuple[int, int]] = []
-    for t in range(steps):
-        options = [c for c in pairs if find(c[0]) != find(c[1])]
-        if not options:
-            break
-        i = noise.exponential(np.array([scores[c] for c in options]), 1.0, rho_step)
-        acct.spend_rho(
-            f"select_tree_edge_{t + 1}",
-            rho_step,
-            "exponential mechanism (MST edge by L1 error of independent columns, sensitivity 1)",
-            epsilon=math.sqrt(8 * rho_step),
-        )
-        a, b = options[i]
-        parent[find(a)] = find(b)
-        chosen.append((a, b))
-    state.rounds.append(
-        {
-            "round": 1,
-            "kind": "maximum spanning tree (exponential mechanism per edge)",
-            "rho": rho_step * len(chosen),
-            "rho_per_choice": rho_step,
-            "chosen": [[names[a], names[b]] for a, b in chosen],
-        }
-    )
-    if chosen:
-        left = rho - d / (2 * sigma1**2) - rho_step * len(chosen)
-        sigma2 = math.sqrt(len(chosen) / (2.0 * left))
-        true2 = tables.get(chosen)
-        for c in chosen:
-            _record(
-                state,
-                acct,
-                _measure(true2[c], c, sigma2, noise),
-                names,
-                2,
-                f"measure_{'_'.join(names[x] for x in c)}",
-            )
-        state.rounds.append({"round": 2, "kind": "2-way tables of the tree", "rho": left, "sigma": sigma2})
-    return state
-
-
-# ------------------------------------------------------------------------------------------------------ AIM
-
-
-def _aim(
-    tables: _TrueTables,
-    sizes: tuple[int, ...],
-    names: tuple[str, ...],
-    rho: float,
-    params: WorkloadParams,
-    acct: Accountant,
-    noise: NoiseSource,
-    progress: Progress | None,
-    key: bytes,
-    known: Sequence[MeasuredMarginal] = (),
-) -> _State:
-    """AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1) over the candidates of
-    :func:`_aim_candidates`, with the estimator of :mod:`spark_dpsynth.estimation`."""
-    from spark_dpsynth.estimation import Domain, Measurement, estimate
-
-    state = _State()
-    d = len(sizes)
-    r = min(params.reporting_length, d)
-    domain = Domain(names=tuple(names), sizes=tuple(sizes))
-    rounds_planned = params.rounds if params.rounds is not None else 4 * d
-    alpha = 1.0 - params.selection_rho_proportion
-    sigma = math.sqrt(rounds_planned / (2.0 * alpha * rho))
-    epsilon = math.sqrt(8.0 * (1.0 - alpha) * rho / rounds_planned)
-    if d / (2.0 * sigma**2) > rho:
-        sigma = math.sqrt(d / (2.0 * rho * alpha))
-    used = 0.0
-
-    def as_measurements() -> list[Any]:
-        return [
-            Measurement(tuple(names[c] for c in m.columns), m.values, m.std, m.mask)
-            for m in [*known, *state.measurements]
-        ]
-
-    # Round 0: every 1-way table (AIM, Algorithm 1, line 2), at the rounds' sigma or, with
-    # ``one_way_rho_proportion``, at that share of rho.
-    ones = [(j,) for j in range(d)]
-    sigma0 = sigma
-    if params.one_way_rho_proportion is not None:
-        sigma0 = math.sqrt(d / (2.0 * rho * params.one_way_rho_proportion))
-    true1 = tables.get(ones)
-    for c in ones:
-        m = _measure(true1[c], c, sigma0, noise)
-        _record(state, acct, m, names, 0, f"round_0_measure_{names[c[0]]}")
-        used += 1.0 / (2 * sigma0**2)
-    state.rounds.append({"round": 0, "kind": "1-way tables", "rho": used, "sigma": sigma0})
-    report(progress, log, f"workload (aim): 1-way tables measured (sigma {sigma0:.3g}); fitting the model")
-    model = estimate(domain, as_measurements(), iterations=params.estimation_iterations)
-    candidates_all = [c for c in _all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
-    wide = len(candidates_all) > params.max_candidates_per_round
-    measured_cliques: list[tuple[int, ...]] = list(ones)
-    t = 0
-    while used < rho * (1 - 1e-9) and t < params.max_rounds:
-        t += 1
-        remaining = rho - used
-        round_rho = 1.0 / (2 * sigma**2) + epsilon**2 / 8.0
-        final = remaining < 2 * round_rho or t == params.max_rounds
-        if final:
-            sigma = math.sqrt(1.0 / (2.0 * alpha * remaining))
-            epsilon = math.sqrt(8.0 * (1.0 - alpha) * remaining)
-        size_limit = params.max_model_cells * min(1.0, (used + round_rho) / rho)
-        pool = _aim_candidates(candidates_all, measured_cliques, d, wide, params, key, t)
-        fits = _model_size_rule(domain, names, model, size_limit)
-        project = _Projector(model)
-        true = tables.get(pool)
-        # Scores are private: used only by the exponential mechanism below, never logged or written.
-        scores = np.empty(len(pool))
-        estimates = project.many([tuple(names[x] for x in c) for c in pool])
-        for i, c in enumerate(pool):
-            est = estimates[i]
-            n_cells = true[c].size
-            scores[i] = len(c) * (
-                float(np.abs(true[c] - est).sum()) - math.sqrt(2 / math.pi) * sigma * n_cells
-            )
-        del estimates
-        chosen = _choose_fitting(pool, scores, fits, noise, float(r), epsilon**2 / 8.0)
-        del scores
-        if chosen is None:
-            # Nothing in the pool fits the model-size rule: a 1-way table (inside the model) is re-measured.
-            ones_scores = np.array(
-                [
-                    float(np.abs(true1[c] - model.project((names[c[0]],))).sum())
-                    - math.sqrt(2 / math.pi) * sigma * true1[c].size
-                    for c in ones
-                ]
-            )
-            chosen = ones[noise.exponential(ones_scores, float(r), epsilon**2 / 8.0)]
-            del ones_scores
-            true = {**true, chosen: true1[chosen]}
-        acct.spend_rho(
-            f"round_{t}_selection",
-            epsilon**2 / 8.0,
-            "exponential mechanism (AIM score, sensitivity R)",
-            epsilon=epsilon,
-        )
-        before = model.project(tuple(names[x] for x in chosen))
-        m = _measure(true[chosen], chosen, sigma, noise)
-        del true
-        _record(state, acct, m, names, t, f"round_{t}_measure")
-        used += epsilon**2 / 8.0 + 1.0 / (2 * sigma**2)
-        if chosen not in measured_cliques:
-            measured_cliques.append(chosen)
-        state.rounds.append(
-            {
-                "round": t,
-                "rho": epsilon**2 / 8.0 + 1.0 / (2 * sigma**2),
-                "rho_selection": epsilon**2 / 8.0,
-                "rho_measurement": 1.0 / (2 * sigma**2),
-                "epsilon_selection": epsilon,
-                "sigma": sigma,
-                "candidates": len(pool),
-                "chosen": [names[x] for x in chosen],
-            }
-        )
-        report(
-            progress,
-            log,
-            f"workload (aim): round {t}: {[names[x] for x in chosen]} of {len(pool)} candidates "
-            f"(sigma {sigma:.3g}, rho used {used / rho:.0%})",
-        )
-        model = estimate(domain, as_measurements(), iterations=params.estimation_iterations, warm_start=model)
-        after = model.project(tuple(names[x] for x in chosen))
-        # Annealing (AIM, Algorithm 1, lines 14-16): both estimates are DP, so this test is post-processing.
-        if (
-            not final
-            and float(np.abs(after - before).sum()) <= math.sqrt(2 / math.pi) * sigma * m.values.size
-        ):
-            sigma /= 2.0
-            epsilon *= 2.0
-        if final:
-            break
-    return state
-
-
-class _Projector:
-    """``model.project`` that uses the model's independences: columns in different connected components of the
-    model's graph are independent under it, so a clique that spans components is the outer product of its
-    parts' projections over total^(parts - 1), exact and without the elimination across the junction tree
-    (on a wide table most candidates of the first rounds span components; each part's projection is cached)."""
-
-    def __init__(self, model) -> None:  # noqa: ANN001 - estimation.GraphicalModel
-        self._model = model
-        parent: dict[str, str] = {}
-
-        def find(x: str) -> str:
-            while parent.setdefault(x, x) != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for c in model.cliques:
-            for x in c[1:]:
-                parent[find(x)] = find(c[0])
-        self._component = {x: find(x) for x in model.domain.names}
-        self._cache: dict[tuple[str, ...], np.ndarray] = {}
-
-    def _part(self, names: tuple[str, ...]) -> np.ndarray:
-        if names not in self._cache:
-            self._cache[names] = self._model.project(names)
-        return self._cache[names]
-
-    def _groups(self, names: tuple[str, ...]) -> list[list[int]]:
-        groups: dict[str, list[int]] = {}
-        for i, x in enumerate(names):
-            groups.setdefault(self._component[x], []).append(i)
-        return list(groups.values())
-
-    def __call__(self, names: tuple[str, ...]) -> np.ndarray:
-        groups = self._groups(names)
-        if len(groups) == 1:
-            return self._model.project(names)
-        operands: list[Any] = []
-        for axes in groups:
-            operands += [self._part(tuple(names[i] for i in axes)), list(axes)]
-        out = np.einsum(*operands, list(range(len(names))))
-        return out / self._model.total ** (len(groups) - 1)
-
-    def many(self, cliques: Sequence[tuple[str, ...]]) -> list[np.ndarray]:
-        """``[self(c) for c in cliques]``, the projections inside one component computed together by
-        ``GraphicalModel.project_many`` (which shares their elimination messages)."""
-        inside: list[tuple[str, ...]] = []
-        for names in cliques:
-            groups = self._groups(names)
-            if len(groups) == 1:
-                inside.append(names)
-            else:
-                inside += [
-                    tuple(names[i] for i in axes)
-                    for axes in groups
-                    if tuple(names[i] for i in axes) not in self._cache
-                ]
-        inside = list(dict.fromkeys(inside))
-        for names, table in zip(inside, self._model.project_many(inside), strict=True):
-            self._cache[names] = table
-        return [self._cache[c] if len(self._groups(c)) == 1 else self(c) for c in cliques]
-
-
-def _model_size_rule(domain, names: Sequence[str], model, size_limit: float):  # noqa: ANN001, ANN202 - estimation types
-    """AIM's model-size rule as a predicate on cliques (public: sizes and the DP model's cliques only): True
-    when the junction tree of the model plus the clique stays within ``size_limit`` cells. A clique inside a
-    model clique leaves the tree unchanged; the others need a triangulation (tens of ms on 76 columns), so the
-    predicate is asked lazily, and cached, by :func:`_choose_fitting`."""
-    from spark_dpsynth.estimation import junction_tree_size
-
-    model_cliques = [tuple(c) for c in model.cliques]
-    covers = [set(c) for c in model_cliques]
-    memo: dict[tuple[int, ...], bool] = {}
-    current: list[int] = []
-
-    def fits(c: tuple[int, ...]) -> bool:
-        if c not in memo:
-            named = tuple(names[x] for x in c)
-            if any(set(named) <= m for m in covers):
-                if not current:
-                    current.append(junction_tree_size(domain, model_cliques))
-                memo[c] = current[0] <= size_limit
-            else:
-                memo[c] = junction_tree_size(domain, [*model_cliques, named]) <= size_limit
-        return memo[c]
-
-    return fits
-
-
-def _choose_fitting(
-    pool: Sequence[tuple[int, ...]],
-    scores: np.ndarray,
-    fits,  # noqa: ANN001 - callable(clique) -> bool, public
-    noise: NoiseSource,
-    sensitivity: float,
-    rho: float,
-) -> tuple[int, ...] | None:
-    """The exponential mechanism over the cliques of ``pool`` that ``fits`` accepts, by rejection: draw over
-    the remaining cliques, and while the draw does not fit, drop it and draw again with fresh noise.
-
-    For a draw r from P(r) proportional to exp(eps s_r) over a set L and a public subset F of L, the first draw
-    that falls in F has P(r) = exp(eps s_r) / sum_{F} exp(eps s), the exponential mechanism over F itself, so
-    the privacy cost is one choice (rho); the rejected draws are discarded, never logged or written. It asks
-    ``fits`` only of drawn cliques (a handful), where testing every candidate would need one triangulation each.
-    Returns None when no clique fits.
-    """
-    options = list(range(len(pool)))
-    while options:
-        k = noise.exponential(scores[options], sensitivity, rho)
-        if fits(pool[options[k]]):
-            return pool[options[k]]
-        options.pop(k)
-    return None
-
-
-def _aim_candidates(
-    candidates_all: list[tuple[int, ...]],
-    measured: list[tuple[int, ...]],
-    d: int,
-    wide: bool,
-    params: WorkloadParams,
-    key: bytes,
-    round_no: int,
-) -> list[tuple[int, ...]]:
-    """The cliques scored in one round (public: from sizes, earlier DP choices and a keyed public order).
-
-    Narrow tables: every clique of size <= R within ``max_clique_cells``. Wide tables (more than
-    ``max_candidates_per_round``): the cliques that extend a measured clique by one column (how AIM's model
-    grows) plus every 2-way clique, in a fresh keyed pseudo-random order per round, cut to
-    ``max_candidates_per_round``; the extensions come first so that the model can grow beyond pairs.
-    """
-    if not wide:
-        return candidates_all
-    allowed = set(candidates_all)
-    ext: set[tuple[int, ...]] = set()
-    for c in measured:
-        if len(c) >= params.reporting_length or len(c) < 2:
-            continue
-        for j in range(d):
-            if j not in c:
-                e = tuple(sorted((*c, j)))
-                if e in allowed:
-                    ext.add(e)
-    pairs = [c for c in candidates_all if len(c) == 2]
-    ordered = _candidate_order(sorted(ext), key, round_no) + _candidate_order(pairs, key, round_no)
-    return ordered[: params.max_candidates_per_round]
 
 
 # ---------------------------------------------------------------------------------------------- on Spark
@@ -711,17 +249,15 @@ def fit_workload(
     from pyspark.sql import functions as F
 
     from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
-    from spark_dpsynth.mechanisms import _cliques
-    from spark_dpsynth.mechanisms.marginals import (
-        _data_manifest,
-        _distinct_values,
-        _public_domains,
-        _release_key,
-        _SparkBackend,
-        _versions,
+    from spark_dpsynth.mechanisms._discovery import distinct_values, public_domains
+    from spark_dpsynth.mechanisms._manifest import (
+        data_manifest,
+        release_key,
         report_high_cardinality,
         report_identifiers,
+        versions,
     )
+    from spark_dpsynth.mechanisms._spark_backend import SparkBackend
 
     params = params if params is not None else WorkloadParams()
     data_config = data_config if data_config is not None else DataConfig()
@@ -747,13 +283,13 @@ def fit_workload(
     names: tuple[str, ...] = config.columns
     derived: dict[str, tuple[str, str]] = {}
     cached = prepared = prepared.persist() if config.merges_rows else prepared
-    encoded = None
+    counter = None
     backend = None
     try:
         if config.privacy_unit is not None:
             check_privacy_units(prepared, config)
         if config.multi_value:
-            values = {c: _distinct_values(prepared, c) for c in config.multi_value}  # private, driver only
+            values = {c: distinct_values(prepared, c) for c in config.multi_value}  # private, driver only
             prepared, names, derived = expand_multi_value(prepared, config, values)
             del values
         d = len(names)
@@ -761,8 +297,8 @@ def fit_workload(
         prepared = prepared.select(
             *[F.col(f"`{c}`").alias(p) for c, p in zip(names, positional, strict=True)]
         )
-        public = _public_domains(names, config, derived)
-        backend = _SparkBackend(prepared, positional, public)
+        public = public_domains(names, config, derived)
+        backend = SparkBackend(prepared, positional, public)
         acct = Accountant(float(params.epsilon), accounting=params.accounting)
         eps_n = acct.spend_epsilon(
             "number_of_records",
@@ -780,7 +316,7 @@ def fit_workload(
             eps_n,
             noise,
             progress,
-            _release_key,
+            release_key,
             protected_n=bins.protected_n if bins.protected_n is not None else protected_n,
         )
         # Identifier-like columns, from the released 1-way values only (docs/design.md section 2.8).
@@ -817,12 +353,7 @@ def fit_workload(
         )
         # Fixed-domain encoding of the patterns, cached: every later pass reads only this.
         luts = [discovery.manifest["_luts"][j] for j in kept]
-        assert backend._encoded is not None  # the dictionary-encoded patterns, made by the discovery
-        dict_cols = backend._encoded.select(*[f"c{j}" for j in kept], "n")
-        encoded = _cliques.encode_fixed_domain(dict_cols, luts, sizes).persist()
-        encoded.count()  # materialize the cache before the dictionary-encoded patterns are dropped (not logged)
-        counter = _cliques.SparkCliqueCounter(encoded, sizes, backend._partitions)
-        backend.release_cache()
+        counter = backend.clique_counter(kept, luts, sizes)  # drops the backend's caches
         backend = None
         rho_rest = acct.rho - sum(s.rho or 0.0 for s in acct.budget().shares)  # type: ignore[operator]
         relative_noise = Selection.relative_noise(len(kept), rho_rest, protected_n)
@@ -857,7 +388,7 @@ def fit_workload(
             acct,
             noise,
             progress=progress,
-            order_key=_order_key(params.seed),
+            order_key=candidate_order_key(params.seed),
             known=known,
         )
         measurements = [*known, *measurements]
@@ -866,8 +397,8 @@ def fit_workload(
     finally:
         if backend is not None:
             backend.release_cache()
-        if encoded is not None:
-            encoded.unpersist()
+        if counter is not None:
+            counter.release_cache()
         if cached is not None and config.merges_rows:
             cached.unpersist()
 
@@ -923,9 +454,9 @@ def fit_workload(
             "percentile": params.percentile,
             "seed": params.seed,
         },
-        "versions": _versions(),
+        "versions": versions(),
     }
-    manifest.update(_data_manifest(config, identifiers))
+    manifest.update(data_manifest(config, identifiers))
     manifest["column_types"] = types_block
     manifest["high_cardinality"] = high_cardinality
     manifest["bins_rho"] = bins.rho
@@ -982,13 +513,13 @@ def _typed_bins(df, config, params, noise, progress, protected_n=None):  # noqa:
     from spark_dpsynth.data.types import (
         apply_profiles,
         column_types,
-        dp_profiles,
         meanings_manifest,
         numeric_view,
         profile_targets,
         types_manifest,
     )
-    from spark_dpsynth.mechanisms.marginals import report_columns, report_profiles
+    from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
+    from spark_dpsynth.mechanisms._profile import dp_profiles
     from spark_dpsynth.privacy.accounting import rho_from_epsilon_delta, rho_tight_from_epsilon_delta
 
     types = column_types(df.schema, config)
@@ -1024,7 +555,7 @@ def _typed_bins(df, config, params, noise, progress, protected_n=None):  # noqa:
 
 
 def _discover(
-    backend,  # noqa: ANN001 - the marginals mechanism's Spark backend
+    backend,  # noqa: ANN001 - a SparkBackend (._spark_backend) or a LocalBackend (tests)
     names: tuple[str, ...],
     public: dict[int, tuple[str, ...]],
     derived: dict[str, tuple[str, str]],
@@ -1041,7 +572,7 @@ def _discover(
     values), the protected number of records and delta; converts the rest of epsilon to rho in ``acct``."""
     from spark_dpsynth.mechanisms import _counting
     from spark_dpsynth.mechanisms._counting import CandidateIndex
-    from spark_dpsynth.mechanisms.marginals import noisy_threshold
+    from spark_dpsynth.mechanisms._discovery import noisy_threshold
 
     d = len(names)
     dictionary = backend.dictionary()  # private (values present): only released values are ever written

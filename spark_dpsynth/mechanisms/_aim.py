@@ -1,0 +1,340 @@
+"""AIM's selection for the workload mechanism (McKenna, Mullins, Sheldon, Miklau, "AIM: An Adaptive and Iterative
+Mechanism for Differentially Private Synthetic Data", VLDB 2022, Algorithm 1; docs/design.md section 4.7): the
+1-way tables, then rounds that choose one clique by the exponential mechanism and measure it, with the estimate
+of :mod:`spark_dpsynth.estimation` refitted after each.
+
+* :func:`aim`: the rounds, their budget (annealing) and the model-size rule;
+* :func:`aim_candidates`, :func:`candidate_order`, :func:`order_key`: the cliques scored in a round (public);
+* :func:`choose_fitting`: the exponential mechanism over the candidates that fit the model-size rule;
+* :class:`Projector`, :func:`model_size_rule`: post-processing of the DP model (its marginals, its size).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from spark_dpsynth._progress import Progress, report
+from spark_dpsynth.mechanisms._cliques import clique_cells
+from spark_dpsynth.mechanisms._selection import State, TrueTables, all_cliques, measure, record
+from spark_dpsynth.params import WorkloadParams
+from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.noise import NoiseSource
+from spark_dpsynth.release.core import MeasuredMarginal
+
+__all__ = [
+    "Projector",
+    "aim",
+    "aim_candidates",
+    "candidate_order",
+    "choose_fitting",
+    "model_size_rule",
+    "order_key",
+]
+
+log = logging.getLogger(__name__)
+
+
+def aim(
+    tables: TrueTables,
+    sizes: tuple[int, ...],
+    names: tuple[str, ...],
+    rho: float,
+    params: WorkloadParams,
+    acct: Accountant,
+    noise: NoiseSource,
+    progress: Progress | None,
+    key: bytes,
+    known: Sequence[MeasuredMarginal] = (),
+) -> State:
+    """AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1) over the candidates of
+    :func:`aim_candidates`, with the estimator of :mod:`spark_dpsynth.estimation`."""
+    from spark_dpsynth.estimation import Domain, Measurement, estimate
+
+    state = State()
+    d = len(sizes)
+    r = min(params.reporting_length, d)
+    domain = Domain(names=tuple(names), sizes=tuple(sizes))
+    rounds_planned = params.rounds if params.rounds is not None else 4 * d
+    alpha = 1.0 - params.selection_rho_proportion
+    sigma = math.sqrt(rounds_planned / (2.0 * alpha * rho))
+    epsilon = math.sqrt(8.0 * (1.0 - alpha) * rho / rounds_planned)
+    if d / (2.0 * sigma**2) > rho:
+        sigma = math.sqrt(d / (2.0 * rho * alpha))
+    used = 0.0
+
+    def as_measurements() -> list[Any]:
+        return [
+            Measurement(tuple(names[c] for c in m.columns), m.values, m.std, m.mask)
+            for m in [*known, *state.measurements]
+        ]
+
+    # Round 0: every 1-way table (AIM, Algorithm 1, line 2), at the rounds' sigma or, with
+    # ``one_way_rho_proportion``, at that share of rho.
+    ones = [(j,) for j in range(d)]
+    sigma0 = sigma
+    if params.one_way_rho_proportion is not None:
+        sigma0 = math.sqrt(d / (2.0 * rho * params.one_way_rho_proportion))
+    true1 = tables.get(ones)
+    for c in ones:
+        m = measure(true1[c], c, sigma0, noise)
+        record(state, acct, m, names, 0, f"round_0_measure_{names[c[0]]}")
+        used += 1.0 / (2 * sigma0**2)
+    state.rounds.append({"round": 0, "kind": "1-way tables", "rho": used, "sigma": sigma0})
+    report(progress, log, f"workload (aim): 1-way tables measured (sigma {sigma0:.3g}); fitting the model")
+    model = estimate(domain, as_measurements(), iterations=params.estimation_iterations)
+    candidates_all = [c for c in all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
+    wide = len(candidates_all) > params.max_candidates_per_round
+    measured_cliques: list[tuple[int, ...]] = list(ones)
+    t = 0
+    while used < rho * (1 - 1e-9) and t < params.max_rounds:
+        t += 1
+        remaining = rho - used
+        round_rho = 1.0 / (2 * sigma**2) + epsilon**2 / 8.0
+        final = remaining < 2 * round_rho or t == params.max_rounds
+        if final:
+            sigma = math.sqrt(1.0 / (2.0 * alpha * remaining))
+            epsilon = math.sqrt(8.0 * (1.0 - alpha) * remaining)
+        size_limit = params.max_model_cells * min(1.0, (used + round_rho) / rho)
+        pool = aim_candidates(candidates_all, measured_cliques, d, wide, params, key, t)
+        fits = model_size_rule(domain, names, model, size_limit)
+        project = Projector(model)
+        true = tables.get(pool)
+        # Scores are private: used only by the exponential mechanism below, never logged or written.
+        scores = np.empty(len(pool))
+        estimates = project.many([tuple(names[x] for x in c) for c in pool])
+        for i, c in enumerate(pool):
+            est = estimates[i]
+            n_cells = true[c].size
+            scores[i] = len(c) * (
+                float(np.abs(true[c] - est).sum()) - math.sqrt(2 / math.pi) * sigma * n_cells
+            )
+        del estimates
+        chosen = choose_fitting(pool, scores, fits, noise, float(r), epsilon**2 / 8.0)
+        del scores
+        if chosen is None:
+            # Nothing in the pool fits the model-size rule: a 1-way table (inside the model) is re-measured.
+            ones_scores = np.array(
+                [
+                    float(np.abs(true1[c] - model.project((names[c[0]],))).sum())
+                    - math.sqrt(2 / math.pi) * sigma * true1[c].size
+                    for c in ones
+                ]
+            )
+            chosen = ones[noise.exponential(ones_scores, float(r), epsilon**2 / 8.0)]
+            del ones_scores
+            true = {**true, chosen: true1[chosen]}
+        acct.spend_rho(
+            f"round_{t}_selection",
+            epsilon**2 / 8.0,
+            "exponential mechanism (AIM score, sensitivity R)",
+            epsilon=epsilon,
+        )
+        before = model.project(tuple(names[x] for x in chosen))
+        m = measure(true[chosen], chosen, sigma, noise)
+        del true
+        record(state, acct, m, names, t, f"round_{t}_measure")
+        used += epsilon**2 / 8.0 + 1.0 / (2 * sigma**2)
+        if chosen not in measured_cliques:
+            measured_cliques.append(chosen)
+        state.rounds.append(
+            {
+                "round": t,
+                "rho": epsilon**2 / 8.0 + 1.0 / (2 * sigma**2),
+                "rho_selection": epsilon**2 / 8.0,
+                "rho_measurement": 1.0 / (2 * sigma**2),
+                "epsilon_selection": epsilon,
+                "sigma": sigma,
+                "candidates": len(pool),
+                "chosen": [names[x] for x in chosen],
+            }
+        )
+        report(
+            progress,
+            log,
+            f"workload (aim): round {t}: {[names[x] for x in chosen]} of {len(pool)} candidates "
+            f"(sigma {sigma:.3g}, rho used {used / rho:.0%})",
+        )
+        model = estimate(domain, as_measurements(), iterations=params.estimation_iterations, warm_start=model)
+        after = model.project(tuple(names[x] for x in chosen))
+        # Annealing (AIM, Algorithm 1, lines 14-16): both estimates are DP, so this test is post-processing.
+        if (
+            not final
+            and float(np.abs(after - before).sum()) <= math.sqrt(2 / math.pi) * sigma * m.values.size
+        ):
+            sigma /= 2.0
+            epsilon *= 2.0
+        if final:
+            break
+    return state
+
+
+class Projector:
+    """``model.project`` that uses the model's independences: columns in different connected components of the
+    model's graph are independent under it, so a clique that spans components is the outer product of its
+    parts' projections over total^(parts - 1), exact and without the elimination across the junction tree
+    (on a wide table most candidates of the first rounds span components; each part's projection is cached)."""
+
+    def __init__(self, model) -> None:  # noqa: ANN001 - estimation.GraphicalModel
+        self._model = model
+        parent: dict[str, str] = {}
+
+        def find(x: str) -> str:
+            while parent.setdefault(x, x) != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for c in model.cliques:
+            for x in c[1:]:
+                parent[find(x)] = find(c[0])
+        self._component = {x: find(x) for x in model.domain.names}
+        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+
+    def _part(self, names: tuple[str, ...]) -> np.ndarray:
+        if names not in self._cache:
+            self._cache[names] = self._model.project(names)
+        return self._cache[names]
+
+    def _groups(self, names: tuple[str, ...]) -> list[list[int]]:
+        groups: dict[str, list[int]] = {}
+        for i, x in enumerate(names):
+            groups.setdefault(self._component[x], []).append(i)
+        return list(groups.values())
+
+    def __call__(self, names: tuple[str, ...]) -> np.ndarray:
+        groups = self._groups(names)
+        if len(groups) == 1:
+            return self._model.project(names)
+        operands: list[Any] = []
+        for axes in groups:
+            operands += [self._part(tuple(names[i] for i in axes)), list(axes)]
+        out = np.einsum(*operands, list(range(len(names))))
+        return out / self._model.total ** (len(groups) - 1)
+
+    def many(self, cliques: Sequence[tuple[str, ...]]) -> list[np.ndarray]:
+        """``[self(c) for c in cliques]``, the projections inside one component computed together by
+        ``GraphicalModel.project_many`` (which shares their elimination messages)."""
+        inside: list[tuple[str, ...]] = []
+        for names in cliques:
+            groups = self._groups(names)
+            if len(groups) == 1:
+                inside.append(names)
+            else:
+                inside += [
+                    tuple(names[i] for i in axes)
+                    for axes in groups
+                    if tuple(names[i] for i in axes) not in self._cache
+                ]
+        inside = list(dict.fromkeys(inside))
+        for names, table in zip(inside, self._model.project_many(inside), strict=True):
+            self._cache[names] = table
+        return [self._cache[c] if len(self._groups(c)) == 1 else self(c) for c in cliques]
+
+
+def model_size_rule(domain, names: Sequence[str], model, size_limit: float):  # noqa: ANN001, ANN202 - estimation types
+    """AIM's model-size rule as a predicate on cliques (public: sizes and the DP model's cliques only): True
+    when the junction tree of the model plus the clique stays within ``size_limit`` cells. A clique inside a
+    model clique leaves the tree unchanged; the others need a triangulation (tens of ms on 76 columns), so the
+    predicate is asked lazily, and cached, by :func:`choose_fitting`."""
+    from spark_dpsynth.estimation import junction_tree_size
+
+    model_cliques = [tuple(c) for c in model.cliques]
+    covers = [set(c) for c in model_cliques]
+    memo: dict[tuple[int, ...], bool] = {}
+    current: list[int] = []
+
+    def fits(c: tuple[int, ...]) -> bool:
+        if c not in memo:
+            named = tuple(names[x] for x in c)
+            if any(set(named) <= m for m in covers):
+                if not current:
+                    current.append(junction_tree_size(domain, model_cliques))
+                memo[c] = current[0] <= size_limit
+            else:
+                memo[c] = junction_tree_size(domain, [*model_cliques, named]) <= size_limit
+        return memo[c]
+
+    return fits
+
+
+def choose_fitting(
+    pool: Sequence[tuple[int, ...]],
+    scores: np.ndarray,
+    fits,  # noqa: ANN001 - callable(clique) -> bool, public
+    noise: NoiseSource,
+    sensitivity: float,
+    rho: float,
+) -> tuple[int, ...] | None:
+    """The exponential mechanism over the cliques of ``pool`` that ``fits`` accepts, by rejection: draw over
+    the remaining cliques, and while the draw does not fit, drop it and draw again with fresh noise.
+
+    For a draw r from P(r) proportional to exp(eps s_r) over a set L and a public subset F of L, the first draw
+    that falls in F has P(r) = exp(eps s_r) / sum_{F} exp(eps s), the exponential mechanism over F itself, so
+    the privacy cost is one choice (rho); the rejected draws are discarded, never logged or written. It asks
+    ``fits`` only of drawn cliques (a handful), where testing every candidate would need one triangulation each.
+    Returns None when no clique fits.
+    """
+    options = list(range(len(pool)))
+    while options:
+        k = noise.exponential(scores[options], sensitivity, rho)
+        if fits(pool[options[k]]):
+            return pool[options[k]]
+        options.pop(k)
+    return None
+
+
+def aim_candidates(
+    candidates_all: list[tuple[int, ...]],
+    measured: list[tuple[int, ...]],
+    d: int,
+    wide: bool,
+    params: WorkloadParams,
+    key: bytes,
+    round_no: int,
+) -> list[tuple[int, ...]]:
+    """The cliques scored in one round (public: from sizes, earlier DP choices and a keyed public order).
+
+    Narrow tables: every clique of size <= R within ``max_clique_cells``. Wide tables (more than
+    ``max_candidates_per_round``): the cliques that extend a measured clique by one column (how AIM's model
+    grows) plus every 2-way clique, in a fresh keyed pseudo-random order per round, cut to
+    ``max_candidates_per_round``; the extensions come first so that the model can grow beyond pairs.
+    """
+    if not wide:
+        return candidates_all
+    allowed = set(candidates_all)
+    ext: set[tuple[int, ...]] = set()
+    for c in measured:
+        if len(c) >= params.reporting_length or len(c) < 2:
+            continue
+        for j in range(d):
+            if j not in c:
+                e = tuple(sorted((*c, j)))
+                if e in allowed:
+                    ext.add(e)
+    pairs = [c for c in candidates_all if len(c) == 2]
+    ordered = candidate_order(sorted(ext), key, round_no) + candidate_order(pairs, key, round_no)
+    return ordered[: params.max_candidates_per_round]
+
+
+def candidate_order(cliques: list[tuple[int, ...]], key: bytes, round_no: int) -> list[tuple[int, ...]]:
+    """A data-independent pseudo-random order of cliques (keyed hash: a fresh public sample per round)."""
+
+    def h(c: tuple[int, ...]) -> bytes:
+        return hashlib.blake2b(f"{round_no}:{c}".encode(), key=key, digest_size=8).digest()
+
+    return sorted(cliques, key=h)
+
+
+def order_key(seed: int | None) -> bytes | None:
+    """The key of AIM's public candidate order (:func:`candidate_order`): None in production (a fresh key from
+    ``secrets`` per release), derived from the seed in test mode so that a test-mode release is reproducible
+    also on tables whose candidates are pruned per round (more than ``max_candidates_per_round``)."""
+    if seed is None:
+        return None
+    return hashlib.sha256(f"spark_dpsynth candidate order {seed}".encode()).digest()[:16]

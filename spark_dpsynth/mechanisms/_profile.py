@@ -1,0 +1,157 @@
+"""The DP profile of the numeric columns without public bins: the noisy histogram over a public grid from which
+each such column is decided a code or a measurement with DP bins (docs/design.md section 2.8).
+
+:func:`dp_profiles` counts, on Spark, the cells of every profiled column on its scale's public grid
+(:func:`spark_dpsynth.data.types.profile_grid`), draws the noise on every possible cell, and hands the noisy
+histogram to :func:`spark_dpsynth.data.types.profile_from_noisy` (post-processing). :func:`profile_sigma` is the
+noise scale of the Gaussian mechanism. Used by the marginals, workload and class-conditional mechanisms, which
+book the profile's share of the budget (``column_profile``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_dpsynth.data.types import (
+    ColumnProfile,
+    ColumnType,
+    cell_key,
+    cells_of,
+    profile_from_noisy,
+    profile_grid,
+)
+from spark_dpsynth.privacy.noise import NoiseSource
+
+__all__ = ["PROFILE_PASS_COLUMNS", "dp_profiles", "profile_sigma"]
+
+PROFILE_PASS_COLUMNS = 8
+"""Columns profiled per Spark job (:func:`dp_profiles`)."""
+
+
+def profile_sigma(rho: float, columns: int, fractional: int) -> float:
+    """The noise scale of a DP profile of ``columns`` columns, ``fractional`` of them on the real scale, at
+    ``rho``: one record adds one to one cell of each column and, on a real column, possibly one to its count of
+    values that are not whole numbers, so the L2 sensitivity is sqrt(columns + fractional), and the Gaussian
+    mechanism with sigma = sqrt((columns + fractional) / (2 rho)) is rho-zCDP (Bun and Steinke 2016,
+    Proposition 1.6)."""
+    return math.sqrt((columns + fractional) / (2.0 * rho))
+
+
+def dp_profiles(
+    df: DataFrame,
+    types: Mapping[str, ColumnType],
+    columns: tuple[str, ...],
+    n_bins: int,
+    rho: float,
+    protected_n: int,
+    noise: NoiseSource,
+    *,
+    epsilon: float | None = None,
+) -> dict[str, ColumnProfile]:
+    """The DP profile of each numeric column without public bins: code or measurement, and a measurement's bins.
+
+    Args:
+        df: the records (after the row filter, record limit and privacy-unit merge), in :func:`numeric_view`.
+        types: the column types (:func:`column_types`).
+        columns: the columns to profile (binned scales, no public bins, not declared categorical).
+        n_bins: the number of quantile bins of a measurement (``DataConfig.dp_bins``), >= 2.
+        rho: the zCDP budget of the whole profile (the share ``column_profile``), > 0; ignored with ``epsilon``.
+        protected_n: n', the protected number of records (already drawn).
+        noise: the release's noise source.
+        epsilon: for a mechanism accounted in pure DP (the class-conditional one): the profile's epsilon, > 0;
+            the noise is then discrete Laplace of scale (columns + real columns) / epsilon (the L1 sensitivity),
+            epsilon-DP [DMNS06].
+
+    Returns:
+        column -> :class:`ColumnProfile`. A *code*: the points (whole numbers in [-9999, 9999], two-digit numbers
+        beyond, and on the real scale the two-digit decimals) whose noisy counts stand out of the noise hold at
+        least 1 - 1/(2 n_bins) of the column's non-empty records; the mechanism then treats it as a category.
+        A *measurement*: its bins (:class:`BinSpec`) with ``lower``/``upper`` the DP range (the lowest and highest
+        cells that stand out of the noise, spikes left aside), edges at the 1/n_bins .. (n_bins - 1)/n_bins
+        quantiles of the noisy cell counts inside that range, ``points`` the exact values holding at least
+        1/(2 n_bins) of the records, and ``integral`` when the noisy count of values that are not whole numbers
+        is within the noise (a real column of whole numbers). Dates and timestamps are always measurements.
+
+    Privacy:
+        One Spark job per 8 columns: per column, the counts of its values' cells on a public grid (:func:`~spark_dpsynth.data.types.profile_points`: a
+        point cell per grid point, an open cell between two points, one cell for empty values), and on the real
+        scale the count of values that are not whole numbers; at most 2 x len(points) + 2 keys per column reach
+        the driver. Every possible cell of every column gets discrete Gaussian noise, the cells without records
+        included, with sigma = :func:`profile_sigma`: rho-zCDP for the whole profile (docs/design.md section 2.8).
+        Everything after the noise (the threshold, the shares, the range, the quantiles) is post-processing.
+        Nothing true is logged or returned.
+    """
+    if not columns:
+        return {}
+    grids = {s: profile_grid(s) for s in {types[c].scale for c in columns}}
+    fractional = [c for c in columns if types[c].scale == "real"]
+    laplace = epsilon is not None
+    if laplace:
+        b = (len(columns) + len(fractional)) / float(epsilon)
+        sigma = b * math.sqrt(2.0)  # the std of the Laplace noise, for the thresholds below
+
+        def draw(size: int) -> np.ndarray:
+            return noise.discrete_laplace(b, size)
+    else:
+        sigma = profile_sigma(rho, len(columns), len(fractional))
+
+        def draw(size: int) -> np.ndarray:
+            return noise.discrete_gaussian(sigma, size)
+
+    by_column: dict[int, list[tuple[float, bool, bool, int]]] = {}
+    # Columns in passes of PROFILE_PASS_COLUMNS: the cell key is a large expression, and 54 of them in one plan
+    # (LFS without its codebook) ran the driver out of memory generating its code.
+    for start in range(0, len(columns), PROFILE_PASS_COLUMNS):
+        batch = list(enumerate(columns))[start : start + PROFILE_PASS_COLUMNS]
+        numbers = df.select(*[F.col(f"`{c}`").cast("double").alias(f"x{j}") for j, c in batch])
+        keys = []
+        for j, c in batch:
+            x = F.col(f"x{j}")
+            lower, exact = cell_key(x, types[c].scale)
+            frac = (
+                (x != F.floor(x)) & ~F.isnan(x) & (F.abs(x) != F.lit(math.inf))
+                if c in fractional
+                else F.lit(False)
+            )
+            keys.append(
+                F.struct(
+                    F.lit(j).alias("j"),
+                    lower.alias("lower"),
+                    F.coalesce(exact, F.lit(False)).alias("exact"),
+                    F.coalesce(frac, F.lit(False)).alias("frac"),
+                )
+            )
+        exploded = numbers.select(F.explode(F.array(*keys)).alias("k")).select("k.*")
+        # At most 2 x (2 len(points) + 2) keys per column: release-sized (the grid is public).
+        for r in exploded.groupBy("j", "lower", "exact", "frac").count().collect():
+            lower = float("nan") if r["lower"] is None else float(r["lower"])
+            by_column.setdefault(int(r["j"]), []).append(
+                (lower, bool(r["exact"]), bool(r["frac"]), int(r["count"]))
+            )
+    out = {}
+    for j, c in enumerate(columns):
+        scale = types[c].scale
+        grid = grids[scale]
+        hist = np.zeros(grid.size, dtype=np.int64)
+        frac_count = 0
+        entries = by_column.get(j, [])
+        if entries:
+            lows = np.array([e[0] for e in entries])
+            exacts = np.array([e[1] for e in entries])
+            cells = cells_of(grid, lows, exacts)
+            counts = np.array([e[3] for e in entries], dtype=np.int64)
+            np.add.at(hist, cells, counts)
+            frac_count = int(sum(e[3] for e in entries if e[2]))
+        noisy = np.zeros(grid.size, dtype=np.float64)
+        possible = grid.possible.copy()
+        possible[grid.null_cell] = True
+        noisy[possible] = hist[possible] + draw(int(possible.sum()))
+        noisy_frac = float(frac_count + draw(1)[0]) if c in fractional else 0.0
+        del hist, frac_count, entries
+        out[c] = profile_from_noisy(c, scale, grid, noisy, noisy_frac, sigma, n_bins, protected_n, laplace)
+    return out

@@ -1,0 +1,83 @@
+"""What the workload mechanism's two selections (:mod:`._aim`, :mod:`._mst`) share: the candidate cliques, the
+true tables of candidates, and the measurement of a clique with its bookkeeping (docs/design.md section 4.7).
+
+A measurement is a clique's full table plus discrete Gaussian noise on every cell (Canonne, Kamath, Steinke 2020):
+a table has L2 sensitivity 1 (every record adds 1 to exactly one cell), so noise of std sigma costs
+rho = 1/(2 sigma^2) in zCDP, booked in the accountant with the measurement (:func:`record`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from spark_dpsynth.mechanisms._cliques import CliqueCounter
+from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.noise import NoiseSource
+from spark_dpsynth.release.core import MeasuredMarginal
+
+__all__ = ["State", "TrueTables", "all_cliques", "measure", "record"]
+
+
+def all_cliques(d: int, r: int) -> Iterable[tuple[int, ...]]:
+    """Every clique (column subset, ascending) of 1 to ``r`` of ``d`` columns, by size then in lexicographic order."""
+    for k in range(1, r + 1):
+        yield from itertools.combinations(range(d), k)
+
+
+@dataclass
+class State:
+    """What the selection has released so far (all DP): measurements, rounds, the estimate."""
+
+    measurements: list[MeasuredMarginal] = field(default_factory=list)
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+
+class TrueTables:
+    """True clique tables of candidates (private, never written): cached on the driver up to a cell budget,
+    the rest recounted per request in bounded Spark passes."""
+
+    def __init__(self, counter: CliqueCounter, max_cached_cells: int, max_cells_per_pass: int) -> None:
+        self._counter = counter
+        self._cache: dict[tuple[int, ...], np.ndarray] = {}
+        self._cached = 0
+        self._budget = max_cached_cells
+        self._per_pass = max_cells_per_pass
+
+    def get(self, cliques: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
+        missing = [c for c in dict.fromkeys(cliques) if c not in self._cache]
+        out = {c: self._cache[c] for c in cliques if c in self._cache}
+        if missing:
+            for c, t in zip(missing, self._counter.tables(missing, self._per_pass), strict=True):
+                out[c] = t
+                if self._cached + t.size <= self._budget:
+                    self._cache[c] = t
+                    self._cached += t.size
+        return out
+
+
+def measure(table: np.ndarray, clique: tuple[int, ...], sigma: float, noise: NoiseSource) -> MeasuredMarginal:
+    """The table plus independent discrete Gaussian noise N_Z(0, sigma^2) on every cell (zero cells included)."""
+    noisy = table.astype(np.int64).ravel() + noise.discrete_gaussian(sigma, table.size)
+    return MeasuredMarginal(columns=clique, values=noisy.reshape(table.shape).astype(np.float64), std=sigma)
+
+
+def record(
+    state: State,
+    acct: Accountant,
+    m: MeasuredMarginal,
+    names: Sequence[str],
+    round_no: int,
+    label: str,
+) -> None:
+    rho = 1.0 / (2.0 * m.std * m.std)
+    acct.spend_rho(label, rho, "discrete Gaussian (full clique table, L2 sensitivity 1)")
+    state.measurements.append(m)
+    state.entries.append(
+        {"columns": [names[c] for c in m.columns], "std": m.std, "rho": rho, "round": round_no}
+    )
