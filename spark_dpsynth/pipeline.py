@@ -51,6 +51,7 @@ from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, Relea
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from spark_dpsynth._progress import Progress
     from spark_dpsynth.release.core import Release
 
 log = logging.getLogger("spark_dpsynth.pipeline")
@@ -372,7 +373,9 @@ def check_synthetic_columns(release, synthetic) -> None:  # noqa: ANN001
         )
 
 
-def fit_release(df: DataFrame, config: JobConfig, spark: SparkSession) -> registry.Fitted:
+def fit_release(
+    df: DataFrame, config: JobConfig, spark: SparkSession, *, progress: Progress | None = None
+) -> registry.Fitted:
     """The DP release of ``df`` (its rows after ``row_filter``) by the configured mechanism, or by the default's
     choice between the marginals and the workload (docs/design.md section 4.7): the one step that reads the
     sensitive rows for the release and spends the budget. The checks on the schema (:func:`check_schema`) run
@@ -395,7 +398,9 @@ def fit_release(df: DataFrame, config: JobConfig, spark: SparkSession) -> regist
             ragged_rows=config.ragged_rows,
         )
 
-    context = registry.MechanismContext(spark=spark, read_public=read_public if spec.needs_public else None)
+    context = registry.MechanismContext(
+        spark=spark, read_public=read_public if spec.needs_public else None, progress=progress
+    )
     if config.chooses_mechanism():
         from spark_dpsynth.mechanisms.choice import fit_auto
 
@@ -428,6 +433,7 @@ def synthesize(
     *,
     release_dir: str | None = None,
     partitions: int | None = None,
+    progress: Progress | None = None,
 ) -> DataFrame:
     """The synthetic table of ``release`` (post-processing: no privacy cost), in the input's column types.
 
@@ -438,6 +444,7 @@ def synthesize(
         release_dir: the saved release's directory (passed on to the synthesizer; the built-in ones read the
             release alone).
         partitions: the partitions that sample (default :func:`synthesis_plan` of the release, adapted).
+        progress: receives one short message per stage (e.g. ``print``).
 
     Returns:
         A DataFrame with the release's columns, each in the input's type (docs/design.md section 2.8); a
@@ -450,7 +457,11 @@ def synthesize(
         partitions = synthesis_plan(spark, config, release, adapt=True)
     params = dataclasses.replace(config.synthesize, partitions=partitions)
     synthetic = spec.load_sample()(
-        release, params, spark, release_dir=local_path(release_dir) if release_dir else None
+        release,
+        params,
+        spark,
+        release_dir=local_path(release_dir) if release_dir else None,
+        progress=progress,
     )
     if config.join_multi_value and release.manifest.get("multi_value_columns"):
         from spark_dpsynth.data.prepare import join_multi_value
@@ -489,6 +500,7 @@ def evaluate_tables(
     config: JobConfig,
     *,
     unfiltered: Callable[[], DataFrame] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """The evaluation of a synthetic table against the sensitive one (NOT private: it reads the sensitive rows).
 
@@ -498,6 +510,7 @@ def evaluate_tables(
         release: the release it was sampled from.
         config: ``[data]`` (the columns) and ``[evaluate]``.
         unfiltered: the input without ``row_filter``, for the held-out rows of ``holdout_filter``.
+        progress: receives one short message per metric (e.g. ``print``).
 
     Returns:
         The metrics (:func:`spark_dpsynth.evaluation.metrics.evaluate`; keys in docs/design.md section 5).
@@ -575,6 +588,7 @@ def evaluate_tables(
         row_sampling=row_sampling,
         bins={c: spec.edges for c, spec in data.bins.items()},
         floor_sensitive=floor_sensitive,
+        progress=progress,
     )
     if not release.marginals:
         metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
@@ -758,13 +772,14 @@ class DPRelease:
         """The release's manifest (:class:`~spark_dpsynth.release.manifest.Manifest`)."""
         return self.release.manifest
 
-    def sample(self, **options: Any) -> DataFrame:
+    def sample(self, *, progress: Progress | None = None, **options: Any) -> DataFrame:
         """A synthetic table (post-processing: no privacy cost), with the input's columns and types.
 
         Args:
             options: ``[synthesize]`` options over the release's configuration, by the command line's names
                 (``target_number_of_records=1000``, ``seed=7`` for a reproducible, NOT private test sample,
                 ``synthesizer="independent"`` for another synthesizer of the release).
+            progress: receives one short message per stage (e.g. ``print``).
 
         Raises:
             InvalidParameterError: more records than one run writes; an unknown option names it.
@@ -772,7 +787,7 @@ class DPRelease:
         config = self.config
         if options:
             config = job_config(_document(config), **options)
-        return synthesize(self.release, config, self.spark, release_dir=self.directory)
+        return synthesize(self.release, config, self.spark, release_dir=self.directory, progress=progress)
 
     def save(self, path: str, *, overwrite: bool = False) -> str:
         """Write the release to the directory ``path`` (its model included, and SDS's aggregates files with
@@ -796,6 +811,7 @@ def fit(
     epsilon: float | None = None,
     *,
     config: JobConfig | str | dict[str, Any] | None = None,
+    progress: Progress | None = None,
     **options: Any,
 ) -> DPRelease:
     """The DP release of a DataFrame: the default pipeline's first step, as ``spark-dpsynth aggregate`` runs it.
@@ -804,6 +820,7 @@ def fit(
         df: the sensitive table (any Spark DataFrame, classic or Spark Connect); ``row_filter`` applies.
         epsilon: the privacy budget (``--epsilon``; also settable in ``config``).
         config: a TOML file, a TOML document (dict) or a :class:`~spark_dpsynth.config.JobConfig`.
+        progress: receives one short message per stage (e.g. ``print``; never a true count).
         options: the command line's options by name (:func:`job_config`), e.g. ``delta=1e-6``,
             ``reporting_length=3``, ``synthesizer="pgm"``, ``label="income"``.
 
@@ -827,7 +844,7 @@ def fit(
     if conf.row_filter:
         df = df.where(conf.row_filter)
     check_schema(conf, df, "pipeline")
-    fitted = fit_release(df, conf, spark)
+    fitted = fit_release(df, conf, spark, progress=progress)
     return DPRelease(fitted.release, conf, spark)
 
 
@@ -865,6 +882,8 @@ def evaluate(
     df: DataFrame,
     synthetic: DataFrame,
     release: DPRelease,
+    *,
+    progress: Progress | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Utility figures of ``synthetic`` against the sensitive ``df`` (NOT private: they read ``df``; keep them
@@ -874,6 +893,7 @@ def evaluate(
         df: the sensitive table as given to :func:`fit` (``row_filter`` applies).
         synthetic: :meth:`DPRelease.sample`'s table.
         release: the release it was sampled from.
+        progress: receives one short message per metric (e.g. ``print``).
         options: ``[evaluate]`` options by the command line's names (``label="income"``, ``max_rows=...``).
 
     Returns:
@@ -886,4 +906,6 @@ def evaluate(
     if options:
         config = job_config(_document(config), **options)
     filtered = df.where(config.row_filter) if config.row_filter else df
-    return evaluate_tables(filtered, synthetic, release.release, config, unfiltered=lambda: df)
+    return evaluate_tables(
+        filtered, synthetic, release.release, config, unfiltered=lambda: df, progress=progress
+    )

@@ -58,7 +58,17 @@ def test_fit_checks_every_parameter_before_reading_any_row(adult, monkeypatch) -
     [("pgm", {}), ("model", {"reporting_length": 2}), ("class_conditional", {"label": "income"})],
 )
 def test_every_method_by_name_samples_the_inputs_types(adult, tmp_path, synthesizer, options) -> None:  # noqa: ANN001
-    release = dps.fit(adult, epsilon=2.0, synthesizer=synthesizer, seed=3, empty_values=["?"], **options)
+    messages: list[str] = []
+    release = dps.fit(
+        adult,
+        epsilon=2.0,
+        synthesizer=synthesizer,
+        seed=3,
+        empty_values=["?"],
+        progress=messages.append,
+        **options,
+    )
+    assert messages  # a notebook sees the stages of a long fit
     synthetic = release.sample(target_number_of_records=500)
     assert synthetic.schema == adult.schema
     assert synthetic.count() == 500
