@@ -330,6 +330,8 @@ class ProfileGrid:
 
 
 def profile_grid(scale: str) -> ProfileGrid:
+    """The :class:`ProfileGrid` of a scale (``integer``, ``real``, ``date`` or ``timestamp``): its points
+    (:func:`profile_points`), which cells can hold a value, and their sizes; public, independent of any data."""
     points = profile_points(scale)
     possible = np.ones(2 * len(points) + 2, dtype=bool)
     if scale in ("integer", "date"):

@@ -21,7 +21,17 @@ __all__ = ["distinct_values", "draw_protected_n", "noisy_threshold", "public_dom
 
 
 def draw_protected_n(true_n: int, params: AggregationParams, noise: NoiseSource) -> int:
-    """n' = max(1, n + L), L ~ discrete Laplace(1 / epsilon_N) (docs/design.md section 2.4)."""
+    """n' = max(1, n + L), L ~ discrete Laplace(1 / epsilon_N) (docs/design.md section 2.4).
+
+    Args:
+        true_n: the true number of records (private: used only here, never logged).
+        params: the budget; epsilon_N = ``number_of_records_epsilon_proportion`` x ``epsilon``.
+        noise: the release's noise source (one draw).
+
+    Returns:
+        n', the protected number of records, >= 1. Drawn once per release: the default method's choice draws it
+        and hands it to the mechanism it runs (``protected_n``), which books it and does not draw it again.
+    """
     scale_n = 1.0 / (params.number_of_records_epsilon_proportion * params.epsilon)
     return max(1, true_n + int(noise.discrete_laplace(scale_n, 1)[0]))
 

@@ -49,6 +49,8 @@ def release_key(seed: int | None) -> int:
 
 
 def versions() -> dict[str, str]:
+    """The manifest's ``versions``: Python's and those of this package, pyspark, opendp, numpy and scipy
+    (``"unknown"`` when not installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}

@@ -50,6 +50,8 @@ class TrueTables:
         self._per_pass = max_cells_per_pass
 
     def get(self, cliques: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
+        """The true table of every clique of ``cliques`` (int64, one axis per column of the clique), from the cache
+        or counted in passes of at most ``max_cells_per_pass`` cells; private: never logged or written."""
         missing = [c for c in dict.fromkeys(cliques) if c not in self._cache]
         out = {c: self._cache[c] for c in cliques if c in self._cache}
         if missing:
@@ -62,7 +64,17 @@ class TrueTables:
 
 
 def measure(table: np.ndarray, clique: tuple[int, ...], sigma: float, noise: NoiseSource) -> MeasuredMarginal:
-    """The table plus independent discrete Gaussian noise N_Z(0, sigma^2) on every cell (zero cells included)."""
+    """The table plus independent discrete Gaussian noise N_Z(0, sigma^2) on every cell (zero cells included).
+
+    Args:
+        table: the clique's true table, int64, one axis per column of ``clique``.
+        clique: its columns (ascending indices).
+        sigma: the noise std, in records.
+        noise: the noise source.
+
+    Returns:
+        The :class:`~spark_dpsynth.release.core.MeasuredMarginal` (float64 noisy cells, ``std`` sigma).
+    """
     noisy = table.astype(np.int64).ravel() + noise.discrete_gaussian(sigma, table.size)
     return MeasuredMarginal(columns=clique, values=noisy.reshape(table.shape).astype(np.float64), std=sigma)
 
@@ -75,6 +87,9 @@ def record(
     round_no: int,
     label: str,
 ) -> None:
+    """Book a measurement: its rho = 1/(2 std^2) spent in ``acct`` under ``label`` (zCDP of the discrete Gaussian
+    mechanism at L2 sensitivity 1; Canonne, Kamath, Steinke 2020, Theorem 14), the table added to ``state``, and its
+    manifest entry ``{"columns", "std", "rho", "round"}`` (column names from ``names``, round ``round_no``)."""
     rho = 1.0 / (2.0 * m.std * m.std)
     acct.spend_rho(label, rho, "discrete Gaussian (full clique table, L2 sensitivity 1)")
     state.measurements.append(m)

@@ -53,7 +53,7 @@ DIRECT_SUM_PAIRS = 1 << 24
 
 @dataclass(frozen=True)
 class KeyLayout:
-    """How the patterns' grouping key holds the columns with a small public domain (docs/design.md 2.2).
+    """How the patterns' grouping key holds the columns with a small public domain (docs/design.md section 2.2).
 
     Column j of ``fields`` is code 0 (empty) or i + 1 (its public value i), in ``bits`` bits at ``shift`` of the
     int64 key word ``word``. :func:`~spark_dpsynth.data.prepare.prepare` leaves no other value in such a column
@@ -66,6 +66,8 @@ class KeyLayout:
 
     @classmethod
     def plan(cls, d: int, public: Mapping[int, tuple[str, ...]]) -> KeyLayout:
+        """The layout of ``d`` columns: the columns of ``public`` (index -> public domain) with 1 to
+        :data:`PACKED_DOMAIN_MAX` values, in column order, as many per 62-bit word as fit."""
         fields: dict[int, tuple[int, int, int, tuple[str, ...]]] = {}
         word, used = 0, 0
         for j in range(d):
@@ -164,6 +166,8 @@ class SparkBackend:
         self._unbounded: tuple[CandidateIndex, np.ndarray, np.ndarray] | None = None
 
     def dictionary(self) -> list[tuple[str, ...]]:
+        """Per column, its sorted distinct values (private: the k = 1 candidates, never written); also encodes
+        the patterns to integer codes for the passes that follow."""
         from pyspark.sql import functions as F
 
         d = len(self._columns)
@@ -246,6 +250,8 @@ class SparkBackend:
         return keys, counts
 
     def histogram(self, index: CandidateIndex) -> np.ndarray:
+        """int64 (len(index.subsets) + 1,): the number of records with w candidate tuples, w = 0.. (for the DP
+        percentile of Delta_k, docs/design.md section 2.2); keeps the unbounded counts of the same pass."""
         size = len(index.subsets) + 1
         m = len(index.keys)
 
@@ -272,6 +278,8 @@ class SparkBackend:
     def counts(
         self, index: CandidateIndex, sensitivity: int, key: int, value_hash: tuple[np.ndarray, ...]
     ) -> np.ndarray:
+        """int64 (len(index.keys),): every candidate's count with each record bounded to ``sensitivity`` tuples
+        (keyed by ``key``, :func:`~spark_dpsynth.mechanisms._counting.bounded_counts`); true counts."""
         cached, self._unbounded = self._unbounded, None
         if cached is not None and cached[0] is index and not cached[1][sensitivity + 1 :].any():
             # No record has more than Delta_k candidate tuples: bounding keeps every tuple.
@@ -324,6 +332,7 @@ class SparkBackend:
         return counter
 
     def release_cache(self) -> None:
+        """Drop the cached patterns (string and encoded)."""
         self._unbounded = None
         if self._encoded is not None:
             self._encoded.unpersist()
