@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -339,14 +340,18 @@ def noise_uses(path: Path, module: str | None = None) -> list[str]:
     return found
 
 
-def test_only_mechanisms_and_privacy_draw_noise() -> None:
-    bad = [
+def outside(allowed: frozenset[str], uses: Callable[[Path], list[str]]) -> list[str]:
+    """Every use (``uses`` of a file) in a package module whose layer is not in ``allowed``."""
+    return [
         f"{module_name(p)} {use}"
         for p in sorted(PACKAGE.rglob("*.py"))
-        if layer_of(module_name(p)) not in DRAWING_LAYERS
-        for use in noise_uses(p)
+        if layer_of(module_name(p)) not in allowed
+        for use in uses(p)
     ]
-    assert bad == []
+
+
+def test_only_mechanisms_and_privacy_draw_noise() -> None:
+    assert outside(DRAWING_LAYERS, noise_uses) == []
 
 
 @pytest.mark.parametrize(
@@ -388,13 +393,7 @@ def reader_uses(path: Path) -> list[str]:
 
 
 def test_only_a_few_packages_call_the_reader() -> None:
-    bad = [
-        f"{module_name(p)} {use}"
-        for p in sorted(PACKAGE.rglob("*.py"))
-        if layer_of(module_name(p)) not in READER_LAYERS
-        for use in reader_uses(p)
-    ]
-    assert bad == []
+    assert outside(READER_LAYERS, reader_uses) == []
 
 
 @pytest.mark.parametrize(
