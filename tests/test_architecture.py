@@ -124,8 +124,9 @@ LAYERS: dict[str, frozenset[str]] = {
         "data": ("errors", "_validate", "params"),
         # privacy.accounting books its shares in release.manifest's Budget; release.integrity re-checks a
         # release's budget with privacy.accounting: the two packages may import each other (no module cycle).
-        "privacy": ("errors", "_validate", "params", "data", "release"),
-        "release": ("errors", "_validate", "params", "data", "privacy"),
+        # release holds the estimator's Measurement, the one measurement type (docs/design.md section 4.8).
+        "privacy": ("errors", "_validate", "params", "estimation", "data", "release"),
+        "release": ("errors", "_validate", "params", "estimation", "data", "privacy"),
         "synthesizers": (
             "errors",
             "_progress",

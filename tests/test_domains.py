@@ -98,7 +98,7 @@ def test_workload_spends_no_discovery_budget_on_public_domains(spark) -> None:
     assert disc["sensitivity"] == 2  # Delta_1 counts only the discovered columns
     assert m["data"]["domains"] == {"a": ["x", "y", "z", "w"]}
     assert release.domains[0] == ("x", "y", "z", "w")
-    one_way = next(x for x in release.measurements if x.columns == (0,))
+    one_way = next(x for x in release.measurements if x.clique == ("a",))
     # the whole public domain plus the empty cell; absent values are zero cells; "v" and null are empty
     assert one_way.values.tolist() == [90.0, 60.0, 0.0, 0.0, 50.0]
     assert '"v"' not in json.dumps(m.to_json())

@@ -8,10 +8,17 @@ import pytest
 
 from spark_dpsynth import registry
 from spark_dpsynth.errors import InvalidParameterError, ReleaseError
+from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.params import SynthesisParams
-from spark_dpsynth.release import MeasuredMarginal, Release
+from spark_dpsynth.release import Release
 from spark_dpsynth.release.core import one_way_means
 from spark_dpsynth.synthesizers import pgm
+
+
+def measurement_of(columns, values, std, mask=None) -> Measurement:  # noqa: ANN001
+    """A measurement over the columns A, B, C by index."""
+    return Measurement(tuple("ABC"[c] for c in columns), values, std, mask)
+
 
 # The true joint of (A, B) over the measurement domain: A in {a, b, empty}, B in {x, y, z, empty}; C in {u, empty}
 # is independent of both. Rows: A; columns: B.
@@ -47,9 +54,9 @@ def measured_release(*, measured: bool = True) -> Release:
     }
     base = Release.from_pandas(aggregates, manifest)
     measurements = (
-        MeasuredMarginal(columns=(0, 1), values=JOINT_AB + 0.5, std=1.0),  # small "noise": a constant offset
-        MeasuredMarginal(columns=(2,), values=C_SHARES * n, std=2.0),
-        MeasuredMarginal(columns=(0,), values=JOINT_AB.sum(axis=1), std=2.0),
+        measurement_of(columns=(0, 1), values=JOINT_AB + 0.5, std=1.0),  # small "noise": a constant offset
+        measurement_of(columns=(2,), values=C_SHARES * n, std=2.0),
+        measurement_of(columns=(0,), values=JOINT_AB.sum(axis=1), std=2.0),
     )
     return Release(
         base.columns,
@@ -135,7 +142,7 @@ def test_a_column_measured_without_empties_gets_none(spark) -> None:  # noqa: AN
     still the measured one (conditioning on C, independent of A and B, leaves it unchanged)."""
     base = measured_release()
     n = JOINT_AB.sum()
-    c_tables = (MeasuredMarginal(columns=(2,), values=np.array([n - 1.5, 1.5]), std=2.0),)
+    c_tables = (measurement_of(columns=(2,), values=np.array([n - 1.5, 1.5]), std=2.0),)
     release = Release(
         base.columns,
         base.domains,
@@ -160,8 +167,8 @@ def test_bins_measured_empty_are_not_drawn() -> None:
     base = measured_release()
     manifest = {**dict(base.manifest), "column_types": {"C": {"scale": "integer", "bins": {"edges": [1.0]}}}}
     n = JOINT_AB.sum()
-    c_table = MeasuredMarginal(columns=(2,), values=np.array([n - 1.0, 1.0]), std=2.0)
-    a_table = MeasuredMarginal(columns=(0,), values=np.array([n - 101.0, 1.0, 100.0]), std=2.0)
+    c_table = measurement_of(columns=(2,), values=np.array([n - 1.0, 1.0]), std=2.0)
+    a_table = measurement_of(columns=(0,), values=np.array([n - 101.0, 1.0, 100.0]), std=2.0)
     release = Release(
         base.columns,
         base.domains,
@@ -179,10 +186,10 @@ def test_partial_one_way_tables_count_only_on_their_cells() -> None:
     inverse-variance means on its cells only; an empty category no full table measures is never judged absent."""
     base = measured_release()
     n = JOINT_AB.sum()
-    a_part = MeasuredMarginal(
+    a_part = measurement_of(
         columns=(0,), values=np.array([500.0, 400.0, 0.0]), std=1.0, mask=np.array([True, True, False])
     )
-    c_part = MeasuredMarginal(columns=(2,), values=np.array([n, 0.0]), std=1.0, mask=np.array([True, False]))
+    c_part = measurement_of(columns=(2,), values=np.array([n, 0.0]), std=1.0, mask=np.array([True, False]))
     release = Release(
         base.columns,
         base.domains,
@@ -190,7 +197,7 @@ def test_partial_one_way_tables_count_only_on_their_cells() -> None:
         base.manifest,
         measurements=(base.measurements[0], base.measurements[2], a_part, c_part),
     )
-    means = one_way_means(release.measurements)
+    means = one_way_means(release.measurements, release.columns)
     a_mean, a_std = means[0]
     full = JOINT_AB.sum(axis=1)  # A's full table, std 2: weight 1/4 beside the partial's 1
     np.testing.assert_allclose(a_mean[:2], (full[:2] / 4 + np.array([500.0, 400.0])) / 1.25)
@@ -256,7 +263,7 @@ def test_a_significant_empty_count_keeps_the_empty_category() -> None:
     its empty category is kept (not conditioned away); A's empty count 10 (std 5) does not stand out."""
     base = measured_release()
     n = JOINT_AB.sum()
-    c_table = MeasuredMarginal(columns=(2,), values=np.array([n - 1.5, 1.5]), std=2.0)
+    c_table = measurement_of(columns=(2,), values=np.array([n - 1.5, 1.5]), std=2.0)
     plain = Release(
         base.columns, base.domains, base.marginals, base.manifest,
         measurements=(base.measurements[0], c_table, base.measurements[2]),

@@ -8,8 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spark_dpsynth.errors import ReleaseError
-from spark_dpsynth.release import MeasuredMarginal, Release
+from spark_dpsynth.errors import InvalidParameterError, ReleaseError
+from spark_dpsynth.estimation.domain import Measurement
+from spark_dpsynth.release import Release
+
+
+def measurement_of(columns, values, std, mask=None) -> Measurement:  # noqa: ANN001
+    """A measurement over the columns A, B, C (and D, not a column of the releases here) by index."""
+    return Measurement(tuple("ABCD"[c] for c in columns), values, std, mask)
 
 
 def measured_release(*, listed: bool = True) -> Release:
@@ -23,9 +29,9 @@ def measured_release(*, listed: bool = True) -> Release:
     )
     rng = np.random.default_rng(0)
     measurements = (
-        MeasuredMarginal(columns=(0,), values=np.array([60.5, 29.0, 10.25]), std=2.5),
-        MeasuredMarginal(columns=(0, 2), values=rng.normal(10, 5, size=(3, 2)), std=3.0),
-        MeasuredMarginal(columns=(0, 1, 2), values=rng.normal(5, 5, size=(3, 3, 2)), std=4.0),
+        measurement_of(columns=(0,), values=np.array([60.5, 29.0, 10.25]), std=2.5),
+        measurement_of(columns=(0, 2), values=rng.normal(10, 5, size=(3, 2)), std=3.0),
+        measurement_of(columns=(0, 1, 2), values=rng.normal(5, 5, size=(3, 3, 2)), std=4.0),
     )
     manifest = {
         "columns": ["A", "B", "C"],
@@ -55,31 +61,32 @@ def test_a_release_without_measurements_is_unchanged() -> None:
 
 
 @pytest.mark.parametrize(
-    ("columns", "values", "std", "match"),
+    ("clique", "values", "std", "match"),
     [
-        ((1, 0), np.zeros((3, 3)), 1.0, "strictly ascending"),
-        ((), np.zeros(()), 1.0, "strictly ascending"),
-        ((0,), np.zeros((3, 3)), 1.0, "must have 1 axes"),
-        ((0,), np.array([1.0, np.nan, 0.0]), 1.0, "non-finite"),
-        ((0,), np.zeros(3), 0.0, "std must be > 0"),
-        ((0,), np.zeros(3), float("inf"), "std must be > 0"),
+        (("A", "A"), np.zeros((3, 3)), 1.0, "non-empty and distinct"),
+        ((), np.zeros(()), 1.0, "non-empty and distinct"),
+        (("A",), np.zeros((3, 3)), 1.0, "must have 1 axes"),
+        (("A",), np.array([1.0, np.nan, 0.0]), 1.0, "non-finite"),
+        (("A",), np.zeros(3), 0.0, "std must be > 0"),
+        (("A",), np.zeros(3), float("inf"), "std must be > 0"),
     ],
 )
-def test_measured_marginals_are_validated(columns, values, std, match) -> None:  # noqa: ANN001
-    with pytest.raises(ReleaseError, match=match):
-        MeasuredMarginal(columns=columns, values=values, std=std)
+def test_measured_marginals_are_validated(clique, values, std, match) -> None:  # noqa: ANN001
+    with pytest.raises(InvalidParameterError, match=match):
+        Measurement(clique, values, std)
 
 
 def test_the_release_checks_the_measurement_domain() -> None:
     release = measured_release()
-    wrong = MeasuredMarginal(columns=(1,), values=np.zeros(2), std=1.0)  # B has 2 values + empty = 3 cells
+    wrong = measurement_of(columns=(1,), values=np.zeros(2), std=1.0)  # B has 2 values + empty = 3 cells
     with pytest.raises(ReleaseError, match="measurement domain is \\(3,\\)"):
         Release(release.columns, release.domains, release.marginals, release.manifest, measurements=(wrong,))
-    outside = MeasuredMarginal(columns=(3,), values=np.zeros(2), std=1.0)
-    with pytest.raises(ReleaseError, match="column index 3"):
-        Release(
-            release.columns, release.domains, release.marginals, release.manifest, measurements=(outside,)
-        )
+    for clique in [("D",), ("C", "A")]:  # not a column of the release; not in its column order
+        outside = Measurement(clique, np.zeros((2,) * len(clique)), 1.0)
+        with pytest.raises(ReleaseError, match="in its column order"):
+            Release(
+                release.columns, release.domains, release.marginals, release.manifest, measurements=(outside,)
+            )
 
 
 @pytest.mark.parametrize("listed", [True, False])
@@ -146,7 +153,7 @@ def test_a_measurement_domain_in_bin_order_survives_save_and_load(spark, tmp_pat
         manifest,
     )
     assert loaded.domains[0] == ("<1", ">=5", "[1, 5)")  # sorted by from_pandas
-    measured = (MeasuredMarginal(columns=(0,), values=np.array([30.0, 60.0, 10.0, 0.0]), std=1.0),)
+    measured = (measurement_of(columns=(0,), values=np.array([30.0, 60.0, 10.0, 0.0]), std=1.0),)
     from spark_dpsynth.release.core import _in_measurement_order
 
     release = _in_measurement_order(loaded, {"A": list(order), "B": ["x"]})
@@ -170,7 +177,7 @@ def test_a_measurement_domain_in_bin_order_survives_save_and_load(spark, tmp_pat
 def partial_release() -> Release:
     """measured_release plus a partial 1-way table of B: its two values measured, its empty category not."""
     base = measured_release()
-    part = MeasuredMarginal(
+    part = measurement_of(
         columns=(1,), values=np.array([50.5, 39.0, 7.0]), std=1.5, mask=np.array([True, True, False])
     )
     doc = base.manifest.to_json()
@@ -184,11 +191,11 @@ def partial_release() -> Release:
 def test_a_partial_measurement_holds_zero_on_its_unmeasured_cells() -> None:
     part = partial_release().measurements[0]
     assert part.partial and part.values.tolist() == [50.5, 39.0, 0.0]
-    with pytest.raises(ReleaseError, match="mask"):
-        MeasuredMarginal(columns=(0,), values=np.zeros(3), std=1.0, mask=np.zeros(3, dtype=bool))
-    with pytest.raises(ReleaseError, match="mask"):
-        MeasuredMarginal(columns=(0,), values=np.zeros(3), std=1.0, mask=np.ones(2, dtype=bool))
-    full = MeasuredMarginal(columns=(0,), values=np.zeros(3), std=1.0, mask=np.ones(3, dtype=bool))
+    with pytest.raises(InvalidParameterError, match="masks every cell"):
+        measurement_of(columns=(0,), values=np.zeros(3), std=1.0, mask=np.zeros(3, dtype=bool))
+    with pytest.raises(InvalidParameterError, match="mask"):
+        measurement_of(columns=(0,), values=np.zeros(3), std=1.0, mask=np.ones(2, dtype=bool))
+    full = measurement_of(columns=(0,), values=np.zeros(3), std=1.0, mask=np.ones(3, dtype=bool))
     assert full.mask is None and not full.partial
 
 

@@ -117,10 +117,14 @@ def test_budget_adds_up_and_no_true_count_is_recorded(selection: str) -> None:
     selection_rho = sum(s.rho or 0.0 for s in acct.budget().shares if s.mechanism.startswith("exponential"))
     assert sum(e["rho"] for e in entries) + selection_rho == pytest.approx(rho, rel=1e-9)
     assert len(measurements) == len(entries) >= len(names)
-    assert all(m.values.shape == tuple(sizes[c] for c in m.columns) for m in measurements)
+    index = {n: i for i, n in enumerate(names)}
+    cliques = [tuple(index[n] for n in m.clique) for m in measurements]
+    assert all(
+        m.values.shape == tuple(sizes[c] for c in q) for m, q in zip(measurements, cliques, strict=True)
+    )
     # Nothing written holds a true count: the manifest entries are budget, std, names and rounds only.
     text = json.dumps({"entries": entries, "rounds": rounds})
-    true_tables = LocalCliqueCounter(codes, sizes).tables([m.columns for m in measurements], 10**6)
+    true_tables = LocalCliqueCounter(codes, sizes).tables(cliques, 10**6)
     for m, t in zip(measurements, true_tables, strict=True):
         assert not np.array_equal(m.values, t)  # every table is noisy
     assert "score" not in text
@@ -340,7 +344,7 @@ def test_discovery_counts_become_partial_one_way_measurements() -> None:
     names = ("A", "B", "C", "D")
     out, entries = _discovery_measurements(disc, disc.kept, names, {1: ("<1", ">=1")}, {})
     # A and C: their released values measured, the empty category not; B is public; D released nothing
-    assert [m.columns for m in out] == [(0,), (2,)]
+    assert [m.clique for m in out] == [("A",), ("C",)]
     assert out[0].values.tolist() == [500.0, 101.0, 0.0] and out[0].mask.tolist() == [True, True, False]
     assert out[1].mask.tolist() == [True, False] and all(m.std == 10.0 for m in out)
     assert [e["columns"] for e in entries] == [["A"], ["C"]]
@@ -351,7 +355,7 @@ def test_discovery_counts_become_partial_one_way_measurements() -> None:
 
 @pytest.mark.parametrize("selection", ["mst", "aim"])
 def test_known_measurements_are_used_not_charged(selection: str) -> None:
-    from spark_dpsynth.release.core import MeasuredMarginal
+    from spark_dpsynth.estimation.domain import Measurement
 
     codes, sizes = _codes(500)
     acct = Accountant(2.0, 1e-6)
@@ -367,7 +371,7 @@ def test_known_measurements_are_used_not_charged(selection: str) -> None:
     true_a = LocalCliqueCounter(codes, sizes).tables([(0,)], 10**6)[0].astype(float)
     mask = np.zeros(sizes[0], dtype=bool)
     mask[0] = True
-    known = [MeasuredMarginal(columns=(0,), values=true_a + 3.0, std=5.0, mask=mask)]
+    known = [Measurement(("a",), true_a + 3.0, 5.0, mask)]
     measurements, entries, rounds = select_and_measure(
         LocalCliqueCounter(codes, sizes),
         ("a", "b", "c", "d"),

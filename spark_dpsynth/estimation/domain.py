@@ -102,6 +102,9 @@ class Measurement:
 
     Sources: McKenna, Sheldon and Miklau (ICML 2019), section 3 (a measurement is a linear query of the data's
     contingency table plus noise; here the query is a marginal).
+
+    The one measurement type of the package: the workload mechanism releases these
+    (``Release.measurements``, docs/design.md section 4.7), the estimator and the ``pgm`` synthesizer read them.
     """
 
     clique: Clique
@@ -155,6 +158,21 @@ class Measurement:
         """1/std^2 per cell: a float when every cell is measured, else an array, zero on unmeasured cells."""
         w = 1.0 / self.std**2
         return w if self.mask is None else np.where(self.mask, w, 0.0)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal cliques, stds, tables and masks (value equality of the arrays)."""
+        if not isinstance(other, Measurement):
+            return NotImplemented
+        return (
+            self.clique == other.clique
+            and self.std == other.std
+            and self.values.shape == other.values.shape
+            and bool(np.array_equal(self.values, other.values))
+            and (self.mask is None) == (other.mask is None)
+            and (self.mask is None or bool(np.array_equal(self.mask, other.mask)))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
     def in_domain_order(self, domain: Domain) -> Measurement:
         """The same measurement with its clique in domain order (the table's axes permuted alike).

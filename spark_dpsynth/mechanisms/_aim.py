@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 
 from spark_dpsynth._progress import Progress, report
+from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._cliques import clique_cells
 from spark_dpsynth.mechanisms._selection import State, TrueTables, all_cliques, measure, record
 from spark_dpsynth.params import WorkloadParams
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.noise import NoiseSource
-from spark_dpsynth.release.core import MeasuredMarginal
 
 __all__ = [
     "Projector",
@@ -50,11 +50,11 @@ def aim(
     noise: NoiseSource,
     progress: Progress | None,
     key: bytes,
-    known: Sequence[MeasuredMarginal] = (),
+    known: Sequence[Measurement] = (),
 ) -> State:
     """AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1) over the candidates of
     :func:`aim_candidates`, with the estimator of :mod:`spark_dpsynth.estimation`."""
-    from spark_dpsynth.estimation import Domain, Measurement, estimate
+    from spark_dpsynth.estimation import Domain, estimate
 
     state = State()
     d = len(sizes)
@@ -68,11 +68,8 @@ def aim(
         sigma = math.sqrt(d / (2.0 * rho * alpha))
     used = 0.0
 
-    def as_measurements() -> list[Any]:
-        return [
-            Measurement(tuple(names[c] for c in m.columns), m.values, m.std, m.mask)
-            for m in [*known, *state.measurements]
-        ]
+    def as_measurements() -> list[Measurement]:
+        return [*known, *state.measurements]
 
     # Round 0: every 1-way table (AIM, Algorithm 1, line 2), at the rounds' sigma or, with
     # ``one_way_rho_proportion``, at that share of rho.
@@ -82,7 +79,7 @@ def aim(
         sigma0 = math.sqrt(d / (2.0 * rho * params.one_way_rho_proportion))
     true1 = tables.get(ones)
     for c in ones:
-        m = measure(true1[c], c, sigma0, noise)
+        m = measure(true1[c], c, sigma0, noise, names)
         record(state, acct, m, names, 0, f"round_0_measure_{names[c[0]]}")
         used += 1.0 / (2 * sigma0**2)
     state.rounds.append({"round": 0, "kind": "1-way tables", "rho": used, "sigma": sigma0})
@@ -136,7 +133,7 @@ def aim(
             epsilon=epsilon,
         )
         before = model.project(tuple(names[x] for x in chosen))
-        m = measure(true[chosen], chosen, sigma, noise)
+        m = measure(true[chosen], chosen, sigma, noise, names)
         del true
         record(state, acct, m, names, t, f"round_{t}_measure")
         used += epsilon**2 / 8.0 + 1.0 / (2 * sigma**2)

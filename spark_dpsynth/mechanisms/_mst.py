@@ -13,12 +13,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from spark_dpsynth._progress import Progress, report
+from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._cliques import clique_cells
 from spark_dpsynth.mechanisms._selection import State, TrueTables, measure, record
 from spark_dpsynth.params import WorkloadParams
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.noise import NoiseSource
-from spark_dpsynth.release.core import MeasuredMarginal, one_way_means
+from spark_dpsynth.release.core import one_way_means
 
 __all__ = ["mst"]
 
@@ -34,7 +35,7 @@ def mst(
     acct: Accountant,
     noise: NoiseSource,
     progress: Progress | None,
-    known: Sequence[MeasuredMarginal] = (),
+    known: Sequence[Measurement] = (),
 ) -> State:
     """MST (McKenna, Miklau, Sheldon 2021, section 4): a share p of rho for the 1-way tables (``one_way_rho_
     proportion``; MST's 1/3 when None), (1 - p)/2 each for the tree's d - 1 exponential-mechanism choices and
@@ -48,13 +49,15 @@ def mst(
     sigma1 = math.sqrt(d / (2.0 * rho * share))
     true1 = tables.get(ones)
     for c in ones:
-        record(state, acct, measure(true1[c], c, sigma1, noise), names, 0, f"measure_1way_{names[c[0]]}")
+        record(
+            state, acct, measure(true1[c], c, sigma1, noise, names), names, 0, f"measure_1way_{names[c[0]]}"
+        )
     state.rounds.append({"round": 0, "kind": "1-way tables", "rho": d / (2 * sigma1**2), "sigma": sigma1})
     if d < 2:
         return state
     # Independent-columns estimate from the noisy 1-way tables and the known ones (post-processing).
     total = float(np.mean([max(m.values.sum(), 1.0) for m in state.measurements]))
-    combined = {j: mean for j, (mean, _) in one_way_means([*known, *state.measurements]).items()}
+    combined = {j: mean for j, (mean, _) in one_way_means([*known, *state.measurements], names).items()}
     probs = []
     for j in range(d):
         p = np.clip(combined[j], 0, None)
@@ -110,7 +113,7 @@ def mst(
             record(
                 state,
                 acct,
-                measure(true2[c], c, sigma2, noise),
+                measure(true2[c], c, sigma2, noise, names),
                 names,
                 2,
                 f"measure_{'_'.join(names[x] for x in c)}",

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._cliques import CliqueCounter
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.noise import NoiseSource
-from spark_dpsynth.release.core import MeasuredMarginal
 
 __all__ = ["State", "TrueTables", "all_cliques", "measure", "record"]
 
@@ -33,7 +33,7 @@ def all_cliques(d: int, r: int) -> Iterable[tuple[int, ...]]:
 class State:
     """What the selection has released so far (all DP): measurements, rounds, the estimate."""
 
-    measurements: list[MeasuredMarginal] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
     entries: list[dict[str, Any]] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
 
@@ -63,26 +63,30 @@ class TrueTables:
         return out
 
 
-def measure(table: np.ndarray, clique: tuple[int, ...], sigma: float, noise: NoiseSource) -> MeasuredMarginal:
+def measure(
+    table: np.ndarray, clique: tuple[int, ...], sigma: float, noise: NoiseSource, names: Sequence[str]
+) -> Measurement:
     """The table plus independent discrete Gaussian noise N_Z(0, sigma^2) on every cell (zero cells included).
 
     Args:
         table: the clique's true table, int64, one axis per column of ``clique``.
-        clique: its columns (ascending indices).
+        clique: its columns (ascending indices into ``names``).
         sigma: the noise std, in records.
         noise: the noise source.
+        names: the release's column names.
 
     Returns:
-        The :class:`~spark_dpsynth.release.core.MeasuredMarginal` (float64 noisy cells, ``std`` sigma).
+        The :class:`~spark_dpsynth.estimation.domain.Measurement` over the clique's names (float64 noisy
+        cells, ``std`` sigma).
     """
     noisy = table.astype(np.int64).ravel() + noise.discrete_gaussian(sigma, table.size)
-    return MeasuredMarginal(columns=clique, values=noisy.reshape(table.shape).astype(np.float64), std=sigma)
+    return Measurement(tuple(names[c] for c in clique), noisy.reshape(table.shape).astype(np.float64), sigma)
 
 
 def record(
     state: State,
     acct: Accountant,
-    m: MeasuredMarginal,
+    m: Measurement,
     names: Sequence[str],
     round_no: int,
     label: str,
@@ -93,6 +97,4 @@ def record(
     rho = 1.0 / (2.0 * m.std * m.std)
     acct.spend_rho(label, rho, "discrete Gaussian (full clique table, L2 sensitivity 1)")
     state.measurements.append(m)
-    state.entries.append(
-        {"columns": [names[c] for c in m.columns], "std": m.std, "rho": rho, "round": round_no}
-    )
+    state.entries.append({"columns": list(m.clique), "std": m.std, "rho": rho, "round": round_no})

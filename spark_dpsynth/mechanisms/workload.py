@@ -54,6 +54,7 @@ import numpy as np
 
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._aim import aim
 from spark_dpsynth.mechanisms._aim import order_key as candidate_order_key
 from spark_dpsynth.mechanisms._cliques import CliqueCounter, clique_cells
@@ -68,7 +69,7 @@ from spark_dpsynth.privacy.accounting import (
 )
 from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
-from spark_dpsynth.release.core import Marginal, MeasuredMarginal, Release, _sorted_marginal, one_way_means
+from spark_dpsynth.release.core import Marginal, Release, _sorted_marginal, one_way_means
 from spark_dpsynth.release.manifest import FORMAT_VERSION
 
 __all__ = ["fit_workload", "select_and_measure", "check_plan", "run", "Discovery", "Plan"]
@@ -147,8 +148,8 @@ def select_and_measure(
     *,
     progress: Progress | None = None,
     order_key: bytes | None = None,
-    known: Sequence[MeasuredMarginal] = (),
-) -> tuple[list[MeasuredMarginal], list[dict[str, Any]], list[dict[str, Any]]]:
+    known: Sequence[Measurement] = (),
+) -> tuple[list[Measurement], list[dict[str, Any]], list[dict[str, Any]]]:
     """Choose and measure cliques under DP with a budget ``rho`` (the selection core, on any counter).
 
     Args:
@@ -403,7 +404,7 @@ def fit_workload(
             cached.unpersist()
 
     domains = tuple(discovery.domains[j] for j in kept)
-    ones = _one_tuples(domains, measurements)
+    ones = _one_tuples(kept_names, domains, measurements)
     disc = {k: v for k, v in discovery.manifest.items() if not k.startswith("_")}
     budget = acct.budget()
     manifest: dict[str, Any] = {
@@ -724,7 +725,7 @@ def _discovery_measurements(
     names: tuple[str, ...],
     public: dict[int, tuple[str, ...]],
     derived: dict[str, tuple[str, str]],
-) -> tuple[list[MeasuredMarginal], list[dict[str, Any]]]:
+) -> tuple[list[Measurement], list[dict[str, Any]]]:
     """The discovery's released counts as partial 1-way measurements (post-processing of its DP release: no
     budget), and their manifest entries. Each discovered column's table measures the cells of its released
     values at the discovery's noise std; the empty category (empty cells and unreleased values) is not measured.
@@ -735,9 +736,9 @@ def _discovery_measurements(
     if derived or "threshold" not in discovery.manifest:
         return [], []
     scale = float(discovery.manifest["noise_std"])
-    out: list[MeasuredMarginal] = []
+    out: list[Measurement] = []
     entries: list[dict[str, Any]] = []
-    for i, j in enumerate(kept):
+    for j in kept:
         if j in public:
             continue
         size = len(discovery.domains[j])
@@ -748,7 +749,7 @@ def _discovery_measurements(
         mask[-1] = False
         if not size:
             continue
-        out.append(MeasuredMarginal(columns=(i,), values=values, std=scale, mask=mask))
+        out.append(Measurement((names[j],), values, scale, mask))
         entries.append(
             {
                 "columns": [names[j]],
@@ -764,11 +765,13 @@ def _discovery_measurements(
     return out, entries
 
 
-def _one_tuples(domains: tuple[tuple[str, ...], ...], measurements: Sequence[MeasuredMarginal]) -> Marginal:
+def _one_tuples(
+    columns: tuple[str, ...], domains: tuple[tuple[str, ...], ...], measurements: Sequence[Measurement]
+) -> Marginal:
     """The released values as 1-tuples with counts from the noisy 1-way tables (post-processing: the
     inverse-variance mean of each column's 1-way measurements, the discovery's partial ones on their cells,
     rounded, at least 1), for the evaluation and the ``independent`` synthesizer."""
-    latest = {j: mean for j, (mean, _) in one_way_means(measurements).items()}
+    latest = {j: mean for j, (mean, _) in one_way_means(measurements, columns).items()}
     cols, vals, counts = [], [], []
     for j, dom in enumerate(domains):
         table = latest.get(j)

@@ -15,7 +15,6 @@ from spark_dpsynth.release.core import (
     AGGREGATES_SCHEMA,
     MEASUREMENTS_SCHEMA,
     Marginal,
-    MeasuredMarginal,
     Release,
 )
 from spark_dpsynth.release.integrity import check_release
@@ -32,7 +31,6 @@ __all__ = [
     "BudgetShare",
     "Manifest",
     "Marginal",
-    "MeasuredMarginal",
     "Release",
     "load_release",
 ]

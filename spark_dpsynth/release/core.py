@@ -22,13 +22,14 @@ In memory, a :class:`Release` holds the same data encoded for computation: per l
 with (m_k, k) arrays of column indices and value codes and an (m_k,) array of counts. Value codes index
 ``Release.domains[column]``: the values of that column whose 1-tuple was released (passed the threshold rho_1).
 
-A release may also carry *measured marginals* (:class:`MeasuredMarginal`): full noisy contingency tables over
+A release may also carry *measured marginals* (:class:`~spark_dpsynth.estimation.domain.Measurement`, the one
+measurement type of the package, its clique named by columns): full noisy contingency tables over
 cliques of columns, every cell included (zero cells too), neither thresholded nor rounded, each with the standard
 deviation of its Gaussian noise. Their cells index the *measurement domain* of a column c: codes
 ``0 .. len(domains[c]) - 1`` are the released values ``domains[c]``, and code ``len(domains[c])`` is the *empty
 category* (empty cells, and values that did not pass the 1-tuple threshold), so column c has
 ``len(domains[c]) + 1`` cells (:meth:`Release.measurement_sizes`). The ``pgm`` synthesizer estimates a graphical
-model from them (docs/design.md section 4.8). A measured marginal may be *partial* (``MeasuredMarginal.mask``):
+model from them (docs/design.md section 4.8). A measured marginal may be *partial* (``Measurement.mask``):
 only some of its cells are measured, e.g. the 1-way value discovery's released counts, which cover the released
 values but not the empty category; on disk only its measured cells are written and its manifest entry says
 ``"partial": true`` (entries without the key are whole tables, as in releases written before).
@@ -42,14 +43,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from spark_dpsynth.errors import ReleaseError
+from spark_dpsynth.errors import InvalidParameterError, ReleaseError
+from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.release.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -61,7 +63,6 @@ __all__ = [
     "AGGREGATES_SCHEMA",
     "MEASUREMENTS_SCHEMA",
     "Marginal",
-    "MeasuredMarginal",
     "Release",
     "one_way_means",
 ]
@@ -94,90 +95,26 @@ class Marginal:
         return int(self.counts.shape[0])
 
 
-@dataclass(frozen=True, eq=False)
-class MeasuredMarginal:
-    """One measured marginal: a full noisy contingency table over a clique of columns.
-
-    The cells follow the measurement domain of each column (module docstring): ``len(domains[c]) + 1`` cells,
-    the last one the empty category. The noise is Gaussian (or discrete Gaussian) with standard deviation
-    ``std`` on every cell, independent across cells and marginals, so the table is a measurement
-    y = M x + N(0, std^2 I) of the data's contingency table x in the sense of McKenna, Sheldon and Miklau,
-    "Graphical-model based estimation and inference for differential privacy" (ICML 2019), section 3.
-    """
-
-    columns: tuple[int, ...]
-    """Column indices into ``Release.columns``, strictly ascending (the clique), at least one."""
-    values: np.ndarray
-    """float64 array with one axis per column, of ``len(domains[c]) + 1`` cells each: the noisy count of every
-    cell, zero cells included; may be negative (not thresholded, not rounded)."""
-    std: float
-    """Noise standard deviation of every cell, in counts, > 0 and finite."""
-    mask: np.ndarray | None = None
-    """A *partial* measurement (module docstring): bool, the table's shape, True on the measured cells; the
-    others hold 0 and carry no information. None: every cell is measured."""
-
-    def __post_init__(self) -> None:
-        cols = tuple(int(c) for c in self.columns)
-        if not cols or any(c < 0 for c in cols) or any(b <= a for a, b in zip(cols, cols[1:], strict=False)):
-            raise ReleaseError(
-                f"a measured marginal's columns must be non-negative and strictly ascending, got {self.columns!r}"
-            )
-        values = np.asarray(self.values, dtype=np.float64)
-        if values.ndim != len(cols):
-            raise ReleaseError(
-                f"a measured marginal over columns {cols} must have {len(cols)} axes, got {values.ndim}"
-            )
-        if not np.all(np.isfinite(values)):
-            raise ReleaseError(f"the measured marginal over columns {cols} has non-finite cells")
-        std = float(self.std)
-        if not (np.isfinite(std) and std > 0):
-            raise ReleaseError(f"a measured marginal's std must be > 0 and finite, got {self.std!r}")
-        if self.mask is not None:
-            mask = np.asarray(self.mask)
-            if mask.dtype != np.bool_ or mask.shape != values.shape or not mask.any():
-                raise ReleaseError(
-                    f"the mask of the measured marginal over columns {cols} must be a bool array of shape "
-                    f"{values.shape} with a measured cell, got {mask.dtype} {mask.shape}"
-                )
-            object.__setattr__(self, "mask", None if mask.all() else mask)
-            values = np.where(mask, values, 0.0)
-        object.__setattr__(self, "columns", cols)
-        object.__setattr__(self, "values", values)
-        object.__setattr__(self, "std", std)
-
-    @property
-    def partial(self) -> bool:
-        """Whether only some cells are measured (:attr:`mask`)."""
-        return self.mask is not None
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, MeasuredMarginal):
-            return NotImplemented
-        return (
-            self.columns == other.columns
-            and self.std == other.std
-            and self.values.shape == other.values.shape
-            and bool(np.array_equal(self.values, other.values))
-            and (self.mask is None) == (other.mask is None)
-            and (self.mask is None or bool(np.array_equal(self.mask, other.mask)))
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def one_way_means(measurements: Iterable[MeasuredMarginal]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+def one_way_means(
+    measurements: Iterable[Measurement], columns: Sequence[str]
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per column with 1-way measured marginals: the inverse-variance mean of its cells and that mean's std,
     cell by cell (post-processing of DP tables).
 
     Over a column's 1-way tables i (cells y_i, std s_i) that measure a cell: y = sum(y_i / s_i^2) / sum(1 / s_i^2),
     s = sum(1 / s_i^2)^(-1/2). A partial table counts only on the cells it measures; a cell no table measures
     has mean 0 and std infinity (nothing is known of it). Columns without a 1-way table are not listed.
+
+    Args:
+        measurements: the measured marginals (cliques of column names).
+        columns: the column order; the result is keyed by index into it.
     """
+    index = {c: i for i, c in enumerate(columns)}
     weights: dict[int, np.ndarray] = {}
     sums: dict[int, np.ndarray] = {}
     for m in measurements:
-        if len(m.columns) == 1:
-            c = m.columns[0]
+        if len(m.clique) == 1:
+            c = index[m.clique[0]]
             w = np.full(m.values.shape, 1.0 / (m.std * m.std))
             if m.mask is not None:
                 w = np.where(m.mask, w, 0.0)
@@ -272,9 +209,10 @@ class Release:
     manifest: Manifest
     """The privacy parameters and provenance (:class:`~spark_dpsynth.release.manifest.Manifest`, frozen), as
     written to ``manifest.json``; a plain JSON dict given here is validated into one."""
-    measurements: tuple[MeasuredMarginal, ...] = ()
-    """The measured marginals (full noisy tables over cliques, module docstring), in the order of the
-    manifest's ``measurements`` list; empty for the mechanisms that release thresholded k-tuples only."""
+    measurements: tuple[Measurement, ...] = ()
+    """The measured marginals (:class:`~spark_dpsynth.estimation.domain.Measurement`: full noisy tables over
+    cliques of column names, in the table's column order; module docstring), in the order of the manifest's
+    ``measurements`` list; empty for the mechanisms that release thresholded k-tuples only."""
     model_files: ModelFiles | None = dataclasses.field(default=None, compare=False)
     """The mechanism's own model (:class:`ModelFiles`: the class-conditional and archetype mechanisms), saved
     and loaded with the release; None for the others."""
@@ -282,18 +220,20 @@ class Release:
     def __post_init__(self) -> None:
         object.__setattr__(self, "manifest", Manifest.from_json(self.manifest))
         measurements = tuple(self.measurements)
-        d = len(self.columns)
+        index = {c: i for i, c in enumerate(self.columns)}
         for m in measurements:
-            if not isinstance(m, MeasuredMarginal):
-                raise ReleaseError(f"measurements must be MeasuredMarginal, got {type(m).__name__}")
-            if m.columns[-1] >= d:
+            if not isinstance(m, Measurement):
+                raise ReleaseError(f"measurements must be Measurement, got {type(m).__name__}")
+            cols = [index.get(c, -1) for c in m.clique]
+            if min(cols) < 0 or any(b <= a for a, b in zip(cols, cols[1:], strict=False)):
                 raise ReleaseError(
-                    f"a measured marginal names column index {m.columns[-1]}, the release has {d}"
+                    f"a measured marginal's clique {list(m.clique)} must name columns of the release in its "
+                    "column order"
                 )
-            expected = tuple(len(self.domains[c]) + 1 for c in m.columns)
+            expected = tuple(len(self.domains[c]) + 1 for c in cols)
             if m.values.shape != expected:
                 raise ReleaseError(
-                    f"the measured marginal over {[self.columns[c] for c in m.columns]} has shape "
+                    f"the measured marginal over {list(m.clique)} has shape "
                     f"{m.values.shape}, its measurement domain is {expected} (released values + empty)"
                 )
         object.__setattr__(self, "measurements", measurements)
@@ -459,7 +399,7 @@ class Release:
         own = self.manifest.get("measurements")
         made = [
             {
-                "columns": [self.columns[c] for c in m.columns],
+                "columns": list(m.clique),
                 "std": m.std,
                 **({"partial": True} if m.partial else {}),
             }
@@ -588,7 +528,7 @@ def _sorted_marginal(columns: np.ndarray, values: np.ndarray, counts: np.ndarray
     )
 
 
-def _measurement_cells(measurements: tuple[MeasuredMarginal, ...]) -> pd.DataFrame:
+def _measurement_cells(measurements: tuple[Measurement, ...]) -> pd.DataFrame:
     """Every cell of the measured marginals, in the ``release/measurements`` layout."""
     frames = []
     for i, m in enumerate(measurements):
@@ -603,7 +543,7 @@ def _measurement_cells(measurements: tuple[MeasuredMarginal, ...]) -> pd.DataFra
     return pd.concat(frames, ignore_index=True)
 
 
-def _read_measurements(listed: Any, cells: pd.DataFrame, release: Release) -> tuple[MeasuredMarginal, ...]:
+def _read_measurements(listed: Any, cells: pd.DataFrame, release: Release) -> tuple[Measurement, ...]:
     """The measured marginals from the manifest's list and the ``measurements`` cells.
 
     Raises:
@@ -651,7 +591,12 @@ def _read_measurements(listed: Any, cells: pd.DataFrame, release: Release) -> tu
             measured = np.zeros(size, dtype=bool)
             measured[cell] = True
             mask = measured.reshape(shape).transpose(order)
-        out.append(MeasuredMarginal(columns=tuple(cols[j] for j in order), values=table, std=std, mask=mask))
+        try:
+            out.append(
+                Measurement(tuple(release.columns[cols[j]] for j in order), values=table, std=std, mask=mask)
+            )
+        except InvalidParameterError as err:
+            raise ReleaseError(f"the manifest's measurement {i} is malformed: {err}") from err
     return tuple(out)
 
 

@@ -120,7 +120,7 @@ def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
     types = release.manifest.get("column_types") or {}
     empties, empty_std = measured_empty_counts(release) or ({}, 0.0)
     out = {}
-    for c, (mean, std) in one_way_means(release.measurements).items():
+    for c, (mean, std) in one_way_means(release.measurements, release.columns).items():
         below = (mean < z * std) & np.isfinite(std)
         t = types.get(release.columns[c]) or {}
         binned = bool(t.get("bins")) and t.get("scale") != "category"
@@ -149,7 +149,7 @@ def rest_empty_shares(release: Release, model: GraphicalModel, z: float = EMPTY_
     if measured is None:
         return {}
     counts, std = measured
-    means = one_way_means(release.measurements)
+    means = one_way_means(release.measurements, release.columns)
     out = {}
     for c, e in counts.items():
         if not release.domains[c]:
@@ -272,7 +272,7 @@ def release_domain(release: Release) -> Domain:
 
 
 def release_measurements(release: Release) -> list[Measurement]:
-    """The release's measured marginals as estimator measurements (clique = column names, in table order).
+    """The release's measured marginals (estimator measurements: cliques of column names, in table order).
 
     Raises:
         ReleaseError: the release has no measured marginal.
@@ -282,10 +282,7 @@ def release_measurements(release: Release) -> list[Measurement]:
             f"the pgm synthesizer samples releases with measured marginals (the workload mechanism); this "
             f"release of the {release.manifest.mechanism!r} mechanism has none: use one of its own synthesizers"
         )
-    return [
-        Measurement(tuple(release.columns[c] for c in m.columns), m.values, m.std, m.mask)
-        for m in release.measurements
-    ]
+    return list(release.measurements)
 
 
 def fit_release(
