@@ -782,7 +782,8 @@ class DPRelease:
             progress: receives one short message per stage (e.g. ``print``).
 
         Raises:
-            InvalidParameterError: more records than one run writes; an unknown option names it.
+            InvalidParameterError: more records than one run writes.
+            ConfigError: an unknown option or a wrong value (the message names it).
         """
         config = self.config
         if options:
@@ -802,8 +803,8 @@ class DPRelease:
 
 
 def _document(config: JobConfig) -> dict[str, Any]:
-    """The TOML document a configuration was parsed from (kept by :func:`job_config`)."""
-    return dict(getattr(config, "document", None) or {})
+    """The TOML document a configuration was parsed from (:attr:`~spark_dpsynth.config.JobConfig.document`)."""
+    return dict(config.document)
 
 
 def fit(

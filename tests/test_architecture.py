@@ -113,6 +113,24 @@ def test_synthesizers_do_not_reach_the_private_side_through_others() -> None:
 
 # ------------------------------------------------------------------------------------------------- the layers
 
+BELOW_THE_ENTRY_POINTS = (
+    "errors",
+    "_progress",
+    "_validate",
+    "params",
+    "estimation",
+    "data",
+    "privacy",
+    "release",
+    "synthesizers",
+    "registry",
+    "mechanisms",
+    "evaluation",
+    "config",
+    "pipeline",
+)
+"""What the command line and the package's facade may import: every other layer."""
+
 LAYERS: dict[str, frozenset[str]] = {
     name: frozenset(allowed)
     for name, allowed in {
@@ -191,39 +209,9 @@ LAYERS: dict[str, frozenset[str]] = {
             "evaluation",
             "config",
         ),
-        "cli": (
-            "errors",
-            "_progress",
-            "_validate",
-            "params",
-            "estimation",
-            "data",
-            "privacy",
-            "release",
-            "synthesizers",
-            "registry",
-            "mechanisms",
-            "evaluation",
-            "config",
-            "pipeline",
-        ),
+        "cli": BELOW_THE_ENTRY_POINTS,
         # the package itself (spark_dpsynth/__init__.py): the library's facade, lazy re-exports (PEP 562)
-        "spark_dpsynth": (
-            "errors",
-            "_progress",
-            "_validate",
-            "params",
-            "estimation",
-            "data",
-            "privacy",
-            "release",
-            "synthesizers",
-            "registry",
-            "mechanisms",
-            "evaluation",
-            "config",
-            "pipeline",
-        ),
+        "spark_dpsynth": BELOW_THE_ENTRY_POINTS,
     }.items()
 }
 """Package -> the packages its modules may import, directly or through other modules (docs/design.md section
