@@ -78,7 +78,7 @@ def dump(name: str, epsilon: float, path: str) -> None:
 
 
 def run(path: str, seeds: list[int], overrides: dict, iterations: int) -> None:
-    from spark_dpsynth.estimation import Domain, Measurement, estimate
+    from spark_dpsynth.estimation import Domain, estimate
     from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter
     from spark_dpsynth.mechanisms.workload import select_and_measure
     from spark_dpsynth.params import WorkloadParams
@@ -103,15 +103,14 @@ def run(path: str, seeds: list[int], overrides: dict, iterations: int) -> None:
     for seed in seeds:
         # epsilon only sizes the accountant: the selection spends the dumped rho, which epsilon 100 covers
         params = WorkloadParams(epsilon=100.0, delta=1e-6, seed=seed, **overrides)
-        acct = Accountant(100.0, 1e-6)
+        acct = Accountant(100.0, 1e-6, noise=SeededNoise(seed))
         acct.convert_to_rho(100.0, 1e-6)
         started = time.process_time()
         ms, _, rounds = select_and_measure(
-            LocalCliqueCounter(codes, sizes, mult), names, data["rho"], params, acct, SeededNoise(seed)
+            LocalCliqueCounter(codes, sizes, mult), names, data["rho"], params, acct
         )
         selected = time.process_time()
-        measured = [Measurement(tuple(names[c] for c in m.columns), m.values, m.std) for m in ms]
-        model = estimate(Domain(names, sizes), measured, iterations=iterations)
+        model = estimate(Domain(names, sizes), ms, iterations=iterations)
         fitted = time.process_time()
         synthetic = model.sample(len(rows), np.random.default_rng(7), rounded=True)
         means = [

@@ -8,8 +8,9 @@ The pipeline, one direction (docs/design.md section 1.1)::
 Subpackages, in pipeline order (each ``__init__`` maps its modules):
 
 * :mod:`spark_dpsynth.data`: reading and writing tables, the Spark session, preparing rows into records.
-* :mod:`spark_dpsynth.privacy`: the privacy primitives: exact noise sources, budget accounting.
-* :mod:`spark_dpsynth.mechanisms`: the DP mechanisms, the only code that reads private data and draws noise
+* :mod:`spark_dpsynth.privacy`: the privacy primitives: exact noise sources, and the accountant, the ledger of a
+  release's budget through whose shares every draw of noise is made.
+* :mod:`spark_dpsynth.mechanisms`: the DP mechanisms, the only code that reads private data and spends a budget
   (``marginals``, ``workload``, ``class_conditional``, ``archetype``), and the default's choice between the first
   two (``choice``).
 * :mod:`spark_dpsynth.release`: the release a mechanism returns and a synthesizer reads, with its typed

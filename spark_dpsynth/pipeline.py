@@ -384,6 +384,8 @@ def fit_release(
     Returns:
         The mechanism's :class:`~spark_dpsynth.registry.Fitted`: the release and the writer of its own files.
     """
+    from spark_dpsynth.mechanisms._discovery import release_accountant
+
     spec = registry.mechanism(config.mechanism_name())
 
     def read_public() -> DataFrame:
@@ -398,16 +400,20 @@ def fit_release(
             ragged_rows=config.ragged_rows,
         )
 
+    params = config.mechanism_params("marginals" if config.chooses_mechanism() else spec.name)
+    # The run's one accountant: every share of the budget is spent, and every draw made, through it.
     context = registry.MechanismContext(
-        spark=spark, read_public=read_public if spec.needs_public else None, progress=progress
+        spark=spark,
+        read_public=read_public if spec.needs_public else None,
+        progress=progress,
+        accountant=release_accountant(params),
     )
     if config.chooses_mechanism():
         from spark_dpsynth.mechanisms.choice import fit_auto
 
-        aggregation, workload = config.mechanism_params("marginals"), config.mechanism_params("workload")
-        _, fitted = fit_auto(df, aggregation, workload, config.data, context)
+        _, fitted = fit_auto(df, params, config.mechanism_params("workload"), config.data, context)
         return fitted
-    return spec.load_run()(df, config.mechanism_params(spec.name), config.data, context)
+    return spec.load_run()(df, params, config.data, context)
 
 
 def save_release(

@@ -77,12 +77,13 @@ class MechanismContext:
     """Optional callback receiving one short message per stage."""
     read_public: Callable[[], Any] | None = None
     """Returns the PUBLIC table as a DataFrame, for mechanisms that need one (``needs_public``)."""
-    noise: Any = None
-    """The release's :class:`~spark_dpsynth.privacy.noise.NoiseSource` when a caller has already drawn from it
-    (``protected_n``); None: the mechanism makes its own."""
+    accountant: Any = None
+    """The run's :class:`~spark_dpsynth.privacy.accounting.Accountant`, made once at the start of the run (its
+    noise source is the release's): every share is spent and every draw made through it. None: the mechanism
+    makes one for its parameters."""
     protected_n: int | None = None
-    """n', already drawn from ``noise`` at the mechanism's own epsilon_N (the default method's choice,
-    :func:`spark_dpsynth.mechanisms.choice.fit_auto`); the mechanism books it and does not draw it again. Only the
+    """n', already drawn through ``accountant`` at the mechanism's own epsilon_N (the default method's choice,
+    :func:`spark_dpsynth.mechanisms.choice.fit_auto`); the mechanism does not draw it again. Only the
     ``marginals`` and ``workload`` mechanisms take it."""
 
 

@@ -313,20 +313,34 @@ NOISE_DRAWS = frozenset({"discrete_gaussian", "discrete_laplace"})
 NOISE_CHOICES = frozenset({"quantile", "exponential"})
 """NoiseSource methods with common names (``np.quantile``, a pandas ``quantile``), counted on a receiver that
 names a noise source (``noise.quantile(...)``, ``self._noise.exponential(...)``)."""
-DRAWING_LAYERS = frozenset({"mechanisms", "privacy"})
-"""Only the mechanisms and the privacy primitives draw noise (docs/design.md section 1.1)."""
+NOISE_SOURCE_LAYERS = frozenset({"mechanisms", "privacy"})
+"""Only the mechanisms (which hand a test's source to a new accountant) and the privacy package import the noise
+sources (docs/design.md section 1.1)."""
+DRAWING_MODULES = ("spark_dpsynth.privacy",)
+"""Only the privacy package draws noise: the accountant, through a share of the budget (docs/design.md section
+1.8); a mechanism draws by naming its share (``acct.gaussian(share, ...)``), never from a source."""
 
 
-def noise_uses(path: Path, module: str | None = None) -> list[str]:
-    """A file's imports of the noise sources (any depth, not under ``if TYPE_CHECKING:``) and its NoiseSource
-    draws (calls of :data:`NOISE_DRAWS` on any receiver, of :data:`NOISE_CHOICES` on one whose name says noise)."""
-    found = [f"imports {m}" for m in sorted(imports_of(path, module)) if _matches(m, NOISE_MODULES)]
+def noise_imports(path: Path, module: str | None = None) -> list[str]:
+    """A file's imports of the noise sources (any depth, not under ``if TYPE_CHECKING:``)."""
+    return [f"imports {m}" for m in sorted(imports_of(path, module)) if _matches(m, NOISE_MODULES)]
+
+
+def noise_draws(path: Path) -> list[str]:
+    """A file's NoiseSource draws: calls of :data:`NOISE_DRAWS` on any receiver, of :data:`NOISE_CHOICES` on one
+    whose name says noise."""
+    found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             attr, receiver = node.func.attr, ast.unparse(node.func.value)
             if attr in NOISE_DRAWS or (attr in NOISE_CHOICES and "noise" in receiver.lower()):
                 found.append(f"calls {receiver}.{attr} (line {node.lineno})")
     return found
+
+
+def noise_uses(path: Path, module: str | None = None) -> list[str]:
+    """Imports of the noise sources and draws from them."""
+    return [*noise_imports(path, module), *noise_draws(path)]
 
 
 def outside(allowed: frozenset[str], uses: Callable[[Path], list[str]]) -> list[str]:
@@ -339,8 +353,20 @@ def outside(allowed: frozenset[str], uses: Callable[[Path], list[str]]) -> list[
     ]
 
 
-def test_only_mechanisms_and_privacy_draw_noise() -> None:
-    assert outside(DRAWING_LAYERS, noise_uses) == []
+def test_only_mechanisms_and_privacy_import_noise_sources() -> None:
+    assert outside(NOISE_SOURCE_LAYERS, noise_imports) == []
+
+
+def test_noise_is_drawn_only_through_the_accountant() -> None:
+    """No draw outside the ledger: only ``privacy/`` calls a noise source; the mechanisms draw through a share
+    of the budget (``Accountant.gaussian``, ``laplace``, ``quantile``, ``exponential``)."""
+    draws = [
+        f"{module_name(p)} {use}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if not _matches(module_name(p), DRAWING_MODULES)
+        for use in noise_draws(p)
+    ]
+    assert draws == []
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from spark_dpsynth.mechanisms.class_conditional import (
     noisy_histogram,
 )
 from spark_dpsynth.params import BinSpec, DataConfig
+from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.noise import CryptographicNoise, NoNoise
 from spark_dpsynth.synthesizers.class_conditional import EMPTY, sample_class_conditional
 
@@ -34,11 +35,19 @@ def toy(spark):
     return spark.createDataFrame(TOY, "job string, education string, income string")
 
 
+def _laplace_share(scale: float, parts: int) -> Accountant:
+    """An accountant whose share ``h`` pays for ``parts`` discrete Laplace draws of scale ``scale`` at L1
+    sensitivity 1 (epsilon 1 / scale each), from the production source."""
+    acct = Accountant(1.0, noise=CryptographicNoise())
+    acct.spend_epsilon("h", 1.0 / scale, "discrete Laplace", parts=parts)
+    return acct
+
+
 def test_noise_is_independent_per_bin_across_1000_releases() -> None:
     """The seed's notebook adds one scalar draw to every bin; here no two bins share a draw (1,000 releases)."""
     counts = np.full((6, 2), 10_000, dtype=np.int64)  # far from 0: no clipping, noise = output - count
-    noise = CryptographicNoise()
-    draws = np.stack([noisy_histogram(counts, 4.0, noise).ravel() - 10_000 for _ in range(1000)])
+    acct = _laplace_share(4.0, 1000)
+    draws = np.stack([noisy_histogram(counts, acct, "h", 1).ravel() - 10_000 for _ in range(1000)])
     for i in range(draws.shape[1]):
         for j in range(i + 1, draws.shape[1]):
             assert not np.array_equal(draws[:, i], draws[:, j])
@@ -49,7 +58,8 @@ def test_noise_is_independent_per_bin_across_1000_releases() -> None:
 
 def test_zero_count_domain_bins_are_released_with_noise() -> None:
     counts = np.zeros((3, 2), dtype=np.int64)
-    outs = np.stack([noisy_histogram(counts, 2.0, CryptographicNoise()) for _ in range(300)])
+    acct = _laplace_share(2.0, 300)
+    outs = np.stack([noisy_histogram(counts, acct, "h", 1) for _ in range(300)])
     assert (
         outs > 0
     ).mean() > 0.2  # a zero bin is positive ~ 1/(2 (1 + ...)) of the time, never silently absent

@@ -8,8 +8,11 @@ import numpy as np
 import opendp.prelude as dp
 import pytest
 
+from spark_dpsynth.errors import BudgetError, InvalidParameterError
+from spark_dpsynth.mechanisms._discovery import draw_protected_n, release_accountant
 from spark_dpsynth.params import AggregationParams
 from spark_dpsynth.privacy.accounting import (
+    Accountant,
     discrete_gaussian_tail,
     opendp_epsilon_of_rho,
     rho_1_threshold,
@@ -163,3 +166,102 @@ def test_tiny_epsilon_thresholds_take_constant_memory() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 5_000_000, f"{peak} bytes"
+
+
+# ------------------------------------------------------------------------------ the ledger: draws go through shares
+
+
+class _Recorder:
+    """A noise source that records each draw's scale (or epsilon, rho) and returns zeros / the first index."""
+
+    name = "recorder (test)"
+    test_mode = True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float]] = []
+
+    def discrete_gaussian(self, scale: float, size: int) -> np.ndarray:
+        self.calls.append(("gaussian", scale))
+        return np.zeros(size, dtype=np.int64)
+
+    def discrete_laplace(self, scale: float, size: int) -> np.ndarray:
+        self.calls.append(("laplace", scale))
+        return np.zeros(size, dtype=np.int64)
+
+    def quantile(self, histogram: np.ndarray, alpha: float, epsilon: float) -> int:
+        self.calls.append(("quantile", epsilon))
+        return 0
+
+    def exponential(self, scores: np.ndarray, sensitivity: float, rho: float) -> int:
+        self.calls.append(("exponential", rho))
+        return 0
+
+
+def test_a_draw_is_made_at_the_scale_its_share_paid_for() -> None:
+    source = _Recorder()
+    acct = Accountant(2.0, 1e-6, noise=source)
+    acct.spend_epsilon("n", 0.25, "discrete Laplace")
+    assert acct.laplace("n", [10]).tolist() == [10]
+    acct.convert_to_rho(1.5, 1e-6)
+    acct.spend_rho("counts", 0.02, "discrete Gaussian", sigma=5.0)
+    acct.spend_rho("percentiles", 0.01, "exponential mechanism", epsilon=0.1, parts=2)
+    acct.spend_rho("choice", 0.004, "exponential mechanism", parts=2)
+    acct.gaussian("counts", np.array([[1, 2], [3, 4]]), math.sqrt(3))
+    acct.quantile("percentiles", np.array([1, 2, 3]), 0.9)
+    acct.exponential("choice", np.array([1.0, 0.0]), 1.0)
+    assert source.calls == [
+        ("laplace", 1.0 / 0.5),  # sensitivity 1 / epsilon of the share (0.25 x 2)
+        ("gaussian", 5.0 * math.sqrt(3)),  # sigma x L2 sensitivity
+        ("quantile", 0.1),
+        ("exponential", 0.002),  # rho / parts
+    ]
+    assert acct.test_mode and acct.noise_name == "recorder (test)"
+
+
+def test_no_draw_happens_outside_a_share_or_beyond_its_parts() -> None:
+    acct = Accountant(2.0, 1e-6, noise=_Recorder())
+    with pytest.raises(BudgetError, match="spend it before drawing"):
+        acct.gaussian("counts", [1])
+    acct.convert_to_rho(2.0, 1e-6)
+    acct.spend_rho("counts", 0.02, "discrete Gaussian", sigma=5.0)
+    acct.gaussian("counts", [1])
+    with pytest.raises(BudgetError, match="all made"):
+        acct.gaussian("counts", [1])
+    with pytest.raises(BudgetError, match="another|needs its epsilon"):
+        acct.quantile("counts", np.array([1]), 0.5)
+    with pytest.raises(BudgetError, match="does not pay for noise of std"):
+        acct.spend_rho("too_little", 0.001, "discrete Gaussian", sigma=1.0)  # 1/(2 sigma^2) = 0.5 > 0.001
+
+
+def test_a_rejected_choice_uses_no_part_of_its_share() -> None:
+    acct = Accountant(1.0, noise=_Recorder())
+    acct.set_rho(1.0)
+    acct.spend_rho("choice", 0.5, "exponential mechanism")
+    assert acct.exponential("choice", np.array([3.0, 1.0]), 1.0, accept=lambda i: False) is None
+    assert acct.exponential("choice", np.array([3.0, 1.0]), 1.0, accept=lambda i: i == 1) == 1
+    with pytest.raises(BudgetError):
+        acct.exponential("choice", np.array([3.0, 1.0]), 1.0)
+
+
+def test_the_run_accountant_must_be_the_parameters_budget() -> None:
+    acct = release_accountant(AggregationParams(epsilon=2.0, seed=1))
+    assert acct.test_mode and acct.delta is None
+    assert acct.check_for(AggregationParams(epsilon=2.0)) is acct
+    with pytest.raises(InvalidParameterError, match="not the parameters'"):
+        acct.check_for(AggregationParams(epsilon=1.0))
+
+
+def test_split_budget_spends_into_the_run_accountant_once() -> None:
+    """n' drawn first (its share spent by the draw), then the split: the same figures as a split alone, the
+    1-tuple share paying for the empty counts' second draw."""
+    params = AggregationParams(epsilon=2.0, delta=1e-6)
+    acct = release_accountant(params, _Recorder())
+    assert draw_protected_n(500, params, acct) == 500
+    split = split_budget(params, 1e-6, acct=acct, empty_counts=True)
+    alone = split_budget(params, 1e-6)
+    assert split.sigmas == alone.sigmas and split.epsilon_n == alone.epsilon_n
+    assert (
+        acct.right("marginals_k1").parts == 2 and acct.right("percentiles").parts == params.reporting_length
+    )
+    with pytest.raises(BudgetError):
+        split_budget(params, 1e-6, acct=acct)  # spent once

@@ -16,12 +16,27 @@ from scipy.stats import beta, chisquare
 
 from spark_dpsynth.mechanisms import _counting
 from spark_dpsynth.mechanisms._counting import CandidateIndex
-from spark_dpsynth.mechanisms._discovery import noisy_threshold
+from spark_dpsynth.mechanisms._discovery import noisy_threshold as threshold_through
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded
 from spark_dpsynth.params import AggregationParams
 from spark_dpsynth.privacy._seeded import SeededNoise
-from spark_dpsynth.privacy.accounting import rho_1_threshold, split_budget, thresholds_for
-from spark_dpsynth.privacy.noise import CryptographicNoise, NoNoise
+from spark_dpsynth.privacy.accounting import Accountant, rho_1_threshold, split_budget, thresholds_for
+from spark_dpsynth.privacy.noise import CryptographicNoise, NoiseSource, NoNoise
+
+
+def noisy_threshold(
+    counts: np.ndarray,
+    scale: float,
+    threshold: float,
+    noise: NoiseSource,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The mechanisms' noise-and-threshold step at noise std ``scale``: one share of a fresh accountant whose
+    discrete Gaussian has that std (L2 sensitivity 1), drawn from ``noise``."""
+    acct = Accountant(1.0, noise=noise)
+    acct.set_rho(1.0 / (2.0 * scale * scale))
+    acct.spend_rho("counts", 1.0 / (2.0 * scale * scale), "discrete Gaussian", sigma=scale)
+    return threshold_through(counts, threshold, acct, "counts", 1.0)
+
 
 ALPHA = 1e-6  # false-positive rate of each chi-square / Clopper-Pearson check
 

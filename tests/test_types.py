@@ -23,10 +23,10 @@ from spark_dpsynth.data.types import (
     types_manifest,
 )
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.mechanisms._profile import dp_profiles, profile_sigma
+from spark_dpsynth.mechanisms._profile import dp_profiles, profile_parts, profile_sigma
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
-from spark_dpsynth.privacy.accounting import split_budget
+from spark_dpsynth.privacy.accounting import Accountant, split_budget
 from spark_dpsynth.privacy.noise import NoNoise
 from spark_dpsynth.synthesizers._types import bin_intervals, open_bounds, restore_types
 
@@ -104,9 +104,18 @@ def test_column_types_come_from_the_schema_and_the_config(spark) -> None:
 def _profile(spark, rows, schema, **kw):
     df = spark.createDataFrame(rows, schema)
     types = column_types(df.schema, DataConfig(columns=tuple(df.columns)))
-    return dp_profiles(
-        numeric_view(df, types), types, tuple(df.columns), kw.get("n_bins", 16), 1.0, len(rows), NoNoise()
+    columns = tuple(df.columns)
+    acct = Accountant(10.0, 1e-6, noise=NoNoise())
+    acct.set_rho(1.0)
+    parts = profile_parts(types, columns)
+    acct.spend_rho(
+        "column_profile",
+        1.0,
+        "profile",
+        sigma=profile_sigma(1.0, len(columns), parts - len(columns)),
+        parts=parts,
     )
+    return dp_profiles(numeric_view(df, types), types, columns, kw.get("n_bins", 16), len(rows), acct)
 
 
 def test_dp_profile_tells_codes_from_measurements(spark) -> None:

@@ -102,14 +102,14 @@ def test_spark_counts_equal_crosstabs(spark) -> None:
 @pytest.mark.parametrize("selection", ["mst", "aim"])
 def test_budget_adds_up_and_no_true_count_is_recorded(selection: str) -> None:
     codes, sizes = _codes(500)
-    acct = Accountant(2.0, 1e-6)
+    acct = Accountant(2.0, 1e-6, noise=SeededNoise(5))
     rho = acct.convert_to_rho(2.0, 1e-6)
     params = WorkloadParams(
         epsilon=2.0, delta=1e-6, selection=selection, max_rounds=6, estimation_iterations=20
     )
     names = ("a", "b", "c", "d")
     measurements, entries, rounds = select_and_measure(
-        LocalCliqueCounter(codes, sizes), names, rho, params, acct, SeededNoise(5), order_key=b"k"
+        LocalCliqueCounter(codes, sizes), names, rho, params, acct, order_key=b"k"
     )
     spent = sum(s.rho or 0.0 for s in acct.budget().shares)
     assert spent == pytest.approx(rho, rel=1e-9)
@@ -134,15 +134,10 @@ def test_mst_without_noise_picks_the_true_tree() -> None:
     """With the noise off (NoNoise: the exponential mechanism is an argmax), MST picks the pairs that differ
     most from independence: the generating chain a - b - d - c."""
     codes, sizes = _codes(3000)
-    acct = Accountant(4.0, 1e-6)
+    acct = Accountant(4.0, 1e-6, noise=NoNoise())
     rho = acct.convert_to_rho(4.0, 1e-6)
     _, _, rounds = select_and_measure(
-        LocalCliqueCounter(codes, sizes),
-        ("a", "b", "c", "d"),
-        rho,
-        WorkloadParams(selection="mst"),
-        acct,
-        NoNoise(),
+        LocalCliqueCounter(codes, sizes), ("a", "b", "c", "d"), rho, WorkloadParams(selection="mst"), acct
     )
     tree = {tuple(sorted(e)) for e in rounds[1]["chosen"]}
     assert tree == {("a", "b"), ("b", "d"), ("c", "d")}
@@ -293,11 +288,16 @@ def test_choose_fitting_is_the_exponential_mechanism_over_the_fitting_cliques() 
     pool = [(0,), (1,), (2,), (3,)]
     scores = np.array([3.0, 2.0, 1.0, 0.0])
     fits = lambda c: c != (0,)  # noqa: E731 - the best-scored clique does not fit
-    assert choose_fitting(pool, scores, fits, NoNoise(), 1.0, 0.5) == (1,)
-    assert choose_fitting(pool, scores, lambda c: False, NoNoise(), 1.0, 0.5) is None
-    noise = SeededNoise(3)
+    exact = Accountant(1.0, noise=NoNoise())
+    exact.set_rho(1.0)
+    exact.spend_rho("choice", 1.0, "exponential mechanism", parts=2)
+    assert choose_fitting(pool, scores, fits, exact, "choice", 1.0) == (1,)
+    assert choose_fitting(pool, scores, lambda c: False, exact, "choice", 1.0) is None
     rho = 0.5
-    draws = [choose_fitting(pool, scores, fits, noise, 1.0, rho) for _ in range(4000)]
+    acct = Accountant(1.0, noise=SeededNoise(3))
+    acct.set_rho(4000 * rho)
+    acct.spend_rho("choices", 4000 * rho, "exponential mechanism", parts=4000)  # rho per draw
+    draws = [choose_fitting(pool, scores, fits, acct, "choices", 1.0) for _ in range(4000)]
     w = np.exp(np.sqrt(2 * rho) * scores[1:])
     want = w / w.sum()
     got = np.array([draws.count(c) for c in pool[1:]]) / len(draws)
@@ -356,7 +356,7 @@ def test_known_measurements_are_used_not_charged(selection: str) -> None:
     from spark_dpsynth.estimation.domain import Measurement
 
     codes, sizes = _codes(500)
-    acct = Accountant(2.0, 1e-6)
+    acct = Accountant(2.0, 1e-6, noise=SeededNoise(5))
     rho = acct.convert_to_rho(2.0, 1e-6)
     params = WorkloadParams(
         epsilon=2.0,
@@ -376,7 +376,6 @@ def test_known_measurements_are_used_not_charged(selection: str) -> None:
         rho,
         params,
         acct,
-        SeededNoise(5),
         order_key=b"k",
         known=known,
     )
@@ -419,8 +418,7 @@ def _discover_local(rows, noise, derived=None, config=None):  # noqa: ANN001, AN
 
     names = ("p", "q", "r")
     params = WorkloadParams(epsilon=4.0, delta=1e-6, seed=3)
-    acct = Accountant(4.0)
-    eps_n = acct.spend_epsilon("number_of_records", params.number_of_records_epsilon_proportion, "count")
+    acct = Accountant(4.0, noise=noise)
     discovery, _, _ = _discover(
         LocalBackend.from_rows(rows, 3),
         names,
@@ -429,8 +427,6 @@ def _discover_local(rows, noise, derived=None, config=None):  # noqa: ANN001, AN
         config or DataConfig(),
         params,
         acct,
-        eps_n,
-        noise,
         None,
         release_key,
     )
@@ -450,7 +446,7 @@ def test_discovery_releases_each_columns_empty_count_without_threshold() -> None
     discovery, acct = _discover_local(_rows_with_empties(), NoNoise())
     m = discovery.manifest
     assert "empty_counts" not in m  # drawn after the selection, the release's last noise
-    discovery.release_empty_counts(NoNoise())
+    discovery.release_empty_counts(acct)
     assert m["empty_counts"] == {"p": 0, "q": 40, "r": 2} and m["threshold"] > 2
     assert not discovery._true_empty  # the true counts are dropped once noised
     assert m["empty_counts_noise_std"] == m["noise_std"] == pytest.approx(m["sigma"] * math.sqrt(3))
@@ -462,8 +458,8 @@ def test_discovery_releases_each_columns_empty_count_without_threshold() -> None
     errors = []
     for seed in range(200):
         source = SeededNoise(seed)
-        noisy, _ = _discover_local(_rows_with_empties(), source)
-        noisy.release_empty_counts(source)
+        noisy, noisy_acct = _discover_local(_rows_with_empties(), source)
+        noisy.release_empty_counts(noisy_acct)
         errors += [
             noisy.manifest["empty_counts"][c] - want for c, want in zip("pqr", (0, 40, 2), strict=True)
         ]
@@ -478,7 +474,7 @@ def test_discovery_releases_each_columns_empty_count_without_threshold() -> None
 def test_discovery_with_multi_value_columns_measures_no_empty_count() -> None:
     rows = [("1", "x", "y") for _ in range(300)]
     config = DataConfig(multi_value={"m": ";"})
-    discovery, _ = _discover_local(rows, NoNoise(), derived={"p": ("m", "1")}, config=config)
-    discovery.release_empty_counts(NoNoise())
+    discovery, acct = _discover_local(rows, NoNoise(), derived={"p": ("m", "1")}, config=config)
+    discovery.release_empty_counts(acct)
     assert "empty_counts" not in discovery.manifest and not discovery._true_empty
     assert "multi-value" in discovery.manifest["empty_counts_skipped"]

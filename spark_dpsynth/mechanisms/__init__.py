@@ -1,7 +1,8 @@
 """DP mechanisms: the only code that reads the sensitive table and releases noisy statistics.
 
-Each mechanism takes a DataFrame and returns a :class:`spark_dpsynth.release.Release` whose manifest records
-every share of the budget it spent. Everything downstream (:mod:`spark_dpsynth.synthesizers`) is
+Each mechanism takes a DataFrame and the run's accountant, spends its budget in it share by share (drawing every
+noise through a share), and returns a :class:`spark_dpsynth.release.Release` whose manifest records every share
+it spent. Everything downstream (:mod:`spark_dpsynth.synthesizers`) is
 post-processing of that release.
 
 The mechanisms (each registered in :mod:`spark_dpsynth.registry`; one calls another only through its public
@@ -16,7 +17,7 @@ entry point):
 
 What they share (underscore modules, public names inside; docs/design.md section 1.8):
 
-* :mod:`._discovery`: the one draw of the protected number of records n', the noisy threshold that releases a
+* :mod:`._discovery`: the run's accountant, the one draw of the protected number of records n', the noisy threshold that releases a
   column's values, which columns have public values.
 * :mod:`._profile`: the DP profile of the numeric columns without public bins (the noisy histogram; its
   post-processing is :mod:`spark_dpsynth.data.types`).

@@ -22,10 +22,9 @@ import numpy as np
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._cliques import clique_cells
-from spark_dpsynth.mechanisms._selection import State, TrueTables, all_cliques, measure, record
+from spark_dpsynth.mechanisms._selection import State, TrueTables, all_cliques, measure
 from spark_dpsynth.params import WorkloadParams
 from spark_dpsynth.privacy.accounting import Accountant
-from spark_dpsynth.privacy.noise import NoiseSource
 
 __all__ = [
     "Projector",
@@ -47,7 +46,6 @@ def aim(
     rho: float,
     params: WorkloadParams,
     acct: Accountant,
-    noise: NoiseSource,
     progress: Progress | None,
     key: bytes,
     known: Sequence[Measurement] = (),
@@ -79,8 +77,7 @@ def aim(
         sigma0 = math.sqrt(d / (2.0 * rho * params.one_way_rho_proportion))
     true1 = tables.get(ones)
     for c in ones:
-        m = measure(true1[c], c, sigma0, noise, names)
-        record(state, acct, m, names, 0, f"round_0_measure_{names[c[0]]}")
+        measure(state, acct, true1[c], c, sigma0, names, 0, f"round_0_measure_{names[c[0]]}")
         used += 1.0 / (2 * sigma0**2)
     state.rounds.append({"round": 0, "kind": "1-way tables", "rho": used, "sigma": sigma0})
     report(progress, log, f"workload (aim): 1-way tables measured (sigma {sigma0:.3g}); fitting the model")
@@ -112,7 +109,14 @@ def aim(
                 float(np.abs(true[c] - est).sum()) - math.sqrt(2 / math.pi) * sigma * n_cells
             )
         del estimates
-        chosen = choose_fitting(pool, scores, fits, noise, float(r), epsilon**2 / 8.0)
+        selection = f"round_{t}_selection"
+        acct.spend_rho(
+            selection,
+            epsilon**2 / 8.0,
+            "exponential mechanism (AIM score, sensitivity R)",
+            epsilon=epsilon,
+        )
+        chosen = choose_fitting(pool, scores, fits, acct, selection, float(r))
         del scores
         if chosen is None:
             # Nothing in the pool fits the model-size rule: a 1-way table (inside the model) is re-measured.
@@ -123,19 +127,12 @@ def aim(
                     for c in ones
                 ]
             )
-            chosen = ones[noise.exponential(ones_scores, float(r), epsilon**2 / 8.0)]
+            chosen = ones[int(acct.exponential(selection, ones_scores, float(r)))]  # type: ignore[arg-type]
             del ones_scores
             true = {**true, chosen: true1[chosen]}
-        acct.spend_rho(
-            f"round_{t}_selection",
-            epsilon**2 / 8.0,
-            "exponential mechanism (AIM score, sensitivity R)",
-            epsilon=epsilon,
-        )
         before = model.project(tuple(names[x] for x in chosen))
-        m = measure(true[chosen], chosen, sigma, noise, names)
+        m = measure(state, acct, true[chosen], chosen, sigma, names, t, f"round_{t}_measure")
         del true
-        record(state, acct, m, names, t, f"round_{t}_measure")
         used += epsilon**2 / 8.0 + 1.0 / (2 * sigma**2)
         if chosen not in measured_cliques:
             measured_cliques.append(chosen)
@@ -264,12 +261,14 @@ def choose_fitting(
     pool: Sequence[tuple[int, ...]],
     scores: np.ndarray,
     fits,  # noqa: ANN001 - callable(clique) -> bool, public
-    noise: NoiseSource,
+    acct: Accountant,
+    share: str,
     sensitivity: float,
-    rho: float,
 ) -> tuple[int, ...] | None:
-    """The exponential mechanism over the cliques of ``pool`` that ``fits`` accepts, by rejection: draw over
-    the remaining cliques, and while the draw does not fit, drop it and draw again with fresh noise.
+    """The exponential mechanism over the cliques of ``pool`` that ``fits`` accepts, drawn through the share
+    ``share`` of ``acct`` (:meth:`~spark_dpsynth.privacy.accounting.Accountant.exponential` with ``accept``), by
+    rejection: draw over the remaining cliques, and while the draw does not fit, drop it and draw again with fresh
+    noise.
 
     For a draw r from P(r) proportional to exp(eps s_r) over a set L and a public subset F of L, the first draw
     that falls in F has P(r) = exp(eps s_r) / sum_{F} exp(eps s), the exponential mechanism over F itself, so
@@ -277,13 +276,8 @@ def choose_fitting(
     ``fits`` only of drawn cliques (a handful), where testing every candidate would need one triangulation each.
     Returns None when no clique fits.
     """
-    options = list(range(len(pool)))
-    while options:
-        k = noise.exponential(scores[options], sensitivity, rho)
-        if fits(pool[options[k]]):
-            return pool[options[k]]
-        options.pop(k)
-    return None
+    i = acct.exponential(share, scores, sensitivity, accept=lambda i: bool(fits(pool[i])))
+    return None if i is None else pool[i]
 
 
 def aim_candidates(

@@ -1,6 +1,7 @@
 """The DP steps the marginals and workload mechanisms share before their own counting: the protected number of
 records, the noisy threshold of released counts, and which column values are public or must be discovered.
 
+* :func:`release_accountant`: the run's one :class:`~spark_dpsynth.privacy.accounting.Accountant` (and noise source);
 * :func:`draw_protected_n`: the one draw of n' (docs/design.md section 2.4), also made once by the default
   method's choice (:func:`spark_dpsynth.mechanisms.choice.fit_auto`) and handed on;
 * :func:`noisy_threshold`: discrete Gaussian noise on every candidate count, then the threshold rho_k
@@ -12,46 +13,94 @@ records, the noisy threshold of released counts, and which column values are pub
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from spark_dpsynth.params import AggregationParams, DataConfig
-from spark_dpsynth.privacy.noise import NoiseSource
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.params import Accounting, AggregationParams, DataConfig
+from spark_dpsynth.privacy.accounting import Accountant, spend_number_of_records
+from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
 
-__all__ = ["distinct_values", "draw_protected_n", "noisy_threshold", "public_domains"]
+__all__ = [
+    "distinct_values",
+    "draw_protected_n",
+    "noisy_threshold",
+    "protected_n_of",
+    "public_domains",
+    "release_accountant",
+]
 
 
-def draw_protected_n(true_n: int, params: AggregationParams, noise: NoiseSource) -> int:
-    """n' = max(1, n + L), L ~ discrete Laplace(1 / epsilon_N) (docs/design.md section 2.4).
+def release_accountant(params: Any, noise: NoiseSource | None = None) -> Accountant:
+    """The accountant of one release, made once at the start of a run from a mechanism's parameters (``epsilon``,
+    ``accounting``, ``seed``): production noise (OpenDP over the OS's cryptographic source), or test-mode noise
+    with a ``seed``, unless ``noise`` is given. Its delta is declared by the mechanism when it is known (given,
+    or derived from n')."""
+    return Accountant(
+        float(params.epsilon),
+        accounting=getattr(params, "accounting", Accounting.CLASSIC),
+        noise=noise if noise is not None else noise_source_for(getattr(params, "seed", None)),
+    )
+
+
+def draw_protected_n(true_n: int, params: AggregationParams, acct: Accountant) -> int:
+    """n' = max(1, n + L), L ~ discrete Laplace(1 / epsilon_N) (docs/design.md section 2.4), drawn through the
+    release's accountant, which spends the share ``number_of_records`` (epsilon_N) here.
 
     Args:
         true_n: the true number of records (private: used only here, never logged).
         params: the budget; epsilon_N = ``number_of_records_epsilon_proportion`` x ``epsilon``.
-        noise: the release's noise source (one draw).
+        acct: the release's :class:`~spark_dpsynth.privacy.accounting.Accountant`.
 
     Returns:
         n', the protected number of records, >= 1. Drawn once per release: the default method's choice draws it
-        and hands it to the mechanism it runs (``protected_n``), which books it and does not draw it again.
+        and hands it, with the accountant, to the mechanism it runs (``protected_n``), which does not draw it
+        again.
+
+    Raises:
+        BudgetError: the accountant has already spent ``number_of_records``.
     """
-    scale_n = 1.0 / (params.number_of_records_epsilon_proportion * params.epsilon)
-    return max(1, true_n + int(noise.discrete_laplace(scale_n, 1)[0]))
+    spend_number_of_records(acct, params.number_of_records_epsilon_proportion)
+    return max(1, int(acct.laplace("number_of_records", [true_n])[0]))
+
+
+def protected_n_of(protected_n: int | None, acct: Accountant) -> int | None:
+    """``protected_n`` handed in by a caller, checked: >= 1 and drawn through ``acct`` (its share
+    ``number_of_records`` spent); None stays None (the mechanism draws it).
+
+    Raises:
+        InvalidParameterError: ``protected_n`` < 1, or the accountant has no share that paid for it.
+    """
+    if protected_n is None:
+        return None
+    if protected_n < 1:
+        raise InvalidParameterError(f"protected_n must be >= 1, got {protected_n}")
+    if not acct.spent("number_of_records"):
+        raise InvalidParameterError(
+            "protected_n must come with the accountant that drew it (its share number_of_records)"
+        )
+    return protected_n
 
 
 def noisy_threshold(
-    counts: np.ndarray, scale: float, threshold: float, noise: NoiseSource
+    counts: np.ndarray, threshold: float, acct: Accountant, share: str, l2_sensitivity: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Noise on every candidate count of one length, then keep what passes the threshold (docs/design.md
     sections 2.4 and 2.5).
 
     Args:
         counts: int64 (M,) bounded counts of every candidate (zero counts included).
-        scale: noise std sigma_k sqrt(Delta_k) of the discrete Gaussian.
         threshold: rho_k; a noisy count is kept when it is > rho_k and > 0.
-        noise: the noise source (one fresh draw per candidate).
+        acct: the release's accountant; the discrete Gaussian of its share ``share`` (std sigma_k per unit of
+            L2 sensitivity) is drawn once per candidate.
+        share: the share that pays for these counts.
+        l2_sensitivity: sqrt(Delta_k), the counts' L2 sensitivity.
 
     Returns:
         (noisy int64 (M,), kept bool (M,)). Integer arithmetic throughout: exact for any count.
     """
-    noisy = np.asarray(counts, dtype=np.int64) + noise.discrete_gaussian(scale, counts.shape[0])
+    noisy = acct.gaussian(share, np.asarray(counts, dtype=np.int64), l2_sensitivity)
     return noisy, (noisy > threshold) & (noisy > 0)
 
 

@@ -15,10 +15,9 @@ import numpy as np
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._cliques import clique_cells
-from spark_dpsynth.mechanisms._selection import State, TrueTables, measure, record
+from spark_dpsynth.mechanisms._selection import State, TrueTables, measure
 from spark_dpsynth.params import WorkloadParams
 from spark_dpsynth.privacy.accounting import Accountant
-from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.release.core import one_way_means
 
 __all__ = ["mst"]
@@ -33,7 +32,6 @@ def mst(
     rho: float,
     params: WorkloadParams,
     acct: Accountant,
-    noise: NoiseSource,
     progress: Progress | None,
     known: Sequence[Measurement] = (),
 ) -> State:
@@ -49,9 +47,7 @@ def mst(
     sigma1 = math.sqrt(d / (2.0 * rho * share))
     true1 = tables.get(ones)
     for c in ones:
-        record(
-            state, acct, measure(true1[c], c, sigma1, noise, names), names, 0, f"measure_1way_{names[c[0]]}"
-        )
+        measure(state, acct, true1[c], c, sigma1, names, 0, f"measure_1way_{names[c[0]]}")
     state.rounds.append({"round": 0, "kind": "1-way tables", "rho": d / (2 * sigma1**2), "sigma": sigma1})
     if d < 2:
         return state
@@ -86,13 +82,13 @@ def mst(
         options = [c for c in pairs if find(c[0]) != find(c[1])]
         if not options:
             break
-        i = noise.exponential(np.array([scores[c] for c in options]), 1.0, rho_step)
         acct.spend_rho(
             f"select_tree_edge_{t + 1}",
             rho_step,
             "exponential mechanism (MST edge by L1 error of independent columns, sensitivity 1)",
             epsilon=math.sqrt(8 * rho_step),
         )
+        i = int(acct.exponential(f"select_tree_edge_{t + 1}", np.array([scores[c] for c in options]), 1.0))  # type: ignore[arg-type]
         a, b = options[i]
         parent[find(a)] = find(b)
         chosen.append((a, b))
@@ -110,13 +106,6 @@ def mst(
         sigma2 = math.sqrt(len(chosen) / (2.0 * left))
         true2 = tables.get(chosen)
         for c in chosen:
-            record(
-                state,
-                acct,
-                measure(true2[c], c, sigma2, noise, names),
-                names,
-                2,
-                f"measure_{'_'.join(names[x] for x in c)}",
-            )
+            measure(state, acct, true2[c], c, sigma2, names, 2, f"measure_{'_'.join(names[x] for x in c)}")
         state.rounds.append({"round": 2, "kind": "2-way tables of the tree", "rho": left, "sigma": sigma2})
     return state

@@ -4,8 +4,9 @@ each such column is decided a code or a measurement with DP bins (docs/design.md
 :func:`dp_profiles` counts, on Spark, the cells of every profiled column on its scale's public grid
 (:func:`spark_dpsynth.data.types.profile_grid`), draws the noise on every possible cell, and hands the noisy
 histogram to :func:`spark_dpsynth.data.types.profile_from_noisy` (post-processing). :func:`profile_sigma` is the
-noise scale of the Gaussian mechanism. Used by the marginals, workload and class-conditional mechanisms, which
-book the profile's share of the budget (``column_profile``).
+noise scale of the Gaussian mechanism, :func:`profile_parts` the number of its draws. Used by the marginals,
+workload and class-conditional mechanisms, which spend the profile's share of the budget (``column_profile``) in
+the release's accountant; the noise is drawn through that share.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from spark_dpsynth.data.types import (
     profile_from_noisy,
     profile_grid,
 )
-from spark_dpsynth.privacy.noise import NoiseSource
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.privacy.accounting import Accountant
 
-__all__ = ["PROFILE_PASS_COLUMNS", "dp_profiles", "profile_sigma"]
+__all__ = ["PROFILE_PASS_COLUMNS", "dp_profiles", "profile_parts", "profile_sigma"]
 
 PROFILE_PASS_COLUMNS = 8
 """Columns profiled per Spark job (:func:`dp_profiles`)."""
@@ -42,16 +44,20 @@ def profile_sigma(rho: float, columns: int, fractional: int) -> float:
     return math.sqrt((columns + fractional) / (2.0 * rho))
 
 
+def profile_parts(types: Mapping[str, ColumnType], columns: tuple[str, ...]) -> int:
+    """The draws of a DP profile of ``columns``: one histogram per column and, on a real column, one count of the
+    values that are not whole numbers (the columns + fractional of :func:`profile_sigma`)."""
+    return len(columns) + sum(1 for c in columns if types[c].scale == "real")
+
+
 def dp_profiles(
     df: DataFrame,
     types: Mapping[str, ColumnType],
     columns: tuple[str, ...],
     n_bins: int,
-    rho: float,
     protected_n: int,
-    noise: NoiseSource,
-    *,
-    epsilon: float | None = None,
+    acct: Accountant,
+    share: str = "column_profile",
 ) -> dict[str, ColumnProfile]:
     """The DP profile of each numeric column without public bins: code or measurement, and a measurement's bins.
 
@@ -60,12 +66,16 @@ def dp_profiles(
         types: the column types (:func:`column_types`).
         columns: the columns to profile (binned scales, no public bins, not declared categorical).
         n_bins: the number of quantile bins of a measurement (``DataConfig.dp_bins``), >= 2.
-        rho: the zCDP budget of the whole profile (the share ``column_profile``), > 0; ignored with ``epsilon``.
         protected_n: n', the protected number of records (already drawn).
-        noise: the release's noise source.
-        epsilon: for a mechanism accounted in pure DP (the class-conditional one): the profile's epsilon, > 0;
-            the noise is then discrete Laplace of scale (columns + real columns) / epsilon (the L1 sensitivity),
-            epsilon-DP [DMNS06].
+        acct: the release's accountant, where the caller spent ``share`` for :func:`profile_parts` draws: a
+            zCDP share with the Gaussian's sigma (:func:`profile_sigma`), or, for a mechanism accounted in pure
+            DP (the class-conditional one), a pure share of epsilon: the noise is then discrete Laplace of scale
+            (columns + real columns) / epsilon (the L1 sensitivity), epsilon-DP [DMNS06].
+        share: the name of that share.
+
+    Raises:
+        InvalidParameterError: the share pays for another number of draws than :func:`profile_parts`.
+        BudgetError: no such share.
 
     Returns:
         column -> :class:`ColumnProfile`. A *code*: the points (whole numbers in [-9999, 9999], two-digit numbers
@@ -90,18 +100,26 @@ def dp_profiles(
         return {}
     grids = {s: profile_grid(s) for s in {types[c].scale for c in columns}}
     fractional = [c for c in columns if types[c].scale == "real"]
-    laplace = epsilon is not None
+    right = acct.right(share)
+    parts = profile_parts(types, columns)
+    if right.parts != parts:
+        raise InvalidParameterError(
+            f"the share {share!r} pays for {right.parts} draws, the profile makes {parts}"
+        )
+    laplace = right.sigma is None
     if laplace:
-        b = (len(columns) + len(fractional)) / float(epsilon)
-        sigma = b * math.sqrt(2.0)  # the std of the Laplace noise, for the thresholds below
+        assert right.epsilon is not None
+        sigma = (
+            parts / right.epsilon * math.sqrt(2.0)
+        )  # the std of the Laplace noise, for the thresholds below
 
-        def draw(size: int) -> np.ndarray:
-            return noise.discrete_laplace(b, size)
+        def draw(true: np.ndarray) -> np.ndarray:
+            return acct.laplace(share, true, sensitivity=parts)
     else:
-        sigma = profile_sigma(rho, len(columns), len(fractional))
+        sigma = right.sigma
 
-        def draw(size: int) -> np.ndarray:
-            return noise.discrete_gaussian(sigma, size)
+        def draw(true: np.ndarray) -> np.ndarray:
+            return acct.gaussian(share, true)
 
     by_column: dict[int, list[tuple[float, bool, bool, int]]] = {}
     # Columns in passes of PROFILE_PASS_COLUMNS: the cell key is a large expression, and 54 of them in one plan
@@ -150,8 +168,8 @@ def dp_profiles(
         noisy = np.zeros(grid.size, dtype=np.float64)
         possible = grid.possible.copy()
         possible[grid.null_cell] = True
-        noisy[possible] = hist[possible] + draw(int(possible.sum()))
-        noisy_frac = float(frac_count + draw(1)[0]) if c in fractional else 0.0
+        noisy[possible] = draw(hist[possible])
+        noisy_frac = float(draw(np.array([frac_count]))[0]) if c in fractional else 0.0
         del hist, frac_count, entries
         out[c] = profile_from_noisy(c, scale, grid, noisy, noisy_frac, sigma, n_bins, protected_n, laplace)
     return out

@@ -3,7 +3,7 @@ true tables of candidates, and the measurement of a clique with its bookkeeping 
 
 A measurement is a clique's full table plus discrete Gaussian noise on every cell (Canonne, Kamath, Steinke 2020):
 a table has L2 sensitivity 1 (every record adds 1 to exactly one cell), so noise of std sigma costs
-rho = 1/(2 sigma^2) in zCDP, booked in the accountant with the measurement (:func:`record`).
+rho = 1/(2 sigma^2) in zCDP, spent in the accountant and drawn through it in one call (:func:`measure`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import numpy as np
 from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._cliques import CliqueCounter
 from spark_dpsynth.privacy.accounting import Accountant
-from spark_dpsynth.privacy.noise import NoiseSource
 
-__all__ = ["State", "TrueTables", "all_cliques", "measure", "record"]
+__all__ = ["State", "TrueTables", "all_cliques", "measure"]
 
 
 def all_cliques(d: int, r: int) -> Iterable[tuple[int, ...]]:
@@ -64,37 +63,38 @@ class TrueTables:
 
 
 def measure(
-    table: np.ndarray, clique: tuple[int, ...], sigma: float, noise: NoiseSource, names: Sequence[str]
+    state: State,
+    acct: Accountant,
+    table: np.ndarray,
+    clique: tuple[int, ...],
+    sigma: float,
+    names: Sequence[str],
+    round_no: int,
+    label: str,
 ) -> Measurement:
-    """The table plus independent discrete Gaussian noise N_Z(0, sigma^2) on every cell (zero cells included).
+    """Measure a clique: spend rho = 1/(2 sigma^2) in ``acct`` under ``label`` (zCDP of the discrete Gaussian
+    mechanism at L2 sensitivity 1; Canonne, Kamath, Steinke 2020, Theorem 14) and, through that share, add
+    independent discrete Gaussian noise N_Z(0, sigma^2) to every cell of the table (zero cells included); the
+    measurement is added to ``state`` with its manifest entry ``{"columns", "std", "rho", "round"}``.
 
     Args:
+        state: the selection's state (measurements and manifest entries so far).
+        acct: the release's accountant.
         table: the clique's true table, int64, one axis per column of ``clique``.
         clique: its columns (ascending indices into ``names``).
         sigma: the noise std, in records.
-        noise: the noise source.
         names: the release's column names.
+        round_no: the round, for the manifest.
+        label: the budget share's name.
 
     Returns:
         The :class:`~spark_dpsynth.estimation.domain.Measurement` over the clique's names (float64 noisy
         cells, ``std`` sigma).
     """
-    noisy = table.astype(np.int64).ravel() + noise.discrete_gaussian(sigma, table.size)
-    return Measurement(tuple(names[c] for c in clique), noisy.reshape(table.shape).astype(np.float64), sigma)
-
-
-def record(
-    state: State,
-    acct: Accountant,
-    m: Measurement,
-    names: Sequence[str],
-    round_no: int,
-    label: str,
-) -> None:
-    """Book a measurement: its rho = 1/(2 std^2) spent in ``acct`` under ``label`` (zCDP of the discrete Gaussian
-    mechanism at L2 sensitivity 1; Canonne, Kamath, Steinke 2020, Theorem 14), the table added to ``state``, and its
-    manifest entry ``{"columns", "std", "rho", "round"}`` (column names from ``names``, round ``round_no``)."""
-    rho = 1.0 / (2.0 * m.std * m.std)
-    acct.spend_rho(label, rho, "discrete Gaussian (full clique table, L2 sensitivity 1)")
+    rho = 1.0 / (2.0 * sigma * sigma)
+    acct.spend_rho(label, rho, "discrete Gaussian (full clique table, L2 sensitivity 1)", sigma=sigma)
+    noisy = acct.gaussian(label, table.astype(np.int64).ravel())
+    m = Measurement(tuple(names[c] for c in clique), noisy.reshape(table.shape).astype(np.float64), sigma)
     state.measurements.append(m)
     state.entries.append({"columns": list(m.clique), "std": m.std, "rho": rho, "round": round_no})
+    return m

@@ -48,9 +48,10 @@ import numpy as np
 from spark_dpsynth import _validate as v
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
+from spark_dpsynth.mechanisms._discovery import release_accountant
 from spark_dpsynth.params import DataConfig
 from spark_dpsynth.privacy.accounting import Accountant
-from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
+from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Release
 from spark_dpsynth.release.manifest import FORMAT_VERSION
@@ -562,6 +563,7 @@ def fit_archetype(
     *,
     noise: NoiseSource | None = None,
     progress: Progress | None = None,
+    acct: Accountant | None = None,
 ) -> tuple[ArchetypeModel, Release]:
     """Fit archetypes on the public table and release the two noisy person histograms of the private one.
 
@@ -570,8 +572,11 @@ def fit_archetype(
         public: a public table of the same schema (same attribute columns and privacy unit column).
         params: column roles, k, budget (epsilon, delta, accounting), encoding, seed.
         data_config: attribute columns, empty values and public bins, applied to both tables alike.
-        noise: the noise source (default: production, or test mode when ``params.seed`` is set).
+        noise: the noise source of a new accountant (default: production, or test mode when ``params.seed``
+            is set); ignored with ``acct``.
         progress: optional callback, one message per stage (no statistic of the private data).
+        acct: the run's :class:`~spark_dpsynth.privacy.accounting.Accountant`, through which both histograms are
+            drawn; default a new one for ``params``.
 
     Returns:
         (the model, :class:`spark_dpsynth.synthesizers.archetype.ArchetypeModel`, for
@@ -600,9 +605,9 @@ def fit_archetype(
     public_roles = resolve_roles(public.columns, params, data.with_columns(roles.columns))
     assert public_roles.columns == roles.columns
     data = data.with_columns(roles.columns)
-    noise = noise if noise is not None else noise_source_for(params.seed)
+    acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
     delta = params.delta_in_force
-    acct = Accountant(float(params.epsilon), delta, accounting=params.accounting)
+    acct.declare_delta(delta, "given")
     rho = archetype_rho(params.epsilon, delta, params.accounting)
     acct.set_rho(rho)  # converted at the whole delta: this mechanism has no threshold
     acct.spend_delta("zcdp_conversion", delta, "rho-zCDP -> (epsilon, delta)-DP")
@@ -652,26 +657,27 @@ def fit_archetype(
     priv = _with_person(private, data, unit)
     labelled = _labelled(priv, roles, encoder, gmm)
     arch_true, cat_true = true_histograms(labelled, params.n_archetypes, categories, key, per_person)
-    rho_a = acct.spend_rho(
-        "archetype_histogram",
-        rho * (params.archetype_rho_proportion if categories else 1.0),
-        "discrete Gaussian on persons per archetype (L2 sensitivity 1)",
-    )
+    rho_a = rho * (params.archetype_rho_proportion if categories else 1.0)
     rho_c = rho - rho_a
+    sigma_a = 1.0 / math.sqrt(2.0 * rho_a)
+    sigma_c = 1.0 / math.sqrt(2.0 * rho_c) if categories else None
+    acct.spend_rho(
+        "archetype_histogram",
+        rho_a,
+        "discrete Gaussian on persons per archetype (L2 sensitivity 1)",
+        sigma=sigma_a,
+    )
     if categories:
         acct.spend_rho(
             "count_column_histogram",
             rho_c,
             "discrete Gaussian on persons per majority category (L2 sensitivity 1)",
+            sigma=sigma_c,
         )
-    sigma_a = 1.0 / math.sqrt(2.0 * rho_a)
-    sigma_c = 1.0 / math.sqrt(2.0 * rho_c) if categories else None
-    arch_noisy = np.maximum(arch_true + noise.discrete_gaussian(sigma_a, arch_true.shape[0]), 0).astype(
-        np.float64
-    )
+    arch_noisy = np.maximum(acct.gaussian("archetype_histogram", arch_true), 0).astype(np.float64)
     cat_noisy = (
-        np.maximum(cat_true + noise.discrete_gaussian(sigma_c, cat_true.shape[0]), 0).astype(np.float64)
-        if sigma_c is not None
+        np.maximum(acct.gaussian("count_column_histogram", cat_true), 0).astype(np.float64)
+        if categories
         else np.zeros(0)
     )
     del arch_true, cat_true, key
@@ -682,8 +688,8 @@ def fit_archetype(
         "synthesizers": list(synthesizers_for("archetype")),
         "budget": acct.budget().to_json(),
         "synthesizer": "archetype",
-        "test_mode": bool(noise.test_mode),
-        "noise_sampler": noise.name,
+        "test_mode": acct.test_mode,
+        "noise_sampler": acct.noise_name,
         "columns": list(roles.columns),
         "privacy_unit": "person" if unit is not None else "record",
         "privacy_unit_column": unit,
@@ -802,6 +808,11 @@ def run(private, params: ArchetypeParams, data: DataConfig, context: MechanismCo
         raise InvalidParameterError("the archetype mechanism needs a public table")
     public = context.read_public()
     model, release = fit_archetype(
-        private, public, params, dataclasses.replace(data, privacy_unit=None), progress=context.progress
+        private,
+        public,
+        params,
+        dataclasses.replace(data, privacy_unit=None),
+        progress=context.progress,
+        acct=context.accountant,
     )
     return Fitted(release=dataclasses.replace(release, model_files=model_files(model)))

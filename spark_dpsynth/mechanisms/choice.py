@@ -188,8 +188,9 @@ def fit_auto(  # noqa: ANN201 - returns (Choice, registry.Fitted)
         workload: the workload mechanism's parameters; its budget (epsilon, delta, epsilon_N's share, seed and
             accounting) must be ``aggregation``'s.
         data: the data configuration.
-        context: the registry's :class:`~spark_dpsynth.registry.MechanismContext` (its ``noise`` and
-            ``protected_n`` are filled here).
+        context: the registry's :class:`~spark_dpsynth.registry.MechanismContext`: n' is drawn through its
+            ``accountant`` (one is made for ``aggregation`` when it has none), which the chosen mechanism then
+            spends the rest of; its ``protected_n`` is filled here.
 
     Returns:
         ``(choice, fitted)``: the :class:`Choice` and the chosen mechanism's :class:`~spark_dpsynth.registry.Fitted`,
@@ -206,8 +207,7 @@ def fit_auto(  # noqa: ANN201 - returns (Choice, registry.Fitted)
     from spark_dpsynth import registry
     from spark_dpsynth.data.prepare import prepare, resolve_columns
     from spark_dpsynth.data.types import column_types, numeric_view
-    from spark_dpsynth.mechanisms._discovery import draw_protected_n
-    from spark_dpsynth.privacy.noise import noise_source_for
+    from spark_dpsynth.mechanisms._discovery import draw_protected_n, release_accountant
 
     for name in ("epsilon", "delta", "number_of_records_epsilon_proportion", "seed", "accounting"):
         if getattr(aggregation, name) != getattr(workload, name):
@@ -224,13 +224,13 @@ def fit_auto(  # noqa: ANN201 - returns (Choice, registry.Fitted)
         report(context.progress, log, f"auto: workload mechanism ({choice.reason})")
         fitted = registry.mechanism("workload").load_run()(df, workload, data, context)
     else:
-        noise = noise_source_for(aggregation.seed)
+        acct = context.accountant if context.accountant is not None else release_accountant(aggregation)
         records = prepare(numeric_view(df, column_types(df.schema, config)), config)
         # One number reaches the driver: the true number of records, used only for n' (never logged).
-        protected_n = draw_protected_n(records.count(), aggregation, noise)
+        protected_n = draw_protected_n(records.count(), aggregation, acct.check_for(aggregation))
         choice = choose(d, aggregation, protected_n)
         report(context.progress, log, f"auto: {choice.mechanism} mechanism ({choice.reason})")
-        context = dataclasses.replace(context, noise=noise, protected_n=protected_n)
+        context = dataclasses.replace(context, accountant=acct, protected_n=protected_n)
         params = aggregation if choice.mechanism == "marginals" else workload
         fitted = registry.mechanism(choice.mechanism).load_run()(df, params, data, context)
     release = dataclasses.replace(

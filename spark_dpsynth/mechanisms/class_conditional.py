@@ -42,9 +42,10 @@ import numpy as np
 from spark_dpsynth import _validate as v
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
+from spark_dpsynth.mechanisms._discovery import release_accountant
 from spark_dpsynth.params import AggregationParams, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant
-from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
+from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Release, _sorted_marginal
 from spark_dpsynth.release.manifest import FORMAT_VERSION
@@ -132,6 +133,7 @@ def fit_class_conditional(
     *,
     noise: NoiseSource | None = None,
     progress: Progress | None = None,
+    acct: Accountant | None = None,
 ) -> tuple[ClassConditionalModel, Release]:
     """Release the noisy (attribute value, class) histograms of a table (see the module docstring).
 
@@ -140,8 +142,11 @@ def fit_class_conditional(
         params: epsilon, label, number of tuples (kept in the manifest for the synthesizer), public domains,
             delta of the domain release, seed (test mode).
         data_config: columns, empty values and public bins (binned columns have public domains).
-        noise: the noise source (default: production noise, or test-mode noise when ``params.seed`` is set).
+        noise: the noise source of a new accountant (default: production noise, or test-mode noise when
+            ``params.seed`` is set); ignored with ``acct``.
         progress: optional callback, one message per stage (no statistic of the data).
+        acct: the run's :class:`~spark_dpsynth.privacy.accounting.Accountant` (pure DP: its delta is declared
+            only by the domains' release); default a new one for ``params``.
 
     Returns:
         (the model, :class:`spark_dpsynth.synthesizers.class_conditional.ClassConditionalModel`, for
@@ -169,7 +174,7 @@ def fit_class_conditional(
         types_manifest,
     )
     from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
-    from spark_dpsynth.mechanisms._profile import dp_profiles
+    from spark_dpsynth.mechanisms._profile import dp_profiles, profile_parts
     from spark_dpsynth.privacy.accounting import profile_mechanism
 
     params = params if params is not None else ClassConditionalParams()
@@ -188,9 +193,8 @@ def fit_class_conditional(
     unknown = [c for c in params.domains if c not in columns]
     if unknown:
         raise SchemaError(f"domains name column(s) {unknown} that are not attribute columns")
-    noise = noise if noise is not None else noise_source_for(params.seed)
+    acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
     started = time.perf_counter()
-    acct = Accountant(float(params.epsilon))
     eps = acct.epsilon
     eps_n = acct.spend_epsilon(
         "number_of_records",
@@ -207,18 +211,19 @@ def fit_class_conditional(
     protected_n: int | None = None
     if need:
         # One number reaches the driver: the true number of records, used only for n' (never logged).
-        protected_n = max(1, prepare(df, data).count() + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
+        protected_n = max(1, int(acct.laplace("number_of_records", [prepare(df, data).count()])[0]))
         eps_p = acct.spend_epsilon(
-            "column_profile", params.profile_epsilon_proportion, profile_mechanism(len(need))
+            "column_profile",
+            params.profile_epsilon_proportion,
+            profile_mechanism(len(need)),
+            parts=profile_parts(types, need),
         )
         report(
             progress,
             log,
             f"class_conditional: DP profile of {len(need)} numeric column(s) (epsilon {eps_p:g})",
         )
-        profiles = dp_profiles(
-            prepare(df, data), types, need, data.dp_bins, 0.0, protected_n, noise, epsilon=eps_p
-        )
+        profiles = dp_profiles(prepare(df, data), types, need, data.dp_bins, protected_n, acct)
         report_profiles(profiles, progress)
         types, data = apply_profiles(types, data, profiles)
     sources = {c: "dp_profile" if c in profiles else "config" for c in data.bins}
@@ -236,27 +241,31 @@ def fit_class_conditional(
         report(progress, log, f"class_conditional: DP domains of {missing} (epsilon {eps_domain:g})")
         from spark_dpsynth.mechanisms.marginals import dp_aggregate
 
+        domain_params = AggregationParams(
+            epsilon=eps_domain,
+            delta=params.delta,
+            reporting_length=1,
+            number_of_records_epsilon_proportion=0.01,
+            seed=params.seed,
+        )
         domain_release = dp_aggregate(
             prepared.select(*[F.col(f"`{c}`") for c in missing]),
-            AggregationParams(
-                epsilon=eps_domain,
-                delta=params.delta,
-                reporting_length=1,
-                number_of_records_epsilon_proportion=0.01,
-                seed=params.seed,
-            ),
+            domain_params,
             DataConfig(columns=tuple(missing)),
+            acct=acct.sub_budget(eps_domain, accounting=domain_params.accounting),
         )
         delta = float(domain_release.manifest["delta"])
         acct.declare_delta(delta, f"the domains' release: {domain_release.manifest.budget.delta_source}")
         acct.spend_delta("domains_threshold", delta, "threshold of the domains' 1-way release")
         for j, col in enumerate(missing):
             domains[col] = tuple(domain_release.domains[j])
-    eps_m = acct.spend_rest_of_epsilon(
-        "histograms", "discrete Laplace on every (value, class) bin of the full public domain"
-    )
     full_domains = {c: (*domains[c], EMPTY) for c in columns}
     attributes = tuple(c for c in columns if c != label)
+    eps_m = acct.spend_rest_of_epsilon(
+        "histograms",
+        "discrete Laplace on every (value, class) bin of the full public domain",
+        parts=len(attributes),
+    )
 
     # Distributed counts of the (value, class) pairs of every attribute, restricted to the public domain:
     # one explode, one groupBy, a join with the (broadcast) domain; at most sum |domain_j| |classes| rows.
@@ -301,11 +310,10 @@ def fit_class_conditional(
             true_counts[attributes[row["j"]]][row["vi"], row["ci"]] = row["count"]
 
     # Phase 1 fixed: independent discrete Laplace noise on every bin of the full domain, then clip at 0.
-    scale = len(attributes) / eps_m
-    histograms = {a: noisy_histogram(true_counts[a], scale, noise) for a in attributes}
+    histograms = {a: noisy_histogram(true_counts[a], acct, "histograms", len(attributes)) for a in attributes}
     # The protected number of records (n is never logged or written): discrete Laplace noise.
     if protected_n is None:  # else drawn before the DP profile, from the same count with the same epsilon_N
-        protected_n = max(1, true_n + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
+        protected_n = max(1, int(acct.laplace("number_of_records", [true_n])[0]))
     del true_n, true_counts
 
     manifest: dict[str, object] = {
@@ -314,8 +322,8 @@ def fit_class_conditional(
         "synthesizers": list(synthesizers_for("class_conditional")),
         "budget": acct.budget().to_json(),
         "synthesizer": "class_conditional",
-        "test_mode": bool(noise.test_mode),
-        "noise_sampler": noise.name,
+        "test_mode": acct.test_mode,
+        "noise_sampler": acct.noise_name,
         "columns": list(columns),
         "label": label,
         "privacy_unit": "record",
@@ -327,7 +335,7 @@ def fit_class_conditional(
         "epsilon_domain": eps_domain,
         "epsilon_profile": eps_p,
         "noise": "discrete Laplace on every (value, class) bin of the public domain",
-        "laplace_scale": scale,
+        "laplace_scale": len(attributes) / eps_m,
         "epsilon_per_histogram": eps_m / len(attributes),
         "sensitivities": {"1": 1, "2": 1},
         "protected_number_of_records": int(protected_n),
@@ -359,19 +367,20 @@ def fit_class_conditional(
     return model, release
 
 
-def noisy_histogram(counts: np.ndarray, scale: float, noise: NoiseSource) -> np.ndarray:
+def noisy_histogram(counts: np.ndarray, acct: Accountant, share: str, sensitivity: int) -> np.ndarray:
     """One independent discrete Laplace draw per bin of a full-domain histogram, then clipped at 0.
 
     Args:
         counts: int64 (|domain|, |classes|) true counts, zero-count bins included.
-        scale: Laplace scale b = A / epsilon_M (P(x) proportional to exp(-|x| / b)).
-        noise: the noise source.
+        acct: the release's accountant; the draw is one part of its pure share ``share`` (epsilon_M).
+        share: the share's name.
+        sensitivity: A, the L1 sensitivity of all the histograms together: the Laplace scale is
+            b = A / epsilon_M (P(x) proportional to exp(-|x| / b)).
 
     Returns:
         float64 array of the same shape, >= 0 (one independent draw *per bin*: see the module docstring).
     """
-    draws = noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
-    return np.maximum(counts + draws, 0).astype(np.float64)
+    return np.maximum(acct.laplace(share, counts, sensitivity=sensitivity), 0).astype(np.float64)
 
 
 def _as_release(model: ClassConditionalModel) -> Release:
@@ -457,5 +466,7 @@ def run(df, params: ClassConditionalParams, data: DataConfig, context: Mechanism
     import dataclasses
 
     data = resolve_columns(df.columns, data)  # schema check, no data read
-    model, release = fit_class_conditional(df, params, data, progress=context.progress)
+    model, release = fit_class_conditional(
+        df, params, data, progress=context.progress, acct=context.accountant
+    )
     return Fitted(release=dataclasses.replace(release, model_files=model_files(model)))

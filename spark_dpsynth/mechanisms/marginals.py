@@ -46,7 +46,9 @@ from spark_dpsynth.mechanisms._discovery import (
     distinct_values,
     draw_protected_n,
     noisy_threshold,
+    protected_n_of,
     public_domains,
+    release_accountant,
 )
 from spark_dpsynth.mechanisms._manifest import (
     data_manifest,
@@ -59,8 +61,14 @@ from spark_dpsynth.mechanisms._manifest import (
 )
 from spark_dpsynth.mechanisms._spark_backend import SparkBackend
 from spark_dpsynth.params import AggregationParams, DataConfig
-from spark_dpsynth.privacy.accounting import BudgetSplit, delta_from_protected_n, split_budget, thresholds_for
-from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
+from spark_dpsynth.privacy.accounting import (
+    Accountant,
+    BudgetSplit,
+    delta_from_protected_n,
+    split_budget,
+    thresholds_for,
+)
+from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import synthesizers_for
 from spark_dpsynth.release.core import Marginal, Release
 from spark_dpsynth.release.manifest import FORMAT_VERSION
@@ -147,14 +155,15 @@ def aggregate_encoded(
     backend: _Backend,
     columns: tuple[str, ...],
     params: AggregationParams,
-    noise: NoiseSource | None = None,
+    acct: Accountant | None = None,
     progress: Progress | None = None,
     extra_manifest: Mapping[str, object] | None = None,
     *,
+    noise: NoiseSource | None = None,
     private_columns: frozenset[int] = frozenset(),
     max_attributes: int | None = None,
     protected_n: int | None = None,
-    profile_columns: int = 0,
+    split: BudgetSplit | None = None,
     coverage_columns: frozenset[int] | None = None,
 ) -> Release:
     """The DP-marginals algorithm on encoded records (docs/design.md section 2).
@@ -163,18 +172,22 @@ def aggregate_encoded(
         backend: where the records are (Spark or NumPy); it returns only histograms and candidate counts.
         columns: the d attribute column names (public, except those in ``private_columns``).
         params: validated privacy parameters.
-        noise: the noise source; default production noise, or seeded test noise when ``params.seed`` is set.
+        acct: the release's accountant, through which every draw is made (default
+            :func:`~spark_dpsynth.mechanisms._discovery.release_accountant` of ``params`` and ``noise``).
         progress: optional callback receiving one short message per stage.
         extra_manifest: more public entries for the manifest (e.g. the data configuration).
+        noise: the noise source of a new accountant (default production noise, or seeded test noise when
+            ``params.seed`` is set); ignored with ``acct``.
         private_columns: indices of columns whose existence is private (the binary columns of multi-value
             values, found in the data): one stays in the release only when its attribute passed
             rho_1, and they do not count in the public ranges of the DP percentiles.
         max_attributes: public upper bound of the k=1 percentile range (attributes per record); default the
             number of public columns. Records above it count in its top cell.
-        protected_n: the protected number of records when the caller already drew it (before the DP bin edges,
-            docs/design.md section 2.8); None draws it here.
-        profile_columns: the number of numeric columns whose DP profile the caller drew (its share of rho is
-            then in the budget split, section 2.8).
+        protected_n: the protected number of records when the caller already drew it through ``acct`` (before
+            the DP bin edges, docs/design.md section 2.8); None draws it here.
+        split: the budget split when the caller already spent it in ``acct`` (with the share of the DP profile
+            it drew, section 2.8); None splits here. The empty counts are measured only when its 1-tuple share
+            pays for them.
         coverage_columns: indices of the columns whose 1-way coverage is checked after the 1-way release
             (:func:`report_high_cardinality`); None: every public column.
 
@@ -192,7 +205,8 @@ def aggregate_encoded(
         params.check_columns(d)
     k1_range = max_attributes if max_attributes is not None else len(public_columns)
     r = params.reporting_length
-    noise = noise if noise is not None else noise_source_for(params.seed)
+    acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
+    protected_n = protected_n_of(protected_n, acct)
     key = release_key(params.seed)
     alpha = params.percentile / 100.0
 
@@ -213,15 +227,16 @@ def aggregate_encoded(
     true_n = int(hist.sum())
     # Empty values are measured (docs/design.md section 2.8) when every column is public: each record then holds
     # exactly d 1-tuples, a value or "empty" per column, so Delta_1 = d is public and needs no percentile.
-    measure_empty = not private_columns
+    measure_empty = not private_columns and (split is None or acct.right("marginals_k1").parts > 1)
     empty_counts: np.ndarray | None = None
     records_for_empty = true_n if measure_empty else 0
 
     if protected_n is None:
-        protected_n = draw_protected_n(true_n, params, noise)
+        protected_n = draw_protected_n(true_n, params, acct)
     del true_n
-    delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
-    split = split_budget(params, delta, profile_columns)
+    if split is None:
+        delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
+        split = split_budget(params, delta, acct=acct, empty_counts=measure_empty)
     sensitivities: dict[int, int] = {}
     thresholds: dict[int, float] = {}
     levels: dict[int, _Level] = {}
@@ -266,7 +281,7 @@ def aggregate_encoded(
         if k == 1 and measure_empty:
             sensitivity = d
         else:
-            sensitivity = max(1, noise.quantile(full, alpha, split.epsilon_q))
+            sensitivity = max(1, acct.quantile("percentiles", full, alpha))
         sensitivities[k] = sensitivity
         # Steps 4-5 of docs/design.md section 2.2: bounded counts of every candidate; then noise on every one of
         # them, zero counts included (section 2.4).
@@ -275,17 +290,18 @@ def aggregate_encoded(
             counts = backend.counts(index, sensitivity, key, value_hash)
         else:
             counts = np.zeros(0, dtype=np.int64)
-        scale = split.sigmas[k - 1] * math.sqrt(sensitivity)
         # Thresholds (docs/design.md section 2.5).
         threshold = thresholds_for(params, split, k, sensitivity)
         thresholds[k] = threshold
-        noisy, kept = noisy_threshold(counts, scale, threshold, noise)
+        noisy, kept = noisy_threshold(counts, threshold, acct, f"marginals_k{k}", math.sqrt(sensitivity))
         if k == 1 and measure_empty:
             # c(j, empty) = n - sum of column j's value counts (exact: Delta_1 = d bounds no record), noised like
             # every 1-tuple count; the d "empty" candidates are public, so no threshold applies to them.
             column_of = index.subsets[index.decode(index.keys)[0], 0].astype(np.int64)
             values_sum = np.bincount(column_of, weights=counts, minlength=d).astype(np.int64)
-            empty_counts = records_for_empty - values_sum + noise.discrete_gaussian(scale, d).astype(np.int64)
+            empty_counts = acct.gaussian(
+                "marginals_k1", records_for_empty - values_sum, math.sqrt(sensitivity)
+            )
             del values_sum, records_for_empty
         del counts
         subset_idx, codes = index.decode(index.keys[kept])
@@ -333,7 +349,7 @@ def aggregate_encoded(
         marginals = _drop_columns(marginals, kept_columns, d)
     released_columns = tuple(columns[j] for j in kept_columns)
     manifest = _manifest(
-        released_columns, params, split, noise, protected_n, sensitivities, thresholds, marginals
+        released_columns, params, split, acct, protected_n, sensitivities, thresholds, marginals
     )
     manifest["high_cardinality"] = high_cardinality
     if empty_counts is not None:
@@ -449,22 +465,21 @@ def _manifest(
     columns: tuple[str, ...],
     params: AggregationParams,
     split: BudgetSplit,
-    noise: NoiseSource,
+    acct: Accountant,
     protected_n: int,
     sensitivities: dict[int, int],
     thresholds: dict[int, float],
     marginals: dict[int, Marginal],
 ) -> dict[str, object]:
     r = params.reporting_length
-    assert split.budget is not None
     return {
         "format_version": FORMAT_VERSION,
         "mechanism": "marginals",
         "synthesizers": list(synthesizers_for("marginals")),
-        "budget": split.budget.to_json(),
+        "budget": acct.budget().to_json(),
         "created_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "test_mode": bool(noise.test_mode),
-        "noise_sampler": noise.name,
+        "test_mode": acct.test_mode,
+        "noise_sampler": acct.noise_name,
         "columns": list(columns),
         "privacy_unit": "record",
         "reporting_length": r,
@@ -519,6 +534,7 @@ def dp_aggregate(
     *,
     progress: Progress | None = None,
     noise: NoiseSource | None = None,
+    acct: Accountant | None = None,
     protected_n: int | None = None,
 ) -> Release:
     """Compute a DP release of the k-way marginals (k = 1..R) of a Spark DataFrame.
@@ -530,9 +546,12 @@ def dp_aggregate(
         data_config: columns, empty values, public bins, privacy unit, multi-value columns, record limit
             (default: every column, values as strings, each row a record).
         progress: optional callback receiving one short message per stage.
-        noise: the release's noise source (default: production noise, or test-mode noise when ``params.seed``
-            is set).
-        protected_n: n' when the caller has already drawn it from ``noise`` at this release's epsilon_N
+        noise: the noise source of a new accountant (default: production noise, or test-mode noise when
+            ``params.seed`` is set); ignored with ``acct``.
+        acct: the run's :class:`~spark_dpsynth.privacy.accounting.Accountant` (every draw of the release goes
+            through it); default a new one for ``params``
+            (:func:`~spark_dpsynth.mechanisms._discovery.release_accountant`).
+        protected_n: n' when the caller has already drawn it through ``acct`` at this release's epsilon_N
             (:func:`spark_dpsynth.mechanisms.choice.fit_auto`), >= 1; None draws it here.
 
     Returns:
@@ -544,7 +563,8 @@ def dp_aggregate(
         SchemaError: a configured column is not in ``df`` (checked on the schema before any data is read); a
             single-value column differs within one person's rows, or rows have no privacy unit (after one
             Spark job, naming columns only).
-        InvalidParameterError: the reporting length exceeds the number of attribute columns; ``protected_n`` < 1.
+        InvalidParameterError: the reporting length exceeds the number of attribute columns; ``protected_n`` < 1
+            or without the accountant that drew it.
 
     Privacy:
         (epsilon, delta)-DP per record, or per person with a privacy unit (see the module docstring; Gopi, Mahabadi,
@@ -565,7 +585,7 @@ def dp_aggregate(
         profile_targets,
         types_manifest,
     )
-    from spark_dpsynth.mechanisms._profile import dp_profiles
+    from spark_dpsynth.mechanisms._profile import dp_profiles, profile_parts
 
     params = params if params is not None else AggregationParams()
     data_config = data_config if data_config is not None else DataConfig()
@@ -588,9 +608,9 @@ def dp_aggregate(
     report_columns(types, config, progress)
     df = numeric_view(df, types)
     need = profile_targets(types, config)
-    noise = noise if noise is not None else noise_source_for(params.seed)
-    if protected_n is not None and protected_n < 1:
-        raise InvalidParameterError(f"protected_n must be >= 1, got {protected_n}")
+    acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
+    protected_n = protected_n_of(protected_n, acct)
+    split = None
     sources = {c: "config" for c in config.bins}
     profiles = {}
     input_types = types
@@ -598,15 +618,22 @@ def dp_aggregate(
         records = prepare(df, config)  # the profiled columns are still plain values here
         if protected_n is None:
             # One number reaches the driver: the true number of records, used only for n' (never logged).
-            protected_n = draw_protected_n(records.count(), params, noise)
+            protected_n = draw_protected_n(records.count(), params, acct)
         delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
-        split = split_budget(params, delta, len(need))
+        split = split_budget(
+            params,
+            delta,
+            len(need),
+            profile_parts=profile_parts(types, need),
+            acct=acct,
+            empty_counts=not config.multi_value,
+        )
         report(
             progress,
             log,
             f"aggregate: DP profile of {len(need)} numeric column(s) (rho {split.bins_rho:.4g})",
         )
-        profiles = dp_profiles(records, types, need, config.dp_bins, split.bins_rho, protected_n, noise)
+        profiles = dp_profiles(records, types, need, config.dp_bins, protected_n, acct)
         report_profiles(profiles, progress)
         types, config = apply_profiles(types, config, profiles)
         sources.update({c: "dp_profile" for c, p in profiles.items() if p.meaning == "measurement"})
@@ -646,7 +673,7 @@ def dp_aggregate(
                 names,
                 params,
                 progress=progress,
-                noise=noise,
+                acct=acct,
                 extra_manifest={
                     **data_manifest(config, identifiers),
                     "column_types": types_manifest(types, config.bins, sources),
@@ -654,7 +681,7 @@ def dp_aggregate(
                 },
                 private_columns=private,
                 protected_n=protected_n,
-                profile_columns=len(need),
+                split=split,
                 coverage_columns=frozenset(
                     j for j, c in enumerate(names) if c in types and _values_found_in_data(c, types, config)
                 ),
@@ -715,6 +742,6 @@ def run(df, params: AggregationParams, data: DataConfig, context):  # noqa: ANN0
     from spark_dpsynth.registry import Fitted
 
     release = dp_aggregate(
-        df, params, data, progress=context.progress, noise=context.noise, protected_n=context.protected_n
+        df, params, data, progress=context.progress, acct=context.accountant, protected_n=context.protected_n
     )
     return Fitted(release=release)

@@ -58,6 +58,12 @@ from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._aim import aim
 from spark_dpsynth.mechanisms._aim import order_key as candidate_order_key
 from spark_dpsynth.mechanisms._cliques import CliqueCounter, clique_cells
+from spark_dpsynth.mechanisms._discovery import (
+    draw_protected_n,
+    noisy_threshold,
+    protected_n_of,
+    release_accountant,
+)
 from spark_dpsynth.mechanisms._mst import mst
 from spark_dpsynth.mechanisms._selection import TrueTables, all_cliques
 from spark_dpsynth.params import DataConfig, Selection, WorkloadParams
@@ -67,7 +73,7 @@ from spark_dpsynth.privacy.accounting import (
     profile_mechanism,
     rho_1_threshold_discrete,
 )
-from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
+from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Marginal, Release, _sorted_marginal, one_way_means
 from spark_dpsynth.release.manifest import FORMAT_VERSION
@@ -144,7 +150,6 @@ def select_and_measure(
     rho: float,
     params: WorkloadParams,
     acct: Accountant,
-    noise: NoiseSource,
     *,
     progress: Progress | None = None,
     order_key: bytes | None = None,
@@ -158,8 +163,8 @@ def select_and_measure(
         names: column names (for the manifest), in domain order.
         rho: the zCDP budget of the selection and measurements (spent in ``acct``).
         params: ``selection``, ``reporting_length``, caps, rounds.
-        acct: the accountant (its rho already set); every round's shares are recorded in it.
-        noise: the noise source.
+        acct: the accountant (its rho already set); every round's shares are spent in it and every draw is
+            made through it.
         progress: optional callback, one message per stage.
         order_key: the key of the public pseudo-random candidate order (default: fresh from ``secrets``).
         known: measurements already released and paid for (the discovery's partial 1-way tables): used as
@@ -173,9 +178,9 @@ def select_and_measure(
     key = order_key if order_key is not None else secrets.token_bytes(16)
     tables = TrueTables(counter, params.max_candidate_cells, params.max_cells_per_pass)
     if params.selection.resolve(len(sizes), params.max_rounds) is Selection.MST:
-        state = mst(tables, sizes, names, rho, params, acct, noise, progress, known)
+        state = mst(tables, sizes, names, rho, params, acct, progress, known)
     else:
-        state = aim(tables, sizes, names, rho, params, acct, noise, progress, key, known)
+        state = aim(tables, sizes, names, rho, params, acct, progress, key, known)
     return state.measurements, state.entries, state.rounds
 
 
@@ -198,17 +203,17 @@ class Discovery:
     """Private until :meth:`release_empty_counts`: column name -> true number of its empty cells (discovered
     columns, none with multi-value columns). In memory only, never logged or written."""
 
-    def release_empty_counts(self, noise: NoiseSource) -> None:
-        """Add the discovery's noise (std ``noise_std``, no threshold; docs/design.md section 4.7, step 1) to the
-        true empty counts, write them to the manifest's ``empty_counts`` and drop the true ones."""
+    def release_empty_counts(self, acct: Accountant) -> None:
+        """Add the discovery's noise (the second draw of its share ``discovery_counts``, std ``noise_std``, no
+        threshold; docs/design.md section 4.7, step 1) to the true empty counts, write them to the manifest's
+        ``empty_counts`` and drop the true ones."""
         if not self._true_empty:
             return
-        scale = float(self.manifest["empty_counts_noise_std"])
         names = list(self._true_empty)
-        drawn = noise.discrete_gaussian(scale, len(names)).astype(np.int64).tolist()
-        self.manifest["empty_counts"] = {
-            name: int(self._true_empty[name] + e) for name, e in zip(names, drawn, strict=True)
-        }
+        true = np.array([self._true_empty[name] for name in names], dtype=np.int64)
+        noisy = acct.gaussian("discovery_counts", true, math.sqrt(int(self.manifest["sensitivity"])))
+        del true
+        self.manifest["empty_counts"] = {name: int(e) for name, e in zip(names, noisy.tolist(), strict=True)}
         self._true_empty.clear()
 
 
@@ -220,6 +225,7 @@ def fit_workload(
     noise: NoiseSource | None = None,
     progress: Progress | None = None,
     protected_n: int | None = None,
+    acct: Accountant | None = None,
 ) -> Release:
     """Release DP-selected marginals of a table (see the module docstring; docs/design.md section 4.7).
 
@@ -228,10 +234,14 @@ def fit_workload(
             of one person are one record.
         params: the budget, the selection (``aim`` or ``mst``), the reporting length R and the caps.
         data_config: columns, empty values, public bins, privacy unit, multi-value columns, record limit.
-        noise: the noise source (default production noise, or test-mode noise when ``params.seed`` is set).
+        noise: the noise source of a new accountant (default production noise, or test-mode noise when
+            ``params.seed`` is set); ignored with ``acct``.
         progress: optional callback, one message per stage (never a statistic of the data).
-        protected_n: n' when the caller has already drawn it from ``noise`` at this release's epsilon_N
+        protected_n: n' when the caller has already drawn it through ``acct`` at this release's epsilon_N
             (:func:`spark_dpsynth.mechanisms.choice.fit_auto`), >= 1; None draws it here.
+        acct: the run's :class:`~spark_dpsynth.privacy.accounting.Accountant`, through which every share is
+            spent and every draw made; default a new one for ``params``
+            (:func:`~spark_dpsynth.mechanisms._discovery.release_accountant`).
 
     Returns:
         The :class:`~spark_dpsynth.release.core.Release`: ``measurements`` (the full noisy tables of the chosen
@@ -269,9 +279,8 @@ def fit_workload(
             f"reporting_length must be <= the number of attribute columns ({len(config.columns)}), "
             f"got {params.reporting_length}"
         )
-    noise = noise if noise is not None else noise_source_for(params.seed)
-    if protected_n is not None and protected_n < 1:
-        raise InvalidParameterError(f"protected_n must be >= 1, got {protected_n}")
+    acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
+    protected_n = protected_n_of(protected_n, acct)
     started = time.perf_counter()
     report(progress, log, f"workload ({params.selection.value}): {len(config.columns)} columns")
     from spark_dpsynth.data.types import identifiers_manifest
@@ -279,7 +288,7 @@ def fit_workload(
     identifiers = identifiers_manifest(df.schema, config)  # schema only; never measured (design 2.8)
     report_identifiers(identifiers, progress)
     # Column types and bins, as the marginals mechanism (docs/design.md section 2.8).
-    df, config, types_block, bins = _typed_bins(df, config, params, noise, progress, protected_n)
+    df, config, types_block, bins = _typed_bins(df, config, params, acct, progress, protected_n)
     prepared = prepare(df, config)
     names: tuple[str, ...] = config.columns
     derived: dict[str, tuple[str, str]] = {}
@@ -300,12 +309,6 @@ def fit_workload(
         )
         public = public_domains(names, config, derived)
         backend = SparkBackend(prepared, positional, public)
-        acct = Accountant(float(params.epsilon), accounting=params.accounting)
-        eps_n = acct.spend_epsilon(
-            "number_of_records",
-            params.number_of_records_epsilon_proportion,
-            "discrete Laplace (count of records)",
-        )
         discovery, protected_n, delta = _discover(
             backend,
             names,
@@ -314,8 +317,6 @@ def fit_workload(
             config,
             params,
             acct,
-            eps_n,
-            noise,
             progress,
             release_key,
             protected_n=bins.protected_n if bins.protected_n is not None else protected_n,
@@ -333,10 +334,6 @@ def fit_workload(
             protected_n,
             progress,
         )
-        if bins.rho > 0:
-            # the bins' share, drawn before the discovery at the rho the accountant has just converted
-            assert acct.rho is not None and abs(acct.rho - bins.rho_total) <= 1e-9 * acct.rho
-            acct.spend_rho("column_profile", bins.rho, profile_mechanism(bins.columns))
         kept = discovery.kept
         sizes = tuple(len(discovery.domains[j]) + 1 for j in kept)
         kept_names = tuple(names[j] for j in kept)
@@ -387,14 +384,13 @@ def fit_workload(
             rho_rest,
             dataclasses.replace(params, selection=chosen),
             acct,
-            noise,
             progress=progress,
             order_key=candidate_order_key(params.seed),
             known=known,
         )
         measurements = [*known, *measurements]
         entries = [*known_entries, *entries]
-        discovery.release_empty_counts(noise)
+        discovery.release_empty_counts(acct)
     finally:
         if backend is not None:
             backend.release_cache()
@@ -413,8 +409,8 @@ def fit_workload(
         "synthesizers": list(synthesizers_for("workload")),
         "budget": budget.to_json(),
         "created_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "test_mode": bool(noise.test_mode),
-        "noise_sampler": noise.name,
+        "test_mode": acct.test_mode,
+        "noise_sampler": acct.noise_name,
         "columns": list(kept_names),
         "privacy_unit": "record",
         "reporting_length": params.reporting_length,
@@ -422,7 +418,7 @@ def fit_workload(
         "delta": float(delta),
         "rho": float(acct.rho or 0.0),
         "accounting": params.accounting.value,
-        "epsilon_n": eps_n,
+        "epsilon_n": acct.share("number_of_records").epsilon,
         "selection": chosen.value,
         "selection_relative_noise": relative_noise,
         "protected_number_of_records": int(protected_n),
@@ -495,8 +491,6 @@ class _Bins:
 
     protected_n: int | None = None
     """n', drawn before the edges (the discovery then reuses it)."""
-    rho_total: float = 0.0
-    """The budget's rho, converted from (epsilon - epsilon_N, delta/2) as the accountant does."""
     rho: float = 0.0
     """rho B_p, the share of the DP profile."""
     columns: int = 0
@@ -505,11 +499,12 @@ class _Bins:
     """The manifest's ``column_meanings`` (:func:`~spark_dpsynth.data.types.meanings_manifest`)."""
 
 
-def _typed_bins(df, config, params, noise, progress, protected_n=None):  # noqa: ANN001, ANN202 - DataFrame, ...
+def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: ANN001, ANN202 - DataFrame, ...
     """Column types, the report line per column, and the DP profile of the numeric columns without public bins
     (docs/design.md section 2.8): (df in its numeric view, config with every bin, manifest ``column_types``,
-    :class:`_Bins`). With a profile, n' is drawn here (one count of the records, discrete Laplace with
-    epsilon_N), unless the caller gives it, so that delta and rho are known; the profile gets rho B_p."""
+    :class:`_Bins`). With a profile, n' is drawn here through ``acct`` (one count of the records, discrete
+    Laplace with epsilon_N), unless the caller gives it, so that delta and rho are known (:func:`_to_zcdp`);
+    the profile's share ``column_profile`` = rho B_p is spent in ``acct`` and drawn through."""
     from spark_dpsynth.data.prepare import prepare
     from spark_dpsynth.data.types import (
         apply_profiles,
@@ -520,8 +515,7 @@ def _typed_bins(df, config, params, noise, progress, protected_n=None):  # noqa:
         types_manifest,
     )
     from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
-    from spark_dpsynth.mechanisms._profile import dp_profiles
-    from spark_dpsynth.privacy.accounting import rho_from_epsilon_delta, rho_tight_from_epsilon_delta
+    from spark_dpsynth.mechanisms._profile import dp_profiles, profile_parts, profile_sigma
 
     types = column_types(df.schema, config)
     report_columns(types, config, progress)
@@ -532,27 +526,43 @@ def _typed_bins(df, config, params, noise, progress, protected_n=None):  # noqa:
     profiles = {}
     bins = _Bins()
     if need:
-        eps_n = params.number_of_records_epsilon_proportion * params.epsilon
         records = prepare(df, config)  # the DP-binned columns are still plain values here
         if protected_n is None:
             # One number reaches the driver: the true number of records, used only for n' (never logged).
-            protected_n = max(1, records.count() + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
-        delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
-        convert = (
-            rho_tight_from_epsilon_delta
-            if params.accounting.value == "tight_zcdp"
-            else rho_from_epsilon_delta
-        )
-        rho_total = convert(params.epsilon - eps_n, delta)
+            protected_n = draw_protected_n(records.count(), params, acct)
+        rho_total = _to_zcdp(acct, params, protected_n)
         rho_b = rho_total * params.bins_epsilon_proportion
+        parts = profile_parts(types, need)
+        acct.spend_rho(
+            "column_profile",
+            rho_b,
+            profile_mechanism(len(need)),
+            sigma=profile_sigma(rho_b, len(need), parts - len(need)),
+            parts=parts,
+        )
         report(progress, log, f"workload: DP profile of {len(need)} numeric column(s) (rho {rho_b:.4g})")
-        profiles = dp_profiles(records, types, need, config.dp_bins, rho_b, protected_n, noise)
+        profiles = dp_profiles(records, types, need, config.dp_bins, protected_n, acct)
         report_profiles(profiles, progress)
         types, config = apply_profiles(types, config, profiles)
         sources.update({c: "dp_profile" for c, p in profiles.items() if p.meaning == "measurement"})
-        bins = _Bins(protected_n, rho_total, rho_b, len(need))
+        bins = _Bins(protected_n, rho_b, len(need))
     bins = dataclasses.replace(bins, meanings=meanings_manifest(input_types, config, profiles))
     return df, config, types_manifest(types, config.bins, sources), bins
+
+
+def _to_zcdp(acct: Accountant, params: WorkloadParams, protected_n: int) -> float:
+    """Declare delta (given, or derived from n') and convert the rest of epsilon to the budget's rho once
+    (docs/design.md section 2.3): the shares ``zcdp`` and ``zcdp_conversion`` (delta/2; the other delta/2 pays
+    for the discovery's threshold). Returns rho."""
+    delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
+    if acct.delta is None:
+        acct.declare_delta(
+            delta, "given" if params.delta is not None else "derived from the protected number of records"
+        )
+    eps_rest = acct.spend_rest_of_epsilon("zcdp", "rho-zCDP mechanisms below, converted once")
+    rho = acct.convert_to_rho(eps_rest, acct.delta)
+    acct.spend_delta("zcdp_conversion", acct.delta / 2.0, "rho-zCDP -> (epsilon - epsilon_N, delta/2)-DP")
+    return rho
 
 
 def _discover(
@@ -563,17 +573,15 @@ def _discover(
     config: DataConfig,
     params: WorkloadParams,
     acct: Accountant,
-    eps_n: float,
-    noise: NoiseSource,
     progress: Progress | None,
     release_key,  # noqa: ANN001 - callable(seed) -> int
     protected_n: int | None = None,
 ) -> tuple[Discovery, int, float]:
     """The 1-way domain discovery (the marginals mechanism's k = 1 step over the columns without public
-    values), the protected number of records and delta; converts the rest of epsilon to rho in ``acct``."""
+    values), the protected number of records and delta; converts the rest of epsilon to rho in ``acct``
+    (:func:`_to_zcdp`) unless the DP profile did."""
     from spark_dpsynth.mechanisms import _counting
     from spark_dpsynth.mechanisms._counting import CandidateIndex
-    from spark_dpsynth.mechanisms._discovery import noisy_threshold
 
     d = len(names)
     dictionary = backend.dictionary()  # private (values present): only released values are ever written
@@ -597,16 +605,12 @@ def _discover(
     # below, never logged or written.
     measure_empty = bool(disc_cols) and not any(names[j] in derived for j in disc_cols)
     records_for_empty = true_n if measure_empty else 0
-    if protected_n is None:  # else drawn before the DP bin edges (_typed_bins), with the same epsilon_N
-        protected_n = max(1, true_n + int(noise.discrete_laplace(1.0 / eps_n, 1)[0]))
+    if protected_n is None:  # else drawn before the DP bin edges (_typed_bins) or by the default's choice
+        protected_n = draw_protected_n(true_n, params, acct)
     del true_n
-    delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
-    acct.declare_delta(
-        delta, "given" if params.delta is not None else "derived from the protected number of records"
-    )
-    eps_rest = acct.spend_rest_of_epsilon("zcdp", "rho-zCDP mechanisms below, converted once")
-    rho = acct.convert_to_rho(eps_rest, delta)
-    acct.spend_delta("zcdp_conversion", delta / 2.0, "rho-zCDP -> (epsilon - epsilon_N, delta/2)-DP")
+    rho = acct.rho if acct.rho is not None else _to_zcdp(acct, params, protected_n)
+    assert acct.delta is not None
+    delta = acct.delta
     luts: list[np.ndarray] = []
     domains: list[tuple[str, ...]] = []
     counts: dict[tuple[int, int], int] = {}
@@ -630,13 +634,13 @@ def _discover(
             full = np.zeros(top + 1, dtype=np.int64)
             full[: min(hist.shape[0], top + 1)] = hist[: top + 1]
             full[top] += hist[top + 1 :].sum()
-            sensitivity = max(1, noise.quantile(full, params.percentile / 100.0, eps_q))
             acct.spend_rho(
                 "discovery_percentile",
                 rho_q,
                 "exponential mechanism (DP percentile of Delta_1)",
                 epsilon=eps_q,
             )
+            sensitivity = max(1, acct.quantile("discovery_percentile", full, params.percentile / 100.0))
             rho_counts = rho_disc - rho_q
         else:
             # Each record has at most one value per single-value column.
@@ -652,6 +656,8 @@ def _discover(
                 if measure_empty
                 else ")"
             ),
+            sigma=sigma1,
+            parts=2 if measure_empty else 1,
         )
         acct.spend_delta("discovery_threshold", delta / 2.0, "threshold rho_1 on the noisy 1-way counts")
         key = release_key(params.seed)
@@ -659,7 +665,9 @@ def _discover(
         true_counts = backend.counts(index, sensitivity, key, value_hash)
         scale = sigma1 * math.sqrt(sensitivity)
         threshold = rho_1_threshold_discrete(sigma1, sensitivity, delta)
-        noisy, keep = noisy_threshold(true_counts, scale, threshold, noise)
+        noisy, keep = noisy_threshold(
+            true_counts, threshold, acct, "discovery_counts", math.sqrt(sensitivity)
+        )
         if measure_empty:
             # c(j, empty) = n - sum of column j's value counts: exact (Delta_1 = the number of discovered columns
             # bounds no record), noised like every value count; the empty candidates are public, so no threshold.
@@ -790,6 +798,6 @@ def _one_tuples(
 def run(df, params: WorkloadParams, data: DataConfig, context: MechanismContext) -> Fitted:  # noqa: ANN001 - DataFrame
     """The registry's entry point: :func:`fit_workload` (see there for the errors and the guarantee)."""
     release = fit_workload(
-        df, params, data, noise=context.noise, progress=context.progress, protected_n=context.protected_n
+        df, params, data, progress=context.progress, protected_n=context.protected_n, acct=context.accountant
     )
     return Fitted(release=release)

@@ -22,7 +22,9 @@ docs/design.md section 6.1), or fixed t_k.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.stats import norm
@@ -32,15 +34,20 @@ from spark_dpsynth.errors import BudgetError, InvalidParameterError
 from spark_dpsynth.params import Accounting, AggregationParams, FabricationMode
 from spark_dpsynth.release.manifest import Budget, BudgetShare
 
+if TYPE_CHECKING:
+    from spark_dpsynth.privacy.noise import NoiseSource
+
 __all__ = [
     "MAX_DERIVED_DELTA",
     "Accountant",
+    "DrawRight",
     "BudgetSplit",
     "rho_from_epsilon_delta",
     "rho_tight_from_epsilon_delta",
     "opendp_epsilon_of_rho",
     "epsilon_from_rho_delta",
     "split_budget",
+    "spend_number_of_records",
     "delta_from_protected_n",
     "rho_1_threshold",
     "rho_1_threshold_discrete",
@@ -118,27 +125,56 @@ class BudgetSplit:
         return d
 
 
+@dataclass(frozen=True)
+class DrawRight:
+    """What a share of the budget lets a mechanism draw (:class:`Accountant`): the noise is drawn at the share's
+    own scale, at most ``parts`` times."""
+
+    name: str
+    """The share's name."""
+    parts: int
+    """How many draws the share pays for, >= 1: pieces of one statistic whose sensitivity the share accounts
+    for (the value counts and the empty counts of one histogram), or statistics it accounts for together (the
+    columns of the DP profile), or the R percentiles of one share."""
+    epsilon: float | None = None
+    """The pure-DP epsilon of each draw (discrete Laplace of scale sensitivity / epsilon; a DP percentile)."""
+    rho: float | None = None
+    """The zCDP rho of the share (an exponential mechanism draws at rho / parts)."""
+    sigma: float | None = None
+    """The discrete Gaussian's std per unit of L2 sensitivity (a draw at L2 sensitivity s has std sigma s)."""
+
+
 class Accountant:
-    """One privacy budget, split into named shares: the one place where a mechanism divides its budget.
+    """One privacy budget, split into named shares, and the only door to the release's noise.
 
     A mechanism asks for each DP step's share here (after PipelineDP's budget accountant and Tumult's budget
     types): pure-DP shares of epsilon (:meth:`spend_epsilon`), the conversion of the rest of epsilon to a zCDP
     budget rho (:meth:`convert_to_rho`), shares of rho (:meth:`spend_rho`, :meth:`split_rho`) and of delta
-    (:meth:`spend_delta`). :meth:`budget` is the record of every share that goes into the release manifest
+    (:meth:`spend_delta`). Noise is drawn only through a share (:meth:`laplace`, :meth:`gaussian`,
+    :meth:`quantile`, :meth:`exponential`), at the scale the share paid for and at most as often as it paid for
+    (:class:`DrawRight`), from the one noise source the accountant holds: no draw happens outside the ledger.
+    :meth:`budget` is the record of every share that goes into the release manifest
     (:class:`~spark_dpsynth.release.manifest.Budget`). Composition: pure shares add up in epsilon (basic
     composition); zCDP shares add up in rho (Bun & Steinke 2016, Lemma 1.7) and the total rho is converted once
     (Prop. 1.3, or Canonne, Kamath, Steinke 2020 Prop. 12 with ``tight_zcdp``); docs/design.md section 2.3.
 
+    One accountant is made at the start of a run
+    (:func:`spark_dpsynth.mechanisms._discovery.release_accountant`) and passed down to every mechanism of the
+    release (the default's choice draws n' through it, then the chosen mechanism spends the rest).
+
     Args:
         epsilon: total epsilon, > 0.
-        delta: total delta in (0, 1), or None for a pure-DP budget.
+        delta: total delta in (0, 1), or None for a pure-DP budget (or one whose delta is declared later).
         accounting: how rho follows from (epsilon, delta): ``classic`` or ``tight_zcdp``.
         delta_source: ``"given"`` or how delta was derived (written in the manifest).
+        noise: the release's :class:`~spark_dpsynth.privacy.noise.NoiseSource`; None: an accountant that only
+            computes a budget (a draw raises).
 
     Raises:
         InvalidParameterError: epsilon <= 0 or delta outside (0, 1).
         BudgetError: the shares asked for exceed the budget (more than epsilon in pure shares, more than rho
-            in zCDP shares, more than delta in delta shares).
+            in zCDP shares, more than delta in delta shares); a draw from a share that was not spent, that pays
+            for another kind of noise, or whose parts are used up.
     """
 
     def __init__(
@@ -148,6 +184,7 @@ class Accountant:
         *,
         accounting: Accounting | str = Accounting.CLASSIC,
         delta_source: str = "given",
+        noise: NoiseSource | None = None,
     ) -> None:
         self.epsilon = v.positive("epsilon", epsilon)
         self.delta = None if delta is None else v.open_unit("delta", delta)
@@ -155,27 +192,84 @@ class Accountant:
         self.delta_source = delta_source
         self.rho: float | None = None
         self._shares: list[BudgetShare] = []
+        self._rights: dict[str, DrawRight] = {}
+        self._used: dict[str, int] = {}
+        self._noise = noise
+
+    def check_for(self, params: object) -> Accountant:
+        """This accountant, checked to be one for ``params`` (same epsilon and accounting); returns it.
+
+        Raises:
+            InvalidParameterError: the budgets differ.
+        """
+        accounting = Accounting(getattr(params, "accounting", Accounting.CLASSIC))
+        if self.epsilon != float(params.epsilon) or self.accounting is not accounting:  # type: ignore[attr-defined]
+            raise InvalidParameterError(
+                f"the accountant's budget (epsilon {self.epsilon:g}, {self.accounting.value}) is not the "
+                f"parameters' (epsilon {float(params.epsilon):g}, {accounting.value})"  # type: ignore[attr-defined]
+            )
+        return self
+
+    # ------------------------------------------------------------------------------------------ the noise source
+
+    def _source(self) -> NoiseSource:
+        if self._noise is None:
+            raise BudgetError("this accountant has no noise source: it only computes a budget")
+        return self._noise
+
+    @property
+    def noise_name(self) -> str:
+        """The noise sampler's name (manifest ``noise_sampler``)."""
+        return self._source().name
+
+    @property
+    def test_mode(self) -> bool:
+        """True when the noise is seeded or absent: such a release is NOT private (manifest ``test_mode``)."""
+        return bool(self._source().test_mode)
+
+    def sub_budget(self, epsilon: float, *, accounting: Accounting | str | None = None) -> Accountant:
+        """An accountant for a mechanism run inside this one on a share already spent here (its ``epsilon``),
+        drawing from the same noise source (e.g. the class-conditional synthesizer's DP domains)."""
+        return Accountant(
+            epsilon,
+            accounting=accounting if accounting is not None else self.accounting,
+            noise=self._source(),
+        )
+
+    # ----------------------------------------------------------------------------------------------- the shares
 
     def _check(self, name: str) -> None:
         if any(s.name == name for s in self._shares):
             raise BudgetError(f"the budget share {name!r} was already spent")
 
-    def spend_epsilon(self, name: str, proportion: float, mechanism: str) -> float:
-        """A pure-DP share ``proportion`` x epsilon (proportion in (0, 1)); returns its epsilon."""
+    def _grant(self, right: DrawRight) -> None:
+        if right.parts < 1:
+            raise InvalidParameterError(f"the share {right.name!r} must pay for >= 1 draw, got {right.parts}")
+        self._rights[right.name] = right
+        self._used[right.name] = 0
+
+    def spend_epsilon(self, name: str, proportion: float, mechanism: str, *, parts: int = 1) -> float:
+        """A pure-DP share ``proportion`` x epsilon (proportion in (0, 1)); returns its epsilon. It pays for
+        ``parts`` draws at that epsilon (:meth:`laplace`, :meth:`quantile`)."""
         self._check(name)
         share = v.open_unit(f"{name} proportion", proportion) * self.epsilon
         if sum(s.epsilon or 0.0 for s in self._shares if s.rho is None) + share > self.epsilon * (1 + 1e-12):
             raise BudgetError(f"the share {name!r} exceeds the remaining epsilon")
         self._shares.append(BudgetShare(name=name, mechanism=mechanism, epsilon=share))
+        self._grant(DrawRight(name, parts, epsilon=share))
         return share
 
-    def spend_rest_of_epsilon(self, name: str, mechanism: str) -> float:
-        """A pure-DP share of everything not yet spent in pure shares; returns its epsilon."""
+    def spend_rest_of_epsilon(self, name: str, mechanism: str, *, parts: int = 0) -> float:
+        """A pure-DP share of everything not yet spent in pure shares; returns its epsilon. It pays for
+        ``parts`` draws at that epsilon; with none (the default) it is the epsilon :meth:`convert_to_rho` turns
+        into rho."""
         self._check(name)
         rest = self.remaining_epsilon()
         if rest <= 0:
             raise BudgetError(f"no epsilon is left for the share {name!r}")
         self._shares.append(BudgetShare(name=name, mechanism=mechanism, epsilon=rest))
+        if parts:
+            self._grant(DrawRight(name, parts, epsilon=rest))
         return rest
 
     def declare_delta(self, delta: float, source: str) -> None:
@@ -201,6 +295,8 @@ class Accountant:
         ``classic``: rho = (sqrt(epsilon + ln(2/delta)) - sqrt(ln(2/delta)))^2 (Bun & Steinke 2016, Prop. 1.3);
         ``tight_zcdp``: the root of OpenDP's exact conversion (Canonne, Kamath, Steinke 2020, Prop. 12).
         """
+        if self.rho is not None:
+            raise BudgetError("the budget's rho is already set")
         if self.accounting is Accounting.TIGHT_ZCDP:
             rho = rho_tight_from_epsilon_delta(epsilon, delta)
         else:
@@ -208,16 +304,30 @@ class Accountant:
         self.rho = rho
         return rho
 
-    def spend_rho(self, name: str, rho: float, mechanism: str, *, epsilon: float | None = None) -> float:
-        """Record a zCDP share ``rho`` of the budget's rho (``epsilon``: the step's pure-DP epsilon, if it has
-        one, e.g. an exponential mechanism); returns ``rho``."""
+    def spend_rho(
+        self,
+        name: str,
+        rho: float,
+        mechanism: str,
+        *,
+        epsilon: float | None = None,
+        sigma: float | None = None,
+        parts: int = 1,
+    ) -> float:
+        """Record a zCDP share ``rho`` of the budget's rho; returns ``rho``. It pays for ``parts`` draws:
+        discrete Gaussian ones of std ``sigma`` per unit of L2 sensitivity (1/(2 sigma^2) <= rho: Canonne,
+        Kamath, Steinke 2020, Theorem 14), DP percentiles of pure epsilon ``epsilon`` each (epsilon^2/2-zCDP),
+        or else exponential mechanisms of rho / parts each."""
         self._check(name)
         if self.rho is None:
             raise BudgetError("convert_to_rho (or set_rho) must come before zCDP shares")
         spent = sum(s.rho or 0.0 for s in self._shares)
         if spent + rho > self.rho * (1 + 1e-9):
             raise BudgetError(f"the share {name!r} (rho {rho:.6g}) exceeds the remaining rho")
+        if sigma is not None and 1.0 / (2.0 * sigma * sigma) > rho * (1 + 1e-9):
+            raise BudgetError(f"the share {name!r} (rho {rho:.6g}) does not pay for noise of std {sigma:.6g}")
         self._shares.append(BudgetShare(name=name, mechanism=mechanism, rho=float(rho), epsilon=epsilon))
+        self._grant(DrawRight(name, parts, epsilon=epsilon, rho=float(rho), sigma=sigma))
         return float(rho)
 
     def set_rho(self, rho: float) -> None:
@@ -229,7 +339,8 @@ class Accountant:
         total = sum(weights.values())
         if not weights or any(w <= 0 for w in weights.values()) or abs(total - 1.0) > 1e-12:
             raise InvalidParameterError(f"rho weights must be > 0 and sum to 1, got {weights}")
-        assert self.rho is not None, "convert_to_rho or set_rho first"
+        if self.rho is None:
+            raise BudgetError("convert_to_rho (or set_rho) must come before zCDP shares")
         return {name: self.spend_rho(name, self.rho * w, mechanism) for name, w in weights.items()}
 
     def spend_delta(self, name: str, delta: float, mechanism: str) -> float:
@@ -242,6 +353,103 @@ class Accountant:
             raise BudgetError(f"the share {name!r} exceeds the remaining delta")
         self._shares.append(BudgetShare(name=name, mechanism=mechanism, delta=float(delta)))
         return float(delta)
+
+    def spent(self, name: str) -> bool:
+        """True when the share ``name`` is in the ledger."""
+        return any(s.name == name for s in self._shares)
+
+    def share(self, name: str) -> BudgetShare:
+        """The share ``name`` as written in the manifest.
+
+        Raises:
+            BudgetError: no such share.
+        """
+        for s in self._shares:
+            if s.name == name:
+                return s
+        raise BudgetError(f"no share {name!r} was spent")
+
+    def right(self, name: str) -> DrawRight:
+        """What the share ``name`` pays for.
+
+        Raises:
+            BudgetError: no such share pays for a draw.
+        """
+        if name not in self._rights:
+            raise BudgetError(f"no share {name!r} pays for noise: spend it before drawing")
+        return self._rights[name]
+
+    # ------------------------------------------------------------------------------------------------ the draws
+
+    def _take(self, name: str, need: str) -> DrawRight:
+        right = self.right(name)
+        if getattr(right, need) is None:
+            raise BudgetError(f"the share {name!r} does not pay for a draw that needs its {need}")
+        if self._used[name] >= right.parts:
+            raise BudgetError(f"the share {name!r} paid for {right.parts} draw(s), all made")
+        self._used[name] += 1
+        return right
+
+    def laplace(self, name: str, values: object, sensitivity: float = 1.0) -> np.ndarray:
+        """``values`` (integers) plus independent discrete Laplace noise of scale ``sensitivity`` / epsilon of
+        the share ``name`` (the epsilon-DP geometric mechanism at L1 sensitivity ``sensitivity``; Ghosh,
+        Roughgarden, Sundararajan 2009). Returns an int64 array of the shape of ``values``."""
+        right = self._take(name, "epsilon")
+        true = np.asarray(values, dtype=np.int64)
+        assert right.epsilon is not None
+        return true + self._source().discrete_laplace(sensitivity / right.epsilon, true.size).reshape(
+            true.shape
+        )
+
+    def gaussian(self, name: str, values: object, l2_sensitivity: float = 1.0) -> np.ndarray:
+        """``values`` (integers) plus independent discrete Gaussian noise N_Z(0, (sigma l2_sensitivity)^2), sigma
+        that of the share ``name`` (Canonne, Kamath, Steinke 2020). Returns an int64 array of the shape of
+        ``values``."""
+        right = self._take(name, "sigma")
+        true = np.asarray(values, dtype=np.int64)
+        assert right.sigma is not None
+        scale = right.sigma * l2_sensitivity
+        return true + self._source().discrete_gaussian(scale, true.size).reshape(true.shape)
+
+    def quantile(self, name: str, histogram: np.ndarray, alpha: float) -> int:
+        """An epsilon-DP ``alpha``-quantile of the values 0..len(histogram)-1 (histogram[v] = number of records
+        with v; OpenDP's quantile score, Smith 2011), epsilon that of each draw of the share ``name``."""
+        right = self._take(name, "epsilon")
+        assert right.epsilon is not None
+        return self._source().quantile(histogram, alpha, right.epsilon)
+
+    def exponential(
+        self,
+        name: str,
+        scores: np.ndarray,
+        sensitivity: float,
+        *,
+        accept: Callable[[int], bool] | None = None,
+    ) -> int | None:
+        """The exponential mechanism in its zCDP form at rho / parts of the share ``name``: index i with
+        probability proportional to exp(sqrt(2 rho) scores[i] / sensitivity) (bounded range, Cesar and Rogers
+        2021, as AIM uses it).
+
+        With ``accept`` (a public test of an index): the exponential mechanism over the accepted indices, by
+        rejection (draw over the remaining indices; while the draw is not accepted, drop it and draw again). The
+        first accepted draw has exactly the distribution of the mechanism over the accepted set, so it costs one
+        choice; rejected draws are discarded. None when no index is accepted: that outcome depends on ``accept``
+        only, so it uses no part of the share.
+        """
+        right = self._take(name, "rho")
+        assert right.rho is not None
+        rho = right.rho / right.parts
+        scores = np.asarray(scores, dtype=np.float64)
+        if accept is None:
+            return self._source().exponential(scores, sensitivity, rho)
+        options = list(range(len(scores)))
+        while options:
+            k = self._source().exponential(scores[options], sensitivity, rho)
+            if accept(options[k]):
+                return options[k]
+            options.pop(k)
+        self._used[name] -= 1
+        return None
 
     def budget(self) -> Budget:
         """The budget and every share so far, for the release manifest."""
@@ -303,7 +511,15 @@ def epsilon_from_rho_delta(rho: float, delta: float) -> float:
     return rho + 2.0 * math.sqrt(rho * math.log(2.0 / delta))
 
 
-def split_budget(params: AggregationParams, delta: float, profile_columns: int = 0) -> BudgetSplit:
+def split_budget(
+    params: AggregationParams,
+    delta: float,
+    profile_columns: int = 0,
+    *,
+    profile_parts: int | None = None,
+    acct: Accountant | None = None,
+    empty_counts: bool = False,
+) -> BudgetSplit:
     """Split (epsilon, delta) into the parameters of every mechanism of a release (docs/design.md section 2.3).
 
     Args:
@@ -313,23 +529,31 @@ def split_budget(params: AggregationParams, delta: float, profile_columns: int =
             docs/design.md section 2.8) the caller draws, >= 0. With any, the share ``column_profile`` = rho B_p
             pays for it (one Gaussian mechanism, rho-zCDP) and the counts get rho (1 - Q_p - B_p). Without,
             nothing is spent on it (the split is that of section 2.3).
+        profile_parts: the profile's draws (one per column, one more per real column's count of fractional
+            values); default ``profile_columns``. Its noise std is sqrt(parts / (2 rho B_p)).
+        acct: the release's accountant, into which the shares are spent (its ``number_of_records`` share, when
+            already spent, is the one of n'; its delta is declared here when it has none); default a new one,
+            for the figures alone.
+        empty_counts: the 1-tuple share also pays for the noisy empty counts (a second draw of the same
+            histogram, docs/design.md section 2.8).
 
     Raises:
         InvalidParameterError: delta is not in (0, 1).
+        BudgetError: ``acct`` has a different delta or has already spent these shares.
     """
     v.open_unit("delta", delta)
-    acct = Accountant(
-        float(params.epsilon),
-        delta,
-        accounting=params.accounting,
-        delta_source="given" if params.delta is not None else "derived from the protected number of records",
-    )
+    source = "given" if params.delta is not None else "derived from the protected number of records"
+    if acct is None:
+        acct = Accountant(float(params.epsilon), delta, accounting=params.accounting, delta_source=source)
+    elif acct.delta is None:
+        acct.declare_delta(delta, source)
+    elif acct.delta != delta:
+        raise BudgetError(f"the release's delta is {acct.delta!r}, the split's {delta!r}")
     eps = acct.epsilon
-    eps_n = acct.spend_epsilon(
-        "number_of_records",
-        params.number_of_records_epsilon_proportion,
-        "discrete Laplace (count of records)",
-    )
+    if acct.spent("number_of_records"):
+        eps_n = acct.share("number_of_records").epsilon or 0.0
+    else:
+        eps_n = spend_number_of_records(acct, params.number_of_records_epsilon_proportion)
     eps_m = acct.remaining_epsilon()
     rho = acct.convert_to_rho(eps_m, delta)
     acct.spend_delta("zcdp_conversion", delta / 2.0, "rho-zCDP -> (epsilon_M, delta/2)-DP")
@@ -342,15 +566,29 @@ def split_budget(params: AggregationParams, delta: float, profile_columns: int =
         rho * qp,
         f"exponential mechanism (DP percentile of per-record k-tuples), {r} times",
         epsilon=eps_q,
+        parts=r,
     )
     bp = params.bins_epsilon_proportion if profile_columns > 0 else 0.0
     if profile_columns > 0:
-        acct.spend_rho("column_profile", rho * bp, profile_mechanism(profile_columns))
+        parts = profile_parts if profile_parts is not None else profile_columns
+        acct.spend_rho(
+            "column_profile",
+            rho * bp,
+            profile_mechanism(profile_columns),
+            sigma=math.sqrt(parts / (2.0 * (rho * bp))),
+            parts=parts,
+        )
     props = params.sigma_proportions_for()
     sigma = math.sqrt(sum(1.0 / (p * p) for p in props) / (2.0 * rho * (1.0 - qp - bp)))
     sigmas = tuple(p * sigma for p in props)
     for k, s_k in enumerate(sigmas, start=1):
-        acct.spend_rho(f"marginals_k{k}", 1.0 / (2.0 * s_k * s_k), "discrete Gaussian (k-tuple counts)")
+        acct.spend_rho(
+            f"marginals_k{k}",
+            1.0 / (2.0 * s_k * s_k),
+            "discrete Gaussian (k-tuple counts)",
+            sigma=s_k,
+            parts=2 if k == 1 and empty_counts else 1,
+        )
     return BudgetSplit(
         epsilon=eps,
         delta=float(delta),
@@ -366,6 +604,12 @@ def split_budget(params: AggregationParams, delta: float, profile_columns: int =
         bins_rho=rho * bp,
         profile_columns=profile_columns,
     )
+
+
+def spend_number_of_records(acct: Accountant, proportion: float) -> float:
+    """Spend the share ``number_of_records`` (N_p x epsilon, docs/design.md section 2.4) that pays for the one draw
+    of n'; returns its epsilon."""
+    return acct.spend_epsilon("number_of_records", proportion, "discrete Laplace (count of records)")
 
 
 def profile_mechanism(columns: int) -> str:
