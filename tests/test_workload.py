@@ -130,6 +130,18 @@ def test_budget_adds_up_and_no_true_count_is_recorded(selection: str) -> None:
     assert "score" not in text
 
 
+def test_the_selection_is_resolved_once_before_it_runs() -> None:
+    """AUTO is decided once, by the mechanism from DP figures (Selection.resolve); the selection core refuses it."""
+    codes, sizes = _codes(50)
+    acct = Accountant(4.0, 1e-6, noise=NoNoise())
+    rho = acct.convert_to_rho(4.0, 1e-6)
+    with pytest.raises(InvalidParameterError, match="resolve the selection first"):
+        select_and_measure(
+            LocalCliqueCounter(codes, sizes), ("a", "b", "c", "d"), rho, WorkloadParams(), acct
+        )
+    assert acct.budget().shares == ()  # nothing spent
+
+
 def test_mst_without_noise_picks_the_true_tree() -> None:
     """With the noise off (NoNoise: the exponential mechanism is an argmax), MST picks the pairs that differ
     most from independence: the generating chain a - b - d - c."""

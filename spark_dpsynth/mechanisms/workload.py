@@ -162,7 +162,8 @@ def select_and_measure(
             this function, which releases nothing but noisy tables and exponential-mechanism choices.
         names: column names (for the manifest), in domain order.
         rho: the zCDP budget of the selection and measurements (spent in ``acct``).
-        params: ``selection``, ``reporting_length``, caps, rounds.
+        params: ``selection`` (AIM or MST: :meth:`Selection.resolve` decides AUTO once, before), ``reporting_length``,
+            caps, rounds.
         acct: the accountant (its rho already set); every round's shares are spent in it and every draw is
             made through it.
         progress: optional callback, one message per stage.
@@ -173,11 +174,18 @@ def select_and_measure(
     Returns:
         (measured marginals, their manifest entries ``{"columns", "std", "rho", "round"}``, the rounds'
         manifest entries).
+
+    Raises:
+        InvalidParameterError: ``params.selection`` is AUTO.
     """
+    if params.selection is Selection.AUTO:
+        raise InvalidParameterError(
+            "select_and_measure runs AIM or MST: resolve the selection first (Selection.resolve, from DP figures)"
+        )
     sizes = tuple(int(s) for s in counter.sizes)
     key = order_key if order_key is not None else secrets.token_bytes(16)
     tables = TrueTables(counter, params.max_candidate_cells, params.max_cells_per_pass)
-    if params.selection.resolve(len(sizes), params.max_rounds) is Selection.MST:
+    if params.selection is Selection.MST:
         state = mst(tables, sizes, names, rho, params, acct, progress, known)
     else:
         state = aim(tables, sizes, names, rho, params, acct, progress, key, known)
