@@ -76,9 +76,11 @@ class ClassConditionalParams:
     """Share of epsilon spent on a DP-thresholded 1-way release for columns without a public domain, in (0, 1)."""
     delta: float | None = None
     """delta of that thresholded release, in (0, 1); None derives it as the main path does."""
-    profile_epsilon_proportion: float = 0.05
+    profile_epsilon_proportion: float = 0.2
     """Share of epsilon spent on the DP profile of the numeric columns without public bins (code or measurement,
-    docs/design.md section 2.8), in (0, 1); spent only when there are such columns."""
+    docs/design.md sections 2.8 and 4.4), in (0, 1); spent only when there are such columns. Larger than the
+    other mechanisms' share: in pure DP the profile's Laplace scale grows with the number of profiled columns
+    (L1 sensitivity), and a code that does not stand out of that noise is binned as a measurement."""
     seed: int | None = None
     """Test mode: reproducible, NON-cryptographic noise (not private). Sampling uses it too."""
 
