@@ -31,8 +31,10 @@ from spark_dpsynth.privacy.accounting import Accountant
 
 __all__ = ["PROFILE_PASS_COLUMNS", "dp_profiles", "profile_parts", "profile_sigma"]
 
-PROFILE_PASS_COLUMNS = 8
-"""Columns profiled per Spark job (:func:`dp_profiles`)."""
+PROFILE_PASS_COLUMNS = 4
+"""Columns profiled per Spark job (:func:`dp_profiles`). The cell key is a large expression: with 8 in one plan the
+generated code of the projection exceeds the JVM's 64 KB method limit on UCI Adult and the NIST excerpts (Spark then
+falls back to interpreted evaluation and logs the compiler's error, 2026-11-26); 4 fit."""
 
 
 def profile_sigma(rho: float, columns: int, fractional: int) -> float:
@@ -88,12 +90,13 @@ def dp_profiles(
         is within the noise (a real column of whole numbers). Dates and timestamps are always measurements.
 
     Privacy:
-        One Spark job per 8 columns: per column, the counts of its values' cells on a public grid (:func:`~spark_dpsynth.data.types.profile_points`: a
-        point cell per grid point, an open cell between two points, one cell for empty values), and on the real
-        scale the count of values that are not whole numbers; at most 2 x len(points) + 2 keys per column reach
-        the driver. Every possible cell of every column gets discrete Gaussian noise, the cells without records
-        included, with sigma = :func:`profile_sigma`: rho-zCDP for the whole profile (docs/design.md section 2.8).
-        Everything after the noise (the threshold, the shares, the range, the quantiles) is post-processing.
+        One Spark job per :data:`PROFILE_PASS_COLUMNS` columns: per column, the counts of its values' cells on a
+        public grid (:func:`~spark_dpsynth.data.types.profile_points`: a point cell per grid point, an open cell
+        between two points, one cell for empty values), and on the real scale the count of values that are not
+        whole numbers; at most 2 x len(points) + 2 keys per column reach the driver. Every possible cell of every
+        column gets noise drawn through ``share``, the cells without records included: discrete Gaussian with
+        sigma = :func:`profile_sigma` (rho-zCDP for the whole profile; docs/design.md section 2.8), or discrete
+        Laplace (epsilon-DP). Everything after the noise (the threshold, the shares, the range, the quantiles) is post-processing.
         Nothing true is logged or returned.
     """
     if not columns:
