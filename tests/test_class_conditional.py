@@ -16,7 +16,12 @@ from spark_dpsynth.mechanisms.class_conditional import (
 from spark_dpsynth.params import BinSpec, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.noise import CryptographicNoise, NoNoise
-from spark_dpsynth.synthesizers.class_conditional import EMPTY, sample_class_conditional
+from spark_dpsynth.synthesizers.class_conditional import (
+    EMPTY,
+    EMPTY_ETA,
+    ClassConditionalModel,
+    sample_class_conditional,
+)
 
 # Seed 002, section 1: the toy table.
 TOY = [
@@ -89,6 +94,35 @@ def test_seed_toy_table_post_processing_exact_with_noise_off(spark, toy) -> None
     # The release has the main path's format: (attribute, label) pairs and 1-tuples, normalized.
     counts = release.counts_by_tuple()
     assert counts[((0, 0), (2, 0))] == 3 and release.reporting_length == 2
+
+
+def test_empty_bins_within_the_noise_are_dropped_and_real_empties_kept() -> None:
+    """The empty value of a column without empty cells, and the empty class, hold only noise: the synthesizer
+    drops their bins below b ln(1/eta); a column with many empty cells keeps them (post-processing)."""
+    b = 4.0
+    t = b * np.log(1.0 / EMPTY_ETA)
+    domains = {"a": ("x", "y", EMPTY), "e": ("u", EMPTY), "c": ("p", "q", EMPTY)}
+    histograms = {
+        # a: no empty cell; its noisy empty bins are below t
+        "a": np.array([[500.0, 300.0, 3.0], [400.0, 200.0, 0.0], [7.0, 11.0, 2.0]]),
+        # e: 300 empty cells in class p, 100 in class q
+        "e": np.array([[600.0, 400.0, 1.0], [300.0, 100.0, 9.0]]),
+    }
+    model = ClassConditionalModel(
+        columns=("a", "e", "c"),
+        label="c",
+        domains=domains,
+        histograms=histograms,
+        protected_number_of_records=1400,
+        manifest={"laplace_scale": b},
+    )
+    assert model.empty_threshold() == pytest.approx(t)
+    kept = model.kept_histograms()
+    assert kept["a"][2].tolist() == [0.0, 0.0, 0.0] and kept["a"][:, 2].tolist() == [0.0, 0.0, 0.0]
+    assert kept["e"][1].tolist() == [300.0, 100.0, 0.0]  # real empties kept; the empty class dropped
+    assert histograms["a"][2, 0] == 7.0  # the noisy release itself is unchanged
+    n_c, counts = model.target_counts(1400)
+    assert n_c[2] == 0 and counts["a"][2].sum() == 0 and counts["e"][1].sum() > 350
 
 
 def test_budget_split_sums_to_epsilon(spark, toy) -> None:
