@@ -41,7 +41,7 @@ def dump(name: str, epsilon: float, path: str) -> None:
     class _Done(Exception):
         pass
 
-    def capture(counter, names, rho, params, acct, noise, **kw):  # noqa: ANN001, ANN003, ANN202, ARG001
+    def capture(counter, names, rho, params, acct, **kw):  # noqa: ANN001, ANN003, ANN202, ARG001
         pdf = counter.encoded.toPandas()  # the distinct patterns: a benchmark on Adult/NIST-sized data only
         d = len(counter.sizes)
         with open(path, "wb") as f:
@@ -102,7 +102,8 @@ def run(path: str, seeds: list[int], overrides: dict, iterations: int) -> None:
 
     for seed in seeds:
         # epsilon only sizes the accountant: the selection spends the dumped rho, which epsilon 100 covers
-        params = WorkloadParams(epsilon=100.0, delta=1e-6, seed=seed, **overrides)
+        # the selection core runs AIM or MST (AIM unless the overrides say otherwise)
+        params = WorkloadParams(epsilon=100.0, delta=1e-6, seed=seed, **{"selection": "aim", **overrides})
         acct = Accountant(100.0, 1e-6, noise=SeededNoise(seed))
         acct.convert_to_rho(100.0, 1e-6)
         started = time.process_time()
@@ -127,7 +128,7 @@ def run(path: str, seeds: list[int], overrides: dict, iterations: int) -> None:
                     "fit_cpu_s": round(fitted - selected, 1),
                     "rounds": len(rounds) - 1,
                     "measurements": len(ms),
-                    "three_way": sum(len(m.columns) == 3 for m in ms),
+                    "three_way": sum(len(m.clique) == 3 for m in ms),
                     "model_cells": model.size(),
                 }
             ),
