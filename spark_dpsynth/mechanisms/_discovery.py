@@ -26,6 +26,7 @@ __all__ = [
     "distinct_values",
     "draw_protected_n",
     "noisy_threshold",
+    "protected_n_from",
     "protected_n_of",
     "public_domains",
     "release_accountant",
@@ -62,6 +63,16 @@ def draw_protected_n(true_n: int, params: AggregationParams, acct: Accountant) -
         BudgetError: the accountant has already spent ``number_of_records``.
     """
     spend_number_of_records(acct, params.number_of_records_epsilon_proportion)
+    return protected_n_from(true_n, acct)
+
+
+def protected_n_from(true_n: int, acct: Accountant) -> int:
+    """n' = max(1, n + L) drawn through the share ``number_of_records`` already spent in ``acct`` (by a mechanism
+    that spends it before it knows n, :func:`draw_protected_n` otherwise).
+
+    Raises:
+        BudgetError: the share was not spent, or n' was already drawn from it.
+    """
     return max(1, int(acct.laplace("number_of_records", [true_n])[0]))
 
 

@@ -42,9 +42,9 @@ import numpy as np
 from spark_dpsynth import _validate as v
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.mechanisms._discovery import release_accountant
+from spark_dpsynth.mechanisms._discovery import protected_n_from, release_accountant
 from spark_dpsynth.params import AggregationParams, DataConfig
-from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.accounting import Accountant, spend_number_of_records
 from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Release, _sorted_marginal
@@ -198,11 +198,7 @@ def fit_class_conditional(
     acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
     started = time.perf_counter()
     eps = acct.epsilon
-    eps_n = acct.spend_epsilon(
-        "number_of_records",
-        params.number_of_records_epsilon_proportion,
-        "discrete Laplace (count of records)",
-    )
+    eps_n = spend_number_of_records(acct, params.number_of_records_epsilon_proportion)
     # Column meanings (docs/design.md section 2.8), through the same DP profile as the other mechanisms, here in
     # its pure-DP form (discrete Laplace): a numeric code stays a category, a measurement gets DP bins.
     types = column_types(df.schema, data)
@@ -213,7 +209,7 @@ def fit_class_conditional(
     protected_n: int | None = None
     if need:
         # One number reaches the driver: the true number of records, used only for n' (never logged).
-        protected_n = max(1, int(acct.laplace("number_of_records", [prepare(df, data).count()])[0]))
+        protected_n = protected_n_from(prepare(df, data).count(), acct)
         eps_p = acct.spend_epsilon(
             "column_profile",
             params.profile_epsilon_proportion,
@@ -315,7 +311,7 @@ def fit_class_conditional(
     histograms = {a: noisy_histogram(true_counts[a], acct, "histograms", len(attributes)) for a in attributes}
     # The protected number of records (n is never logged or written): discrete Laplace noise.
     if protected_n is None:  # else drawn before the DP profile, from the same count with the same epsilon_N
-        protected_n = max(1, int(acct.laplace("number_of_records", [true_n])[0]))
+        protected_n = protected_n_from(true_n, acct)
     del true_n, true_counts
 
     manifest: dict[str, object] = {

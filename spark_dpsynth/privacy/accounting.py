@@ -224,7 +224,10 @@ class Accountant:
 
     @property
     def test_mode(self) -> bool:
-        """True when the noise is seeded or absent: such a release is NOT private (manifest ``test_mode``)."""
+        """True when the noise is seeded or off: such a release is NOT private (manifest ``test_mode``).
+
+        Raises:
+            BudgetError: the accountant has no noise source."""
         return bool(self._source().test_mode)
 
     def sub_budget(self, epsilon: float, *, accounting: Accounting | str | None = None) -> Accountant:
@@ -239,7 +242,7 @@ class Accountant:
     # ----------------------------------------------------------------------------------------------- the shares
 
     def _check(self, name: str) -> None:
-        if any(s.name == name for s in self._shares):
+        if self.spent(name):
             raise BudgetError(f"the budget share {name!r} was already spent")
 
     def _grant(self, right: DrawRight) -> None:
