@@ -129,7 +129,14 @@ BELOW_THE_ENTRY_POINTS = (
     "config",
     "pipeline",
 )
-"""What the command line and the package's facade may import: every other layer."""
+"""What the command line and the package's facade may import: every other layer, each above the ones it may
+import (a layer may import those before it, :func:`below`, unless :data:`LAYERS` says less)."""
+
+
+def below(layer: str) -> tuple[str, ...]:
+    """The layers listed before ``layer`` in :data:`BELOW_THE_ENTRY_POINTS`."""
+    return BELOW_THE_ENTRY_POINTS[: BELOW_THE_ENTRY_POINTS.index(layer)]
+
 
 LAYERS: dict[str, frozenset[str]] = {
     name: frozenset(allowed)
@@ -145,56 +152,14 @@ LAYERS: dict[str, frozenset[str]] = {
         # release holds the estimator's Measurement, the one measurement type (docs/design.md section 4.8).
         "privacy": ("errors", "_validate", "params", "estimation", "data", "release"),
         "release": ("errors", "_validate", "params", "estimation", "data", "privacy"),
-        "synthesizers": (
-            "errors",
-            "_progress",
-            "_validate",
-            "params",
-            "estimation",
-            "data",
-            "privacy",
-            "release",
-        ),
+        "synthesizers": below("synthesizers"),
         # registry imports only these; it names the mechanisms, synthesizers and parameter classes by
         # "module:attr" strings, loaded at call time (DISPATCH below).
-        "registry": (
-            "errors",
-            "_progress",
-            "_validate",
-            "params",
-            "estimation",
-            "data",
-            "privacy",
-            "release",
-            "synthesizers",
-        ),
+        "registry": below("registry"),
         "evaluation": ("errors", "_validate", "params", "data"),
-        "mechanisms": (
-            "errors",
-            "_progress",
-            "_validate",
-            "params",
-            "estimation",
-            "data",
-            "privacy",
-            "release",
-            "synthesizers",
-            "registry",
-        ),
-        "config": (
-            "errors",
-            "_progress",
-            "_validate",
-            "params",
-            "estimation",
-            "data",
-            "privacy",
-            "release",
-            "synthesizers",
-            "registry",
-            "mechanisms",
-        ),
-        "pipeline": tuple(name for name in BELOW_THE_ENTRY_POINTS if name != "pipeline"),
+        "mechanisms": below("mechanisms"),
+        "config": below("evaluation"),  # not the evaluation
+        "pipeline": below("pipeline"),
         "cli": BELOW_THE_ENTRY_POINTS,
         # the package itself (spark_dpsynth/__init__.py): the library's facade, lazy re-exports (PEP 562)
         "spark_dpsynth": BELOW_THE_ENTRY_POINTS,
