@@ -517,10 +517,10 @@ class AggregationParams:
         qp = v.open_unit("percentile_epsilon_proportion", self.percentile_epsilon_proportion)
         npp = v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
         bp = v.open_unit("bins_epsilon_proportion", self.bins_epsilon_proportion)
-        if qp + bp >= 1:
+        if qp + 2 * bp >= 1:
             raise InvalidParameterError(
-                "percentile_epsilon_proportion + bins_epsilon_proportion must be < 1, "
-                f"got {qp} + {bp} = {qp + bp}"
+                "percentile_epsilon_proportion + 2 x bins_epsilon_proportion (the DP profile and the DP exact "
+                f"values) must be < 1, got {qp} + 2 x {bp} = {qp + 2 * bp}"
             )
         if qp + npp >= 1:
             raise InvalidParameterError(
@@ -906,10 +906,10 @@ class WorkloadParams:
         v.open_unit("selection_rho_proportion", self.selection_rho_proportion)
         bp = v.open_unit("bins_epsilon_proportion", self.bins_epsilon_proportion)
         dp = self.domain_rho_proportion if self.domain_rho_proportion is not None else _DOMAIN_SHARE_MAX
-        if bp + dp >= 1:
+        if 2 * bp + dp >= 1:
             raise InvalidParameterError(
-                "bins_epsilon_proportion + domain_rho_proportion must be < 1 (its default can reach "
-                f"{_DOMAIN_SHARE_MAX}), got {bp} + {dp}"
+                "2 x bins_epsilon_proportion (the DP profile and the DP exact values) + domain_rho_proportion "
+                f"must be < 1 (its default can reach {_DOMAIN_SHARE_MAX}), got 2 x {bp} + {dp}"
             )
         if self.one_way_rho_proportion is not None:
             v.open_unit("one_way_rho_proportion", self.one_way_rho_proportion)

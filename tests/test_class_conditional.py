@@ -165,10 +165,19 @@ def test_integer_codes_stay_codes_and_a_measurement_gets_dp_bins(spark) -> None:
     }  # fmt: skip
     assert sorted(model.domains["code"][:-1]) == ["0", "1", "2", "3"]
     assert m["column_types"]["weight"]["bins"]["source"] == "dp_profile"
-    total = m["epsilon_n"] + m["epsilon_m"] + m["epsilon_domain"] + m["epsilon_profile"]
+    total = (
+        m["epsilon_n"]
+        + m["epsilon_m"]
+        + m["epsilon_domain"]
+        + m["epsilon_profile"]
+        + m["epsilon_exact_values"]
+    )
     assert (
         total == pytest.approx(8.0, rel=1e-12) and release.manifest.budget.share("column_profile").epsilon > 0
     )
+    # the measurement's exact values were counted (it lies between the grid's points; none holds enough records
+    # to matter): the profile's epsilon per column, for one of the three profiled columns
+    assert m["epsilon_exact_values"] == pytest.approx(m["epsilon_profile"] / 3)
     synthetic = sample_class_conditional(model, spark, number_of_tuples=500, seed=1)
     out = restore_types(synthetic, m, seed=1).toPandas()
     assert restore_types(synthetic, m, seed=1).schema.simpleString() == df.schema.simpleString()
@@ -179,6 +188,28 @@ def test_integer_codes_stay_codes_and_a_measurement_gets_dp_bins(spark) -> None:
     # holds the noise of the profile's pure-DP counts above the top (it cannot tell a few records from none)
     assert weight.between(bins["lower"], bins["upper"]).all()
     assert weight.between(10_000, 900_000).mean() >= 0.99
+
+
+def test_values_off_the_profile_grid_come_back_exactly(spark) -> None:
+    # a density of one value per area, one decimal (off the profile's grid): the DP exact values (discrete
+    # Laplace, a threshold at the declared delta) make it a code, so every synthetic value is one of the input's
+    from spark_dpsynth.synthesizers._types import restore_types
+
+    rng = np.random.default_rng(6)
+    values = [357.4, 450.9, 3092.4, 1338.4]
+    rows = [(float(rng.choice(values)), int(rng.integers(0, 2))) for _ in range(3000)]
+    df = spark.createDataFrame(rows, "density double, y int")
+    model, release = fit_class_conditional(df, ClassConditionalParams(epsilon=4.0, seed=2), DataConfig())
+    m = model.manifest
+    assert m["column_meanings"]["density"]["meaning"] == "code"
+    assert "exact-value" in m["column_meanings"]["density"]["reason"]
+    budget = release.manifest.budget
+    assert budget.share("exact_values_threshold").delta == pytest.approx(m["delta"] / 2)
+    assert budget.share("domains_threshold").delta == pytest.approx(m["delta"] / 2)
+    synthetic = restore_types(
+        sample_class_conditional(model, spark, number_of_tuples=1000, seed=1), m, seed=1
+    )
+    assert set(synthetic.toPandas()["density"].dropna()) <= set(values)
 
 
 @pytest.mark.parametrize(

@@ -265,3 +265,21 @@ def test_split_budget_spends_into_the_run_accountant_once() -> None:
     )
     with pytest.raises(BudgetError):
         split_budget(params, 1e-6, acct=acct)  # spent once
+
+
+@pytest.mark.parametrize(("scale", "new_values", "delta"), [(5.0, 3, 1e-6), (0.7, 1, 1e-3), (40.0, 12, 1e-9)])
+def test_laplace_threshold_bounds_the_chance_that_a_new_value_passes(scale, new_values, delta) -> None:
+    # the exact tail of the discrete Laplace, summed: at the threshold a record's new values (count 1) pass with
+    # probability <= delta, one below it they would not
+    from spark_dpsynth.privacy.accounting import laplace_threshold_discrete
+
+    m = int(laplace_threshold_discrete(scale, new_values, delta))
+    z = np.arange(-int(60 * scale) - 50, int(60 * scale) + 51)
+    p = np.exp(-np.abs(z) / scale)
+    p /= p.sum()
+
+    def leak(t: int) -> float:
+        return 1.0 - (1.0 - p[z >= t].sum()) ** new_values
+
+    assert leak(m) <= delta
+    assert m == 1 or leak(m - 1) > delta

@@ -99,7 +99,7 @@ def _both(key: str, value: Callable[[float], float]) -> Callable[[dict[str, Any]
         (_set("protected_number_of_records", -5), r"protected_number_of_records must be an integer >= 1"),
         (_set("protected_number_of_records", 0), r"protected_number_of_records must be an integer >= 1"),
         (_set("protected_number_of_records", 10.5), r"protected_number_of_records must be an integer >= 1"),
-        (_set("epsilon_q", lambda e: 2 * e), r"R epsilon_Q\^2 / 2 \+ bins rho \+ sum_k 1 / \(2 sigma_k\^2\) ="),
+        (_set("epsilon_q", lambda e: 2 * e), r"R epsilon_Q\^2 / 2 \+ bins rho \+ exact values rho \+ sum_k 1 / \(2 sigma_k\^2\) ="),
     ],
     ids=[
         "epsilon-flat", "epsilon-both", "rho", "delta", "epsilon_n", "sigma", "noise_std", "sensitivity",

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from spark_dpsynth.data.prepare import synthetic_for_release
 from spark_dpsynth.data.session import SQL_DEFAULTS, _with_sql_defaults
 from spark_dpsynth.data.types import (
+    apply_profiles,
     cell_key,
     cells_of,
     column_types,
@@ -23,7 +24,13 @@ from spark_dpsynth.data.types import (
     types_manifest,
 )
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.mechanisms._profile import dp_profiles, profile_parts, profile_sigma
+from spark_dpsynth.mechanisms._profile import (
+    dp_exact_values,
+    dp_profiles,
+    profile_parts,
+    profile_sigma,
+    spend_exact_values,
+)
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant, split_budget
@@ -149,6 +156,90 @@ def test_dp_profile_tells_codes_from_measurements(spark) -> None:
     assert profiles["whole"].bins.integral and not profiles["real"].bins.integral
     assert "0" not in amount.interval_labels() and amount.point_labels() == ("=0",)
     assert all("%" in p.reason or "bins" in p.reason or "range" in p.reason for p in profiles.values())
+
+
+def _exact(spark, rows, schema, n_bins=16):
+    """The DP profile, then the DP exact values, without noise (rho 1 each, delta 1e-6)."""
+    df = numeric_view(spark.createDataFrame(rows, schema), {})
+    types = column_types(df.schema, DataConfig(columns=tuple(df.columns)))
+    columns = tuple(df.columns)
+    acct = Accountant(10.0, 1e-6, noise=NoNoise())
+    acct.set_rho(2.0)
+    parts = profile_parts(types, columns)
+    sigma = profile_sigma(1.0, len(columns), parts - len(columns))
+    acct.spend_rho("column_profile", 1.0, "profile", sigma=sigma, parts=parts)
+    profiles = dp_profiles(df, types, columns, n_bins, len(rows), acct)
+    spend_exact_values(acct, 5e-7, rho=1.0)
+    return profiles, dp_exact_values(df, types, profiles, n_bins, len(rows), acct), acct
+
+
+def test_dp_exact_values_make_a_code_of_values_off_the_grid(spark) -> None:
+    # a density of one value per area (one decimal, off the profile's two-significant-digit grid), five-digit
+    # industry codes, and a real measurement: the first two come back as their exact values, the third binned
+    rng = np.random.default_rng(4)
+    n = 3000
+    rows = [
+        (
+            float(rng.choice([357.4, 450.9, 3092.4, 1338.4])),
+            int(rng.choice([54151, 62111, 72251, 23611, 44511])),
+            float(rng.normal(50.0, 10.0)),
+        )
+        for _ in range(n)
+    ]
+    profiles, exact, acct = _exact(spark, rows, "density double, naics int, real double")
+    assert {c: p.meaning for c, p in profiles.items()} == {
+        "density": "measurement", "naics": "measurement", "real": "measurement",
+    }  # fmt: skip
+    assert exact["density"].meaning == "code" and exact["density"].bins is None
+    assert exact["density"].values == ("357.4", "450.9", "1338.4", "3092.4")  # in numeric order
+    assert exact["naics"].values == ("23611", "44511", "54151", "62111", "72251")
+    assert exact["real"] == profiles["real"]  # no value holds enough records to be a point
+    assert "exact-value" in exact["density"].reason
+    # a code of released values becomes a domain, counted like a codebook's (numbers matched as numbers)
+    config = DataConfig(columns=("density", "naics", "real"))
+    types = column_types(spark.createDataFrame(rows, "density double, naics int, real double").schema, config)
+    typed, config = apply_profiles(types, config, exact)
+    assert typed["density"].scale == "category" and typed["density"].type == "double"
+    assert config.domains["density"] == exact["density"].values and "real" in config.bins
+    assert acct.share("exact_values").rho == 1.0 and acct.share("exact_values_threshold").delta == 5e-7
+
+
+def test_dp_exact_values_keep_a_frequent_value_off_the_grid_as_a_point(spark) -> None:
+    # an amount: 40% at 1,234.5 (off the grid), the rest spread: a measurement with 1,234.5 as a point, its
+    # mass taken out of the within-bin shape
+    rng = np.random.default_rng(8)
+    rows = [(1234.5,)] * 1600 + [(float(v),) for v in rng.uniform(100.0, 5000.0, 2400)]
+    profiles, exact, _ = _exact(spark, rows, "amount double")
+    before, after = profiles["amount"].bins, exact["amount"].bins
+    assert exact["amount"].meaning == "measurement" and 1234.5 in after.points
+    assert 1234.5 not in before.points and after.edges == before.edges
+    inside = lambda spec: sum(w for a, b, w in spec.shape if a <= 1234.5 <= b)  # noqa: E731
+    assert inside(after) < inside(before) - 1000
+
+
+def test_dp_exact_values_leave_a_few_values_and_a_rest_binned(spark) -> None:
+    # 0 holds 90%, two sums off the grid 3.5% each, 3% spread over 1..4000: the rest is more than noise, so the
+    # column stays a measurement with the two sums as points (a code would write that 3% as empty cells)
+    rng = np.random.default_rng(10)
+    rows = (
+        [(0,)] * 3600 + [(12345,)] * 140 + [(23456,)] * 140 + [(int(v),) for v in rng.integers(1, 4000, 120)]
+    )
+    _, exact, _ = _exact(spark, rows, "amount int")
+    p = exact["amount"]
+    assert p.meaning == "measurement" and {0.0, 12345.0, 23456.0}.issubset(set(p.bins.points))
+    # the two sums' mass is out of the within-bin shape: no synthetic value is drawn near them as if they spread
+    assert not any(a <= 12345 <= b or a <= 23456 <= b for a, b, _ in p.bins.shape)
+
+
+def test_dp_exact_values_release_only_values_above_the_threshold(spark) -> None:
+    # 2 values of 1,500 records (off the grid) and 60 values held by 1 record each: the single ones are below the
+    # threshold, never released; the 2% they hold is more than noise, so the column stays a measurement with the
+    # two frequent values as points
+    rng = np.random.default_rng(9)
+    rows = [(12345.6,)] * 1500 + [(23456.7,)] * 1500 + [(float(v),) for v in rng.uniform(1e4, 3e4, 60)]
+    _, exact, _ = _exact(spark, rows, "x double")
+    p = exact["x"]
+    assert p.meaning == "measurement" and p.values is None and p.bins.points == (12345.6, 23456.7)
 
 
 def test_dp_profile_keeps_a_small_whole_number_range_with_a_thin_tail(spark) -> None:

@@ -407,9 +407,10 @@ def test_the_discovery_share_grows_with_the_columns_to_discover() -> None:
     assert params.domain_share(60) == pytest.approx(0.4)
     assert params.domain_share(76) == params.domain_share(500) == 0.5  # LFS: 76
     assert WorkloadParams(domain_rho_proportion=0.3).domain_share(76) == 0.3
+    # the DP profile and, at most as much, the DP exact values: 2 x bins_epsilon_proportion
     with pytest.raises(InvalidParameterError, match="can reach 0.5"):
-        WorkloadParams(bins_epsilon_proportion=0.5)
-    assert WorkloadParams(bins_epsilon_proportion=0.5, domain_rho_proportion=0.1).domain_share(76) == 0.1
+        WorkloadParams(bins_epsilon_proportion=0.25)
+    assert WorkloadParams(bins_epsilon_proportion=0.4, domain_rho_proportion=0.1).domain_share(76) == 0.1
 
 
 def test_candidate_order_key_is_fresh_in_production_and_fixed_by_the_test_seed() -> None:

@@ -23,6 +23,7 @@ noisy counts: post-processing of the DP profile (docs/design.md sections 2.3 and
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping
@@ -43,6 +44,8 @@ __all__ = [
     "ColumnProfile",
     "apply_profiles",
     "candidate_grid",
+    "exact_value_targets",
+    "profile_with_exact_values",
     "column_types",
     "identifiers_manifest",
     "meanings_manifest",
@@ -416,6 +419,17 @@ class ColumnProfile:
     """The noisy share of the non-empty records at points that stand out of the noise (post-processing)."""
     reason: str
     """One line: why this meaning (from the noisy shares, rounded; no count)."""
+    non_empty: float = 0.0
+    """The noisy number of the column's non-empty records (n' less the noisy count of its empty cells, >= 1):
+    what the shares above are shares of (post-processing; never written)."""
+    off_grid: bool = False
+    """A measurement whose records between the grid's points (in its open cells) hold at least 1/(2 b) of them
+    (b = ``dp_bins``): one value or many there, the profile cannot tell; its exact values are counted
+    (:func:`exact_value_targets`). Post-processing of the noisy profile."""
+    values: tuple[str, ...] | None = None
+    """A code found by the DP exact values (:func:`profile_with_exact_values`): its released values, as the
+    column's values read as text; they are its domain. None otherwise (a code's values are then found by the
+    mechanism's discovery)."""
 
     def to_json(self) -> dict[str, object]:
         return {"meaning": self.meaning, "point_share": round(self.point_share, 3), "reason": self.reason}
@@ -606,6 +620,7 @@ def profile_from_noisy(
         min(share, 1.0),
         f"DP code: {len(standing)} exact values stand out of the noise and hold about {min(share, 1.0):.0%} "
         "of its records",
+        non_empty,
     )
     if numeric and len(standing) and rest_mass <= max(rest_noise, non_empty / 1000.0):
         return code
@@ -663,8 +678,14 @@ def profile_from_noisy(
             None,
             min(share, 1.0),
             f"DP code: beyond {len(standing)} exact values no range of values stands out of the noise",
+            non_empty,
         )
     first, last = int(signal[0]), int(signal[-1])
+    # the rest's mass in open cells (between grid points): values the profile cannot tell apart, one or many
+    open_cells = np.arange(first + first % 2, last + 1, 2)
+    off_grid = (
+        numeric and not small_range and float(rest[open_cells].clip(min=0.0).sum()) >= half_bin * non_empty
+    )
     lo = grid.bounds(first)[0]
     hi = grid.bounds(last)[1]
     if not math.isfinite(lo):  # the cell below the grid: start at the first point
@@ -712,6 +733,95 @@ def profile_from_noisy(
         min(share, 1.0),
         f"DP measurement: {len(spec.edges) + 1} bins inside its DP range{small_note}{spike_note}"
         + (", whole numbers" if integral else ""),
+        non_empty,
+        off_grid=off_grid,
+    )
+
+
+def exact_value_targets(
+    types: Mapping[str, ColumnType], profiles: Mapping[str, ColumnProfile]
+) -> tuple[str, ...]:
+    """The columns whose exact values the DP exact-value step counts (docs/design.md section 2.8): the integer
+    and real columns the DP profile made measurements with at least 1/(2 b) of their records off its grid
+    (``ColumnProfile.off_grid``: a density of 357.4, a five-digit code, or a real measurement; a column whose
+    values are all grid points, such as whole numbers up to 9999, has been counted exactly already).
+    Post-processing of the profile: public once it is released."""
+    return tuple(
+        c
+        for c, p in profiles.items()
+        if p.meaning == "measurement" and p.off_grid and types[c].scale in ("integer", "real")
+    )
+
+
+def profile_with_exact_values(
+    profile: ColumnProfile, values: tuple[str, ...], noisy: np.ndarray, n_bins: int, noise_std: float
+) -> ColumnProfile:
+    """A measurement's profile revised by its released exact values (docs/design.md section 2.8).
+
+    Post-processing only: ``values`` and ``noisy`` are the output of the DP exact-value step
+    (:func:`spark_dpsynth.mechanisms._profile.dp_exact_values`).
+
+    Args:
+        profile: the column's measurement profile (:func:`profile_from_noisy`).
+        values: the released exact values (their text, as the column reads as text), distinct.
+        noisy: float64 (len(values),) their noisy counts, each above the step's threshold.
+        n_bins: the number of quantile bins of a measurement (``DataConfig.dp_bins``).
+        noise_std: the standard deviation of one noisy count, in records.
+
+    Returns:
+        A *code* whose ``values`` are the released values when the records beyond them are within the noise of
+        their count (at most 3 noise_std sqrt(values + 1), or 0.1% of the column's non-empty records: the rule
+        of a code of the profile; a density that takes one value per area, a five-digit industry code); else the
+        measurement with every released value holding at least 1/(2 n_bins) of the records as one more point
+        (its mass taken out of the within-bin shape piece that held it), the rest binned as before (an amount
+        that is mostly a few values keeps its rest); else ``profile`` unchanged.
+    """
+    if profile.meaning != "measurement" or profile.bins is None or not len(values):
+        return profile
+    noisy = np.asarray(noisy, dtype=np.float64)
+    non_empty = max(profile.non_empty, 1.0)
+    share = float(noisy.sum()) / non_empty
+    half_bin = 1.0 / (2 * n_bins)
+    rest = non_empty - float(noisy.sum())
+    if rest <= max(3.0 * noise_std * math.sqrt(len(values) + 1.0), non_empty / 1000.0):
+        order = sorted(range(len(values)), key=lambda i: float(values[i]))
+        return dataclasses.replace(
+            profile,
+            meaning="code",
+            bins=None,
+            point_share=min(share, 1.0),
+            values=tuple(values[i] for i in order),
+            reason=f"DP code: {len(values)} exact values released by the DP exact-value step hold about "
+            f"{min(share, 1.0):.0%} of its records",
+        )
+    spec = profile.bins
+    known = set(spec.points)
+    new = [
+        (float(v), float(c))
+        for v, c in zip(values, noisy, strict=True)
+        if c >= half_bin * non_empty and float(v) not in known and math.isfinite(float(v))
+    ]
+    if not new:
+        return profile
+    shape = [list(piece) for piece in spec.shape]
+    for x, c in new:
+        for piece in shape:
+            if piece[0] <= x <= piece[1]:
+                piece[2] = max(piece[2] - c, 0.0)
+                break
+    spec = dataclasses.replace(
+        spec,
+        points=tuple(sorted(known | {x for x, _ in new})),
+        # no piece left: the profile saw nothing beyond these values, drawn evenly inside the bins
+        shape=tuple((a, b, w) for a, b, w in shape if w > 0),
+        lower=min(spec.lower, min(x for x, _ in new)),
+        upper=max(spec.upper, max(x for x, _ in new)),
+    )
+    return dataclasses.replace(
+        profile,
+        bins=spec,
+        point_share=min(profile.point_share + sum(c for _, c in new) / non_empty, 1.0),
+        reason=f"{profile.reason}, {len(new)} exact value(s) off the grid kept",
     )
 
 
@@ -779,18 +889,20 @@ def apply_profiles(
 ) -> tuple[dict[str, ColumnType], DataConfig]:
     """The column types and configuration after the DP profiles (post-processing, docs/design.md section 2.8):
     a code becomes a category (scale ``category``, its input type kept, so its values come back exactly and
-    typed), a measurement gets its DP bins in ``config.bins``."""
-    import dataclasses
-
+    typed), a measurement gets its DP bins in ``config.bins``; a code released by the DP exact-value step gets its
+    released values as its domain in ``config.domains`` (counted like a codebook's, no second discovery)."""
     out = dict(types)
     bins = dict(config.bins)
+    domains = dict(config.domains)
     for name, p in profiles.items():
         if p.meaning == "code":
             out[name] = dataclasses.replace(types[name], scale="category")
+            if p.values is not None:
+                domains[name] = p.values
         else:
             assert p.bins is not None
             bins[name] = p.bins
-    return out, dataclasses.replace(config, bins=bins)
+    return out, dataclasses.replace(config, bins=bins, domains=domains)
 
 
 def meanings_manifest(

@@ -23,13 +23,27 @@ from spark_dpsynth.data.types import (
     ColumnType,
     cell_key,
     cells_of,
+    exact_value_targets,
     profile_from_noisy,
     profile_grid,
+    profile_with_exact_values,
 )
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.accounting import (
+    Accountant,
+    laplace_threshold_discrete,
+    rho_1_threshold_discrete,
+)
 
-__all__ = ["PROFILE_PASS_COLUMNS", "dp_profiles", "profile_parts", "profile_sigma"]
+__all__ = [
+    "EXACT_VALUES_FLOOR",
+    "PROFILE_PASS_COLUMNS",
+    "dp_exact_values",
+    "dp_profiles",
+    "profile_parts",
+    "profile_sigma",
+    "spend_exact_values",
+]
 
 PROFILE_PASS_COLUMNS = 4
 """Columns profiled per Spark job (:func:`dp_profiles`). The cell key is a large expression: with 8 in one plan the
@@ -175,4 +189,134 @@ def dp_profiles(
         noisy_frac = float(draw(np.array([frac_count]))[0]) if c in fractional else 0.0
         del hist, frac_count, entries
         out[c] = profile_from_noisy(c, scale, grid, noisy, noisy_frac, sigma, n_bins, protected_n, laplace)
+    return out
+
+
+EXACT_VALUES_FLOOR = 1e-4
+"""The DP exact-value step counts on the driver only the values held by at least c = 1 + floor(1e-4 n') records
+(at most about 10,000 values per column reach it, whatever the table's size), and raises its threshold by c - 1
+so that the step's delta is unchanged (:func:`dp_exact_values`)."""
+
+
+def spend_exact_values(
+    acct: Accountant, delta: float, *, rho: float | None = None, epsilon_proportion: float | None = None
+) -> None:
+    """Spend the shares of the DP exact-value step (docs/design.md section 2.8) in ``acct``: ``exact_values``,
+    one draw of a discrete Gaussian of ``rho`` (its std per unit of L2 sensitivity sqrt(1 / (2 rho))), or, for a
+    mechanism accounted in pure DP, of a discrete Laplace of ``epsilon_proportion`` x epsilon (its scale the
+    number of columns over that epsilon, the L1 sensitivity); and ``exact_values_threshold``, the ``delta`` of
+    its threshold.
+
+    Raises:
+        InvalidParameterError: not exactly one of ``rho`` and ``epsilon_proportion``.
+        BudgetError: the shares exceed the budget, or are spent already.
+    """
+    if (rho is None) == (epsilon_proportion is None):
+        raise InvalidParameterError("the DP exact values are paid in rho or in a proportion of epsilon")
+    mechanism = "counts of the exact values of the DP measurements, sensitivity: the number of columns"
+    if rho is not None:
+        acct.spend_rho(
+            "exact_values",
+            rho,
+            f"discrete Gaussian ({mechanism}, in L2: its square root)",
+            sigma=math.sqrt(1.0 / (2.0 * rho)),
+            parts=1,
+        )
+    else:
+        assert epsilon_proportion is not None
+        acct.spend_epsilon("exact_values", epsilon_proportion, f"discrete Laplace ({mechanism}, in L1)")
+    acct.spend_delta("exact_values_threshold", delta, "threshold on the noisy counts of the exact values")
+
+
+def dp_exact_values(
+    df: DataFrame,
+    types: Mapping[str, ColumnType],
+    profiles: Mapping[str, ColumnProfile],
+    n_bins: int,
+    protected_n: int,
+    acct: Accountant | None,
+) -> dict[str, ColumnProfile]:
+    """The DP profiles revised by the exact values of the measurements (docs/design.md section 2.8): a measurement
+    whose released exact values hold almost all its records is a code (a density of 20 one-decimal values, a
+    five-digit code: values off the profile's grid); a frequent exact value off the grid is one more point.
+
+    Args:
+        df: the records the profile read (after the row filter, record limit and privacy-unit merge): the
+            profiled columns as trimmed text, empty values null.
+        types: the column types; profiles: the DP profiles (:func:`dp_profiles`).
+        n_bins: ``DataConfig.dp_bins``; protected_n: n'.
+        acct: the release's accountant, with the shares of :func:`spend_exact_values` spent (either kind); None when
+            :func:`~spark_dpsynth.data.types.exact_value_targets` is empty (nothing is counted).
+
+    Returns:
+        ``profiles`` with the targets' profiles revised (:func:`~spark_dpsynth.data.types.profile_with_exact_values`).
+
+    Raises:
+        BudgetError: the shares are not spent (and there are targets).
+
+    Privacy:
+        One Spark job over the m target columns: per column, the count of each distinct non-empty value; the
+        values held by at least c = 1 + floor(:data:`EXACT_VALUES_FLOOR` n') records reach the driver (private,
+        never logged), in a fixed order (column, value). A record adds one to one value of each column: L2
+        sensitivity sqrt(m), L1 sensitivity m. Noise is drawn on every count through the share ``exact_values``:
+        discrete Gaussian with std sigma sqrt(m) (a zCDP share), or discrete Laplace of scale m / epsilon (a pure
+        share, the class-conditional mechanism). A value is released when its noisy count is > rho_1 + c - 1,
+        rho_1 the threshold that a record's m new values (count 1 each) pass with probability <= delta, the share
+        ``exact_values_threshold`` (:func:`~spark_dpsynth.privacy.accounting.rho_1_threshold_discrete`,
+        :func:`~spark_dpsynth.privacy.accounting.laplace_threshold_discrete`): a value held by c records in one
+        table and absent from the driver's counts in its neighbour passes with the probability that a new value
+        of count 1 passes rho_1 (Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", 2022, Algorithm 1;
+        docs/design.md section 2.5). The decisions are post-processing of the released counts.
+    """
+    targets = exact_value_targets(types, profiles)
+    if not targets:
+        return dict(profiles)
+    assert acct is not None
+    right = acct.right("exact_values")
+    delta = acct.share("exact_values_threshold").delta
+    assert delta is not None
+    m = len(targets)
+    floor = 1 + int(math.floor(EXACT_VALUES_FLOOR * protected_n))
+    structs = []
+    for j, c in enumerate(targets):
+        x = F.col(f"`{c}`")
+        number = x.cast("double")
+        # the value as the column reads as text (the key of a code's domain); empty, NaN and infinite left out
+        finite = number.isNotNull() & ~F.isnan(number) & (F.abs(number) != F.lit(math.inf))
+        text = F.when(finite, F.trim(x.cast("string")))
+        structs.append(F.struct(F.lit(j).alias("j"), text.alias("v")))
+    counted = (
+        df.select(F.explode(F.array(*structs)).alias("p"))
+        .select("p.j", "p.v")
+        .where(F.col("v").isNotNull())
+        .groupBy("j", "v")
+        .count()
+        .where(F.col("count") >= F.lit(floor))
+    )
+    # Private: the values held by at least `floor` records; the order (column, value) makes the noise
+    # independent of Spark's partitioning.
+    rows = sorted((int(r["j"]), str(r["v"]), int(r["count"])) for r in counted.collect())
+    keys = [(j, v) for j, v, _ in rows]
+    true = np.array([r[2] for r in rows], dtype=np.int64)
+    del rows
+    if right.sigma is not None:
+        noisy = acct.gaussian("exact_values", true, math.sqrt(m)) if len(keys) else true
+        threshold = rho_1_threshold_discrete(right.sigma, m, 2.0 * delta) + (floor - 1)
+        noise_std = right.sigma * math.sqrt(m)
+    else:
+        assert right.epsilon is not None
+        noisy = acct.laplace("exact_values", true, sensitivity=m) if len(keys) else true
+        threshold = laplace_threshold_discrete(m / right.epsilon, m, delta) + (floor - 1)
+        noise_std = math.sqrt(2.0) * m / right.epsilon
+    del true
+    out = dict(profiles)
+    for j, c in enumerate(targets):
+        kept = [
+            (v, float(n))
+            for (jj, v), n in zip(keys, noisy.tolist(), strict=True)
+            if jj == j and n > threshold and n > 0
+        ]
+        values = tuple(v for v, _ in kept)
+        counts = np.array([n for _, n in kept])
+        out[c] = profile_with_exact_values(profiles[c], values, counts, n_bins, noise_std)
     return out

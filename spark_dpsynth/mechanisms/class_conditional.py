@@ -21,8 +21,11 @@ Laplace mechanism, Dwork, McSherry, Nissim, Smith 2006, in its discrete form, Gh
 2009). The protected number of records spends epsilon_N = N_p epsilon. Columns without a public domain take
 theirs from a DP-thresholded 1-way release (the k = 1 stage of
 :func:`spark_dpsynth.mechanisms.marginals.dp_aggregate`) that spends a share ``domain_epsilon_proportion`` of
-epsilon and its delta; the total is then (epsilon, delta)-DP by sequential composition. Values outside the domain
-are dropped from the histograms (sensitivity unchanged). See docs/design.md sections 4.4 and 6.3.
+epsilon and its delta; the total is then (epsilon, delta)-DP by sequential composition. The numeric columns without
+public bins are decided by the DP profile (``profile_epsilon_proportion`` of epsilon) and, when it finds
+measurements off its grid, by the DP exact values of those (the profile's epsilon per column, discrete Laplace,
+and half of delta, declared then: given, or derived from n'; the domains' release keeps the other half). Values outside the domain are dropped
+from the histograms (sensitivity unchanged). See docs/design.md sections 2.8, 4.4 and 6.3.
 
 The release has the marginals mechanism's format (:mod:`spark_dpsynth.release.core`): k = 2 tuples are the
 (attribute, label) bins with noisy count >= 1, k = 1 tuples their sums, normalized so that no tuple exceeds its
@@ -75,7 +78,8 @@ class ClassConditionalParams:
     domain_epsilon_proportion: float = 0.1
     """Share of epsilon spent on a DP-thresholded 1-way release for columns without a public domain, in (0, 1)."""
     delta: float | None = None
-    """delta of that thresholded release, in (0, 1); None derives it as the main path does."""
+    """delta of the thresholded releases (the domains' and the DP exact values'), in (0, 1); None derives it as
+    the main path does."""
     profile_epsilon_proportion: float = 0.2
     """Share of epsilon spent on the DP profile of the numeric columns without public bins (code or measurement,
     docs/design.md sections 2.8 and 4.4), in (0, 1); spent only when there are such columns. Larger than the
@@ -91,10 +95,11 @@ class ClassConditionalParams:
         npp = v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
         dpp = v.open_unit("domain_epsilon_proportion", self.domain_epsilon_proportion)
         ppp = v.open_unit("profile_epsilon_proportion", self.profile_epsilon_proportion)
-        if npp + dpp + ppp >= 1:
+        if npp + dpp + 2 * ppp >= 1:
             raise InvalidParameterError(
-                "number_of_records_epsilon_proportion + domain_epsilon_proportion + profile_epsilon_proportion "
-                f"must be < 1, got {npp} + {dpp} + {ppp} = {npp + dpp + ppp}"
+                "number_of_records_epsilon_proportion + domain_epsilon_proportion + 2 x "
+                "profile_epsilon_proportion (the DP profile, and at most as much for the DP exact values) must "
+                f"be < 1, got {npp} + {dpp} + 2 x {ppp} = {npp + dpp + 2 * ppp}"
             )
         if self.delta is not None:
             v.open_unit("delta", self.delta)
@@ -161,7 +166,8 @@ def fit_class_conditional(
         InvalidParameterError: fewer than two columns (an attribute and the label).
 
     Privacy:
-        epsilon-DP (plus the delta of the domain release when a column has no public domain); see the module
+        epsilon-DP (plus the delta of the domains' release when a column has no public domain, and of the DP
+        exact values when the profile finds measurements); see the module
         docstring. Discrete Laplace noise from OpenDP's exact sampler over a cryptographic source.
     """
     from pyspark.sql import functions as F
@@ -170,14 +176,20 @@ def fit_class_conditional(
     from spark_dpsynth.data.types import (
         apply_profiles,
         column_types,
+        exact_value_targets,
         meanings_manifest,
         numeric_view,
         profile_targets,
         types_manifest,
     )
     from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
-    from spark_dpsynth.mechanisms._profile import dp_profiles, profile_parts
-    from spark_dpsynth.privacy.accounting import profile_mechanism
+    from spark_dpsynth.mechanisms._profile import (
+        dp_exact_values,
+        dp_profiles,
+        profile_parts,
+        spend_exact_values,
+    )
+    from spark_dpsynth.privacy.accounting import delta_from_protected_n, profile_mechanism
 
     params = params if params is not None else ClassConditionalParams()
     check_data(params, data_config if data_config is not None else DataConfig())
@@ -222,6 +234,23 @@ def fit_class_conditional(
             f"class_conditional: DP profile of {len(need)} numeric column(s) (epsilon {eps_p:g})",
         )
         profiles = dp_profiles(prepare(df, data), types, need, data.dp_bins, protected_n, acct)
+        exact = exact_value_targets(types, profiles)
+        if exact:
+            # the exact values of the measurements off the grid: the profile's epsilon per column, and half of
+            # delta (declared here; the domains' release keeps the other half)
+            acct.declare_delta(
+                params.delta if params.delta is not None else delta_from_protected_n(protected_n),
+                "given" if params.delta is not None else "derived from the protected number of records",
+            )
+            spend_exact_values(
+                acct,
+                acct.delta / 2.0,
+                epsilon_proportion=params.profile_epsilon_proportion * len(exact) / len(need),
+            )
+            report(progress, log, f"class_conditional: DP exact values of {len(exact)} measurement(s)")
+        profiles = dp_exact_values(
+            prepare(df, data), types, profiles, data.dp_bins, protected_n, acct if exact else None
+        )
         report_profiles(profiles, progress)
         types, data = apply_profiles(types, data, profiles)
     sources = {c: "dp_profile" if c in profiles else "config" for c in data.bins}
@@ -241,7 +270,8 @@ def fit_class_conditional(
 
         domain_params = AggregationParams(
             epsilon=eps_domain,
-            delta=params.delta,
+            # what the exact values left of a declared delta, else the given one (None: derived by the release)
+            delta=acct.remaining_delta() if acct.delta is not None else params.delta,
             reporting_length=1,
             number_of_records_epsilon_proportion=0.01,
             seed=params.seed,
@@ -252,11 +282,18 @@ def fit_class_conditional(
             DataConfig(columns=tuple(missing)),
             acct=acct.sub_budget(eps_domain, accounting=domain_params.accounting),
         )
-        delta = float(domain_release.manifest["delta"])
-        acct.declare_delta(delta, f"the domains' release: {domain_release.manifest.budget.delta_source}")
-        acct.spend_delta("domains_threshold", delta, "threshold of the domains' 1-way release")
+        delta_domains = float(domain_release.manifest["delta"])
+        if acct.delta is None:
+            acct.declare_delta(
+                delta_domains, f"the domains' release: {domain_release.manifest.budget.delta_source}"
+            )
+        acct.spend_delta("domains_threshold", delta_domains, "threshold of the domains' 1-way release")
         for j, col in enumerate(missing):
             domains[col] = tuple(domain_release.domains[j])
+    elif acct.delta is not None:
+        acct.spend_delta("domains_threshold", acct.remaining_delta(), "unused: every domain is public")
+    if acct.delta is not None:
+        delta = float(acct.delta)
     full_domains = {c: (*domains[c], EMPTY) for c in columns}
     attributes = tuple(c for c in columns if c != label)
     eps_m = acct.spend_rest_of_epsilon(
@@ -332,6 +369,7 @@ def fit_class_conditional(
         "epsilon_m": eps_m,
         "epsilon_domain": eps_domain,
         "epsilon_profile": eps_p,
+        "epsilon_exact_values": acct.share("exact_values").epsilon if acct.spent("exact_values") else 0.0,
         "noise": "discrete Laplace on every (value, class) bin of the public domain",
         "laplace_scale": len(attributes) / eps_m,
         "epsilon_per_histogram": eps_m / len(attributes),

@@ -497,6 +497,8 @@ def _manifest(
         "percentile_epsilon_proportion": params.percentile_epsilon_proportion,
         "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
         "bins_rho": split.bins_rho,
+        # kept for the DP exact values with a profile (spent when it finds measurements: the share exact_values)
+        "exact_values_rho": split.bins_rho,
         "profile_columns": split.profile_columns,
         "accuracy_mode": params.accuracy_mode.value,
         "fabrication_mode": params.fabrication_mode.value,
@@ -579,13 +581,19 @@ def dp_aggregate(
     from spark_dpsynth.data.types import (
         apply_profiles,
         column_types,
+        exact_value_targets,
         identifiers_manifest,
         meanings_manifest,
         numeric_view,
         profile_targets,
         types_manifest,
     )
-    from spark_dpsynth.mechanisms._profile import dp_profiles, profile_parts
+    from spark_dpsynth.mechanisms._profile import (
+        dp_exact_values,
+        dp_profiles,
+        profile_parts,
+        spend_exact_values,
+    )
 
     params = params if params is not None else AggregationParams()
     data_config = data_config if data_config is not None else DataConfig()
@@ -634,6 +642,22 @@ def dp_aggregate(
             f"aggregate: DP profile of {len(need)} numeric column(s) (rho {split.bins_rho:.4g})",
         )
         profiles = dp_profiles(records, types, need, config.dp_bins, protected_n, acct)
+        exact = exact_value_targets(types, profiles)
+        if not exact:
+            acct.spend_delta(
+                "exact_values_threshold", acct.remaining_delta(), "unused: no DP measurement off the grid"
+            )
+        else:
+            # out of the share kept for them by split_budget (rho B_p): the profile's rho per column; and the
+            # quarter of delta kept
+            rho_e = split.bins_rho * len(exact) / len(need)
+            spend_exact_values(acct, acct.remaining_delta(), rho=rho_e)
+            report(
+                progress, log, f"aggregate: DP exact values of {len(exact)} measurement(s) (rho {rho_e:.4g})"
+            )
+        profiles = dp_exact_values(
+            records, types, profiles, config.dp_bins, protected_n, acct if exact else None
+        )
         report_profiles(profiles, progress)
         types, config = apply_profiles(types, config, profiles)
         sources.update({c: "dp_profile" for c, p in profiles.items() if p.meaning == "measurement"})

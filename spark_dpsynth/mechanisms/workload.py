@@ -517,13 +517,20 @@ def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: 
     from spark_dpsynth.data.types import (
         apply_profiles,
         column_types,
+        exact_value_targets,
         meanings_manifest,
         numeric_view,
         profile_targets,
         types_manifest,
     )
     from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
-    from spark_dpsynth.mechanisms._profile import dp_profiles, profile_parts, profile_sigma
+    from spark_dpsynth.mechanisms._profile import (
+        dp_exact_values,
+        dp_profiles,
+        profile_parts,
+        profile_sigma,
+        spend_exact_values,
+    )
 
     types = column_types(df.schema, config)
     report_columns(types, config, progress)
@@ -550,6 +557,18 @@ def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: 
         )
         report(progress, log, f"workload: DP profile of {len(need)} numeric column(s) (rho {rho_b:.4g})")
         profiles = dp_profiles(records, types, need, config.dp_bins, protected_n, acct)
+        exact = exact_value_targets(types, profiles)
+        if exact:
+            # the profile's rho per column for the exact values of the measurements off its grid; a quarter of
+            # delta for their threshold (the discovery's threshold keeps the other quarter)
+            rho_e = rho_b * len(exact) / len(need)
+            spend_exact_values(acct, acct.delta / 4.0, rho=rho_e)
+            report(
+                progress, log, f"workload: DP exact values of {len(exact)} measurement(s) (rho {rho_e:.4g})"
+            )
+        profiles = dp_exact_values(
+            records, types, profiles, config.dp_bins, protected_n, acct if exact else None
+        )
         report_profiles(profiles, progress)
         types, config = apply_profiles(types, config, profiles)
         sources.update({c: "dp_profile" for c, p in profiles.items() if p.meaning == "measurement"})
@@ -667,12 +686,15 @@ def _discover(
             sigma=sigma1,
             parts=2 if measure_empty else 1,
         )
-        acct.spend_delta("discovery_threshold", delta / 2.0, "threshold rho_1 on the noisy 1-way counts")
+        # delta/2, or delta/4 when the DP exact-value step spent the other quarter
+        delta_t = acct.spend_delta(
+            "discovery_threshold", acct.remaining_delta(), "threshold rho_1 on the noisy 1-way counts"
+        )
         key = release_key(params.seed)
         value_hash = tuple(_counting.value_hashes(list(vals), j) for j, vals in enumerate(dictionary))
         true_counts = backend.counts(index, sensitivity, key, value_hash)
         scale = sigma1 * math.sqrt(sensitivity)
-        threshold = rho_1_threshold_discrete(sigma1, sensitivity, delta)
+        threshold = rho_1_threshold_discrete(sigma1, sensitivity, 2.0 * delta_t)
         noisy, keep = noisy_threshold(
             true_counts, threshold, acct, "discovery_counts", math.sqrt(sensitivity)
         )
@@ -711,7 +733,9 @@ def _discover(
             )
     else:
         released = {}
-        acct.spend_delta("discovery_threshold", delta / 2.0, "unused: every column has public values")
+        acct.spend_delta(
+            "discovery_threshold", acct.remaining_delta(), "unused: every column has public values"
+        )
     for j in range(d):
         lut = np.full(len(dictionary[j]), -1, dtype=np.int32)
         if j in public:

@@ -56,6 +56,7 @@ __all__ = [
     "adaptive_threshold",
     "fabrication_etas",
     "thresholds_for",
+    "laplace_threshold_discrete",
 ]
 
 MAX_DERIVED_DELTA = 1e-3
@@ -93,27 +94,41 @@ class BudgetSplit:
     """zCDP budget of the DP profile of the numeric columns, rho B_p (0 when no column is profiled)."""
     profile_columns: int = 0
     """The number of numeric columns the DP profile covers (docs/design.md section 2.8)."""
+    rho_1_delta: float | None = None
+    """The delta of the threshold rho_1: delta/2, or delta/4 with a DP profile (the DP exact values keep a
+    quarter); None reads delta/2."""
 
     @property
     def reporting_length(self) -> int:
         return len(self.sigmas)
 
     def zcdp_spent(self) -> float:
-        """R epsilon_Q^2 / 2 + sum_k 1/(2 sigma_k^2): equals ``rho`` (up to rounding)."""
+        """R epsilon_Q^2 / 2 + the profile's rho B_p + the rho B_p kept for the DP exact values + sum_k
+        1/(2 sigma_k^2): equals ``rho`` (up to rounding)."""
         r = self.reporting_length
-        return r * self.epsilon_q**2 / 2 + self.bins_rho + sum(1 / (2 * s * s) for s in self.sigmas)
+        return r * self.epsilon_q**2 / 2 + 2 * self.bins_rho + sum(1 / (2 * s * s) for s in self.sigmas)
 
     def describe(self) -> str:
         """A plain-text report of the split and the zCDP identity it satisfies (for the CLI and notebooks)."""
         r = self.reporting_length
         lines = [
             f"epsilon = {self.epsilon:g} = epsilon_N {self.epsilon_n:.6g} + epsilon_M {self.epsilon_m:.6g}",
-            f"delta = {self.delta:.3g} (delta/2 for the marginals' zCDP conversion, delta/2 for the threshold rho_1)",
+            f"delta = {self.delta:.3g} (delta/2 for the marginals' zCDP conversion, "
+            + (
+                "delta/4 for the threshold rho_1, delta/4 for the DP exact values' threshold)"
+                if self.bins_rho
+                else "delta/2 for the threshold rho_1)"
+            ),
             f"rho = {self.rho:.6g} (zCDP)",
             f"epsilon_Q = {self.epsilon_q:.6g} per percentile (pure DP), {r} percentiles",
             f"sigma = {self.sigma:.6g}; "
             + ", ".join(f"sigma_{k} = {s:.6g}" for k, s in enumerate(self.sigmas, start=1)),
-            f"identity: R epsilon_Q^2 / 2 + sum_k 1 / (2 sigma_k^2) = {self.zcdp_spent():.6g} = rho",
+            (
+                f"identity: R epsilon_Q^2 / 2 + 2 rho B_p (the DP profile, and the DP exact values at most) "
+                f"+ sum_k 1 / (2 sigma_k^2) = {self.zcdp_spent():.6g} = rho"
+                if self.bins_rho
+                else f"identity: R epsilon_Q^2 / 2 + sum_k 1 / (2 sigma_k^2) = {self.zcdp_spent():.6g} = rho"
+            ),
         ]
         return "\n".join(lines)
 
@@ -357,6 +372,12 @@ class Accountant:
         self._shares.append(BudgetShare(name=name, mechanism=mechanism, delta=float(delta)))
         return float(delta)
 
+    def remaining_delta(self) -> float:
+        """The delta not yet spent (0 for a pure-DP budget)."""
+        if self.delta is None:
+            return 0.0
+        return max(self.delta - sum(s.delta or 0.0 for s in self._shares), 0.0)
+
     def spent(self, name: str) -> bool:
         """True when the share ``name`` is in the ledger."""
         return any(s.name == name for s in self._shares)
@@ -560,7 +581,12 @@ def split_budget(
     eps_m = acct.remaining_epsilon()
     rho = acct.convert_to_rho(eps_m, delta)
     acct.spend_delta("zcdp_conversion", delta / 2.0, "rho-zCDP -> (epsilon_M, delta/2)-DP")
-    acct.spend_delta("threshold_rho_1", delta / 2.0, "threshold on the noisy 1-tuple counts")
+    # with a DP profile, a quarter of delta is kept for the threshold of the DP exact values (docs/design.md 2.8)
+    rho_1_delta = acct.spend_delta(
+        "threshold_rho_1",
+        delta / (4.0 if profile_columns > 0 else 2.0),
+        "threshold on the noisy 1-tuple counts",
+    )
     r = params.reporting_length
     qp = params.percentile_epsilon_proportion
     eps_q = math.sqrt(2.0 * rho * qp / r)
@@ -582,7 +608,9 @@ def split_budget(
             parts=parts,
         )
     props = params.sigma_proportions_for()
-    sigma = math.sqrt(sum(1.0 / (p * p) for p in props) / (2.0 * rho * (1.0 - qp - bp)))
+    # 2 bp with a profile: as much again is kept for the DP exact values (spend_exact_values, when the profile
+    # finds measurements; unspent otherwise)
+    sigma = math.sqrt(sum(1.0 / (p * p) for p in props) / (2.0 * rho * (1.0 - qp - 2.0 * bp)))
     sigmas = tuple(p * sigma for p in props)
     for k, s_k in enumerate(sigmas, start=1):
         acct.spend_rho(
@@ -606,6 +634,7 @@ def split_budget(
         budget=acct.budget(),
         bins_rho=rho * bp,
         profile_columns=profile_columns,
+        rho_1_delta=rho_1_delta,
     )
 
 
@@ -699,6 +728,28 @@ def rho_1_threshold_discrete(sigma_1: float, sensitivity_1: int, delta: float) -
     return float(m)
 
 
+def laplace_threshold_discrete(scale: float, new_values: int, delta: float) -> float:
+    """The smallest integer m >= 1 such that a record's at most ``new_values`` new values (count 1 each) pass
+    ``noisy > m`` with probability <= ``delta`` under discrete Laplace noise of ``scale`` (pmf proportional to
+    exp(-|z| / scale)): a new value passes iff Z >= m, P(Z >= m) = exp(-m / scale) / (1 + exp(-1 / scale)) for
+    m >= 1, and 1 - (1 - P(Z >= m))^new_values <= delta (the pure-DP form of the threshold of
+    :func:`rho_1_threshold_discrete`; Wilson et al., "Differentially Private SQL with Bounded User
+    Contribution", 2020, section 3)."""
+    k = max(int(new_values), 1)
+    per_value = -math.expm1(math.log1p(-delta) / k)  # the tail each value may have
+    # exp(-m / scale) <= per_value (1 + exp(-1 / scale))
+    m = max(1, math.ceil(-scale * (math.log(per_value) + math.log1p(math.exp(-1.0 / scale)))))
+
+    def leak(t: int) -> float:
+        return -math.expm1(k * math.log1p(-math.exp(-t / scale) / (1.0 + math.exp(-1.0 / scale))))
+
+    while leak(m) > delta * (1.0 - 1e-9):
+        m += 1
+    while m > 1 and leak(m - 1) <= delta * (1.0 - 1e-9):
+        m -= 1
+    return float(m)
+
+
 def adaptive_threshold(sigma_k: float, sensitivity_k: int, eta: float) -> float:
     """rho_k = sigma_k sqrt(Delta_k) Phi^-1(1 - eta_k / 2), 0 < eta_k <= 1 (SDS, "Differentially private aggregation
     and synthesis", section 3.3.2, with Delta_k where SDS writes Delta_1; docs/design.md sections 2.5 and 6.1)."""
@@ -725,7 +776,8 @@ def fabrication_etas(mode: FabricationMode, reporting_length: int) -> dict[int, 
 def thresholds_for(params: AggregationParams, split: BudgetSplit, k: int, sensitivity_k: int) -> float:
     """The threshold rho_k applied to noisy counts of length k (a count must be > rho_k and > 0 to be kept)."""
     if k == 1:
-        return rho_1_threshold_discrete(split.sigmas[0], sensitivity_k, split.delta)
+        delta_1 = split.rho_1_delta if split.rho_1_delta is not None else split.delta / 2.0
+        return rho_1_threshold_discrete(split.sigmas[0], sensitivity_k, 2.0 * delta_1)
     mode = params.fabrication_mode
     if mode is FabricationMode.CUSTOM_FIXED:
         assert params.thresholds is not None

@@ -259,8 +259,12 @@ def _marginals(release: Release) -> str | None:
     if rho is not None and eps_q is not None and spent > 0:
         r = len(block.lengths)
         total = r * eps_q * eps_q / 2.0 + float(m.get("bins_rho") or 0.0) + spent
+        total += float(m.get("exact_values_rho") or 0.0)
         if not _close(total, rho):
-            return f"R epsilon_Q^2 / 2 + bins rho + sum_k 1 / (2 sigma_k^2) = {total:.6g} differs from rho {rho:.6g}"
+            return (
+                "R epsilon_Q^2 / 2 + bins rho + exact values rho + sum_k 1 / (2 sigma_k^2) = "
+                f"{total:.6g} differs from rho {rho:.6g}"
+            )
     return None
 
 
@@ -272,10 +276,11 @@ def _class_conditional(m: Manifest) -> str | None:
         return None
     total = sum(parts) + float(_number(m.get("epsilon_domain")) or 0.0)  # type: ignore[arg-type]
     total += float(_number(m.get("epsilon_profile")) or 0.0)
+    total += float(_number(m.get("epsilon_exact_values")) or 0.0)
     if not _close(total, m.budget.epsilon):
         return (
-            f"epsilon_N + epsilon_M + the domains' and the profile's epsilon = {total:.6g} differs from epsilon "
-            f"{m.budget.epsilon:g}"
+            "epsilon_N + epsilon_M + the domains', the profile's and the exact values' epsilon = "
+            f"{total:.6g} differs from epsilon {m.budget.epsilon:g}"
         )
     scale, per = _number(m.get("laplace_scale")), _number(m.get("epsilon_per_histogram"))
     if scale is not None and per is not None and (per <= 0 or not _close(scale, 1.0 / per)):
