@@ -508,6 +508,39 @@ def test_dp_aggregate_end_to_end_types_in_manifest(spark) -> None:
     assert numeric_view(df, {}).columns == df.columns
 
 
+def test_the_marginals_and_workload_mechanisms_release_values_off_the_grid_exactly(spark) -> None:
+    # the same shared step in both zCDP mechanisms: a density of one value per area is a code of its released
+    # values, the shares are in the ledger, the manifest passes the integrity checks, and the synthetic column
+    # holds only the input's values
+    from spark_dpsynth.mechanisms.workload import fit_workload
+    from spark_dpsynth.params import SynthesisParams, WorkloadParams
+    from spark_dpsynth.release.integrity import check_release
+    from spark_dpsynth.synthesizers import pgm
+
+    rng = np.random.default_rng(11)
+    values = (357.4, 450.9, 3092.4)
+    rows = [(float(rng.choice(values)), int(rng.integers(0, 3))) for _ in range(3000)]
+    df = spark.createDataFrame(rows, "density double, k int")
+    release = dp_aggregate(df, AggregationParams(epsilon=4.0, reporting_length=2, seed=2), DataConfig())
+    m = release.manifest
+    assert m["column_meanings"]["density"]["meaning"] == "code"
+    assert sorted(release.domains[0]) == sorted(str(v) for v in values)
+    assert m.budget.share("exact_values").rho == pytest.approx(m["exact_values_rho"] / 2)  # 1 of 2 columns
+    assert m.budget.share("exact_values_threshold").delta == pytest.approx(m["delta"] / 4)
+    check_release(release)
+    params = WorkloadParams(
+        epsilon=4.0, reporting_length=2, selection="mst", seed=3, estimation_iterations=20
+    )
+    workload = fit_workload(df, params, DataConfig())
+    assert workload.manifest["column_meanings"]["density"]["meaning"] == "code"
+    assert workload.manifest.budget.share("discovery_threshold").delta == pytest.approx(
+        workload.manifest["delta"] / 4
+    )
+    synthetic = pgm.sample(workload, SynthesisParams(partitions=2, seed=1), spark)
+    out = restore_types(synthetic, workload.manifest, seed=1).toPandas()
+    assert set(out["density"].dropna()) <= set(values)
+
+
 def test_the_model_writes_empty_cells_only_where_they_were_measured() -> None:
     from spark_dpsynth.privacy._seeded import SeededNoise
     from spark_dpsynth.synthesizers._model import estimate_marginals
