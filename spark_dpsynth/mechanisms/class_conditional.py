@@ -21,11 +21,12 @@ Laplace mechanism, Dwork, McSherry, Nissim, Smith 2006, in its discrete form, Gh
 2009). The protected number of records spends epsilon_N = N_p epsilon. Columns without a public domain take
 theirs from a DP-thresholded 1-way release (the k = 1 stage of
 :func:`spark_dpsynth.mechanisms.marginals.dp_aggregate`) that spends a share ``domain_epsilon_proportion`` of
-epsilon and its delta; the total is then (epsilon, delta)-DP by sequential composition. The numeric columns without
-public bins are decided by the DP profile (``profile_epsilon_proportion`` of epsilon) and, when it finds
+epsilon and its delta; the total is then (epsilon, delta)-DP by sequential composition. The numeric columns
+without public bins are decided by the DP profile (``profile_epsilon_proportion`` of epsilon) and, when it finds
 measurements off its grid, by the DP exact values of those (the profile's epsilon per column, discrete Laplace,
-and half of delta, declared then: given, or derived from n'; the domains' release keeps the other half). Values outside the domain are dropped
-from the histograms (sensitivity unchanged). See docs/design.md sections 2.8, 4.4 and 6.3.
+and half of delta, declared then: given, or derived from n'; the domains' release keeps the other half). Values
+outside the domain are dropped from the histograms (sensitivity unchanged). See docs/design.md sections 2.8, 4.4
+and 6.3.
 
 The release has the marginals mechanism's format (:mod:`spark_dpsynth.release.core`): k = 2 tuples are the
 (attribute, label) bins with noisy count >= 1, k = 1 tuples their sums, normalized so that no tuple exceeds its
