@@ -14,8 +14,10 @@ EU LFS France sample with ``benchmarks/lfs.toml`` (the CSV's codes are inferred 
 with no configuration, Adult's train split recoded to integer codes (``adult_codes``: the numeric columns binned
 on ``conf/adult.toml``'s public edges, then each column's distinct values mapped to 0..k-1 in sorted order, written
 at run time), the same codes written as strings (``adult_codes_str``, ``c5``), Adult's train split as it comes
-(``adult_raw``), and the SF fire calls table of private-pgm's examples (``sf_fire``: 32 integer-coded columns, a
-seeded sample of 20,000 of its 305,119 rows). Files under ``../shared/data`` are skipped when absent.
+(``adult_raw``), the EU LFS sample as it comes (``lfs_raw``, 77 columns), NIST's Texas and national 2019
+excerpts as they come (``nist_tx_raw``, ``nist_national_raw``: 24 columns, integer codes, a density, numbers
+written as text with ``N``), and the SF fire calls table of private-pgm's examples (``sf_fire``: 32
+integer-coded columns, a seeded sample of 20,000 of its 305,119 rows). Files under ``../shared/data`` are skipped when absent.
 
 ``peer_mst``, ``peer_aim``: MST / AIM of private-pgm, run by smartnoise-synth from their own environment
 (``.venv-peers``, ``make bench-peers-env``) in a subprocess (``benchmarks/peers.py``). **The peers read the table
@@ -101,6 +103,21 @@ DATASETS: dict[str, dict[str, Any]] = {
         "build": "adult_as_it_comes",
         "input": ROOT / "data" / "adult.csv.gz",
         "epsilons": [4.0],
+    },
+    "lfs_raw": {
+        # the wide table as it comes: 77 columns, codes inferred as doubles ("9.0"), no configuration
+        "input": SHARED_DATA / "eurostat_lfs_fr_sample50k.csv.gz",
+        "epsilons": [4.0],
+        "tvd_subsets": 2000,
+    },
+    "nist_tx_raw": {
+        # as it comes: the CLI infers integers, a double (DENSITY) and strings (numbers with "N", PUMA)
+        "input": SHARED_DATA / "nist_tx2019.csv.gz",
+        "epsilons": [1.0, 4.0],
+    },
+    "nist_national_raw": {
+        "input": SHARED_DATA / "nist_national2019.csv.gz",
+        "epsilons": [1.0, 4.0],
     },
     "sf_fire": {
         "build": "sample",

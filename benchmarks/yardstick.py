@@ -4,8 +4,10 @@ It compares the input table (as the CLI reads it: Spark's inferred types) with a
 output) and never reads a release, its bins or its manifest:
 
 * **Column kinds** (:func:`column_kinds`): a column is ``numeric`` when its input dtype is a number (not bool)
-  with more than ``max_categories`` (100) distinct values; every other column (strings, integer codes, numbers
-  with at most 100 values) is ``categorical``.
+  with more than ``max_categories`` (100) distinct values; ``numeric_text`` when it is text whose non-empty
+  values are more than half finite numbers, with more than 100 distinct numbers (an income of numbers and
+  ``N``: its numbers on the deciles of the input's numbers, its other values cells of their own); every other
+  column (strings, integer codes, numbers with at most 100 values) is ``categorical``.
 * **Mean 1-/2-/3-way TVD** (:func:`mean_tvd`): total variation distance ``0.5 * sum |p - q|`` of the joint
   distributions of each column subset, averaged over all subsets of that length, or over ``max_subsets``
   subsets drawn with a fixed seed when there are more. Categorical columns are compared on the input's own
@@ -40,15 +42,30 @@ def _is_number(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
 
 
+def _text_numbers(series: pd.Series) -> pd.Series:
+    """A text column's finite numbers (NaN for its other values and empty cells)."""
+    numbers = pd.to_numeric(series.astype(object).where(series.notna(), None), errors="coerce")
+    return numbers.where(np.isfinite(numbers.astype("float64")))
+
+
 def column_kinds(table: pd.DataFrame, max_categories: int = MAX_CATEGORIES) -> dict[str, str]:
     """Each column's kind from the input table: ``numeric`` (a number dtype with more than ``max_categories``
-    distinct values) or ``categorical``."""
-    return {
-        c: "numeric"
-        if _is_number(table[c]) and table[c].nunique(dropna=True) > max_categories
-        else "categorical"
-        for c in table.columns
-    }
+    distinct values), ``numeric_text`` (a text column whose non-empty values are more than half finite numbers,
+    with more than ``max_categories`` distinct numbers: an income of numbers and ``N``) or ``categorical``."""
+    kinds = {}
+    for c in table.columns:
+        source = table[c]
+        if _is_number(source):
+            numeric = source.nunique(dropna=True) > max_categories
+            kinds[c] = "numeric" if numeric else "categorical"
+            continue
+        kinds[c] = "categorical"
+        if pd.api.types.is_bool_dtype(source.dtype):
+            continue
+        numbers = _text_numbers(source)
+        if numbers.notna().sum() > 0.5 * source.notna().sum() and numbers.nunique() > max_categories:
+            kinds[c] = "numeric_text"
+    return kinds
 
 
 def _as_input_type(synthetic: pd.Series, source: pd.Series) -> pd.Series:
@@ -95,6 +112,10 @@ def encode(
         if kind == "numeric":
             edges = decile_edges(source)
             left, right = _bin(source, edges), _bin(other, edges)
+        elif kind == "numeric_text":
+            # numbers on the deciles of the input's numbers, every other value a cell of its own
+            edges = decile_edges(_text_numbers(source))
+            left, right = _text_bins(source, edges), _text_bins(other, edges)
         else:
             number = _is_number(source)
             left = _categorical_keys(source, number).to_numpy()
@@ -105,6 +126,15 @@ def encode(
         codes_syn[c] = codes[len(left) :].astype("int64")
         sizes[c] = max(len(uniques), 1)
     return codes_in, codes_syn, sizes
+
+
+def _text_bins(values: pd.Series, edges: np.ndarray) -> np.ndarray:
+    """Keys of a numbers-written-as-text column: ``"bin i"`` for a finite number (its decile bin), the text
+    itself for any other value, None for an empty cell."""
+    numbers = _text_numbers(values)
+    bins = _bin(numbers, edges)
+    text = values.astype(object).where(values.notna(), None).map(lambda v: v if v is None else str(v))
+    return np.where(numbers.notna().to_numpy(), np.char.add("bin ", bins.astype(str)), text.to_numpy())
 
 
 def _joint(codes: dict[str, np.ndarray], sizes: dict[str, int], subset: tuple[str, ...]) -> np.ndarray:
@@ -191,6 +221,15 @@ def outside_shares(
             values = other.to_numpy(dtype="float64")
             with np.errstate(invalid="ignore"):
                 out = ~missing & ((values < low) | (values > high))
+        elif kind == "numeric_text":
+            # a number outside the input's numbers' range, or a text the input never holds
+            numbers, drawn = _text_numbers(source), _text_numbers(other)
+            values = drawn.to_numpy(dtype="float64")
+            with np.errstate(invalid="ignore"):
+                beyond = (values < numbers.min()) | (values > numbers.max())
+            texts = set(source[numbers.isna() & source.notna()].astype(str))
+            unseen = drawn.isna().to_numpy() & ~other.astype(str).isin(texts).to_numpy()
+            out = ~missing & (beyond | unseen)
         else:
             number = _is_number(source)
             seen = set(_categorical_keys(source, number).dropna().tolist())

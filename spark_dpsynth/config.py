@@ -7,7 +7,7 @@ Layout (every table and key is optional; unknown keys are errors that name the k
     [spark]            master | remote
     [run]              quiet, debug
     [data]             columns, empty_values, zeros_are_empty, sensitive_zeros, row_filter, privacy_unit,
-                       multi_value, max_multi_values, record_limit, categorical, dp_bins,
+                       multi_value, max_multi_values, record_limit, categorical, dp_bins, text_numbers,
                        identifiers
     [data.bins.COL]    edges, labels, passthrough
     [data.domains]     COL = [values]: the PUBLIC domain (codebook) of a categorical column
@@ -86,6 +86,7 @@ _DATA_KEYS = {
     "domains",
     "categorical",
     "dp_bins",
+    "text_numbers",
     "identifiers",
     "hash_buckets",
 }
@@ -458,6 +459,10 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         spec = {"edges": (), **spec}
         bins[col] = _build(BinSpec, f"data.bins.{col}", spec)
     domains = _domains(data.pop("domains", {}))
+    infer_schema = _bool_key("input", "infer_schema", inp.get("infer_schema", True))
+    if data.get("text_numbers") is None and not infer_schema and inp.get("schema") is None:
+        # every column read as a string by the user's choice: categories, no DP test of numbers written as text
+        data["text_numbers"] = False
     data_config = _build(DataConfig, "data", {**data, "bins": bins, "domains": domains})
     evaluate = _check_keys("evaluate", doc.get("evaluate", {}), _EVALUATE_KEYS)
     mml = evaluate.get("max_marginal_length", 3)
@@ -472,7 +477,7 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         delimiter=delimiter,
         encoding=encoding,
         ragged_rows=ragged_rows,
-        infer_schema=_bool_key("input", "infer_schema", inp.get("infer_schema", True)),
+        infer_schema=infer_schema,
         input_schema=_str_key("input", "schema", inp.get("schema")),
         input_table=inp.get("table"),
         output_path=out.get("path"),

@@ -106,6 +106,27 @@ class Accounting(enum.StrEnum):
     Proposition 12, computed by OpenDP) gives epsilon_M at delta/2: same guarantee, larger rho, smaller sigma."""
 
 
+TEXT_NUMBERS_EPSILON_PROPORTION = 0.01
+"""The share of epsilon of the DP test of numbers written as text (docs/design.md section 2.8), spent by the
+marginals, workload and class-conditional mechanisms when the table has string columns without a rule of the
+configuration: two noisy counts per such column (its numbers, its other values)."""
+
+
+def _check_pure_shares(npp: float, *others: tuple[str, float]) -> None:
+    """The pure-DP shares taken before the rest of epsilon: N_p, the test of numbers written as text
+    (:data:`TEXT_NUMBERS_EPSILON_PROPORTION`) and ``others`` (name, proportion) must leave some epsilon."""
+    total = npp + TEXT_NUMBERS_EPSILON_PROPORTION + sum(p for _, p in others)
+    if total >= 1:
+        named = " + ".join(
+            [
+                "number_of_records_epsilon_proportion",
+                "the test of numbers written as text",
+                *(n for n, _ in others),
+            ]
+        )
+        raise InvalidParameterError(f"{named} must be < 1, got {total:g}")
+
+
 @dataclass(frozen=True)
 class BinSpec:
     """Public bin edges for one numeric column (edges are written in the config, never computed from data).
@@ -267,6 +288,12 @@ class DataConfig:
     """Bins of a numeric, date or timestamp column that has no public bins and that its DP profile finds to be a
     measurement: edges at the noisy 1/dp_bins ..
     (dp_bins - 1)/dp_bins of the column, >= 2 (docs/design.md section 2.8, which gives the reason for 16)."""
+    text_numbers: bool | None = None
+    """Whether the string columns without a rule here (not categorical, no bins or domain, not multi-value, not
+    hash-bucketed) go through the DP test of numbers written as text (an income of numbers and ``N``; share
+    ``text_numbers``, docs/design.md section 2.8). None (the default): yes, except for a CSV read with ``[input]
+    infer_schema = false`` and no declared schema (every column a string by the user's choice: categories, as
+    before types); True or False: always or never."""
     record_limit: int | None = None
     """Use only the first ``record_limit`` rows of the input (>= 1; SDS's ``record_limit``): in the order Spark
     reads them, which is the file order for CSV and Parquet. None: every row."""
@@ -326,6 +353,10 @@ class DataConfig:
                     )
         v.integer("max_multi_values", self.max_multi_values, low=1, high=MAX_MULTI_VALUES)
         v.integer("dp_bins", self.dp_bins, low=2)
+        if self.text_numbers is not None and not isinstance(self.text_numbers, bool):
+            raise InvalidParameterError(
+                f"text_numbers must be true, false or unset, got {self.text_numbers!r}"
+            )
         object.__setattr__(self, "categorical", tuple(self.categorical))
         both = sorted(set(self.categorical) & set(bins))
         if both:
@@ -522,6 +553,7 @@ class AggregationParams:
                 "percentile_epsilon_proportion + 2 x bins_epsilon_proportion (the DP profile and the DP exact "
                 f"values) must be < 1, got {qp} + 2 x {bp} = {qp + 2 * bp}"
             )
+        _check_pure_shares(npp)
         if qp + npp >= 1:
             raise InvalidParameterError(
                 "percentile_epsilon_proportion + number_of_records_epsilon_proportion must be < 1, "
@@ -900,7 +932,8 @@ class WorkloadParams:
         q = v.finite("percentile", self.percentile)
         if not 0 < q <= 100:
             raise InvalidParameterError(f"percentile must be in (0, 100], got {self.percentile!r}")
-        v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
+        npp = v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
+        _check_pure_shares(npp)
         if self.domain_rho_proportion is not None:
             v.open_unit("domain_rho_proportion", self.domain_rho_proportion)
         v.open_unit("selection_rho_proportion", self.selection_rho_proportion)

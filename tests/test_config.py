@@ -163,3 +163,16 @@ def test_the_default_synthesizer_is_pgm_unless_the_job_asks_for_sds_aggregates()
     assert (legacy.synthesizer_name(), legacy.mechanism_name()) == ("model", "marginals")
     explicit = parse_config({"run": {"synthesizer": "model"}})
     assert (explicit.mechanism_name(), explicit.requested_synthesizer()) == ("marginals", "model")
+
+
+def test_the_test_of_numbers_written_as_text_is_off_when_every_column_is_read_as_a_string() -> None:
+    # inferred types (the default): the DP test runs on the string columns; every column a string by the
+    # user's choice: categories, no test; a declared schema or an explicit key wins
+    assert parse_config({}).data.text_numbers is None
+    assert parse_config({"input": {"infer_schema": False}}).data.text_numbers is False
+    declared = {"input": {"infer_schema": False, "schema": "a STRING, b INT"}}
+    assert parse_config(declared).data.text_numbers is None
+    explicit = {"input": {"infer_schema": False}, "data": {"text_numbers": True}}
+    assert parse_config(explicit).data.text_numbers is True
+    with pytest.raises(ConfigError, match="text_numbers"):
+        parse_config({"data": {"text_numbers": "yes"}})

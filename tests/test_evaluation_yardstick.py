@@ -75,6 +75,32 @@ def test_numbers_are_binned_on_the_sensitive_deciles_and_out_of_range_counts(spa
     assert m["out_of_support"]["by_column"]["x"]["count"] == 80
 
 
+def test_numbers_written_as_text_are_binned_and_their_text_values_compared(spark):
+    # an income as text: 1,000 numbers and 250 "N"; the synthetic has numbers out of range, an "N" share of its
+    # own and a text the input never holds: binned on the deciles of the numbers, "N" a cell of its own, the
+    # out-of-range numbers and the unseen text counted; the same rule as the benchmark's outside yardstick
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from yardstick import mean_tvd, outside_shares
+
+    rng = np.random.default_rng(5)
+    sens = pd.DataFrame({"income": [f"{float(v):.1f}" for v in range(1000)] + ["N"] * 250})
+    y = [f"{float(v):.1f}" for v in rng.uniform(0, 999, 1000).round()] + ["N"] * 200
+    y[:40] = ["-5.0"] * 20 + ["1e12"] * 20  # numbers outside the range
+    y[40:50] = ["n/a"] * 10  # a text the input never holds
+    syn = pd.DataFrame({"income": y})
+    s_df, y_df = spark.createDataFrame(sens), spark.createDataFrame(syn)
+    m = evaluate(s_df, y_df, typed_sensitive=s_df, typed_synthetic=y_df, numeric_columns=[])
+    rule = m["yardstick"]["columns"]["income"]
+    assert rule["rule"] == "bins" and rule["text"] and len(rule["edges"]) == 9
+    assert m["out_of_support"]["by_column"]["income"]["count"] == 50
+    outside = outside_shares(sens, syn)["by_column"]["income"]
+    assert outside * len(syn) == pytest.approx(50)
+    assert m["tvd"]["1"]["mean"] == pytest.approx(mean_tvd(sens, syn, lengths=(1,))["1"]["mean"], abs=0.01)
+
+
 def test_public_bins_are_used_and_a_release_does_not_change_the_figures(spark):
     from spark_dpsynth.release.core import Release
 

@@ -18,10 +18,14 @@ from spark_dpsynth.data.types import (
     cell_key,
     cells_of,
     column_types,
+    exact_value_targets,
     numeric_view,
     profile_grid,
     profile_points,
+    profile_with_exact_values,
+    text_number_candidates,
     types_manifest,
+    with_text_numbers,
 )
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.mechanisms._profile import (
@@ -821,3 +825,102 @@ def test_nist_national_as_parquet_comes_back_in_its_schema(spark, shared_data, t
     by_column = json.loads((out / "evaluation" / "metrics.json").read_text())["numeric"]["by_column"]
     for c in ("AGEP", "PINCP", "POVPIP", "PWGTP", "WGTP", "DENSITY"):
         assert by_column[c]["wasserstein"] is not None and by_column[c]["wasserstein_normalized"] < 0.5, c
+
+
+def _income_rows(seed: int, n: int = 3000) -> list[tuple[str, str, str, int]]:
+    """An income written as text (whole numbers as "12345.0", 20% "N"), a place code of text, a text code of
+    digits and "N", and an integer code."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        income = "N" if rng.random() < 0.2 else f"{float(np.round(rng.lognormal(10.0, 0.8))):.1f}"
+        place = str(rng.choice(["48-02101", "48-02102", "48-02510"]))
+        status = "N" if rng.random() < 0.1 else str(rng.integers(1, 6))
+        rows.append((income, place, status, int(rng.integers(0, 3))))
+    return rows
+
+
+def test_dp_text_numbers_finds_the_columns_of_numbers_written_as_text(spark) -> None:
+    from spark_dpsynth.mechanisms._profile import dp_text_numbers, spend_text_numbers
+
+    df = spark.createDataFrame(_income_rows(1), "income string, place string, status string, k int")
+    config = DataConfig(columns=tuple(df.columns))
+    types = column_types(df.schema, config)
+    candidates = text_number_candidates(types, config)
+    assert candidates == ("income", "place", "status")  # strings without a rule; k is an integer
+    assert text_number_candidates(types, dataclasses.replace(config, categorical=("status",))) == (
+        "income",
+        "place",
+    )
+    acct = Accountant(4.0, 1e-6, noise=NoNoise())
+    assert spend_text_numbers(acct, len(candidates)) == pytest.approx(0.04)
+    # status: small whole numbers and "N", a code that stays a category; place: text
+    assert dp_text_numbers(df, candidates, acct) == ("income",)
+    typed = with_text_numbers(types, ("income", "status"))
+    assert typed["income"].scale == "real" and typed["income"].type == "string"
+    assert typed["place"].scale == "category"
+
+
+def test_dp_exact_values_keep_the_text_values_of_numbers_written_as_text(spark) -> None:
+    rows = [(r[0],) for r in _income_rows(2)]
+    df = spark.createDataFrame(rows, "income string")
+    types = with_text_numbers(column_types(df.schema, DataConfig(columns=("income",))), ("income",))
+    acct = Accountant(10.0, 1e-6, noise=NoNoise())
+    acct.set_rho(2.0)
+    acct.spend_rho("column_profile", 1.0, "profile", sigma=profile_sigma(1.0, 1, 1), parts=2)
+    profiles = dp_profiles(df, types, ("income",), 16, len(rows), acct)
+    assert profiles["income"].meaning == "measurement"  # a measurement of its numbers, "N" left aside
+    assert exact_value_targets(types, profiles) == ("income",)  # its text values: only this step sees them
+    spend_exact_values(acct, 5e-7, rho=1.0)
+    exact = dp_exact_values(df, types, profiles, 16, len(rows), acct)["income"]
+    assert exact.meaning == "measurement" and exact.bins.passthrough == ("N",)
+    assert "N" in exact.bins.domain()
+    assert exact.bins.edges == profiles["income"].bins.edges and "text value" in exact.reason
+    # post-processing alone: a text value is kept whatever its share; a code keeps its text values after its numbers
+    code = profile_with_exact_values(
+        profiles["income"], ("1.0", "N", "2.0"), np.array([1200.0, 600.0, 1200.0]), 16, 5.0,
+        (1.0, float("nan"), 2.0),
+    )  # fmt: skip
+    assert code.meaning == "code" and code.values == ("1.0", "2.0", "N")
+
+
+def test_the_mechanisms_profile_numbers_written_as_text(spark) -> None:
+    # the marginals, workload and class-conditional mechanisms: the income comes back as numbers inside its
+    # range and "N", the text codes as their values, the test's share in the ledger, the integrity checks pass
+    from spark_dpsynth.mechanisms.class_conditional import ClassConditionalParams, fit_class_conditional
+    from spark_dpsynth.mechanisms.workload import fit_workload
+    from spark_dpsynth.params import SynthesisParams, WorkloadParams
+    from spark_dpsynth.release.integrity import check_release
+    from spark_dpsynth.synthesizers import pgm
+
+    rows = _income_rows(3)
+    df = spark.createDataFrame(rows, "income string, place string, status string, k int")
+    numbers = [float(r[0]) for r in rows if r[0] != "N"]
+    release = dp_aggregate(df, AggregationParams(epsilon=4.0, reporting_length=2, seed=2), DataConfig())
+    m = release.manifest
+    assert m["column_meanings"]["income"]["meaning"] == "measurement"
+    assert m["column_types"]["income"]["bins"]["passthrough"] == ["N"]
+    assert m["column_meanings"]["status"]["meaning"] == "code"  # small digits and "N": a category
+    assert m.budget.share("text_numbers").epsilon == pytest.approx(0.04)
+    check_release(release)
+    workload = fit_workload(
+        df,
+        WorkloadParams(epsilon=4.0, reporting_length=2, selection="mst", seed=3, estimation_iterations=20),
+        DataConfig(),
+    )
+    assert workload.manifest.budget.share("text_numbers").epsilon == pytest.approx(0.04)
+    check_release(workload)
+    synthetic = pgm.sample(workload, SynthesisParams(partitions=2, seed=1), spark)
+    out = restore_types(synthetic, workload.manifest, seed=1).toPandas()
+    income = out["income"].dropna()
+    text = income[income == "N"]
+    drawn = income[income != "N"].astype(float)
+    assert 0.1 < len(text) / len(income) < 0.3  # "N" keeps about its 20%
+    assert drawn.min() >= min(numbers) and drawn.max() <= max(numbers)
+    assert (drawn == drawn.round()).all()  # whole numbers, as the input's
+    assert set(out["status"].dropna()) <= {"N", "1", "2", "3", "4", "5"}
+    assert set(out["place"].dropna()) <= {"48-02101", "48-02102", "48-02510"}
+    _, cc = fit_class_conditional(df, ClassConditionalParams(epsilon=4.0, label="k", seed=4), DataConfig())
+    assert cc.manifest["column_types"]["income"]["bins"]["passthrough"] == ["N"]
+    assert cc.manifest.budget.share("text_numbers").epsilon == pytest.approx(0.04)
+    check_release(cc)

@@ -58,6 +58,8 @@ __all__ = [
     "profile_points",
     "profile_targets",
     "scale_of",
+    "text_number_candidates",
+    "with_text_numbers",
     "types_manifest",
 ]
 
@@ -744,17 +746,26 @@ def exact_value_targets(
     """The columns whose exact values the DP exact-value step counts (docs/design.md section 2.8): the integer
     and real columns the DP profile made measurements with at least 1/(2 b) of their records off its grid
     (``ColumnProfile.off_grid``: a density of 357.4, a five-digit code, or a real measurement; a column whose
-    values are all grid points, such as whole numbers up to 9999, has been counted exactly already).
-    Post-processing of the profile: public once it is released."""
+    values are all grid points, such as whole numbers up to 9999, has been counted exactly already), and every
+    measurement of numbers written as text (a ``string`` column on a numeric scale, :func:`with_text_numbers`),
+    whose text values (NIST's ``N``, not applicable) only this step can release. Post-processing of the
+    profile: public once it is released."""
     return tuple(
         c
         for c, p in profiles.items()
-        if p.meaning == "measurement" and p.off_grid and types[c].scale in ("integer", "real")
+        if p.meaning == "measurement"
+        and types[c].scale in ("integer", "real")
+        and (p.off_grid or types[c].type == "string")
     )
 
 
 def profile_with_exact_values(
-    profile: ColumnProfile, values: tuple[str, ...], noisy: np.ndarray, n_bins: int, noise_std: float
+    profile: ColumnProfile,
+    values: tuple[str, ...],
+    noisy: np.ndarray,
+    n_bins: int,
+    noise_std: float,
+    numbers: tuple[float, ...] | None = None,
 ) -> ColumnProfile:
     """A measurement's profile revised by its released exact values (docs/design.md section 2.8).
 
@@ -767,6 +778,8 @@ def profile_with_exact_values(
         noisy: float64 (len(values),) their noisy counts, each above the step's threshold.
         n_bins: the number of quantile bins of a measurement (``DataConfig.dp_bins``).
         noise_std: the standard deviation of one noisy count, in records.
+        numbers: each value read as a number (Spark's ``try_cast`` to double), NaN for a text value that is not
+            a finite number (a ``string`` column's ``N``); default: ``float`` of each value.
 
     Returns:
         A *code* whose ``values`` are the released values when the records beyond them are within the noise of
@@ -774,33 +787,49 @@ def profile_with_exact_values(
         of a code of the profile; a density that takes one value per area, a five-digit industry code); else the
         measurement with every released value holding at least 1/(2 n_bins) of the records as one more point
         (its mass taken out of the within-bin shape piece that held it), the rest binned as before (an amount
-        that is mostly a few values keeps its rest); else ``profile`` unchanged.
+        that is mostly a few values keeps its rest); else ``profile`` unchanged. The text values (not numbers) of
+        a measurement of numbers written as text are its ``passthrough`` categories; the records beyond the
+        released values are counted among the numbers only (the profile's non-empty records are its numbers).
     """
     if profile.meaning != "measurement" or profile.bins is None or not len(values):
         return profile
     noisy = np.asarray(noisy, dtype=np.float64)
+    parsed = np.array([float(v) for v in values] if numbers is None else list(numbers), dtype=np.float64)
+    is_number = np.isfinite(parsed)
+    texts = tuple(sorted(v for v, ok in zip(values, is_number, strict=True) if not ok))
     non_empty = max(profile.non_empty, 1.0)
-    share = float(noisy.sum()) / non_empty
+    counted = float(noisy[is_number].sum())
+    share = counted / non_empty
     half_bin = 1.0 / (2 * n_bins)
-    rest = non_empty - float(noisy.sum())
-    if rest <= max(3.0 * noise_std * math.sqrt(len(values) + 1.0), non_empty / 1000.0):
-        order = sorted(range(len(values)), key=lambda i: float(values[i]))
+    rest = non_empty - counted
+    if is_number.any() and rest <= max(
+        3.0 * noise_std * math.sqrt(int(is_number.sum()) + 1.0), non_empty / 1000.0
+    ):
+        # numbers first, in value order, then the text values
+        order = sorted(np.flatnonzero(is_number).tolist(), key=lambda i: parsed[i])
         return dataclasses.replace(
             profile,
             meaning="code",
             bins=None,
             point_share=min(share, 1.0),
-            values=tuple(values[i] for i in order),
+            values=tuple(values[i] for i in order) + texts,
             reason=f"DP code: {len(values)} exact values released by the DP exact-value step hold about "
             f"{min(share, 1.0):.0%} of its records",
         )
     spec = profile.bins
     known = set(spec.points)
     new = [
-        (float(v), float(c))
-        for v, c in zip(values, noisy, strict=True)
-        if c >= half_bin * non_empty and float(v) not in known and math.isfinite(float(v))
+        (float(x), float(c))
+        for x, c, ok in zip(parsed, noisy, is_number, strict=True)
+        if ok and c >= half_bin * non_empty and float(x) not in known
     ]
+    if texts:
+        spec = dataclasses.replace(spec, passthrough=tuple(sorted(set(spec.passthrough) | set(texts))))
+        profile = dataclasses.replace(
+            profile,
+            bins=spec,
+            reason=f"{profile.reason}, {len(texts)} text value(s) kept as categories",
+        )
     if not new:
         return profile
     shape = [list(piece) for piece in spec.shape]
@@ -882,6 +911,38 @@ def profile_targets(types: Mapping[str, ColumnType], config: DataConfig) -> tupl
     """The columns a DP profile decides (:func:`~spark_dpsynth.mechanisms._profile.dp_profiles`): numeric, date and timestamp columns without
     public bins, not declared categorical (those are categories already, :func:`column_types`)."""
     return tuple(c for c, t in types.items() if t.binned and c not in config.bins)
+
+
+def text_number_candidates(
+    types: Mapping[str, ColumnType], config: DataConfig, domains: Mapping[str, object] = ()
+) -> tuple[str, ...]:
+    """The string columns the DP test of numbers written as text reads (docs/design.md section 2.8): every
+    ``string`` column counted as a category without a rule of the configuration (not declared categorical, no
+    public bins, no public domain or ``domains`` of the mechanism, not multi-value, not hash-bucketed). From
+    the schema and the configuration only: public. Empty when ``config.text_numbers`` is False."""
+    if config.text_numbers is False:
+        return ()
+    ruled = (
+        set(config.categorical)
+        | set(config.bins)
+        | set(config.public_domains)
+        | set(config.multi_value)
+        | set(domains)
+    )
+    return tuple(
+        c for c, t in types.items() if t.type == "string" and t.scale == "category" and c not in ruled
+    )
+
+
+def with_text_numbers(types: Mapping[str, ColumnType], columns: tuple[str, ...]) -> dict[str, ColumnType]:
+    """``types`` with the string columns that the DP test found to hold numbers written as text (``columns``) on
+    the ``real`` scale: the DP profile then decides them as numbers (a code, or a measurement whose text values
+    the DP exact-value step releases as ``passthrough`` categories; docs/design.md section 2.8). Their type
+    stays ``string``. Post-processing of the test."""
+    out = dict(types)
+    for c in columns:
+        out[c] = dataclasses.replace(types[c], scale="real")
+    return out
 
 
 def apply_profiles(

@@ -949,12 +949,18 @@ def _out_of_support(
     by_column: dict[str, Any] = {}
     for i, c in enumerate(yard.columns):
         rule = yard.rules[c]["rule"]
+        text = bool(yard.rules[c].get("text"))
         row = per_subset[plan.ids[(i,)]]
         count = int(outside.get(c, 0)) if rule == "bins" else int(row.get("unseen_y", 0))
+        if text:
+            # numbers written as text: its numbers outside the range, its text values never in the column
+            count += int(row.get("unseen_y", 0))
         non_empty = rows_y - int(row.get("blank_y", 0))
         by_column[c] = {
             "rule": rule,
-            "what": "outside the sensitive [min, max] or not a number"
+            "what": "a number outside the sensitive [min, max], or a text the sensitive column never holds"
+            if text
+            else "outside the sensitive [min, max] or not a number"
             if rule == "bins"
             else "never in the sensitive column",
             "count": count,

@@ -14,10 +14,17 @@ Per column (``build_yardstick``; the evaluation is not private, so the rule may 
   tables; the first and last bins are open, so a synthetic value outside the sensitive range falls in an end
   bin (and is also counted, below). A non-empty synthetic value that is not a number is a cell of its own.
 
+* Numbers written as text: a string column whose non-empty values in the sensitive table are more than half
+  finite numbers (:data:`TEXT_NUMBERS_SHARE`; an income column of numbers and ``N``) is measured like a number
+  column (``"values"`` up to :data:`CATEGORICAL_MAX_VALUES` distinct numbers, then ``"bins"`` on the deciles of
+  its numbers, the rule's ``text`` flag), its other values cells of their own on both sides.
+
 ``out_of_support`` (per column, the synthetic side): the synthetic values the sensitive column cannot hold: for
 ``"values"`` columns, non-empty values that never occur in the sensitive column (from the 1-way cells of the cell
 pass: a non-empty cell with a sensitive count of 0); for ``"bins"`` columns, values outside the sensitive
-column's observed [min, max] or not numbers at all (observed in the cell pass, :meth:`Yardstick.observe`).
+column's observed [min, max] or not numbers at all (observed in the cell pass, :meth:`Yardstick.observe`); for
+numbers written as text, its numbers outside that range and its text values that never occur in the sensitive
+column.
 
 Computation: one aggregation over the sensitive table per 8 numeric, date and timestamp columns (an
 approximate distinct count, ``min``, ``max`` and 9 quantiles per column; all 67 of the EU LFS extract in one ran
@@ -95,6 +102,13 @@ def build_yardstick(
                 f"column {c} ({t.simpleString()}) cannot be compared: not a string, boolean, number, date or timestamp"
             )
         kinds[c] = kind or "category"
+    # numbers written as text (an income column holding numbers and "N"): a string column whose non-empty values
+    # are mostly finite numbers is measured as a number; its other values are cells of their own
+    texts = _text_numbers(
+        sensitive, [c for c in columns if kinds[c] == "category" and isinstance(types[c], T.StringType)]
+    )
+    for c in texts:
+        kinds[c] = "number"
     measured = [c for c in columns if kinds[c] != "category"]
     stats: dict[str, dict[str, Any]] = {}
     probabilities = F.lit([i / QUANTILE_BINS for i in range(1, QUANTILE_BINS)])
@@ -122,6 +136,8 @@ def build_yardstick(
             }
     rules: dict[str, dict[str, Any]] = {}
     for c in columns:
+        if c in texts and stats[c]["distinct"] <= CATEGORICAL_MAX_VALUES:
+            kinds[c] = "category"  # a few numbers written as text: a code, compared on its own values
         if kinds[c] == "category":
             rules[c] = {
                 "rule": "values",
@@ -158,6 +174,10 @@ def build_yardstick(
             "max": s["max"],
             "why": why,
         }
+        if c in texts:
+            # its text values are compared as values: one that the input never holds is out of support
+            rules[c]["text"] = True
+            rules[c]["why"] = f"numbers written as text, {why}; its other values on their own"
     return Yardstick(tuple(columns), rules, types)
 
 
@@ -198,9 +218,17 @@ class Yardstick:
             rule = self.rules[c]
             value = _text_or_value(df, c)
             x = _finite(_on_scale(value, types[c], rule["kind"]))
-            outside = value.isNotNull() & (
-                x.isNull() | (x < F.lit(float(rule["min"]))) | (x > F.lit(float(rule["max"])))
-            )
+            below, above = x < F.lit(float(rule["min"])), x > F.lit(float(rule["max"]))
+            if rule.get("text"):
+                # numbers written as text: a text value is a cell of its own, out of support when the input never
+                # holds it (from the 1-way cells, as is a number below a first edge at the minimum: its bin is
+                # empty in the input); here only the numbers beyond the range that no empty bin counts
+                first = rule["edges"][0] if rule["edges"] else None
+                if first is not None and not float(first) > float(rule["min"]):
+                    below = F.lit(False)
+                outside = value.isNotNull() & x.isNotNull() & (below | above)
+            else:
+                outside = value.isNotNull() & (x.isNull() | below | above)
             counts.append(F.sum(outside.cast("long")).alias(f"o{i}"))
         self._observation = Observation("evaluate_out_of_range")
         return df.observe(self._observation, F.count(F.lit(1)).alias("rows"), *counts)
@@ -254,6 +282,28 @@ class Yardstick:
             return F.when(whole, x.cast("bigint").cast("string")).otherwise((x + F.lit(0.0)).cast("string"))
         # a real (or a string read as a number): the double's spelling, -0.0 as 0.0
         return (x + F.lit(0.0)).cast("string")
+
+
+TEXT_NUMBERS_SHARE = 0.5
+"""A string column whose finite numbers are more than this share of its non-empty values in the sensitive table
+holds numbers written as text (:func:`build_yardstick`)."""
+
+
+def _text_numbers(sensitive: DataFrame, strings: Sequence[str]) -> tuple[str, ...]:
+    """The string columns of ``strings`` whose non-empty values in ``sensitive`` are more than
+    :data:`TEXT_NUMBERS_SHARE` finite numbers (``try_cast`` to double): one aggregation of two counts per column,
+    one row to the driver; none without a string column."""
+    if not strings:
+        return ()
+    aggs = []
+    for i, c in enumerate(strings):
+        value = _text_or_value(sensitive, c)
+        x = _finite(value.try_cast("double"))
+        aggs += [F.count(value).alias(f"v{i}"), F.count(x).alias(f"x{i}")]
+    row = sensitive.agg(*aggs).collect()[0]
+    return tuple(
+        c for i, c in enumerate(strings) if row[f"x{i}"] and row[f"x{i}"] > TEXT_NUMBERS_SHARE * row[f"v{i}"]
+    )
 
 
 def _text_or_value(df: DataFrame, c: str) -> Column:

@@ -132,6 +132,11 @@ def report_columns(types: Mapping[str, object], config: DataConfig, progress: Pr
             )
         elif name in config.categorical:
             choice = "declared categorical: keeps its frequent values, each released only above rho_1"
+        elif kind == "string":
+            choice = (
+                "category: keeps its frequent values (a value is released only above rho_1), unless a DP test "
+                "finds numbers written as text (then its DP profile decides, as for a number)"
+            )
         else:
             choice = "category: keeps its frequent values (a value is released only above rho_1)"
         report(progress, log, f"column {name!r} ({kind}): {choice}")

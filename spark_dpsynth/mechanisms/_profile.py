@@ -11,6 +11,7 @@ the release's accountant; the noise is drawn through that share.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 
@@ -18,6 +19,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.data.types import (
     ColumnProfile,
     ColumnType,
@@ -27,8 +29,11 @@ from spark_dpsynth.data.types import (
     profile_from_noisy,
     profile_grid,
     profile_with_exact_values,
+    text_number_candidates,
+    with_text_numbers,
 )
 from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.params import TEXT_NUMBERS_EPSILON_PROPORTION, DataConfig
 from spark_dpsynth.privacy.accounting import (
     Accountant,
     laplace_threshold_discrete,
@@ -37,13 +42,18 @@ from spark_dpsynth.privacy.accounting import (
 
 __all__ = [
     "EXACT_VALUES_FLOOR",
+    "dp_text_numbers",
     "PROFILE_PASS_COLUMNS",
     "dp_exact_values",
     "dp_profiles",
     "profile_parts",
     "profile_sigma",
     "spend_exact_values",
+    "spend_text_numbers",
+    "text_numbers_step",
 ]
+
+log = logging.getLogger(__name__)
 
 PROFILE_PASS_COLUMNS = 4
 """Columns profiled per Spark job (:func:`dp_profiles`). The cell key is a large expression: with 8 in one plan the
@@ -143,7 +153,9 @@ def dp_profiles(
     # (LFS without its codebook) ran the driver out of memory generating its code.
     for start in range(0, len(columns), PROFILE_PASS_COLUMNS):
         batch = list(enumerate(columns))[start : start + PROFILE_PASS_COLUMNS]
-        numbers = df.select(*[F.col(f"`{c}`").cast("double").alias(f"x{j}") for j, c in batch])
+        # try_cast: a string column of numbers written as text holds values that are no numbers (NIST's "N"),
+        # counted with the empty values (under ANSI mode a failed cast would raise an error quoting the value)
+        numbers = df.select(*[F.col(f"`{c}`").try_cast("double").alias(f"x{j}") for j, c in batch])
         keys = []
         for j, c in batch:
             x = F.col(f"x{j}")
@@ -280,24 +292,33 @@ def dp_exact_values(
     structs = []
     for j, c in enumerate(targets):
         x = F.col(f"`{c}`")
-        number = x.cast("double")
-        # the value as the column reads as text (the key of a code's domain); empty, NaN and infinite left out
+        number = x.try_cast("double")
         finite = number.isNotNull() & ~F.isnan(number) & (F.abs(number) != F.lit(math.inf))
-        text = F.when(finite, F.trim(x.cast("string")))
-        structs.append(F.struct(F.lit(j).alias("j"), text.alias("v")))
+        trimmed = F.trim(x.cast("string"))
+        # the value as the column reads as text (the key of a code's domain); empty, NaN and infinite left out,
+        # except that every non-empty value of numbers written as text is counted (its "N" as well)
+        text = F.when(trimmed != F.lit(""), trimmed) if types[c].type == "string" else F.when(finite, trimmed)
+        structs.append(
+            F.struct(
+                F.lit(j).alias("j"),
+                text.alias("v"),
+                F.when(finite, number).otherwise(F.lit(math.nan)).alias("x"),
+            )
+        )
     counted = (
         df.select(F.explode(F.array(*structs)).alias("p"))
-        .select("p.j", "p.v")
+        .select("p.j", "p.v", "p.x")
         .where(F.col("v").isNotNull())
-        .groupBy("j", "v")
+        # x is a function of v: grouping by it as well carries the number Spark reads to the driver
+        .groupBy("j", "v", "x")
         .count()
         .where(F.col("count") >= F.lit(floor))
     )
     # Private: the values held by at least `floor` records; the order (column, value) makes the noise
     # independent of Spark's partitioning.
-    rows = sorted((int(r["j"]), str(r["v"]), int(r["count"])) for r in counted.collect())
-    keys = [(j, v) for j, v, _ in rows]
-    true = np.array([r[2] for r in rows], dtype=np.int64)
+    rows = sorted((int(r["j"]), str(r["v"]), float(r["x"]), int(r["count"])) for r in counted.collect())
+    keys = [(j, v, x) for j, v, x, _ in rows]
+    true = np.array([r[3] for r in rows], dtype=np.int64)
     del rows
     if right.sigma is not None:
         noisy = acct.gaussian("exact_values", true, math.sqrt(m)) if len(keys) else true
@@ -312,11 +333,123 @@ def dp_exact_values(
     out = dict(profiles)
     for j, c in enumerate(targets):
         kept = [
-            (v, float(n))
-            for (jj, v), n in zip(keys, noisy.tolist(), strict=True)
+            (v, x, float(n))
+            for (jj, v, x), n in zip(keys, noisy.tolist(), strict=True)
             if jj == j and n > threshold and n > 0
         ]
-        values = tuple(v for v, _ in kept)
-        counts = np.array([n for _, n in kept])
-        out[c] = profile_with_exact_values(profiles[c], values, counts, n_bins, noise_std)
+        values = tuple(v for v, _, _ in kept)
+        counts = np.array([n for _, _, n in kept])
+        numbers = tuple(x for _, x, _ in kept)
+        out[c] = profile_with_exact_values(profiles[c], values, counts, n_bins, noise_std, numbers)
     return out
+
+
+def spend_text_numbers(acct: Accountant, columns: int) -> float:
+    """Spend the share ``text_numbers`` of the DP test of numbers written as text (:func:`dp_text_numbers`) in
+    ``acct``: :data:`~spark_dpsynth.params.TEXT_NUMBERS_EPSILON_PROPORTION` x epsilon, pure DP, before any
+    conversion to zCDP; returns its epsilon. Nothing is spent for no column (returns 0).
+
+    Raises:
+        BudgetError: the share exceeds the remaining epsilon, or is spent already.
+    """
+    if columns <= 0:
+        return 0.0
+    return acct.spend_epsilon(
+        "text_numbers",
+        TEXT_NUMBERS_EPSILON_PROPORTION,
+        f"discrete Laplace (counts of the numbers and the other values of {columns} string column(s), in L1: "
+        "the number of columns)",
+    )
+
+
+def dp_text_numbers(
+    df: DataFrame, columns: tuple[str, ...], acct: Accountant, n_bins: int = 16
+) -> tuple[str, ...]:
+    """The string columns of ``columns`` that hold numbers written as text, beyond a small code (docs/design.md
+    section 2.8): NIST's incomes, numbers and ``N`` (not applicable), read as strings by the CLI's inference.
+
+    Args:
+        df: the records (after the row filter, record limit and privacy-unit merge), values trimmed, empty
+            values null.
+        columns: the candidate string columns (:func:`~spark_dpsynth.data.types.text_number_candidates`).
+        acct: the release's accountant, with the share ``text_numbers`` spent (:func:`spend_text_numbers`).
+        n_bins: ``DataConfig.dp_bins`` (b).
+
+    Returns:
+        The columns (in ``columns`` order) whose noisy count of values that read as finite numbers (Spark's
+        ``try_cast`` to double) exceeds both the noisy count of their other non-empty values and three standard
+        deviations of the noise (sqrt(2) s / epsilon for s columns), and whose noisy count of numbers that are
+        not small whole numbers (|x| <= :data:`~spark_dpsynth.data.types.MAX_CODE_RANGE`) exceeds three standard
+        deviations and 1/(2 b) of their numbers: the DP profile then decides them as numbers. A column of small
+        whole numbers and a marker (NIST's ``MSP``: ``N`` and 1..5) stays a category, as its values are found
+        by the mechanism's discovery like a code's, and the profile's noise is not spread over it.
+
+    Privacy:
+        One Spark aggregation reads, per column, three counts: the records whose value is a small whole number,
+        another finite number, or another non-empty text. A record added or removed changes one of the three
+        counts of each column by one: L1 sensitivity s, and the discrete Laplace of scale s / epsilon on the 3 s
+        counts is epsilon-DP [DMNS06; Ghosh, Roughgarden, Sundararajan 2009], epsilon that of the share
+        ``text_numbers``. The decision is post-processing; nothing true is logged or returned.
+    """
+    from spark_dpsynth.data.types import MAX_CODE_RANGE
+
+    if not columns:
+        return ()
+    epsilon = acct.share("text_numbers").epsilon
+    assert epsilon is not None
+    aggs = []
+    for j, c in enumerate(columns):
+        x = F.col(f"`{c}`")
+        number = x.try_cast("double")
+        finite = number.isNotNull() & ~F.isnan(number) & (F.abs(number) != F.lit(math.inf))
+        small = finite & (number == F.floor(number)) & (F.abs(number) <= F.lit(float(MAX_CODE_RANGE)))
+        aggs += [
+            F.sum(F.when(small, 1).otherwise(0)).alias(f"s{j}"),
+            F.sum(F.when(finite & ~small, 1).otherwise(0)).alias(f"n{j}"),
+            F.sum(F.when(x.isNotNull() & ~finite, 1).otherwise(0)).alias(f"t{j}"),
+        ]
+    # Private: one row of 3 s counts, noised below and deleted.
+    row = df.agg(*aggs).collect()[0]
+    true = np.array([[int(row[f"{k}{j}"] or 0) for k in "snt"] for j in range(len(columns))], dtype=np.int64)
+    del row
+    noisy = acct.laplace("text_numbers", true, sensitivity=len(columns)).astype(np.float64)
+    del true
+    std = math.sqrt(2.0) * len(columns) / epsilon
+    found = []
+    for j, c in enumerate(columns):
+        small, large, text = noisy[j]
+        numbers = small + large
+        if numbers > max(text, 3.0 * std) and large > max(3.0 * std, numbers / (2.0 * n_bins)):
+            found.append(c)
+    return tuple(found)
+
+
+def text_numbers_step(
+    df: DataFrame,
+    types: Mapping[str, ColumnType],
+    config: DataConfig,
+    acct: Accountant,
+    progress: Progress | None,
+    stage: str,
+    domains: Mapping[str, object] = (),
+) -> dict[str, ColumnType]:
+    """The DP test of numbers written as text, as every mechanism runs it before its DP profile (docs/design.md
+    section 2.8): the candidates (:func:`~spark_dpsynth.data.types.text_number_candidates`, ``domains`` the
+    mechanism's own public domains), the share ``text_numbers`` spent in ``acct`` (:func:`spend_text_numbers`),
+    :func:`dp_text_numbers` on the prepared records, and ``types`` with the columns found on the ``real`` scale
+    (:func:`~spark_dpsynth.data.types.with_text_numbers`). Nothing is spent or read without a candidate. The
+    columns found are a DP output, named in the progress line (``stage``: its prefix)."""
+    from spark_dpsynth.data.prepare import prepare
+
+    candidates = text_number_candidates(types, config, domains)
+    if not candidates:
+        return dict(types)
+    eps_t = spend_text_numbers(acct, len(candidates))
+    found = dp_text_numbers(prepare(df, config), candidates, acct, config.dp_bins)
+    report(
+        progress,
+        log,
+        f"{stage}: DP test of numbers written as text in {len(candidates)} string column(s) (epsilon "
+        f"{eps_t:.4g}): " + (", ".join(found) if found else "none"),
+    )
+    return with_text_numbers(types, found)

@@ -47,7 +47,7 @@ from spark_dpsynth import _validate as v
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms._discovery import protected_n_from, release_accountant
-from spark_dpsynth.params import AggregationParams, DataConfig
+from spark_dpsynth.params import TEXT_NUMBERS_EPSILON_PROPORTION, AggregationParams, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant, spend_number_of_records
 from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
@@ -96,11 +96,13 @@ class ClassConditionalParams:
         npp = v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
         dpp = v.open_unit("domain_epsilon_proportion", self.domain_epsilon_proportion)
         ppp = v.open_unit("profile_epsilon_proportion", self.profile_epsilon_proportion)
-        if npp + dpp + 2 * ppp >= 1:
+        tp = TEXT_NUMBERS_EPSILON_PROPORTION
+        if npp + dpp + 2 * ppp + tp >= 1:
             raise InvalidParameterError(
                 "number_of_records_epsilon_proportion + domain_epsilon_proportion + 2 x "
-                "profile_epsilon_proportion (the DP profile, and at most as much for the DP exact values) must "
-                f"be < 1, got {npp} + {dpp} + 2 x {ppp} = {npp + dpp + 2 * ppp}"
+                "profile_epsilon_proportion (the DP profile, and at most as much for the DP exact values) + "
+                f"the test of numbers written as text ({tp}) must be < 1, got {npp} + {dpp} + 2 x {ppp} + {tp} "
+                f"= {npp + dpp + 2 * ppp + tp}"
             )
         if self.delta is not None:
             v.open_unit("delta", self.delta)
@@ -189,6 +191,7 @@ def fit_class_conditional(
         dp_profiles,
         profile_parts,
         spend_exact_values,
+        text_numbers_step,
     )
     from spark_dpsynth.privacy.accounting import delta_from_protected_n, profile_mechanism
 
@@ -217,6 +220,8 @@ def fit_class_conditional(
     types = column_types(df.schema, data)
     report_columns(types, data, progress)
     df = numeric_view(df, types)
+    # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers
+    types = text_numbers_step(df, types, data, acct, progress, "class_conditional", params.domains)
     need = tuple(c for c in profile_targets(types, data) if c not in params.domains)
     input_types, profiles, eps_p = types, {}, 0.0
     protected_n: int | None = None
@@ -280,7 +285,8 @@ def fit_class_conditional(
         domain_release = dp_aggregate(
             prepared.select(*[F.col(f"`{c}`") for c in missing]),
             domain_params,
-            DataConfig(columns=tuple(missing)),
+            # the prepared columns are text whose meaning is decided (codes): categories, never profiled again
+            DataConfig(columns=tuple(missing), categorical=tuple(missing)),
             acct=acct.sub_budget(eps_domain, accounting=domain_params.accounting),
         )
         delta_domains = float(domain_release.manifest["delta"])

@@ -593,6 +593,7 @@ def dp_aggregate(
         dp_profiles,
         profile_parts,
         spend_exact_values,
+        text_numbers_step,
     )
 
     params = params if params is not None else AggregationParams()
@@ -615,8 +616,10 @@ def dp_aggregate(
     report_identifiers(identifiers, progress)
     report_columns(types, config, progress)
     df = numeric_view(df, types)
-    need = profile_targets(types, config)
     acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
+    # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers
+    types = text_numbers_step(df, types, config, acct, progress, "aggregate")
+    need = profile_targets(types, config)
     protected_n = protected_n_of(protected_n, acct)
     split = None
     sources = {c: "config" for c in config.bins}

@@ -530,11 +530,14 @@ def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: 
         profile_parts,
         profile_sigma,
         spend_exact_values,
+        text_numbers_step,
     )
 
     types = column_types(df.schema, config)
     report_columns(types, config, progress)
     df = numeric_view(df, types)
+    # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers
+    types = text_numbers_step(df, types, config, acct, progress, "workload")
     need = profile_targets(types, config)
     sources = {c: "config" for c in config.bins}
     input_types = types

@@ -11,10 +11,12 @@ as the privacy spent nor synthesized from:
   shares to delta; rho is the conversion of the zCDP part of epsilon at the delta of the
   ``zcdp_conversion`` share, under the manifest's accounting (classic: Bun & Steinke 2016, Prop. 1.3;
   ``tight_zcdp``: Canonne, Kamath, Steinke 2020, Prop. 12);
-* the marginals mechanism (docs/design.md section 2.3): epsilon_N + epsilon_M = epsilon, sigma_k and the shares
+* the marginals mechanism (docs/design.md section 2.3): epsilon_N + epsilon_M (+ the share ``text_numbers``)
+  = epsilon, sigma_k and the shares
   ``marginals_k`` (1 / (2 sigma_k^2)), R epsilon_Q^2 / 2 + bins rho + sum_k 1 / (2 sigma_k^2) = rho, the noise
   std sigma_k sqrt(Delta_k), Delta_k >= 1, and the released k-tuples per length equal the aggregates';
-* the class-conditional mechanism: epsilon_N + epsilon_M + the domains' epsilon = epsilon, the Laplace scale
+* the class-conditional mechanism: epsilon_N + epsilon_M + the domains', the profile's, the exact values' and
+  the share ``text_numbers``'s epsilon = epsilon, the Laplace scale
   1 / epsilon per histogram; the archetype mechanism: the two histograms' rho add up to rho and each sigma is
   1 / sqrt(2 rho_h); the measured marginals' rho is 1 / (2 std^2) (or 0 for post-processed counts) and adds up to
   at most rho;
@@ -222,8 +224,13 @@ def _marginals(release: Release) -> str | None:
         return None
     eps, delta, rho = m.budget.epsilon, m.budget.delta, m.budget.rho
     if block.epsilon_n is not None and block.epsilon_m is not None:
-        if not _close(block.epsilon_n + block.epsilon_m, eps):
-            return f"epsilon_N {block.epsilon_n:.6g} + epsilon_M {block.epsilon_m:.6g} differs from epsilon {eps:g}"
+        eps_t = _share_epsilon(m, "text_numbers")
+        if not _close(block.epsilon_n + block.epsilon_m + eps_t, eps):
+            text = f" + the test of numbers written as text {eps_t:.6g}" if eps_t else ""
+            return (
+                f"epsilon_N {block.epsilon_n:.6g} + epsilon_M {block.epsilon_m:.6g}{text} differs from epsilon "
+                f"{eps:g}"
+            )
         share = _share(m, "number_of_records")
         if share is not None and share.epsilon is not None and not _close(share.epsilon, block.epsilon_n):
             return f"epsilon_N {block.epsilon_n:.6g} differs from its share {share.epsilon:.6g}"
@@ -277,9 +284,11 @@ def _class_conditional(m: Manifest) -> str | None:
     total = sum(parts) + float(_number(m.get("epsilon_domain")) or 0.0)  # type: ignore[arg-type]
     total += float(_number(m.get("epsilon_profile")) or 0.0)
     total += float(_number(m.get("epsilon_exact_values")) or 0.0)
+    total += _share_epsilon(m, "text_numbers")
     if not _close(total, m.budget.epsilon):
         return (
-            "epsilon_N + epsilon_M + the domains', the profile's and the exact values' epsilon = "
+            "epsilon_N + epsilon_M + the domains', the profile's, the exact values' and the test of numbers "
+            "written as text's epsilon = "
             f"{total:.6g} differs from epsilon {m.budget.epsilon:g}"
         )
     scale, per = _number(m.get("laplace_scale")), _number(m.get("epsilon_per_histogram"))
@@ -323,6 +332,12 @@ def _measurements(m: Manifest) -> str | None:
     if m.budget is not None and m.budget.rho is not None and not _at_most(total, m.budget.rho):
         return f"the measurements spend rho {total:.6g}, more than rho {m.budget.rho:.6g}"
     return None
+
+
+def _share_epsilon(m: Manifest, name: str) -> float:
+    """The epsilon of the pure-DP share ``name`` (0 when the manifest has none)."""
+    share = _share(m, name)
+    return float(_number(share.epsilon) or 0.0) if share is not None else 0.0
 
 
 def _share(m: Manifest, name: str) -> Any:
