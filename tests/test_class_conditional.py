@@ -129,7 +129,10 @@ def test_budget_split_sums_to_epsilon(spark, toy) -> None:
     data = DataConfig(columns=("job", "education", "income"))
     model, _ = fit_class_conditional(toy, ClassConditionalParams(epsilon=2.0, seed=1), data)
     m = model.manifest
-    assert m["epsilon_n"] + m["epsilon_m"] + m["epsilon_domain"] == pytest.approx(2.0, rel=1e-12)
+    # the three string columns went through the DP test of numbers written as text (1% of epsilon)
+    assert m["epsilon_text_numbers"] == pytest.approx(0.02)
+    total = m["epsilon_n"] + m["epsilon_m"] + m["epsilon_domain"] + m["epsilon_text_numbers"]
+    assert total == pytest.approx(2.0, rel=1e-12)
     assert m["epsilon_per_histogram"] * 2 == pytest.approx(m["epsilon_m"])  # two attribute histograms
     assert m["label"] == "income" and m["test_mode"] is True
     public = ClassConditionalParams(epsilon=2.0, domains=TOY_DOMAINS, seed=1)

@@ -377,6 +377,7 @@ def fit_class_conditional(
         "epsilon_domain": eps_domain,
         "epsilon_profile": eps_p,
         "epsilon_exact_values": acct.share("exact_values").epsilon if acct.spent("exact_values") else 0.0,
+        "epsilon_text_numbers": acct.share("text_numbers").epsilon if acct.spent("text_numbers") else 0.0,
         "noise": "discrete Laplace on every (value, class) bin of the public domain",
         "laplace_scale": len(attributes) / eps_m,
         "epsilon_per_histogram": eps_m / len(attributes),
