@@ -729,10 +729,12 @@ class Run:
                     stage,
                     spark,
                 )
+                # An interrupt received while the synthetic data was written (its exception may have been lost in
+                # a py4j finalizer) stops the run before that data is kept: the release alone is published.
+                self._between()
                 if command == "pipeline":
                     stage.keep_staged()
                     self.resume = "evaluate"
-                self._between()
             if command in ("pipeline", "evaluate"):
                 self.step = "evaluation"
                 if synthetic is None:

@@ -428,6 +428,31 @@ def test_an_interrupt_after_the_release_keeps_it_and_exits_130(
     assert json.loads((out / "release" / "manifest.json").read_text())["columns"] == ["age", "sex"]
 
 
+@pytest.mark.slow
+def test_a_sigterm_lost_during_the_synthesis_keeps_the_release_alone(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM whose exception was lost in a finalizer while the synthetic data was drawn: the run stops before
+    that data is kept, and only the release is published."""
+    from spark_dpsynth.cli import _signals
+    from spark_dpsynth.synthesizers import marginals
+
+    drawn = marginals.sample_model
+
+    def drawn_while_a_sigterm_is_lost(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        _signals.PENDING.append(_signals.Terminated)
+        return drawn(*args, **kwargs)
+
+    monkeypatch.setattr(marginals, "sample_model", drawn_while_a_sigterm_is_lost)
+    out = tmp_path / "out"
+    code = main(["pipeline", "--input", ADULT, "--output", str(out), "--columns", "age,sex", "--reporting-length",
+                 "1", "--synthesizer", "model", "--quiet"])  # fmt: skip
+    assert code == 143
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"spark-dpsynth: interrupted by SIGTERM; the release is kept in {out}/release"), last
+    assert sorted(p.name for p in out.iterdir()) == ["release"]
+
+
 def test_the_synthesis_partitions_follow_the_protected_number_of_records(
     spark, caplog: pytest.LogCaptureFixture
 ) -> None:
