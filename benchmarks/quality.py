@@ -142,7 +142,8 @@ CLI_MODES: dict[str, list[str]] = {
 PEER_MODES = {"peer_mst": "mst", "peer_aim": "aim"}
 """Modes run by ``benchmarks/peers.py`` in the peer environment: smartnoise-synth's synthesizer of that name."""
 RELEASE_SEED = 20240501
-"""The CLI's ``--seed`` of our runs (test mode: reproducible, NOT private; the release and the synthesis)."""
+"""The CLI's ``--seed`` of our runs (test mode: reproducible, NOT private; the release and the synthesis);
+``--seed`` replaces it, to see how much a figure moves with the noise draws."""
 SYNTHESIS_SEED = 7
 """numpy's global seed in the peers' subprocess (their selection and sampling, not their noise)."""
 SAMPLE_SEED = 0
@@ -578,6 +579,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global RELEASE_SEED  # --seed
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--output", default=str(ROOT / "output" / "bench-quality"), help="directory of quality.json and logs"
@@ -632,6 +634,12 @@ def main(argv: list[str] | None = None) -> int:
         "domain_rho_proportion=0.3",
     )
     parser.add_argument(
+        "--seed",
+        type=int,
+        default=RELEASE_SEED,
+        help=f"the CLI's test-mode --seed of our runs (default {RELEASE_SEED})",
+    )
+    parser.add_argument(
         "--tvd-subsets",
         type=int,
         default=0,
@@ -643,6 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     WORKLOAD_OVERRIDES.update(args.workload)
+    RELEASE_SEED = args.seed
     epsilons = [float(e) for e in args.epsilons.split(",") if e] or None
     modes = [m for m in args.modes.split(",") if m]
     if not args.skip_peers:

@@ -449,7 +449,9 @@ def test_a_sigterm_lost_during_the_synthesis_keeps_the_release_alone(
                  "1", "--synthesizer", "model", "--quiet"])  # fmt: skip
     assert code == 143
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith(f"spark-dpsynth: interrupted by SIGTERM; the release is kept in {out}/release"), last
+    assert last.startswith(f"spark-dpsynth: interrupted by SIGTERM; the release is kept in {out}/release"), (
+        last
+    )
     assert sorted(p.name for p in out.iterdir()) == ["release"]
 
 

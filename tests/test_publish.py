@@ -395,7 +395,7 @@ def test_sigterm_removes_the_staging_and_exits_143(tmp_path: Path) -> None:
     last = err.strip().splitlines()[-1]
     if os.listdir(out) == []:  # the signal came while the release was being written: nothing is kept
         assert last == "spark-dpsynth: interrupted by SIGTERM; no output was changed"
-    elif os.listdir(out) == ["release"]:  # it came during the synthesis: the release alone is kept (design.md 1.7)
+    elif os.listdir(out) == ["release"]:  # during the synthesis: the release alone is kept (design.md 1.7)
         assert (out / "release" / "manifest.json").is_file()
         assert last.startswith(f"spark-dpsynth: interrupted by SIGTERM; the release is kept in {out}/release")
     else:  # on a slow machine it came during the evaluation: the release and the synthetic data are kept

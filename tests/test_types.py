@@ -20,6 +20,7 @@ from spark_dpsynth.data.types import (
     column_types,
     exact_value_targets,
     numeric_view,
+    profile_from_noisy,
     profile_grid,
     profile_points,
     profile_with_exact_values,
@@ -255,6 +256,31 @@ def test_dp_profile_keeps_a_small_whole_number_range_with_a_thin_tail(spark) -> 
     assert p.meaning == "measurement" and "whole numbers" in p.reason
     assert {40.0, 20.0, 60.0}.issubset(set(p.bins.points))
     assert 1 <= p.bins.lower and p.bins.upper <= 99 and p.bins.upper - p.bins.lower <= 99
+
+
+def _noisy_counts(values: np.ndarray, scale: str = "integer") -> tuple:
+    """The profile grid of ``scale`` and the counts of its cells for ``values`` (whole numbers), without noise."""
+    grid = profile_grid(scale)
+    cells = cells_of(grid, values.astype(np.float64), np.ones(len(values), dtype=bool))
+    return grid, np.bincount(cells, minlength=grid.size).astype(np.float64)
+
+
+def test_dp_profile_ends_the_range_at_a_top_code() -> None:
+    # a poverty ratio: whole numbers 0..500, about 12 records each, a third of the records top-coded at 501; with
+    # a noise of 25 records per cell no value but 501 stands out, and the block 100..999 was spread evenly up to
+    # 543 unless the range ends at the spike (nothing beyond it stands out)
+    rng = np.random.default_rng(8)
+    values = np.concatenate([rng.integers(0, 501, 6000), np.full(3000, 501)])
+    grid, counts = _noisy_counts(values)
+    b = profile_from_noisy("ratio", "integer", grid, counts, 0.0, 25.0, 16, len(values)).bins
+    assert b is not None and 501.0 in b.points and b.upper <= 501
+    assert b.shape and max(c for _, c, _ in b.shape) <= 501
+    # the records the spread put beyond 501 are drawn below it, not lost: the pieces hold the records of the range
+    assert sum(w for _, _, w in b.shape) == pytest.approx(6000 * (501 - b.lower) / 501, rel=0.05)
+    # a spike with records beyond it that stand out keeps them
+    values = np.concatenate([rng.integers(0, 801, 9000), np.full(3000, 501)])
+    grid, counts = _noisy_counts(values)
+    assert profile_from_noisy("ratio", "integer", grid, counts, 0.0, 25.0, 16, len(values)).bins.upper >= 750
 
 
 def test_dp_profile_bins_the_rest_of_an_amount_that_is_mostly_a_few_values(spark) -> None:
@@ -855,16 +881,23 @@ def test_dp_text_numbers_finds_the_columns_of_numbers_written_as_text(spark) -> 
     acct = Accountant(4.0, 1e-6, noise=NoNoise())
     assert spend_text_numbers(acct, len(candidates)) == pytest.approx(0.04)
     # status: small whole numbers and "N", a code that stays a category; place: text
-    assert dp_text_numbers(df, candidates, acct) == ("income",)
-    typed = with_text_numbers(types, ("income", "status"))
+    # the incomes are whole numbers (written "12345.0"): the integer scale
+    assert dp_text_numbers(df, candidates, acct) == {"income": "integer"}
+    # numbers that are not whole: the real scale
+    ratios = spark.createDataFrame([(f"{x / 7:.3f}",) for x in range(1, 2000)], "ratio string")
+    acct = Accountant(4.0, 1e-6, noise=NoNoise())
+    spend_text_numbers(acct, 1)
+    assert dp_text_numbers(ratios, ("ratio",), acct) == {"ratio": "real"}
+    typed = with_text_numbers(types, {"income": "real", "status": "integer"})
     assert typed["income"].scale == "real" and typed["income"].type == "string"
+    assert typed["status"].scale == "integer"
     assert typed["place"].scale == "category"
 
 
 def test_dp_exact_values_keep_the_text_values_of_numbers_written_as_text(spark) -> None:
     rows = [(r[0],) for r in _income_rows(2)]
     df = spark.createDataFrame(rows, "income string")
-    types = with_text_numbers(column_types(df.schema, DataConfig(columns=("income",))), ("income",))
+    types = with_text_numbers(column_types(df.schema, DataConfig(columns=("income",))), {"income": "real"})
     acct = Accountant(10.0, 1e-6, noise=NoNoise())
     acct.set_rho(2.0)
     acct.spend_rho("column_profile", 1.0, "profile", sigma=profile_sigma(1.0, 1, 1), parts=2)

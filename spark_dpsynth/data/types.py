@@ -541,6 +541,63 @@ def _trimmed(signal: np.ndarray, rest: np.ndarray, tail: float) -> np.ndarray:
     return signal[(signal >= lo) & (signal <= hi)] if lo <= hi else signal[:0]
 
 
+def _inside_spikes(
+    span: np.ndarray,
+    present: np.ndarray,
+    standing: np.ndarray,
+    heavy: float,
+    sigma: float,
+    level: float,
+    gaussian: float,
+) -> np.ndarray:
+    """``span`` (cells in value order where the profile places the column's records) without its cells beyond
+    the outermost value that stands out alone (``standing``) on either side, when that value holds at least
+    ``heavy`` records (a spike: a top or bottom code) and the noisy sum of those cells does not stand out of its
+    noise (:func:`_sum_threshold`; docs/design.md section 2.8). A block of magnitude spread evenly
+    (:func:`_signal_weights`) ends at the block's edge, not at the data's: NIST's poverty ratio, whose largest
+    value 501 holds about a third of its records, was drawn up to 658. Post-processing of the noisy profile."""
+    if len(span) == 0 or len(standing) == 0:
+        return span
+
+    def empty_beyond(edge: int, beyond: np.ndarray) -> bool:
+        return (
+            len(beyond) > 0
+            and present[edge] >= heavy
+            and float(present[beyond].sum()) <= _sum_threshold(len(beyond), sigma, level, gaussian)
+        )
+
+    top, bottom = int(standing[-1]), int(standing[0])
+    hi = top if empty_beyond(top, span[span > top]) else span[-1]
+    lo = bottom if empty_beyond(bottom, span[span < bottom]) else span[0]
+    return span[(span >= lo) & (span <= hi)]
+
+
+def _moved_inside(rest: np.ndarray, sizes: np.ndarray, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """``rest`` with the mass of the cells of ``before`` that ``after`` no longer holds moved onto the cells of
+    ``after`` that shared its even spread (the same mass per value as the nearest cut cell, :func:`_signal_weights`)
+    in proportion to their sizes: the records a block's even spread put beyond the range are drawn inside it, in
+    the part of the block they came from; with no such cell, they are dropped. Post-processing."""
+    out = rest.copy()
+    if len(after) == 0:
+        return out
+    for cut in (before[before > after[-1]], before[before < after[0]][::-1]):
+        if len(cut) == 0:
+            continue
+        moved = float(out[cut].sum())
+        out[cut] = 0.0
+        nearest = cut[0]
+        if moved <= 0 or sizes[nearest] <= 0:
+            continue
+        per_value = rest[nearest] / sizes[nearest]
+        size = sizes[after]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            same = (size > 0) & (out[after] > 0) & (np.abs(out[after] / size - per_value) <= 1e-9 * per_value)
+        members = after[same]
+        if len(members):
+            out[members] += moved * sizes[members] / float(sizes[members].sum())
+    return out
+
+
 def _sum_threshold(
     cells: np.ndarray | float, sigma: float, level: float, gaussian: float
 ) -> np.ndarray | float:
@@ -630,6 +687,7 @@ def profile_from_noisy(
     present[grid.null_cell] = 0.0
     weights = _signal_weights(grid, present, cells, threshold, sigma, level, gaussian)
     span = _trimmed(cells[weights[cells] > 0], weights, 1.0 / (4 * n_bins))
+    span = _inside_spikes(span, present, standing, half_bin * non_empty, sigma, level, gaussian)
     whole = _whole_number_range(grid, present, span, half_bin * non_empty)
     small_range = numeric and whole is not None and 2 <= whole[1] - whole[0] + 1 <= MAX_CODE_RANGE
     # a few values hold almost every record and the rest is more than noise (an amount that is mostly 0 and a
@@ -661,6 +719,9 @@ def profile_from_noisy(
         # swamp it (Adult's capital_gain beyond 0: about 8% of the records over 7,000 whole numbers)
         rest = _signal_weights(grid, rest, cells, threshold, sigma, level, gaussian)
         signal = _trimmed(cells[rest[cells] > 0], rest, 1.0 / (4 * n_bins))
+        inside = _inside_spikes(signal, present, standing, half_bin * non_empty, sigma, level, gaussian)
+        rest = _moved_inside(rest, grid.sizes, signal, inside)
+        signal = inside
         if few and len(signal) < 2:
             # the rest is too thin to place: spread evenly between the smallest and largest standing values,
             # where nothing stands out (Adult's capital_loss: 0 and three sums near 1,900 hold 97%, the other
@@ -934,14 +995,22 @@ def text_number_candidates(
     )
 
 
-def with_text_numbers(types: Mapping[str, ColumnType], columns: tuple[str, ...]) -> dict[str, ColumnType]:
-    """``types`` with the string columns that the DP test found to hold numbers written as text (``columns``) on
-    the ``real`` scale: the DP profile then decides them as numbers (a code, or a measurement whose text values
-    the DP exact-value step releases as ``passthrough`` categories; docs/design.md section 2.8). Their type
-    stays ``string``. Post-processing of the test."""
+def with_text_numbers(types: Mapping[str, ColumnType], found: Mapping[str, str]) -> dict[str, ColumnType]:
+    """``types`` with the string columns that the DP test found to hold numbers written as text (``found``:
+    column -> ``integer`` for whole numbers, else ``real``) on that scale: the DP profile then decides them as
+    numbers (a code, or a measurement whose text values the DP exact-value step releases as ``passthrough``
+    categories; docs/design.md section 2.8). Their type stays ``string``. Post-processing of the test.
+
+    Raises:
+        InvalidParameterError: a scale other than ``integer`` and ``real``.
+    """
     out = dict(types)
-    for c in columns:
-        out[c] = dataclasses.replace(types[c], scale="real")
+    for c, scale in found.items():
+        if scale not in ("integer", "real"):
+            raise InvalidParameterError(
+                f"numbers written as text are on the integer or real scale, not {scale!r}"
+            )
+        out[c] = dataclasses.replace(types[c], scale=scale)
     return out
 
 

@@ -380,7 +380,7 @@ def spend_text_numbers(acct: Accountant, columns: int) -> float:
 
 def dp_text_numbers(
     df: DataFrame, columns: tuple[str, ...], acct: Accountant, n_bins: int = 16
-) -> tuple[str, ...]:
+) -> dict[str, str]:
     """The string columns of ``columns`` that hold numbers written as text, beyond a small code (docs/design.md
     section 2.8): NIST's incomes, numbers and ``N`` (not applicable), read as strings by the CLI's inference.
 
@@ -392,25 +392,29 @@ def dp_text_numbers(
         n_bins: ``DataConfig.dp_bins`` (b).
 
     Returns:
-        The columns (in ``columns`` order) whose noisy count of values that read as finite numbers (Spark's
-        ``try_cast`` to double) exceeds both the noisy count of their other non-empty values and three standard
-        deviations of the noise (sqrt(2) s / epsilon for s columns), and whose noisy count of numbers that are
-        not small whole numbers (|x| <= :data:`~spark_dpsynth.data.types.MAX_CODE_RANGE`) exceeds three standard
-        deviations and 1/(2 b) of their numbers: the DP profile then decides them as numbers. A column of small
+        column -> scale, in ``columns`` order, for the columns whose noisy count of values that read as finite
+        numbers (Spark's ``try_cast`` to double) exceeds both the noisy count of their other non-empty values and
+        three standard deviations of the noise (sqrt(2) s / epsilon for s columns), and whose noisy count of
+        numbers that are not small whole numbers (|x| <= :data:`~spark_dpsynth.data.types.MAX_CODE_RANGE`)
+        exceeds three standard deviations and 1/(2 b) of their numbers: the DP profile then decides them as
+        numbers, on the ``integer`` scale when their noisy count of numbers that are not whole is at most three
+        standard deviations or 0.1% of their numbers (NIST's incomes and poverty ratios: on the real scale the
+        open cells between whole numbers doubled the cells whose noise a sum of the profile carries), else on
+        the ``real`` scale. A column of small
         whole numbers and a marker (NIST's ``MSP``: ``N`` and 1..5) stays a category, as its values are found
         by the mechanism's discovery like a code's, and the profile's noise is not spread over it.
 
     Privacy:
-        One Spark aggregation reads, per column, three counts: the records whose value is a small whole number,
-        another finite number, or another non-empty text. A record added or removed changes one of the three
-        counts of each column by one: L1 sensitivity s, and the discrete Laplace of scale s / epsilon on the 3 s
-        counts is epsilon-DP [DMNS06; Ghosh, Roughgarden, Sundararajan 2009], epsilon that of the share
+        One Spark aggregation reads, per column, four counts: the records whose value is a small whole number,
+        another whole number, a finite number that is not whole, or another non-empty text. A record added or
+        removed changes one of the four counts of each column by one: L1 sensitivity s, and the discrete Laplace
+        of scale s / epsilon on the 4 s counts is epsilon-DP [DMNS06; Ghosh, Roughgarden, Sundararajan 2009], epsilon that of the share
         ``text_numbers``. The decision is post-processing; nothing true is logged or returned.
     """
     from spark_dpsynth.data.types import MAX_CODE_RANGE
 
     if not columns:
-        return ()
+        return {}
     epsilon = acct.share("text_numbers").epsilon
     assert epsilon is not None
     aggs = []
@@ -418,26 +422,29 @@ def dp_text_numbers(
         x = F.col(f"`{c}`")
         number = _text_as_number(x)
         finite = _finite(number)
-        small = finite & (number == F.floor(number)) & (F.abs(number) <= F.lit(float(MAX_CODE_RANGE)))
+        whole = finite & (number == F.floor(number))
+        small = whole & (F.abs(number) <= F.lit(float(MAX_CODE_RANGE)))
         aggs += [
             F.sum(F.when(small, 1).otherwise(0)).alias(f"s{j}"),
-            F.sum(F.when(finite & ~small, 1).otherwise(0)).alias(f"n{j}"),
+            F.sum(F.when(whole & ~small, 1).otherwise(0)).alias(f"w{j}"),
+            F.sum(F.when(finite & ~whole, 1).otherwise(0)).alias(f"f{j}"),
             F.sum(F.when(x.isNotNull() & ~finite, 1).otherwise(0)).alias(f"t{j}"),
         ]
-    # Private: one row of 3 s counts, noised below and deleted.
+    # Private: one row of 4 s counts, noised below and deleted.
     row = df.agg(*aggs).collect()[0]
-    true = np.array([[int(row[f"{k}{j}"] or 0) for k in "snt"] for j in range(len(columns))], dtype=np.int64)
+    true = np.array([[int(row[f"{k}{j}"] or 0) for k in "swft"] for j in range(len(columns))], dtype=np.int64)
     del row
     noisy = acct.laplace("text_numbers", true, sensitivity=len(columns)).astype(np.float64)
     del true
     std = math.sqrt(2.0) * len(columns) / epsilon
-    found = []
+    found = {}
     for j, c in enumerate(columns):
-        small, large, text = noisy[j]
-        numbers = small + large
+        small, whole, fraction, text = noisy[j]
+        numbers = small + whole + fraction
+        large = whole + fraction
         if numbers > max(text, 3.0 * std) and large > max(3.0 * std, numbers / (2.0 * n_bins)):
-            found.append(c)
-    return tuple(found)
+            found[c] = "integer" if fraction <= max(3.0 * std, numbers / 1000.0) else "real"
+    return found
 
 
 def text_numbers_step(
@@ -452,7 +459,7 @@ def text_numbers_step(
     """The DP test of numbers written as text, as every mechanism runs it before its DP profile (docs/design.md
     section 2.8): the candidates (:func:`~spark_dpsynth.data.types.text_number_candidates`, ``domains`` the
     mechanism's own public domains), the share ``text_numbers`` spent in ``acct`` (:func:`spend_text_numbers`),
-    :func:`dp_text_numbers` on the prepared records, and ``types`` with the columns found on the ``real`` scale
+    :func:`dp_text_numbers` on the prepared records, and ``types`` with the columns found on the scale it found
     (:func:`~spark_dpsynth.data.types.with_text_numbers`). Nothing is spent or read without a candidate. The
     columns found are a DP output, named in the progress line (``stage``: its prefix)."""
     from spark_dpsynth.data.prepare import prepare
@@ -466,6 +473,6 @@ def text_numbers_step(
         progress,
         log,
         f"{stage}: DP test of numbers written as text in {len(candidates)} string column(s) (epsilon "
-        f"{eps_t:.4g}): " + (", ".join(found) if found else "none"),
+        f"{eps_t:.4g}): " + (", ".join(f"{c} ({scale})" for c, scale in found.items()) if found else "none"),
     )
     return with_text_numbers(types, found)

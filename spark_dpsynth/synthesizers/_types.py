@@ -250,6 +250,10 @@ def _restore(value: Column, scale: str, type_name: str) -> Column:
     if scale == "integer" and type_name == "string":
         # a string column binned on integer edges (e.g. NIST's AGEP read without inference): "81", not "81.0"
         return F.round(value).cast("bigint").cast("string")
+    if scale == "real" and type_name == "string":
+        # numbers written as text: a whole number as "81" (as NIST writes it), the others as Spark writes a double
+        whole = (value == F.floor(value)) & (F.abs(value) < F.lit(1e15))
+        return F.when(whole, value.cast("bigint").cast("string")).otherwise(value.try_cast(type_name))
     return value.try_cast(type_name)
 
 
