@@ -403,6 +403,20 @@ def test_restore_types_gives_points_exactly_and_whole_numbers_for_an_integral_re
     assert [tuple(r) for r in back.limit(4).collect()] == [tuple(r) for r in labels.limit(4).collect()]
 
 
+def test_numbers_written_as_text_come_back_spelled_as_numbers(spark) -> None:
+    # a string column of numbers on the real scale: whole numbers "501", not "501.0"; the others as doubles
+    df = spark.createDataFrame([("0",)], "ratio string")
+    types = with_text_numbers(column_types(df.schema, DataConfig(columns=("ratio",))), {"ratio": "real"})
+    bins = {"ratio": BinSpec((0.5,), lower=0.0, upper=2.0, points=(501.0,), integral=False)}
+    manifest = {"column_types": types_manifest(types, bins, {"ratio": "config"})}
+    labels = spark.createDataFrame([("=501",), ("<0.5",), (">=0.5",)] * 50, "ratio string")
+    out = restore_types(labels, manifest, seed=2).toPandas()["ratio"]
+    assert (out.iloc[0::3] == "501").all()
+    drawn = out.drop(index=out.index[0::3])
+    assert not drawn.str.endswith(".0").any() and drawn.astype(float).between(0.0, 2.0).all()
+    assert (drawn.astype(float) != drawn.astype(float).round()).any()  # fractions stay fractions
+
+
 def test_restore_types_draws_inside_the_bin_and_restores_the_schema(spark) -> None:
     df = spark.createDataFrame(ROWS, SCHEMA)
     bins = {

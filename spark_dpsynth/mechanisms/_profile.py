@@ -400,16 +400,17 @@ def dp_text_numbers(
         numbers, on the ``integer`` scale when their noisy count of numbers that are not whole is at most three
         standard deviations or 0.1% of their numbers (NIST's incomes and poverty ratios: on the real scale the
         open cells between whole numbers doubled the cells whose noise a sum of the profile carries), else on
-        the ``real`` scale. A column of small
-        whole numbers and a marker (NIST's ``MSP``: ``N`` and 1..5) stays a category, as its values are found
-        by the mechanism's discovery like a code's, and the profile's noise is not spread over it.
+        the ``real`` scale. A column of small whole numbers and a marker (NIST's ``MSP``: ``N`` and 1..5) stays
+        a category, as its values are found by the mechanism's discovery like a code's, and the profile's noise
+        is not spread over it.
 
     Privacy:
         One Spark aggregation reads, per column, four counts: the records whose value is a small whole number,
         another whole number, a finite number that is not whole, or another non-empty text. A record added or
         removed changes one of the four counts of each column by one: L1 sensitivity s, and the discrete Laplace
-        of scale s / epsilon on the 4 s counts is epsilon-DP [DMNS06; Ghosh, Roughgarden, Sundararajan 2009], epsilon that of the share
-        ``text_numbers``. The decision is post-processing; nothing true is logged or returned.
+        of scale s / epsilon on the 4 s counts is epsilon-DP [DMNS06; Ghosh, Roughgarden, Sundararajan 2009],
+        epsilon that of the share ``text_numbers``. The decision is post-processing; nothing true is logged or
+        returned.
     """
     from spark_dpsynth.data.types import MAX_CODE_RANGE
 
