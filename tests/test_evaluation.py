@@ -447,6 +447,12 @@ def test_nist_k_marginal_score_by_hand(spark):
         "worst": "X|Y|Z",
         "floor": floor,
         "floor_measured": None,
+        # sum over cells sqrt(p (1 - p)) = 1; the floor of one real record, sqrt(1 + 1/2) / sqrt(2 pi) = .489,
+        # is below .5: even one real record would be as close
+        "spread": 1.0,
+        "sensitive_rows": 2,
+        "synthetic_rows": None,
+        "real_sample_records": 1,
     }
     assert m["nist_k_marginal_score"] == 500.0
     assert evaluate(sensitive, synthetic, max_marginal_length=2)["nist_k_marginal_score"] is None

@@ -4,6 +4,7 @@ row sample with the real-vs-real floor (docs/design.md sections 5.2 and 5.5)."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pandas as pd
@@ -183,6 +184,58 @@ def test_floor_matches_the_expected_tvd_of_two_samples(spark):
     assert m["tvd"]["1"]["mean"] == 0 and m["tvd"]["1"]["floor"] == pytest.approx(np.mean(tvds), rel=0.05)
 
 
+def test_real_sample_records_inverts_the_expected_tvd():
+    from spark_dpsynth.evaluation.tvd import expected_sample_tvd, real_sample_records
+
+    spreads, rows = [1.2, 3.5, 0.4], [10_000, 10_000, 9_000]
+    for m in (3, 250, 41_700, 2_000_000):
+        assert real_sample_records(expected_sample_tvd(m, spreads, rows), spreads, rows) == m
+    assert real_sample_records(expected_sample_tvd(math.inf, spreads, rows), spreads, rows) is None
+    assert real_sample_records(0.99, spreads, rows) == 1
+    assert real_sample_records(0.2, [0.0], [5]) is None  # a single cell: no sampling error at all
+    # a sampled synthetic table: its sample's own error is not held against it
+    sampled = [1_000_000] * 3
+    assert (
+        real_sample_records(expected_sample_tvd(65_000, spreads, rows, sampled), spreads, rows, sampled)
+        == 65_000
+    )
+    assert real_sample_records(expected_sample_tvd(65_000, spreads, rows), spreads, rows, sampled) > 65_000
+
+
+def test_summary_line_says_what_the_synthetic_table_is_worth():
+    from spark_dpsynth.evaluation.metrics import describe_real_sample
+
+    tvd = {
+        "1": {"mean": 0.001, "real_sample_records": None},
+        "2": {"mean": 0.02, "real_sample_records": 43_100},
+    }
+    assert describe_real_sample({"tvd": tvd}) == "1-way within sampling error / 2-way 43,100 records"
+    assert (
+        describe_real_sample({"tvd": {"1": {"mean": 0.1, "floor": 0.01}}}) is None
+    )  # metrics of older versions
+
+
+def test_synthetic_data_drawn_like_a_real_sample_is_worth_about_its_size(spark):
+    # The "synthetic" table is 500 independent draws from the shares of a 40,000-row table: what it is worth
+    # in real records is about 500 (8 columns of 10 values: the mean TVD's own spread is about 7%).
+    rng = np.random.default_rng(4)
+    p = rng.dirichlet(np.ones(10))
+    sens = pd.DataFrame(
+        {f"c{j}": np.repeat(np.arange(10), np.round(p * 40_000).astype(int))[:40_000] for j in range(8)}
+    )
+    syn = pd.DataFrame({f"c{j}": rng.choice(10, size=500, p=p) for j in range(8)})
+    s_df, y_df = spark.createDataFrame(sens), spark.createDataFrame(syn)
+    m = evaluate(
+        strings(s_df),
+        strings(y_df),
+        typed_sensitive=s_df,
+        typed_synthetic=y_df,
+        numeric_columns=[],
+        max_marginal_length=1,
+    )
+    assert 350 <= m["tvd"]["1"]["real_sample_records"] <= 700
+
+
 @pytest.mark.parametrize("k", [1, 2])
 def test_mean_tvd_matches_pandas_on_own_values(spark, k):
     rng = np.random.default_rng(k)
@@ -206,3 +259,4 @@ def test_report_shows_out_of_support_values_and_the_floor(spark):
         and "<td>income</td><td>never in the sensitive column</td><td>1</td>" in page
     )
     assert "Sampling error." in page and f"floor {m['tvd']['1']['floor']:.4f}" in page
+    assert "Worth in real records." in page and 'id="plot-worth"' in page

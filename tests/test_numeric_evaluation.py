@@ -341,6 +341,7 @@ def test_report_has_the_numeric_and_empty_column_sections(spark):
     ]  # fmt: skip
     page = render_report(m)
     assert re.findall(r'<img id="([^"]+)"', page) == [
+        "plot-worth",
         "plot-tvd-heatmap",
         "plot-one-way-worst",
         "plot-numeric-cdf",

@@ -72,7 +72,14 @@ def summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | No
                     else " (expected TVD of two uniform samples of these sizes of one table)"
                 )
             )
-        from spark_dpsynth.evaluation.metrics import describe_out_of_support
+        from spark_dpsynth.evaluation.metrics import describe_out_of_support, describe_real_sample
+
+        worth = describe_real_sample(metrics)
+        if worth:
+            lines.append(
+                f"  worth in real records  {worth} (a uniform sample of that many real records is expected "
+                "to be as close)"
+            )
 
         lines += [f"  out-of-support values  {line}" for line in describe_out_of_support(metrics)]
         from spark_dpsynth.evaluation.metrics import describe_row_sampling, describe_sampling

@@ -98,6 +98,7 @@ __all__ = [
     "describe_sampling",
     "describe_row_sampling",
     "describe_out_of_support",
+    "describe_real_sample",
     "RowSampling",
 ]
 
@@ -518,7 +519,11 @@ def evaluate(
             synthetic_coverage(empty_shares, binned=binned),
             columns,
         )
-        metrics.update(_tvd_metrics(per_subset, plan, columns))
+        metrics.update(
+            _tvd_metrics(
+                per_subset, plan, columns, synthetic_sampled=metrics["row_sampling"]["synthetic"]["sampled"]
+            )
+        )
         three_way = metrics["tvd"].get("3")
         metrics["nist_k_marginal_score"] = 1000.0 * (1.0 - three_way["mean"]) if three_way else None
         metrics["one_way_worst"] = _one_way_worst(
@@ -899,6 +904,23 @@ def describe_out_of_support(metrics: dict[str, Any]) -> list[str]:
         f"{c} {by_column[c]['count']:,} ({by_column[c]['share']:.1%})" for c in entry["columns"][:6]
     )
     return [line, f"worst: {worst}"]
+
+
+def describe_real_sample(metrics: dict[str, Any]) -> str | None:
+    """The summary's line on what the synthetic table is worth in real records (``tvd[L].real_sample_records``,
+    docs/design.md section 5.5), e.g. "1-way 2,140,000 / 2-way 95,300 / 3-way 41,200 records"; "within
+    sampling error" for a length whose mean TVD is at or below the compared rows' own; None without the entry."""
+    tvd = metrics.get("tvd") or {}
+    lengths = [
+        k for k in sorted(tvd, key=int) if isinstance(tvd[k], dict) and "real_sample_records" in tvd[k]
+    ]
+    if not lengths:
+        return None
+    parts = []
+    for k in lengths:
+        m = tvd[k]["real_sample_records"]
+        parts.append(f"{k}-way " + ("within sampling error" if m is None else f"{m:,} records"))
+    return " / ".join(parts)
 
 
 def _sampling_entry(plan: _SubsetPlan) -> dict[str, Any]:

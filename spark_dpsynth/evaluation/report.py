@@ -783,6 +783,51 @@ _PAGE = """<!DOCTYPE html>
 """
 
 
+def _real_sample_figure(tvd: dict[str, Any], lengths: list[str]) -> list[str]:
+    """What the synthetic table is worth in real records (docs/design.md section 5.5): per length, the expected
+    mean TVD of a uniform sample of m sensitive records against the compared ones, as m grows, with the
+    synthetic table's mean TVD across it; empty for metrics without ``spread``."""
+    from spark_dpsynth.evaluation.metrics import describe_real_sample
+    from spark_dpsynth.evaluation.tvd import expected_sample_tvd
+
+    shown = [k for k in lengths if tvd[k].get("spread") and tvd[k].get("sensitive_rows")]
+    if not shown:
+        return []
+    found = [tvd[k]["real_sample_records"] for k in shown if tvd[k].get("real_sample_records")]
+    rows = max(tvd[k]["sensitive_rows"] for k in shown)
+    top = 10.0 ** math.ceil(math.log10(max([rows, *found]) * 10))
+    grid = np.logspace(2, math.log10(top), 200)
+    fig = Figure(figsize=(6.4, 3.6))
+    ax = fig.add_subplot()
+    for i, k in enumerate(shown):
+        entry = tvd[k]
+        color = f"C{i}"
+        second = [entry["synthetic_rows"]] if entry.get("synthetic_rows") else None
+        curve = [expected_sample_tvd(m, [entry["spread"]], [entry["sensitive_rows"]], second) for m in grid]
+        ax.plot(grid, curve, color=color, label=f"{k}-way: a real sample of m records")
+        ax.axhline(
+            entry["mean"], color=color, linestyle="--", linewidth=1, label=f"{k}-way: the synthetic table"
+        )
+        if entry.get("real_sample_records"):
+            ax.plot([entry["real_sample_records"]], [entry["mean"]], "o", color=color)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("records m of a uniform sample of the sensitive table")
+    ax.set_ylabel("mean TVD to the compared rows")
+    ax.set_title("What the synthetic table is worth in real records")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return [
+        f"<p><b>Worth in real records.</b> {_e(describe_real_sample({'tvd': tvd}) or '')}: a uniform sample of "
+        "that many records of the sensitive table is expected to be as far from the compared rows as the "
+        "synthetic table is (the normal approximation of the floor above, rough below a few records per "
+        "cell).</p>",
+        _png(
+            fig, "expected TVD of a real sample against its size, and the synthetic table's TVD", "plot-worth"
+        ),
+    ]
+
+
 def _yardstick_html(metrics: dict[str, Any]) -> list[str]:
     """The yardstick, the sampling error of each length, and the out-of-support values (docs/design.md sections
     5.2 and 5.5); empty for metrics written before they existed."""
@@ -805,6 +850,9 @@ def _yardstick_html(metrics: dict[str, Any]) -> list[str]:
             "of the sensitive table when its rows were sampled): a TVD near its floor is as good as the data "
             "can show.</p>"
         )
+    worth = _real_sample_figure(tvd, lengths)
+    if worth:
+        out += worth
     yard = metrics.get("yardstick")
     if yard:
         rules = "; ".join(f"{c}: {r['why']}" for c, r in yard["columns"].items())

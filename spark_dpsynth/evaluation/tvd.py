@@ -22,7 +22,11 @@ _WORST_COLUMNS = 4
 
 
 def _tvd_metrics(
-    per_subset: dict[int, dict[str, Any]], plan: _SubsetPlan, columns: tuple[str, ...]
+    per_subset: dict[int, dict[str, Any]],
+    plan: _SubsetPlan,
+    columns: tuple[str, ...],
+    *,
+    synthetic_sampled: bool = False,
 ) -> dict[str, Any]:
     """``tvd`` and ``tvd_by_subset`` of :func:`evaluate`, each TVD = tvd2 / (2 n n_syn) rounded once.
 
@@ -31,6 +35,10 @@ def _tvd_metrics(
     shares p (per subset (1/2) sqrt(2/pi) sqrt(1/n + 1/n_syn) sum over cells sqrt(p (1 - p)), the normal
     approximation of E|p^ - q^| per cell), and ``floor_measured``, the mean TVD between the compared sensitive
     sample and a second, disjoint uniform sample of the sensitive table of about the same size (None without one).
+    From the same approximation, ``spread`` (the mean over subsets of sum over cells sqrt(p (1 - p))),
+    ``sensitive_rows`` (the compared sensitive rows, mean over subsets), ``synthetic_rows`` (the compared
+    synthetic rows when the synthetic table was sampled, ``synthetic_sampled``, else None) and
+    ``real_sample_records`` (:func:`real_sample_records`): what the synthetic table is worth in real records.
 
     Per length the mean is over the plan's subsets: all C(d, L) of them, or its seeded sample (then the entry
     also has ``sampled`` = True, ``subsets_total`` = C(d, L) > ``count``, and ``subsets``, the sampled subsets'
@@ -41,6 +49,9 @@ def _tvd_metrics(
     for length in range(1, plan.all_cells_length + 1):
         values: dict[str, float] = {}
         floors: list[float] = []
+        spreads: list[float] = []
+        sensitive_rows: list[int] = []
+        synthetic_rows: list[int] = []
         measured: list[float] = []
         subsets = plan.of_length(length)
         for subset in subsets:
@@ -49,6 +60,9 @@ def _tvd_metrics(
             values[name] = float(Fraction(row["tvd2"], 2 * row["rows_s"] * row["rows_y"]))
             scale = math.sqrt(1.0 / row["rows_s"] + 1.0 / row["rows_y"]) / math.sqrt(2.0 * math.pi)
             floors.append(scale * row.get("spread", 0.0))
+            spreads.append(float(f"{row.get('spread', 0.0):.10g}"))  # summed in Spark: see "floor" below
+            sensitive_rows.append(row["rows_s"])
+            synthetic_rows.append(row["rows_y"])
             if row.get("rows_b"):
                 measured.append(float(Fraction(row["tvd2_b"], 2 * row["rows_s"] * row["rows_b"])))
         worst = max(values, key=lambda name: values[name])
@@ -61,6 +75,15 @@ def _tvd_metrics(
             # tables' partitioning) does not show in its last digits
             "floor": float(f"{np.mean(floors):.10g}"),
             "floor_measured": float(np.mean(measured)) if len(measured) == len(values) else None,
+            "spread": float(f"{np.mean(spreads):.10g}"),
+            "sensitive_rows": round(float(np.mean(sensitive_rows))),
+            "synthetic_rows": round(float(np.mean(synthetic_rows))) if synthetic_sampled else None,
+            "real_sample_records": real_sample_records(
+                float(np.mean(list(values.values()))),
+                spreads,
+                sensitive_rows,
+                synthetic_rows if synthetic_sampled else None,
+            ),
         }
         if plan.sampled[length]:
             tvd[str(length)].update(
@@ -68,6 +91,59 @@ def _tvd_metrics(
             )
         by_subset[str(length)] = values
     return {"tvd": tvd, "tvd_by_subset": by_subset}
+
+
+def expected_sample_tvd(
+    records: float,
+    spreads: list[float],
+    sensitive_rows: list[int],
+    synthetic_rows: list[int] | None = None,
+) -> float:
+    """The expected mean TVD of a uniform sample of ``records`` rows of the sensitive table, compared as the
+    synthetic table was, against the compared sensitive rows (independent of it): the mean over subsets of
+    sqrt(1/records + 1/r_S [+ 1/r_Y]) spread / sqrt(2 pi), r_S the compared sensitive rows, r_Y the compared
+    synthetic rows when the synthetic table was sampled (the sample of the sample adds its own error; None: it was
+    not), the normal approximation of E|p^ - q^| per cell (docs/design.md section 5.5; ``records`` may be inf)."""
+    inverse = 0.0 if math.isinf(records) else 1.0 / records
+    second = synthetic_rows if synthetic_rows is not None else [0] * len(spreads)
+    return float(
+        np.mean(
+            [
+                math.sqrt(inverse + 1.0 / r + (1.0 / y if y else 0.0)) * s
+                for s, r, y in zip(spreads, sensitive_rows, second, strict=True)
+            ]
+        )
+        / math.sqrt(2.0 * math.pi)
+    )
+
+
+def real_sample_records(
+    mean_tvd: float,
+    spreads: list[float],
+    sensitive_rows: list[int],
+    synthetic_rows: list[int] | None = None,
+) -> int | None:
+    """What a synthetic table is worth in real records (docs/design.md section 5.5): the size m >= 1 of a uniform
+    sample of the sensitive table whose :func:`expected_sample_tvd` equals ``mean_tvd`` (bisection on log m),
+    rounded to 3 significant digits; 1 when even one record would do as well; None when ``mean_tvd`` is at or
+    below the expected TVD of an infinite sample (the comparison's own sampling error) or every subset has a
+    single cell."""
+    if (
+        not spreads
+        or max(spreads) <= 0
+        or mean_tvd <= expected_sample_tvd(math.inf, spreads, sensitive_rows, synthetic_rows)
+    ):
+        return None
+    if mean_tvd >= expected_sample_tvd(1.0, spreads, sensitive_rows, synthetic_rows):
+        return 1
+    low, high = 0.0, 60.0  # natural log of m: 1 .. 1e26 records
+    while high - low > 1e-4:
+        middle = (low + high) / 2
+        if expected_sample_tvd(math.exp(middle), spreads, sensitive_rows, synthetic_rows) > mean_tvd:
+            low = middle
+        else:
+            high = middle
+    return max(1, int(float(f"{math.exp((low + high) / 2):.3g}")))
 
 
 def _one_way_worst(
