@@ -30,11 +30,12 @@ PLOTS = (
     "plot-preservation-by-length",
     "plot-preservation-by-count",
     "plot-error-vs-count",
+    "plot-worth",
     "plot-tvd-heatmap",
     "plot-one-way-worst",
     "plot-tstr",
 )
-"""The images of a report with a release, 2-way TVD, 1-way distributions and TSTR."""
+"""The images of a report with a release, the worth in real records, 2-way TVD, 1-way distributions and TSTR."""
 NUMERIC_PLOTS = ("plot-numeric-cdf", "plot-numeric-correlation")
 """The images a report adds when the input has numeric columns (Adult as it comes, typed by inference)."""
 
@@ -210,7 +211,7 @@ def test_report_without_release_or_label(spark, tmp_path):
     page = render_report(m)
     assert "No release was evaluated." in page and 'id="sds"' not in page
     assert "Skipped: no held-out real table" in page
-    assert re.findall(r'<img id="([^"]+)"', page) == ["plot-tvd-heatmap", "plot-one-way-worst"]
+    assert re.findall(r'<img id="([^"]+)"', page) == ["plot-worth", "plot-tvd-heatmap", "plot-one-way-worst"]
     assert [key for key, _, _, _ in headline_numbers(m)][:3] == [
         "rows.sensitive",
         "rows.synthetic",
