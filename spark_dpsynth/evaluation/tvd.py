@@ -66,8 +66,9 @@ def _tvd_metrics(
             if row.get("rows_b"):
                 measured.append(float(Fraction(row["tvd2_b"], 2 * row["rows_s"] * row["rows_b"])))
         worst = max(values, key=lambda name: values[name])
+        mean = float(np.mean(list(values.values())))
         tvd[str(length)] = {
-            "mean": float(np.mean(list(values.values()))),
+            "mean": mean,
             "max": values[worst],
             "count": len(values),
             "worst": worst,
@@ -79,7 +80,7 @@ def _tvd_metrics(
             "sensitive_rows": round(float(np.mean(sensitive_rows))),
             "synthetic_rows": round(float(np.mean(synthetic_rows))) if synthetic_sampled else None,
             "real_sample_records": real_sample_records(
-                float(np.mean(list(values.values()))),
+                mean,
                 spreads,
                 sensitive_rows,
                 synthetic_rows if synthetic_sampled else None,
