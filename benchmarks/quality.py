@@ -119,6 +119,12 @@ DATASETS: dict[str, dict[str, Any]] = {
         "input": SHARED_DATA / "nist_national2019.csv.gz",
         "epsilons": [1.0, 4.0],
     },
+    "nist_ma_raw": {
+        # a small state (7,634 records) as it comes: person weights, incomes and a top-coded poverty ratio spread
+        # thinly over hundreds of values
+        "input": SHARED_DATA / "nist_ma2019.csv.gz",
+        "epsilons": [1.0, 4.0],
+    },
     "sf_fire": {
         "build": "sample",
         "input": SHARED_DATA / "pgm_sf_fire_discretized.csv.gz",

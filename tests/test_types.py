@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from spark_dpsynth.data.prepare import synthetic_for_release
 from spark_dpsynth.data.session import SQL_DEFAULTS, _with_sql_defaults
 from spark_dpsynth.data.types import (
+    _standing_blocks,
     apply_profiles,
     cell_key,
     cells_of,
@@ -281,6 +282,39 @@ def test_dp_profile_ends_the_range_at_a_top_code() -> None:
     values = np.concatenate([rng.integers(0, 801, 9000), np.full(3000, 501)])
     grid, counts = _noisy_counts(values)
     assert profile_from_noisy("ratio", "integer", grid, counts, 0.0, 25.0, 16, len(values)).bins.upper >= 750
+
+
+def test_dp_profile_finds_a_thin_tail_in_part_of_a_decade() -> None:
+    # person weights: most between 10 and 99, 3,000 records spread evenly over 100..399 (10 per value); at 23
+    # records of noise per cell the decade 100..999 does not stand out (3,000 < 23 sqrt(900) x 4.6), its first
+    # half does, and the range reaches into it instead of ending at 99
+    values = np.concatenate([np.repeat(np.arange(10, 100), 50), np.repeat(np.arange(100, 400), 10)])
+    grid, counts = _noisy_counts(values)
+    cells = np.flatnonzero(grid.possible[: grid.null_cell])
+    blocks = _standing_blocks(grid, counts, cells, 23.0, 5.3, 5.3)
+    decade = cells_of(grid, np.arange(100.0, 1000.0), np.ones(900, dtype=bool))
+    assert not any(len(b) == 900 and set(b) == set(decade) for b in blocks)
+    assert any(
+        set(cells_of(grid, np.array([100.0, 399.0]), np.ones(2, dtype=bool))) <= set(b) for b in blocks
+    )
+    p = profile_from_noisy("weight", "integer", grid, counts, 0.0, 23.0, 16, len(values))
+    assert p.meaning == "measurement" and 380 <= p.bins.upper <= 549
+
+
+def test_dp_profile_spreads_a_rest_no_block_shows_below_a_top_code() -> None:
+    # NIST Massachusetts 2019's poverty ratio: 4,400 records top-coded at 501 and 2,800 spread over 0..500 (about
+    # 5.6 per value): at 23 records of noise per cell no part of a decade stands out, but the values between 0
+    # and 501 do together; the rest is spread there (it was written as 501 and N)
+    values = np.concatenate([np.full(4400, 501), np.repeat(np.arange(0, 500), 5), np.arange(0, 500, 2)])
+    grid, counts = _noisy_counts(values)
+    p = profile_from_noisy("ratio", "integer", grid, counts, 0.0, 23.0, 16, len(values))
+    assert p.meaning == "measurement" and 501.0 in p.bins.points
+    assert p.bins.lower <= 10 and 400 <= p.bins.upper <= 501
+    assert "spread evenly between 0 and its exact values" in p.reason
+    # an industry code: one frequent value and 150 rare codes of 12 records each over 170..9920 is no such rest
+    codes = np.concatenate([np.full(2000, 7860), np.repeat(np.arange(170, 9920, 65), 12)])
+    grid, counts = _noisy_counts(codes)
+    assert profile_from_noisy("code", "integer", grid, counts, 0.0, 23.0, 16, len(codes)).meaning == "code"
 
 
 def test_dp_profile_bins_the_rest_of_an_amount_that_is_mostly_a_few_values(spark) -> None:
