@@ -21,6 +21,7 @@ from spark_dpsynth.synthesizers._kernels import ipf
 from spark_dpsynth.synthesizers._model import (
     _ancestral,
     _fit_margins,
+    _informative_triples,
     _rake,
     _rake_pool,
     _truncated_mean,
@@ -174,6 +175,26 @@ def test_raking_meets_every_target_on_a_large_pool():
         key = np.ravel_multi_index(pool[:, list(subset)].T, target.shape)
         got = np.bincount(key, weights=weights, minlength=target.size).reshape(target.shape)
         np.testing.assert_allclose(got, target, atol=2e-3, err_msg=str(subset))
+
+
+def test_a_three_way_table_is_raked_to_when_it_says_more_than_its_margins_and_its_noise():
+    # C = A xor B: every 2-way table of (A, B, C) is uniform, the 3-way table is not; D is independent noise
+    rng = np.random.default_rng(2)
+    a, b, d = rng.integers(0, 2, 4000), rng.integers(0, 2, 4000), rng.integers(0, 3, 4000)
+    records = [(f"a{x}", f"b{y}", f"c{x ^ y}", f"d{z}") for x, y, z in zip(a, b, d, strict=True)]
+    release = release_from_records(records, list("ABCD"), 3)
+    assert _informative_triples(estimate_marginals(release), set()) == []  # its noise is not stated
+    release = _noisy_manifest(release, len(records), 0.0, 0.0)  # stated: none
+    est = estimate_marginals(release)
+    triples = _informative_triples(est, set())
+    assert triples[0] == (0, 1, 2)  # half of its mass is off the maximum-entropy table: TVD .5
+    assert (0, 1, 2) not in _informative_triples(est, {(0, 1, 2)})  # a family is a target already
+    # the same release with a noise of 2,000 records per count: 8 cells x 2,000 x 0.8 / 8,000 > .5, none is kept
+    noisy = _noisy_manifest(release, len(records), 2000.0, 0.0)
+    assert _informative_triples(estimate_marginals(noisy), set()) == []
+    # a model of the exact release rakes to the xor table (the network may hold it as a family already)
+    model = fit_release_model(release)
+    assert (0, 1, 2) in {subset for subset, _ in model.targets}
 
 
 def test_raking_distinct_records_with_multiplicities_gives_the_same_weights():
