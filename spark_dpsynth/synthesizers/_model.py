@@ -53,10 +53,11 @@ Synthesis in ``mode = "model"`` (docs/design.md section 4.1) reads only the rele
 records (at least ``min_pool``) from the network (ancestral sampling), rakes their weights (IPF on record
 weights, Deming and Stephan 1940; "raking", Deville and Sarndal 1992) to every estimated 2-way marginal, to
 the network's 3-way family marginals and to the other estimated 3-way marginals that differ from the
-maximum-entropy table of their 2-way margins by more than their noise (:func:`_informative_triples`: on a large
-table, where the release measures them precisely), and keeps n records by systematic resampling (Kitagawa 1996). As the pool
-grows, the output distribution tends to the I-projection (maximum entropy relative to the network; Csiszar 1975)
-of the network onto the estimated marginals, whatever the partition: partitions differ only by sampling noise.
+maximum-entropy table of their 2-way margins by more than their noise (:func:`_informative_triples`: on a
+large table, where the release measures them precisely), and keeps n records by systematic resampling
+(Kitagawa 1996). As the pool grows, the output distribution tends to the I-projection (maximum entropy
+relative to the network; Csiszar 1975) of the network onto the estimated marginals, whatever the partition:
+partitions differ only by sampling noise.
 
 Privacy: everything here reads the release only (post-processing, docs/design.md sections 1.1 and 4.1).
 """
@@ -65,7 +66,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import special
@@ -185,6 +186,9 @@ class MarginalEstimates:
     """s_1, s_2, s_3: the standard deviation of one noisy count of a k-tuple (records; 0: exact), from the
     manifest's marginals block; empty when it does not state them (a workload release, an SDS aggregates file:
     its noise is not known)."""
+    maxent: dict[Subset, np.ndarray] = field(default_factory=dict)
+    """S -> the maximum-entropy table (probabilities) with the three estimated 2-way margins of every estimated
+    S of size 3: the prior of its estimate in the second pass (module docstring, step 3)."""
 
     @property
     def sizes(self) -> np.ndarray:
@@ -293,6 +297,7 @@ class _Estimator:
         self._number_of_records(float(release.protected_number_of_records), _discrete_laplace_variance(eps_n))
         self.tables: dict[Subset, np.ndarray] = {}
         self.previous: dict[Subset, np.ndarray] = {}
+        self.maxent: dict[Subset, np.ndarray] = {}
 
     # step 2 ---------------------------------------------------------------------------------------------------
     def _number_of_records(self, protected_n: float, var_protected: float) -> None:
@@ -453,6 +458,10 @@ class _Estimator:
             ]
         else:
             priors = ipf([np.full(shape, n / math.prod(shape)) for _, shape in chunk], margins)
+            if pooled:  # fitted to the final 2-way tables
+                for (subset, _), prior in zip(chunk, priors, strict=True):
+                    total = float(prior.sum())
+                    self.maxent[subset] = prior / total if total > 0 else prior
         tables = []
         for (subset, _), prior in zip(chunk, priors, strict=True):
             core = self._core(subset)
@@ -489,6 +498,7 @@ class _Estimator:
             tables=dict(self.tables),
             empty_share=self.empty_share(),
             noise_std=tuple(self.s[k] for k in range(1, _MAX_LENGTH + 1)) if self.noise_known else (),
+            maxent=dict(self.maxent),
         )
 
 
@@ -654,41 +664,21 @@ def _informative_triples(est: MarginalEstimates, families: set[Subset]) -> list[
     margins (IPF, Deming and Stephan 1940) exceeds the expected TVD of their noise, cells x s_3 sqrt(2 / pi) /
     (2 n) (the mean absolute Gaussian error of every cell, in shares), and :data:`_MIN_INFORMATION`; the
     largest excess first, at most :data:`_MAX_EXTRA_TARGETS` (docs/design.md section 4.1). None when the
-    release does not state its noise (no marginals block: a workload release, an SDS aggregates file).
+    release does not state the noise of every length (a workload release, an SDS aggregates file). The
+    maximum-entropy tables are the estimator's own priors (``MarginalEstimates.maxent``), not fitted again.
 
     Raking to them as well as to the 2-way tables and the families carries the higher-order structure that
     the release measures precisely on a large table (the network keeps one family per column); on a small one
     their noise exceeds what they add and none is kept. Post-processing of the release's estimates."""
-    triples = [s for s in est.tables if len(s) == 3 and s not in families]
+    triples = [s for s in est.tables if len(s) == 3 and s not in families and s in est.maxent]
     if not triples or est.number_of_records <= 0 or len(est.noise_std) < 3:
         return []
     s3 = est.noise_std[2]
     n = est.number_of_records
-    maxents: list[np.ndarray] = []
-    start = 0
-    while start < len(triples):  # in batches of at most _BATCH_CELLS cells
-        stop, cells = start, 0
-        while stop < len(triples) and (
-            stop == start or cells + est.tables[triples[stop]].size <= _BATCH_CELLS
-        ):
-            cells += est.tables[triples[stop]].size
-            stop += 1
-        batch = triples[start:stop]
-        maxents += ipf(
-            [np.full(est.tables[s].shape, 1.0 / est.tables[s].size) for s in batch],
-            [
-                [
-                    (axes, est.tables[tuple(s[i] for i in axes)])
-                    for axes in itertools.combinations(range(3), 2)
-                ]
-                for s in batch
-            ],
-        )
-        start = stop
     excess = []
-    for s, maxent in zip(triples, maxents, strict=True):
+    for s in triples:
         table = est.tables[s]
-        information = 0.5 * float(np.abs(table - maxent / max(float(maxent.sum()), 1e-300)).sum())
+        information = 0.5 * float(np.abs(table - est.maxent[s]).sum())
         noise = table.size * s3 * math.sqrt(2.0 / math.pi) / (2.0 * n)
         if information > max(noise, _MIN_INFORMATION):
             excess.append((information - noise, s))
