@@ -107,9 +107,13 @@ class Accounting(enum.StrEnum):
 
 
 TEXT_NUMBERS_EPSILON_PROPORTION = 0.01
-"""The share of epsilon of the DP test of numbers written as text (docs/design.md section 2.8), spent by the
-marginals, workload and class-conditional mechanisms when the table has string columns without a rule of the
-configuration: two noisy counts per such column (its numbers, its other values)."""
+"""The share of epsilon of the DP test of numbers written as text (docs/design.md section 2.8) in its pure-DP
+form (discrete Laplace), spent by the marginals and class-conditional mechanisms when the table has string columns
+without a rule of the configuration: four noisy counts per such column."""
+
+TEXT_NUMBERS_RHO_PROPORTION = 0.01
+"""The share of rho of the same test in its zCDP form (discrete Gaussian, L2 sensitivity sqrt(s) for s columns),
+spent by the workload mechanism (the default) once epsilon is converted to rho (docs/design.md section 2.8)."""
 
 
 def _check_pure_shares(npp: float, *others: tuple[str, float]) -> None:
@@ -509,9 +513,9 @@ class AggregationParams:
     """Q_p, the share of rho spent on the R DP percentiles, in (0, 1)."""
     number_of_records_epsilon_proportion: float = 0.005
     """N_p, the share of epsilon spent on the protected number of records, in (0, 1)."""
-    bins_epsilon_proportion: float = 0.05
-    """B_p, the share of rho spent on DP bin edges, in (0, 1); spent only when a numeric, date or timestamp
-    column has no public bins (docs/design.md section 2.8)."""
+    bins_epsilon_proportion: float = 0.075
+    """B_p, the share of rho spent on the DP profile (code or measurement, range, bin edges), in (0, 1); spent
+    only when a numeric, date or timestamp column has no public bins (docs/design.md section 2.8)."""
     accuracy_mode: AccuracyMode = AccuracyMode.PRIORITIZE_LONG
     """Preset of sigma proportions p_k (see :class:`AccuracyMode`)."""
     sigma_proportions: tuple[float, ...] | None = None
@@ -909,8 +913,8 @@ class WorkloadParams:
     estimation_iterations: int = 50
     """AIM: iterations (>= 1) of the estimator in each round, warm-started from the previous round's model
     (the synthesizer makes its own final fit)."""
-    bins_epsilon_proportion: float = 0.05
-    """B_p in (0, 1): share of rho spent on the DP bin edges of numeric, date and timestamp columns without
+    bins_epsilon_proportion: float = 0.075
+    """B_p in (0, 1): share of rho spent on the DP profile (code or measurement, range, bin edges) of numeric, date and timestamp columns without
     public bins (from ``[aggregate]``; spent only when there is one, docs/design.md section 2.8)."""
     discovery_measurements: bool = False
     """Pass the 1-way discovery's released counts on as partial 1-way measurements (post-processing, no more

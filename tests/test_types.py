@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 
 import numpy as np
 import pytest
@@ -14,8 +15,12 @@ from pyspark.sql import functions as F
 from spark_dpsynth.data.prepare import synthetic_for_release
 from spark_dpsynth.data.session import SQL_DEFAULTS, _with_sql_defaults
 from spark_dpsynth.data.types import (
+    BLOCK_LEVELS,
+    ColumnType,
     _standing_blocks,
+    _Sums,
     apply_profiles,
+    block_tree,
     cell_key,
     cells_of,
     column_types,
@@ -35,6 +40,7 @@ from spark_dpsynth.mechanisms._profile import (
     dp_profiles,
     profile_parts,
     profile_sigma,
+    profile_units,
     spend_exact_values,
 )
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
@@ -125,7 +131,7 @@ def _profile(spark, rows, schema, **kw):
         "column_profile",
         1.0,
         "profile",
-        sigma=profile_sigma(1.0, len(columns), parts - len(columns)),
+        sigma=profile_sigma(1.0, profile_units(types, columns)),
         parts=parts,
     )
     return dp_profiles(numeric_view(df, types), types, columns, kw.get("n_bins", 16), len(rows), acct)
@@ -172,7 +178,7 @@ def _exact(spark, rows, schema, n_bins=16):
     acct = Accountant(10.0, 1e-6, noise=NoNoise())
     acct.set_rho(2.0)
     parts = profile_parts(types, columns)
-    sigma = profile_sigma(1.0, len(columns), parts - len(columns))
+    sigma = profile_sigma(1.0, profile_units(types, columns))
     acct.spend_rho("column_profile", 1.0, "profile", sigma=sigma, parts=parts)
     profiles = dp_profiles(df, types, columns, n_bins, len(rows), acct)
     spend_exact_values(acct, 5e-7, rho=1.0)
@@ -266,6 +272,52 @@ def _noisy_counts(values: np.ndarray, scale: str = "integer") -> tuple:
     return grid, np.bincount(cells, minlength=grid.size).astype(np.float64)
 
 
+def _block_counts(grid, counts: np.ndarray) -> np.ndarray:
+    """The true count of every block of the grid's :func:`block_tree`, from its cells' counts."""
+    tree = block_tree(grid.scale)
+    running = np.r_[0.0, np.cumsum(counts[np.flatnonzero(grid.possible[: grid.null_cell])])]
+    return running[tree[:, 1]] - running[tree[:, 0]]
+
+
+def test_the_block_tree_halves_each_block_of_magnitude_three_times() -> None:
+    grid = profile_grid("integer")
+    cells = np.flatnonzero(grid.possible[: grid.null_cell])
+    tree = block_tree("integer")
+    covered = np.zeros(len(cells), dtype=np.int64)
+    for a, b in tree:
+        covered[a:b] += 1
+    # every value lies in one block per level, at most BLOCK_LEVELS; the blocks of magnitude cover every cell
+    assert covered.min() >= 1 and covered.max() == BLOCK_LEVELS == 4
+    decade = cells_of(grid, np.array([100.0, 999.0]), np.ones(2, dtype=bool))
+    first, last = np.searchsorted(cells, decade)
+    assert [first, last + 1] in tree.tolist()  # the decade 100..999
+    assert [first, first + 450] in tree.tolist() and [
+        first + 787,
+        last + 1,
+    ] in tree.tolist()  # a half, an eighth
+    assert len(block_tree("date")) > len(tree)  # 32 days a block on the date scales
+
+
+def test_dp_profile_reads_a_thin_tail_from_its_measured_blocks() -> None:
+    # person weights at epsilon 1 on a small table: 3,000 records over 100..699 beside 6,000 over 10..99, 100
+    # records of noise per cell; the decade 100..999 sums 900 cells' noise (100 x 30 x 4.6, far above 3,000),
+    # its measured count carries 300: the range reaches into it with the blocks (into its second half, where the
+    # tail's last 750 records lie, too few to place more finely), and ends at 99 without them
+    values = np.concatenate([np.repeat(np.arange(10, 100), 66), np.repeat(np.arange(100, 700), 5)])
+    grid, counts = _noisy_counts(values)
+    blocks = _block_counts(grid, counts)
+    plain = profile_from_noisy("weight", "integer", grid, counts, 0.0, 100.0, 16, len(values))
+    assert plain.bins is not None and plain.bins.upper <= 100
+    measured = profile_from_noisy(
+        "weight", "integer", grid, counts, 0.0, 100.0, 16, len(values), blocks=blocks, block_sigma=300.0
+    )
+    assert measured.meaning == "measurement" and 550 <= measured.bins.upper <= 999
+    with pytest.raises(InvalidParameterError, match="block counts"):
+        profile_from_noisy(
+            "weight", "integer", grid, counts, 0.0, 100.0, 16, 9, blocks=blocks[:5], block_sigma=3.0
+        )
+
+
 def test_dp_profile_ends_the_range_at_a_top_code() -> None:
     # a poverty ratio: whole numbers 0..500, about 12 records each, a third of the records top-coded at 501; with
     # a noise of 25 records per cell no value but 501 stands out, and the block 100..999 was spread evenly up to
@@ -291,7 +343,9 @@ def test_dp_profile_finds_a_thin_tail_in_part_of_a_decade() -> None:
     values = np.concatenate([np.repeat(np.arange(10, 100), 50), np.repeat(np.arange(100, 400), 10)])
     grid, counts = _noisy_counts(values)
     cells = np.flatnonzero(grid.possible[: grid.null_cell])
-    blocks = _standing_blocks(grid, counts, cells, 23.0, 5.3, 5.3)
+    present = counts.copy()
+    present[grid.null_cell] = 0.0
+    blocks = _standing_blocks(grid, counts, cells, _Sums(grid, cells, present, 23.0, 5.3), 5.3)
     decade = cells_of(grid, np.arange(100.0, 1000.0), np.ones(900, dtype=bool))
     assert not any(len(b) == 900 and set(b) == set(decade) for b in blocks)
     assert any(
@@ -323,7 +377,8 @@ def test_dp_profile_bins_the_rest_of_an_amount_that_is_mostly_a_few_values(spark
     rows = [(0,)] * 3840 + [(1902,)] * 60 + [(1977,)] * 40 + [(int(v),) for v in rng.integers(1, 4000, 125)]
     p = _profile(spark, rows, "loss int")["loss"]
     assert p.meaning == "measurement" and {0.0, 1902.0, 1977.0}.issubset(set(p.bins.points))
-    assert 0 <= p.bins.lower and p.bins.upper <= 4000
+    # the range ends inside the measured block that holds the largest value: 3250..4374, an eighth of a decade
+    assert 0 <= p.bins.lower and 3250 <= p.bins.upper <= 4374
 
 
 def test_dp_profile_measures_the_shape_inside_its_bins(spark) -> None:
@@ -382,9 +437,15 @@ def test_dp_profile_dates_are_measurements_inside_their_range(spark) -> None:
 
 
 def test_dp_profile_noise_is_charged_and_scaled_by_the_columns() -> None:
-    # one cell per column, plus one count of values that are not whole numbers per real column
-    assert profile_sigma(0.5, 4, 0) == pytest.approx(2.0)
-    assert profile_sigma(0.5, 4, 4) == pytest.approx(np.sqrt(8.0))
+    # one cell per column, plus one count of values that are not whole numbers per real column, plus the
+    # blocks: at most 4 per record and column, each with 3 times the cells' noise (4/9 of a cell's units)
+    assert profile_sigma(0.5, 4.0) == pytest.approx(2.0)
+    ints = {c: ColumnType(c, "int", True, "integer") for c in "ab"}
+    reals = {c: ColumnType(c, "double", True, "real") for c in "ab"}
+    assert profile_units(ints, ("a", "b"), blocks=False) == pytest.approx(2.0)
+    assert profile_units(reals, ("a", "b"), blocks=False) == pytest.approx(4.0)
+    assert profile_units(ints, ("a", "b")) == pytest.approx(2.0 * (1.0 + 4.0 / 9.0))
+    assert profile_parts(reals, ("a", "b")) == 6 and profile_parts(reals, ("a", "b"), blocks=False) == 4
 
 
 def test_split_budget_charges_the_profile_in_rho() -> None:
@@ -393,7 +454,7 @@ def test_split_budget_charges_the_profile_in_rho() -> None:
     profiled = split_budget(params, 1e-6, 6)
     assert plain.bins_rho == 0 and "column_profile" not in {s.name for s in plain.budget.shares}
     share = profiled.budget.share("column_profile")
-    assert share.rho == pytest.approx(0.05 * profiled.rho) and "6 numeric column(s)" in share.mechanism
+    assert share.rho == pytest.approx(0.075 * profiled.rho) and "6 numeric column(s)" in share.mechanism
     assert profiled.profile_columns == 6
     assert profiled.zcdp_spent() == pytest.approx(profiled.rho)
     assert profiled.sigma > plain.sigma
@@ -679,7 +740,7 @@ def test_workload_and_pgm_give_back_the_input_schema(spark) -> None:
     assert m["column_types"]["age"]["bins"]["source"] == "config"
     assert m["column_types"]["x"]["bins"]["source"] == "dp_profile"
     share = m.budget.share("column_profile")
-    assert share.rho == pytest.approx(m["rho"] * 0.05) and m["profile_columns"] == 1
+    assert share.rho == pytest.approx(m["rho"] * 0.075) and m["profile_columns"] == 1
     assert sum(s["rho"] or 0.0 for s in m["budget"]["shares"]) == pytest.approx(m["rho"], rel=1e-9)
     synthetic = pgm.sample(release, SynthesisParams(partitions=2, seed=1), spark)
     typed = restore_types(synthetic, m, seed=1)
@@ -936,6 +997,13 @@ def test_dp_text_numbers_finds_the_columns_of_numbers_written_as_text(spark) -> 
     acct = Accountant(4.0, 1e-6, noise=NoNoise())
     spend_text_numbers(acct, 1)
     assert dp_text_numbers(ratios, ("ratio",), acct) == {"ratio": "real"}
+    # the zCDP form (the workload mechanism): a share of rho, discrete Gaussian of std sigma sqrt(s)
+    acct = Accountant(4.0, 1e-6, noise=NoNoise())
+    acct.set_rho(1.0)
+    assert spend_text_numbers(acct, len(candidates), rho=0.01) == pytest.approx(0.01)
+    assert acct.right("text_numbers").sigma == pytest.approx(math.sqrt(50.0))
+    assert acct.share("text_numbers").epsilon is None
+    assert dp_text_numbers(df, candidates, acct) == {"income": "integer"}
     typed = with_text_numbers(types, {"income": "real", "status": "integer"})
     assert typed["income"].scale == "real" and typed["income"].type == "string"
     assert typed["status"].scale == "integer"
@@ -948,7 +1016,9 @@ def test_dp_exact_values_keep_the_text_values_of_numbers_written_as_text(spark) 
     types = with_text_numbers(column_types(df.schema, DataConfig(columns=("income",))), {"income": "real"})
     acct = Accountant(10.0, 1e-6, noise=NoNoise())
     acct.set_rho(2.0)
-    acct.spend_rho("column_profile", 1.0, "profile", sigma=profile_sigma(1.0, 1, 1), parts=2)
+    acct.spend_rho(
+        "column_profile", 1.0, "profile", sigma=profile_sigma(1.0, profile_units(types, ("income",))), parts=3
+    )
     profiles = dp_profiles(df, types, ("income",), 16, len(rows), acct)
     assert profiles["income"].meaning == "measurement"  # a measurement of its numbers, "N" left aside
     assert exact_value_targets(types, profiles) == ("income",)  # its text values: only this step sees them
@@ -989,7 +1059,9 @@ def test_the_mechanisms_profile_numbers_written_as_text(spark) -> None:
         WorkloadParams(epsilon=4.0, reporting_length=2, selection="mst", seed=3, estimation_iterations=20),
         DataConfig(),
     )
-    assert workload.manifest.budget.share("text_numbers").epsilon == pytest.approx(0.04)
+    # the workload mechanism: the test in its zCDP form, 1% of the budget's rho (discrete Gaussian)
+    share = workload.manifest.budget.share("text_numbers")
+    assert share.epsilon is None and share.rho == pytest.approx(0.01 * workload.manifest.budget.rho)
     check_release(workload)
     synthetic = pgm.sample(workload, SynthesisParams(partitions=2, seed=1), spark)
     out = restore_types(synthetic, workload.manifest, seed=1).toPandas()

@@ -24,6 +24,7 @@ noisy counts: post-processing of the DP profile (docs/design.md sections 2.3 and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 from collections.abc import Mapping
@@ -38,11 +39,14 @@ from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.params import BinSpec, DataConfig
 
 __all__ = [
+    "BLOCK_LEVELS",
+    "BLOCK_NOISE",
     "SCALES",
     "ColumnType",
     "MEANINGS",
     "ColumnProfile",
     "apply_profiles",
+    "block_tree",
     "candidate_grid",
     "exact_value_targets",
     "profile_with_exact_values",
@@ -468,8 +472,7 @@ def _signal_weights(
     rest: np.ndarray,
     cells: np.ndarray,
     threshold: float,
-    sigma: float,
-    level: float,
+    sums: _Sums,
     gaussian: float,
     block_gaussian: float,
 ) -> np.ndarray:
@@ -494,21 +497,30 @@ def _signal_weights(
         # would each stand out), halve the members: a half that stands out gets its share and is halved in
         # turn, a half that does not gets its own noisy excess (if positive) evenly; the amount is spread evenly
         # over the values of the parts that are left (a thin tail of amounts between 10,000 and 900,000 is not
-        # spread up to 999,999).
-        while len(members) >= 2 and amount > 2.0 * _sum_threshold(len(members), sigma, level, gaussian):
+        # spread up to 999,999). Halves whose records the profile measured as blocks are always tested: their
+        # noise does not add up over their cells, and a half that does not stand out keeps its own excess.
+        while len(members) >= 2 and (
+            amount > 2.0 * sums.left(members, rest - weights, gaussian)[1] or sums.halves_measured(members)
+        ):
             halves = (members[: len(members) // 2], members[len(members) // 2 :])
-            excess = [float(rest[h].sum()) - float(weights[h].sum()) for h in halves]
-            stands = [
-                e > _sum_threshold(len(h), sigma, level, gaussian)
-                for e, h in zip(excess, halves, strict=True)
-            ]
+            # measured halves are blocks of the tree, tested at the blocks' level (:func:`_block_level`)
+            measured = sums.halves_measured(members)
+            level = block_gaussian if measured else gaussian
+            left = [sums.left(h, rest - weights, level) for h in halves]
+            excess = [e for e, _ in left]
+            stands = [e > needed for e, needed in left]
+            sums.stood += [h for h, up in zip(halves, stands, strict=True) if up]
             if all(stands):
                 total = excess[0] + excess[1]
                 spread(halves[0], amount * excess[0] / total)
                 members, amount = halves[1], amount * excess[1] / total
             elif any(stands):
-                other = halves[1 - stands.index(True)]
-                kept = min(max(excess[1 - stands.index(True)], 0.0), amount)
+                i = 1 - stands.index(True)
+                other = halves[i]
+                # a measured half keeps its excess beyond one std of its noise (shrunk: a half without records
+                # keeps its positive noise otherwise, spread evenly over it, and the range ran past the data)
+                shrink = left[i][1] / level if measured else 0.0
+                kept = min(max(excess[i] - shrink, 0.0), amount)
                 if kept > 0:
                     even(other, kept)
                 members, amount = halves[stands.index(True)], amount - kept
@@ -516,8 +528,10 @@ def _signal_weights(
                 break
         even(members, amount)
 
-    for members in _standing_blocks(grid, rest, cells, sigma, level, block_gaussian):
-        amount = float(rest[members].sum()) - float(weights[members].sum())
+    sums.stood = []
+    for members in _standing_blocks(grid, rest, cells, sums, block_gaussian):
+        sums.stood.append(members)
+        amount = sums.left(members, rest - weights, block_gaussian)[0]
         if amount > 0:
             spread(members, amount)
     return weights
@@ -543,8 +557,7 @@ def _inside_spikes(
     present: np.ndarray,
     standing: np.ndarray,
     heavy: float,
-    sigma: float,
-    level: float,
+    sums: _Sums,
     gaussian: float,
 ) -> np.ndarray:
     """``span`` (cells in value order where the profile places the column's records) without its cells beyond
@@ -552,16 +565,26 @@ def _inside_spikes(
     ``heavy`` records (a spike: a top or bottom code) and the noisy sum of those cells does not stand out of its
     noise (:func:`_sum_threshold`; docs/design.md section 2.8). A block of magnitude spread evenly
     (:func:`_signal_weights`) ends at the block's edge, not at the data's: NIST's poverty ratio, whose largest
-    value 501 holds about a third of its records, was drawn up to 658. Post-processing of the noisy profile."""
+    value 501 holds about a third of its records, was drawn up to 658. A side where a block or half stood out
+    in the last :func:`_signal_weights` (``sums.stood``) is never empty: the sum of the cells next to a spike
+    carries the noise of every cell, a measured block's does not. Post-processing of the noisy profile."""
     if len(span) == 0 or len(standing) == 0:
         return span
 
     def empty_beyond(edge: int, beyond: np.ndarray) -> bool:
-        return (
-            len(beyond) > 0
-            and present[edge] >= heavy
-            and float(present[beyond].sum()) <= _sum_threshold(len(beyond), sigma, level, gaussian)
-        )
+        if len(beyond) == 0 or present[edge] < heavy:
+            return False
+        # a block or half that stood out on that side of the spike: records are there
+        above = beyond[0] > edge
+        if any((m[0] > edge) if above else (m[-1] < edge) for m in sums.stood):
+            return False
+        # every cell between the spike and the span's end, those the span leaves out as well
+        if beyond[0] > edge:
+            run = sums.cells[(sums.cells > edge) & (sums.cells <= beyond[-1])]
+        else:
+            run = sums.cells[(sums.cells >= beyond[0]) & (sums.cells < edge)]
+        value, needed = sums.left(run, present, gaussian)
+        return value <= needed
 
     top, bottom = int(standing[-1]), int(standing[0])
     hi = top if empty_beyond(top, span[span > top]) else span[-1]
@@ -625,26 +648,137 @@ def _block_level(grid: ProfileGrid) -> float:
     return float(norm.isf(_SIGNAL_FALSE_POSITIVE / max(blocks, 1)))
 
 
+BLOCK_LEVELS = _BLOCK_DEPTH + 1
+"""The levels of the block tree (:func:`block_tree`): a value lies in at most this many of its blocks."""
+
+BLOCK_NOISE = 3.0
+"""The std of a block's measured count in units of a cell's (kappa): the profile measures every block of
+:func:`block_tree` with kappa times the cells' noise, so that the blocks cost BLOCK_LEVELS / kappa^2 of what the
+cells cost (docs/design.md section 2.8)."""
+
+
+@functools.lru_cache(maxsize=8)
+def block_tree(scale: str) -> np.ndarray:
+    """The blocks of a scale's profile grid (public, independent of any data), int64 (B, 2): each row the
+    [start, stop) positions of a block in the grid's possible cells below the empty cell (value order): every
+    block of magnitude (:meth:`ProfileGrid.block_keys`) and its halves by cells, and theirs, down to
+    :data:`_BLOCK_DEPTH` halvings; blocks of magnitude in value order, each followed by its halves level by
+    level. A value lies in at most :data:`BLOCK_LEVELS` of them."""
+    grid = profile_grid(scale)
+    cells = np.flatnonzero(grid.possible[: grid.null_cell])
+    keys = grid.block_keys(cells)
+    bounds = np.flatnonzero(np.diff(keys)) + 1
+    out: list[tuple[int, int]] = []
+    for a0, b0 in zip(np.r_[0, bounds], np.r_[bounds, len(cells)], strict=True):
+        todo = [(int(a0), int(b0), 0)]
+        while todo:
+            a, b, depth = todo.pop(0)
+            out.append((a, b))
+            if depth < _BLOCK_DEPTH and b - a >= 2:
+                h = a + (b - a) // 2
+                todo += [(a, h, depth + 1), (h, b, depth + 1)]
+    return np.array(out, dtype=np.int64)
+
+
+class _Sums:
+    """How many of a run of cells' records are left, and the level that must pass to stand out of its noise. With
+    the blocks of :func:`block_tree` measured, a run of consecutive cells is cut into the largest measured blocks
+    it holds and single cells (the canonical cover of a range in a hierarchical histogram): each block's own noisy
+    count (noise kappa sigma, plus that of the cells already taken out of it) and each cell's; else (and for
+    cells that are not consecutive) the sum of the cells' noisy counts (:func:`_sum_threshold`). Post-processing
+    of the noisy profile."""
+
+    def __init__(
+        self,
+        grid: ProfileGrid,
+        cells: np.ndarray,
+        present: np.ndarray,
+        sigma: float,
+        level: float,
+        blocks: np.ndarray | None = None,
+        block_sigma: float = 0.0,
+    ) -> None:
+        self.cells, self.present, self.sigma, self.level = cells, present, sigma, level
+        self.blocks, self.block_sigma = blocks, block_sigma
+        self.index: dict[tuple[int, int], int] = {}
+        self.by_start: dict[int, list[tuple[int, int]]] = {}
+        if blocks is not None:
+            tree = block_tree(grid.scale)
+            if len(blocks) != len(tree):
+                raise InvalidParameterError(
+                    f"{len(blocks)} block counts for the {len(tree)} blocks of the grid"
+                )
+            self.index = {(int(a), int(b)): i for i, (a, b) in enumerate(tree)}
+            for (a, b), i in self.index.items():
+                self.by_start.setdefault(a, []).append((b, i))
+            for runs in self.by_start.values():
+                runs.sort(reverse=True)  # the largest block first
+        self.starts = np.array(sorted(self.by_start), dtype=np.int64)
+        self.stood: list[np.ndarray] = []
+        """The runs of cells that stood out in the last :func:`_signal_weights` (blocks and their halves)."""
+
+    def _node(self, members: np.ndarray) -> int | None:
+        if not self.index or len(members) == 0:
+            return None
+        a = int(np.searchsorted(self.cells, members[0]))
+        return self.index.get((a, a + len(members)))
+
+    def halves_measured(self, members: np.ndarray) -> bool:
+        """True when both halves of ``members`` (by cells) are measured blocks."""
+        half = len(members) // 2
+        return half >= 1 and self._node(members[:half]) is not None and self._node(members[half:]) is not None
+
+    def left(self, members: np.ndarray, current: np.ndarray, gaussian: float) -> tuple[float, float]:
+        """(the noisy count of the records of ``members`` still in ``current``, the level it must pass at the
+        Gaussian quantile ``gaussian``); ``current`` is the noisy cells less what was taken out of them."""
+        plain = (
+            float(current[members].sum()),
+            float(_sum_threshold(len(members), self.sigma, self.level, gaussian)),
+        )
+        if not self.index or len(members) == 0:
+            return plain
+        a = int(np.searchsorted(self.cells, members[0]))
+        b = a + len(members)
+        if b > len(self.cells) or self.cells[b - 1] != members[-1]:
+            return plain  # not consecutive cells
+        assert self.blocks is not None
+        value, variance, used, p = 0.0, 0.0, False, a
+        while p < b:
+            node = next(((stop, i) for stop, i in self.by_start.get(p, ()) if stop <= b), None)
+            if node is not None:
+                stop, i = node
+                run = self.cells[p:stop]
+                taken = self.present[run] - current[run]
+                value += float(self.blocks[i]) - float(taken.sum())
+                variance += self.block_sigma**2 + self.sigma**2 * np.count_nonzero(taken)
+                used, p = True, stop
+                continue
+            k = int(np.searchsorted(self.starts, p, side="right"))
+            stop = min(int(self.starts[k]) if k < len(self.starts) else b, b)
+            run = self.cells[p:stop]
+            value += float(current[run].sum())
+            variance += self.sigma**2 * len(run)
+            p = stop
+        return (value, math.sqrt(variance) * gaussian) if used else plain
+
+
 def _standing_blocks(
-    grid: ProfileGrid,
-    rest: np.ndarray,
-    cells: np.ndarray,
-    sigma: float,
-    level: float,
-    gaussian: float,
+    grid: ProfileGrid, rest: np.ndarray, cells: np.ndarray, sums: _Sums, gaussian: float
 ) -> list[np.ndarray]:
-    """The blocks whose summed noisy count stands out of its noise (:func:`_sum_threshold` at ``gaussian``, the
-    blocks' level :func:`_block_level`), as arrays of cells in value order, the blocks in value order: each block
-    of magnitude (each decade of |x| on each side of 0, and 0; 32 days on the date scales) that stands out, and
-    of one that does not, its halves (by cells) that stand out, and of a half that does not, its halves, down to
-    :data:`_BLOCK_DEPTH` halvings. The blocks do not overlap; post-processing."""
+    """The blocks whose records stand out of their noise (``sums``, at ``gaussian``, the blocks' level
+    :func:`_block_level`), as arrays of cells in value order, the blocks in value order: each block of magnitude
+    (each decade of |x| on each side of 0, and 0; 32 days on the date scales) that stands out, and of one that
+    does not, its halves (by cells) that stand out, and of a half that does not, its halves, down to
+    :data:`_BLOCK_DEPTH` halvings (the blocks of :func:`block_tree`). The blocks do not overlap;
+    post-processing."""
     keys = grid.block_keys(cells)
     found: list[np.ndarray] = []
     for k in np.unique(keys):
         todo = [(cells[keys == k], 0)]
         while todo:
             members, depth = todo.pop()
-            if float(rest[members].sum()) > _sum_threshold(len(members), sigma, level, gaussian):
+            value, needed = sums.left(members, rest, gaussian)
+            if value > needed:
                 found.append(members)
             elif depth < _BLOCK_DEPTH and len(members) >= 2:
                 half = len(members) // 2
@@ -663,6 +797,8 @@ def profile_from_noisy(
     n_bins: int,
     protected_n: int,
     laplace: bool = False,
+    blocks: np.ndarray | None = None,
+    block_sigma: float = 0.0,
 ) -> ColumnProfile:
     """Decide one column from its noisy profile: a code or a measurement (docs/design.md section 2.8).
 
@@ -677,6 +813,12 @@ def profile_from_noisy(
         n_bins: the number of quantile bins of a measurement (``DataConfig.dp_bins``).
         protected_n: n', the protected number of records.
         laplace: the cells' noise is Laplace (its tail sets the threshold), else Gaussian.
+        blocks: float64 (B,) noisy count of every block of :func:`block_tree` (its order), or None when the
+            profile did not measure them (a block's records are then the sum of its cells' noisy counts).
+        block_sigma: the blocks' noise std, in records (kappa sigma, :data:`BLOCK_NOISE`).
+
+    Raises:
+        InvalidParameterError: ``blocks`` is not one count per block of the scale's tree.
 
     Returns:
         The :class:`ColumnProfile` (see :func:`spark_dpsynth.mechanisms._profile.dp_profiles` for what a code
@@ -713,9 +855,10 @@ def profile_from_noisy(
         return code
     present = noisy.copy()
     present[grid.null_cell] = 0.0
-    weights = _signal_weights(grid, present, cells, threshold, sigma, level, gaussian, block_gaussian)
+    sums = _Sums(grid, cells, present, sigma, level, blocks, block_sigma)
+    weights = _signal_weights(grid, present, cells, threshold, sums, gaussian, block_gaussian)
     span = _trimmed(cells[weights[cells] > 0], weights, 1.0 / (4 * n_bins))
-    span = _inside_spikes(span, present, standing, half_bin * non_empty, sigma, level, gaussian)
+    span = _inside_spikes(span, present, standing, half_bin * non_empty, sums, gaussian)
     whole = _whole_number_range(grid, present, span, half_bin * non_empty)
     small_range = numeric and whole is not None and 2 <= whole[1] - whole[0] + 1 <= MAX_CODE_RANGE
     # a few values hold almost every record and the rest is more than noise (an amount that is mostly 0 and a
@@ -746,9 +889,9 @@ def profile_from_noisy(
         # cells that stand out alone, and blocks of magnitude that stand out together (a thin tail of amounts):
         # the rest's mass is read from them only, so that the noise of thousands of empty cells does not
         # swamp it (Adult's capital_gain beyond 0: about 8% of the records over 7,000 whole numbers)
-        rest = _signal_weights(grid, rest, cells, threshold, sigma, level, gaussian, block_gaussian)
+        rest = _signal_weights(grid, rest, cells, threshold, sums, gaussian, block_gaussian)
         signal = _trimmed(cells[rest[cells] > 0], rest, 1.0 / (4 * n_bins))
-        inside = _inside_spikes(signal, present, standing, half_bin * non_empty, sigma, level, gaussian)
+        inside = _inside_spikes(signal, present, standing, half_bin * non_empty, sums, gaussian)
         rest = _moved_inside(rest, grid.sizes, signal, inside)
         signal = inside
         if few and len(signal) < 2:
@@ -772,11 +915,12 @@ def profile_from_noisy(
             # stays a code (docs/design.md section 2.8)
             zero = int(cells_of(grid, np.array([0.0]), np.array([True]))[0])
             a, b = min(zero, int(standing[0])), max(zero, int(standing[-1]))
-            span = cells[(cells >= a) & (cells <= b)]
-            span = span[~np.isin(span, spikes) & (grid.sizes[span] > 0)]
-            if len(span) >= 2 and float(present[span].sum()) > _sum_threshold(
-                len(span), sigma, level, block_gaussian
-            ):
+            run = cells[(cells >= a) & (cells <= b)]
+            span = run[~np.isin(run, spikes) & (grid.sizes[run] > 0)]
+            without_spikes = present.copy()
+            without_spikes[spikes] = 0.0
+            value, needed = sums.left(run, without_spikes, block_gaussian)
+            if len(span) >= 2 and value > needed:
                 rest = np.zeros_like(rest)
                 rest[span] = unplaced * grid.sizes[span] / float(grid.sizes[span].sum())
                 signal = span

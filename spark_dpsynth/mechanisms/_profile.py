@@ -4,7 +4,7 @@ each such column is decided a code or a measurement with DP bins (docs/design.md
 :func:`dp_profiles` counts, on Spark, the cells of every profiled column on its scale's public grid
 (:func:`spark_dpsynth.data.types.profile_grid`), draws the noise on every possible cell, and hands the noisy
 histogram to :func:`spark_dpsynth.data.types.profile_from_noisy` (post-processing). :func:`profile_sigma` is the
-noise scale of the Gaussian mechanism, :func:`profile_parts` the number of its draws. Used by the marginals,
+noise scale of the Gaussian mechanism (from :func:`profile_units`), :func:`profile_parts` the number of its draws. Used by the marginals,
 workload and class-conditional mechanisms, which spend the profile's share of the budget (``column_profile``) in
 the release's accountant; the noise is drawn through that share.
 """
@@ -21,8 +21,11 @@ from pyspark.sql import functions as F
 
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.data.types import (
+    BLOCK_LEVELS,
+    BLOCK_NOISE,
     ColumnProfile,
     ColumnType,
+    block_tree,
     cell_key,
     cells_of,
     exact_value_targets,
@@ -48,6 +51,7 @@ __all__ = [
     "dp_profiles",
     "profile_parts",
     "profile_sigma",
+    "profile_units",
     "spend_exact_values",
     "spend_text_numbers",
     "text_numbers_step",
@@ -61,19 +65,30 @@ generated code of the projection exceeds the JVM's 64 KB method limit on UCI Adu
 falls back to interpreted evaluation and logs the compiler's error, 2026-11-26); 4 fit."""
 
 
-def profile_sigma(rho: float, columns: int, fractional: int) -> float:
-    """The noise scale of a DP profile of ``columns`` columns, ``fractional`` of them on the real scale, at
-    ``rho``: one record adds one to one cell of each column and, on a real column, possibly one to its count of
-    values that are not whole numbers, so the L2 sensitivity is sqrt(columns + fractional), and the Gaussian
-    mechanism with sigma = sqrt((columns + fractional) / (2 rho)) is rho-zCDP (Bun and Steinke 2016,
-    Proposition 1.6)."""
-    return math.sqrt((columns + fractional) / (2.0 * rho))
+def profile_units(types: Mapping[str, ColumnType], columns: tuple[str, ...], blocks: bool = True) -> float:
+    """The squared L2 sensitivity of a DP profile of ``columns``, in units of the cells' noise: one record adds
+    one to one cell of each column (1 each), possibly one to a real column's count of values that are not whole
+    numbers (1 each) and, with ``blocks`` (the zCDP profile), one to at most
+    :data:`~spark_dpsynth.data.types.BLOCK_LEVELS` blocks of each column's
+    :func:`~spark_dpsynth.data.types.block_tree`, whose counts get kappa =
+    :data:`~spark_dpsynth.data.types.BLOCK_NOISE` times the cells' noise (BLOCK_LEVELS / kappa^2 each)."""
+    fractional = sum(1 for c in columns if types[c].scale == "real")
+    per_column = 1.0 + (BLOCK_LEVELS / (BLOCK_NOISE * BLOCK_NOISE) if blocks else 0.0)
+    return len(columns) * per_column + fractional
 
 
-def profile_parts(types: Mapping[str, ColumnType], columns: tuple[str, ...]) -> int:
-    """The draws of a DP profile of ``columns``: one histogram per column and, on a real column, one count of the
-    values that are not whole numbers (the columns + fractional of :func:`profile_sigma`)."""
-    return len(columns) + sum(1 for c in columns if types[c].scale == "real")
+def profile_sigma(rho: float, units: float) -> float:
+    """The cells' noise std of a DP profile at ``rho`` whose squared L2 sensitivity is ``units`` cell-noise units
+    (:func:`profile_units`): the Gaussian mechanism with std sigma on the cells and kappa sigma on the blocks is
+    units / (2 sigma^2)-zCDP (Bun and Steinke 2016, Proposition 1.6, summed over its queries), so sigma =
+    sqrt(units / (2 rho))."""
+    return math.sqrt(units / (2.0 * rho))
+
+
+def profile_parts(types: Mapping[str, ColumnType], columns: tuple[str, ...], blocks: bool = True) -> int:
+    """The draws of a DP profile of ``columns``: one histogram per column, on a real column one count of the values
+    that are not whole numbers, and with ``blocks`` one vector of block counts per column."""
+    return len(columns) * (2 if blocks else 1) + sum(1 for c in columns if types[c].scale == "real")
 
 
 def dp_profiles(
@@ -94,9 +109,10 @@ def dp_profiles(
         n_bins: the number of quantile bins of a measurement (``DataConfig.dp_bins``), >= 2.
         protected_n: n', the protected number of records (already drawn).
         acct: the release's accountant, where the caller spent ``share`` for :func:`profile_parts` draws: a
-            zCDP share with the Gaussian's sigma (:func:`profile_sigma`), or, for a mechanism accounted in pure
-            DP (the class-conditional one), a pure share of epsilon: the noise is then discrete Laplace of scale
-            (columns + real columns) / epsilon (the L1 sensitivity), epsilon-DP [DMNS06].
+            zCDP share with the Gaussian's sigma (:func:`profile_sigma`; the blocks are measured), or, for a
+            mechanism accounted in pure DP (the class-conditional one), a pure share of epsilon for the parts
+            without blocks: the noise is then discrete Laplace of scale (columns + real columns) / epsilon (the
+            L1 sensitivity), epsilon-DP [DMNS06], and no block is measured.
         share: the name of that share.
 
     Raises:
@@ -120,20 +136,26 @@ def dp_profiles(
         whole numbers; at most 2 x len(points) + 2 keys per column reach the driver. Every possible cell of every
         column gets noise drawn through ``share``, the cells without records included: discrete Gaussian with
         sigma = :func:`profile_sigma` (rho-zCDP for the whole profile; docs/design.md section 2.8), or discrete
-        Laplace (epsilon-DP). Everything after the noise (the threshold, the shares, the range, the quantiles) is post-processing.
-        Nothing true is logged or returned.
+        Laplace (epsilon-DP). Under zCDP the count of every block of
+        :func:`~spark_dpsynth.data.types.block_tree` (a sum of the true cells, on the driver) gets discrete
+        Gaussian noise of std kappa sigma (:data:`~spark_dpsynth.data.types.BLOCK_NOISE`): a hierarchical
+        histogram (Hay, Rastogi, Miklau, Suciu, "Boosting the accuracy of differentially private histograms
+        through consistency", VLDB 2010; Qardaji, Yang, Li, "Understanding hierarchical methods for
+        differentially private histograms", VLDB 2013), whose block counts have a noise that does not grow with
+        the block's cells. Everything after the noise (the threshold, the shares, the range, the quantiles) is
+        post-processing. Nothing true is logged or returned.
     """
     if not columns:
         return {}
     grids = {s: profile_grid(s) for s in {types[c].scale for c in columns}}
     fractional = [c for c in columns if types[c].scale == "real"]
     right = acct.right(share)
-    parts = profile_parts(types, columns)
+    laplace = right.sigma is None
+    parts = profile_parts(types, columns, blocks=not laplace)
     if right.parts != parts:
         raise InvalidParameterError(
             f"the share {share!r} pays for {right.parts} draws, the profile makes {parts}"
         )
-    laplace = right.sigma is None
     if laplace:
         assert right.epsilon is not None
         sigma = (
@@ -145,8 +167,8 @@ def dp_profiles(
     else:
         sigma = right.sigma
 
-        def draw(true: np.ndarray) -> np.ndarray:
-            return acct.gaussian(share, true)
+        def draw(true: np.ndarray, scale: float = 1.0) -> np.ndarray:
+            return acct.gaussian(share, true, scale)
 
     by_column: dict[int, list[tuple[float, bool, bool, int]]] = {}
     # Columns in passes of PROFILE_PASS_COLUMNS: the cell key is a large expression, and 54 of them in one plan
@@ -199,8 +221,26 @@ def dp_profiles(
         possible[grid.null_cell] = True
         noisy[possible] = draw(hist[possible])
         noisy_frac = float(draw(np.array([frac_count]))[0]) if c in fractional else 0.0
+        blocks = None
+        if not laplace:
+            tree = block_tree(scale)
+            running = np.r_[0, np.cumsum(hist[np.flatnonzero(grid.possible[: grid.null_cell])])]
+            blocks = draw(running[tree[:, 1]] - running[tree[:, 0]], BLOCK_NOISE).astype(np.float64)
+            del running
         del hist, frac_count, entries
-        out[c] = profile_from_noisy(c, scale, grid, noisy, noisy_frac, sigma, n_bins, protected_n, laplace)
+        out[c] = profile_from_noisy(
+            c,
+            scale,
+            grid,
+            noisy,
+            noisy_frac,
+            sigma,
+            n_bins,
+            protected_n,
+            laplace,
+            blocks,
+            BLOCK_NOISE * sigma,
+        )
     return out
 
 
@@ -360,21 +400,30 @@ def dp_exact_values(
     return out
 
 
-def spend_text_numbers(acct: Accountant, columns: int) -> float:
+def spend_text_numbers(acct: Accountant, columns: int, rho: float | None = None) -> float:
     """Spend the share ``text_numbers`` of the DP test of numbers written as text (:func:`dp_text_numbers`) in
-    ``acct``: :data:`~spark_dpsynth.params.TEXT_NUMBERS_EPSILON_PROPORTION` x epsilon, pure DP, before any
-    conversion to zCDP; returns its epsilon. Nothing is spent for no column (returns 0).
+    ``acct``. With ``rho`` (a mechanism accounted in zCDP, after its conversion): a zCDP share of ``rho``, one
+    discrete Gaussian draw of std sqrt(1 / (2 rho)) per unit of L2 sensitivity; returns ``rho``. Without:
+    :data:`~spark_dpsynth.params.TEXT_NUMBERS_EPSILON_PROPORTION` x epsilon, pure DP, before any conversion to
+    zCDP; returns its epsilon. Nothing is spent for no column (returns 0).
 
     Raises:
-        BudgetError: the share exceeds the remaining epsilon, or is spent already.
+        BudgetError: the share exceeds the remaining epsilon or rho, or is spent already.
     """
     if columns <= 0:
         return 0.0
+    counts = f"counts of the numbers and the other values of {columns} string column(s)"
+    if rho is not None:
+        return acct.spend_rho(
+            "text_numbers",
+            rho,
+            f"discrete Gaussian ({counts}, in L2: the square root of the number of columns)",
+            sigma=math.sqrt(1.0 / (2.0 * rho)),
+        )
     return acct.spend_epsilon(
         "text_numbers",
         TEXT_NUMBERS_EPSILON_PROPORTION,
-        f"discrete Laplace (counts of the numbers and the other values of {columns} string column(s), in L1: "
-        "the number of columns)",
+        f"discrete Laplace ({counts}, in L1: the number of columns)",
     )
 
 
@@ -388,13 +437,15 @@ def dp_text_numbers(
         df: the records (after the row filter, record limit and privacy-unit merge), values trimmed, empty
             values null.
         columns: the candidate string columns (:func:`~spark_dpsynth.data.types.text_number_candidates`).
-        acct: the release's accountant, with the share ``text_numbers`` spent (:func:`spend_text_numbers`).
+        acct: the release's accountant, with the share ``text_numbers`` spent (:func:`spend_text_numbers`),
+            either kind.
         n_bins: ``DataConfig.dp_bins`` (b).
 
     Returns:
         column -> scale, in ``columns`` order, for the columns whose noisy count of values that read as finite
         numbers (Spark's ``try_cast`` to double) exceeds both the noisy count of their other non-empty values and
-        three standard deviations of the noise (sqrt(2) s / epsilon for s columns), and whose noisy count of
+        three standard deviations of the noise (sigma sqrt(s) for s columns under a zCDP share, sqrt(2) s /
+        epsilon under a pure one), and whose noisy count of
         numbers that are not small whole numbers (|x| <= :data:`~spark_dpsynth.data.types.MAX_CODE_RANGE`)
         exceeds three standard deviations and 1/(2 b) of their numbers: the DP profile then decides them as
         numbers, on the ``integer`` scale when their noisy count of numbers that are not whole is at most three
@@ -407,17 +458,18 @@ def dp_text_numbers(
     Privacy:
         One Spark aggregation reads, per column, four counts: the records whose value is a small whole number,
         another whole number, a finite number that is not whole, or another non-empty text. A record added or
-        removed changes one of the four counts of each column by one: L1 sensitivity s, and the discrete Laplace
-        of scale s / epsilon on the 4 s counts is epsilon-DP [DMNS06; Ghosh, Roughgarden, Sundararajan 2009],
-        epsilon that of the share ``text_numbers``. The decision is post-processing; nothing true is logged or
-        returned.
+        removed changes one of the four counts of each column by one: L2 sensitivity sqrt(s), and the discrete
+        Gaussian of std sigma sqrt(s) on the 4 s counts is 1 / (2 sigma^2)-zCDP (Canonne, Kamath, Steinke 2020,
+        Theorem 14), sigma that of the share ``text_numbers``; or L1 sensitivity s, and the discrete Laplace of
+        scale s / epsilon is epsilon-DP [DMNS06; Ghosh, Roughgarden, Sundararajan 2009]. The decision is
+        post-processing; nothing true is logged or returned.
     """
     from spark_dpsynth.data.types import MAX_CODE_RANGE
 
     if not columns:
         return {}
-    epsilon = acct.share("text_numbers").epsilon
-    assert epsilon is not None
+    right = acct.right("text_numbers")
+    s = len(columns)
     aggs = []
     for j, c in enumerate(columns):
         x = F.col(f"`{c}`")
@@ -435,9 +487,14 @@ def dp_text_numbers(
     row = df.agg(*aggs).collect()[0]
     true = np.array([[int(row[f"{k}{j}"] or 0) for k in "swft"] for j in range(len(columns))], dtype=np.int64)
     del row
-    noisy = acct.laplace("text_numbers", true, sensitivity=len(columns)).astype(np.float64)
+    if right.sigma is not None:
+        noisy = acct.gaussian("text_numbers", true, math.sqrt(s)).astype(np.float64)
+        std = right.sigma * math.sqrt(s)
+    else:
+        assert right.epsilon is not None
+        noisy = acct.laplace("text_numbers", true, sensitivity=s).astype(np.float64)
+        std = math.sqrt(2.0) * s / right.epsilon
     del true
-    std = math.sqrt(2.0) * len(columns) / epsilon
     found = {}
     for j, c in enumerate(columns):
         small, whole, fraction, text = noisy[j]
@@ -456,10 +513,12 @@ def text_numbers_step(
     progress: Progress | None,
     stage: str,
     domains: Mapping[str, object] = (),
+    rho: float | None = None,
 ) -> dict[str, ColumnType]:
     """The DP test of numbers written as text, as every mechanism runs it before its DP profile (docs/design.md
     section 2.8): the candidates (:func:`~spark_dpsynth.data.types.text_number_candidates`, ``domains`` the
-    mechanism's own public domains), the share ``text_numbers`` spent in ``acct`` (:func:`spend_text_numbers`),
+    mechanism's own public domains), the share ``text_numbers`` spent in ``acct`` (:func:`spend_text_numbers`:
+    ``rho`` for a zCDP share, None for a pure one),
     :func:`dp_text_numbers` on the prepared records, and ``types`` with the columns found on the scale it found
     (:func:`~spark_dpsynth.data.types.with_text_numbers`). Nothing is spent or read without a candidate. The
     columns found are a DP output, named in the progress line (``stage``: its prefix)."""
@@ -468,12 +527,13 @@ def text_numbers_step(
     candidates = text_number_candidates(types, config, domains)
     if not candidates:
         return dict(types)
-    eps_t = spend_text_numbers(acct, len(candidates))
+    spent = spend_text_numbers(acct, len(candidates), rho)
     found = dp_text_numbers(prepare(df, config), candidates, acct, config.dp_bins)
     report(
         progress,
         log,
-        f"{stage}: DP test of numbers written as text in {len(candidates)} string column(s) (epsilon "
-        f"{eps_t:.4g}): " + (", ".join(f"{c} ({scale})" for c, scale in found.items()) if found else "none"),
+        f"{stage}: DP test of numbers written as text in {len(candidates)} string column(s) "
+        f"({'rho' if rho is not None else 'epsilon'} {spent:.4g}): "
+        + (", ".join(f"{c} ({scale})" for c, scale in found.items()) if found else "none"),
     )
     return with_text_numbers(types, found)

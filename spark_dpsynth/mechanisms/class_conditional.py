@@ -232,7 +232,7 @@ def fit_class_conditional(
             "column_profile",
             params.profile_epsilon_proportion,
             profile_mechanism(len(need)),
-            parts=profile_parts(types, need),
+            parts=profile_parts(types, need, blocks=False),
         )
         report(
             progress,

@@ -592,6 +592,7 @@ def dp_aggregate(
         dp_exact_values,
         dp_profiles,
         profile_parts,
+        profile_units,
         spend_exact_values,
         text_numbers_step,
     )
@@ -636,6 +637,7 @@ def dp_aggregate(
             delta,
             len(need),
             profile_parts=profile_parts(types, need),
+            profile_units=profile_units(types, need),
             acct=acct,
             empty_counts=not config.multi_value,
         )

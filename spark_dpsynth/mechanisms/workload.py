@@ -510,9 +510,10 @@ class _Bins:
 def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: ANN001, ANN202 - DataFrame, ...
     """Column types, the report line per column, and the DP profile of the numeric columns without public bins
     (docs/design.md section 2.8): (df in its numeric view, config with every bin, manifest ``column_types``,
-    :class:`_Bins`). With a profile, n' is drawn here through ``acct`` (one count of the records, discrete
-    Laplace with epsilon_N), unless the caller gives it, so that delta and rho are known (:func:`_to_zcdp`);
-    the profile's share ``column_profile`` = rho B_p is spent in ``acct`` and drawn through."""
+    :class:`_Bins`). With a numeric column or a string column that the DP test of numbers written as text reads,
+    n' is drawn here through ``acct`` (one count of the records, discrete Laplace with epsilon_N), unless the
+    caller gives it, so that delta and rho are known (:func:`_to_zcdp`); the test's share ``text_numbers`` =
+    rho T_p and the profile's ``column_profile`` = rho B_p are spent in ``acct`` and drawn through."""
     from spark_dpsynth.data.prepare import prepare
     from spark_dpsynth.data.types import (
         apply_profiles,
@@ -521,6 +522,7 @@ def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: 
         meanings_manifest,
         numeric_view,
         profile_targets,
+        text_number_candidates,
         types_manifest,
     )
     from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
@@ -529,33 +531,41 @@ def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: 
         dp_profiles,
         profile_parts,
         profile_sigma,
+        profile_units,
         spend_exact_values,
         text_numbers_step,
     )
+    from spark_dpsynth.params import TEXT_NUMBERS_RHO_PROPORTION
 
     types = column_types(df.schema, config)
     report_columns(types, config, progress)
     df = numeric_view(df, types)
-    # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers
-    types = text_numbers_step(df, types, config, acct, progress, "workload")
+    records = prepare(df, config)  # the DP-binned columns are still plain values here
+    rho_total = None
+    if text_number_candidates(types, config) or profile_targets(types, config):
+        if protected_n is None:
+            # One number reaches the driver: the true number of records, used only for n' (never logged).
+            protected_n = draw_protected_n(records.count(), params, acct)
+        rho_total = acct.rho if acct.rho is not None else _to_zcdp(acct, params, protected_n)
+        # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers: the test
+        # in its zCDP form, rho T_p of the budget's rho
+        types = text_numbers_step(
+            df, types, config, acct, progress, "workload", rho=rho_total * TEXT_NUMBERS_RHO_PROPORTION
+        )
     need = profile_targets(types, config)
     sources = {c: "config" for c in config.bins}
     input_types = types
     profiles = {}
-    bins = _Bins()
+    bins = _Bins(protected_n)
     if need:
-        records = prepare(df, config)  # the DP-binned columns are still plain values here
-        if protected_n is None:
-            # One number reaches the driver: the true number of records, used only for n' (never logged).
-            protected_n = draw_protected_n(records.count(), params, acct)
-        rho_total = _to_zcdp(acct, params, protected_n)
+        assert rho_total is not None and protected_n is not None
         rho_b = rho_total * params.bins_epsilon_proportion
         parts = profile_parts(types, need)
         acct.spend_rho(
             "column_profile",
             rho_b,
             profile_mechanism(len(need)),
-            sigma=profile_sigma(rho_b, len(need), parts - len(need)),
+            sigma=profile_sigma(rho_b, profile_units(types, need)),
             parts=parts,
         )
         report(progress, log, f"workload: DP profile of {len(need)} numeric column(s) (rho {rho_b:.4g})")

@@ -541,6 +541,7 @@ def split_budget(
     profile_columns: int = 0,
     *,
     profile_parts: int | None = None,
+    profile_units: float | None = None,
     acct: Accountant | None = None,
     empty_counts: bool = False,
 ) -> BudgetSplit:
@@ -554,7 +555,10 @@ def split_budget(
             pays for it (one Gaussian mechanism, rho-zCDP) and the counts get rho (1 - Q_p - B_p). Without,
             nothing is spent on it (the split is that of section 2.3).
         profile_parts: the profile's draws (one per column, one more per real column's count of fractional
-            values); default ``profile_columns``. Its noise std is sqrt(parts / (2 rho B_p)).
+            values, one more per column's block counts); default ``profile_columns``.
+        profile_units: the profile's squared L2 sensitivity in units of its cells' noise
+            (``mechanisms._profile.profile_units``); default ``profile_parts``. Its cells' noise std is
+            sqrt(units / (2 rho B_p)).
         acct: the release's accountant, into which the shares are spent (its ``number_of_records`` share, when
             already spent, is the one of n'; its delta is declared here when it has none); default a new one,
             for the figures alone.
@@ -600,11 +604,12 @@ def split_budget(
     bp = params.bins_epsilon_proportion if profile_columns > 0 else 0.0
     if profile_columns > 0:
         parts = profile_parts if profile_parts is not None else profile_columns
+        units = profile_units if profile_units is not None else float(parts)
         acct.spend_rho(
             "column_profile",
             rho * bp,
             profile_mechanism(profile_columns),
-            sigma=math.sqrt(parts / (2.0 * (rho * bp))),
+            sigma=math.sqrt(units / (2.0 * (rho * bp))),
             parts=parts,
         )
     props = params.sigma_proportions_for()
@@ -647,8 +652,8 @@ def spend_number_of_records(acct: Accountant, proportion: float) -> float:
 def profile_mechanism(columns: int) -> str:
     """The budget line of the DP profile of ``columns`` numeric columns (docs/design.md section 2.8)."""
     return (
-        f"discrete Gaussian on the cells of a public grid (DP profile of {columns} numeric column(s): code or "
-        "measurement, range, bins)"
+        f"discrete Gaussian on the cells and blocks of a public grid (DP profile of {columns} numeric column(s): "
+        "code or measurement, range, bins)"
     )
 
 
