@@ -914,8 +914,9 @@ class WorkloadParams:
     """AIM: iterations (>= 1) of the estimator in each round, warm-started from the previous round's model
     (the synthesizer makes its own final fit)."""
     bins_epsilon_proportion: float = 0.075
-    """B_p in (0, 1): share of rho spent on the DP profile (code or measurement, range, bin edges) of numeric, date and timestamp columns without
-    public bins (from ``[aggregate]``; spent only when there is one, docs/design.md section 2.8)."""
+    """B_p in (0, 1): share of rho spent on the DP profile (code or measurement, range, bin edges) of numeric,
+    date and timestamp columns without public bins (from ``[aggregate]``; spent only when there is one,
+    docs/design.md section 2.8)."""
     discovery_measurements: bool = False
     """Pass the 1-way discovery's released counts on as partial 1-way measurements (post-processing, no more
     budget; docs/design.md section 4.7). Off by default: on LFS at epsilon 4 they lowered the 1-way TVD but

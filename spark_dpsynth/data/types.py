@@ -475,13 +475,14 @@ def _signal_weights(
     sums: _Sums,
     gaussian: float,
     block_gaussian: float,
-) -> np.ndarray:
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """The noisy counts of the cells that stand out alone, plus, in each block of magnitude whose summed noisy
     count stands out (:func:`_standing_blocks`), the rest of that sum spread evenly over the block's values
     (each cell's share in proportion to its ``sizes``: an open cell of 999 whole numbers takes 999 times a
     point's), within the parts of the block that stand out when it is halved, and halved again, while the
     amount is large enough to tell the halves apart (both halves standing out: the amount split by their noisy
-    sums; one: the other keeps its own noisy sum); zero elsewhere (post-processing)."""
+    sums; one: the other keeps its own noisy sum); zero elsewhere. Also returns the runs of cells that stood
+    out (blocks and halves), in the order found (post-processing)."""
     weights = np.zeros_like(rest)
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
@@ -499,17 +500,18 @@ def _signal_weights(
         # over the values of the parts that are left (a thin tail of amounts between 10,000 and 900,000 is not
         # spread up to 999,999). Halves whose records the profile measured as blocks are always tested: their
         # noise does not add up over their cells, and a half that does not stand out keeps its own excess.
-        while len(members) >= 2 and (
-            amount > 2.0 * sums.left(members, rest - weights, gaussian)[1] or sums.halves_measured(members)
-        ):
-            halves = (members[: len(members) // 2], members[len(members) // 2 :])
+        while len(members) >= 2:
+            current = rest - weights
             # measured halves are blocks of the tree, tested at the blocks' level (:func:`_block_level`)
             measured = sums.halves_measured(members)
+            if not measured and amount <= 2.0 * sums.left(members, current, gaussian)[1]:
+                break
+            halves = (members[: len(members) // 2], members[len(members) // 2 :])
             level = block_gaussian if measured else gaussian
-            left = [sums.left(h, rest - weights, level) for h in halves]
+            left = [sums.left(h, current, level) for h in halves]
             excess = [e for e, _ in left]
             stands = [e > needed for e, needed in left]
-            sums.stood += [h for h, up in zip(halves, stands, strict=True) if up]
+            stood.extend(h for h, up in zip(halves, stands, strict=True) if up)
             if all(stands):
                 total = excess[0] + excess[1]
                 spread(halves[0], amount * excess[0] / total)
@@ -528,13 +530,13 @@ def _signal_weights(
                 break
         even(members, amount)
 
-    sums.stood = []
+    stood: list[np.ndarray] = []
     for members in _standing_blocks(grid, rest, cells, sums, block_gaussian):
-        sums.stood.append(members)
+        stood.append(members)
         amount = sums.left(members, rest - weights, block_gaussian)[0]
         if amount > 0:
             spread(members, amount)
-    return weights
+    return weights, stood
 
 
 def _trimmed(signal: np.ndarray, rest: np.ndarray, tail: float) -> np.ndarray:
@@ -559,6 +561,7 @@ def _inside_spikes(
     heavy: float,
     sums: _Sums,
     gaussian: float,
+    stood: list[np.ndarray],
 ) -> np.ndarray:
     """``span`` (cells in value order where the profile places the column's records) without its cells beyond
     the outermost value that stands out alone (``standing``) on either side, when that value holds at least
@@ -566,7 +569,7 @@ def _inside_spikes(
     noise (:func:`_sum_threshold`; docs/design.md section 2.8). A block of magnitude spread evenly
     (:func:`_signal_weights`) ends at the block's edge, not at the data's: NIST's poverty ratio, whose largest
     value 501 holds about a third of its records, was drawn up to 658. A side where a block or half stood out
-    in the last :func:`_signal_weights` (``sums.stood``) is never empty: the sum of the cells next to a spike
+    in :func:`_signal_weights` (``stood``) is never empty: the sum of the cells next to a spike
     carries the noise of every cell, a measured block's does not. Post-processing of the noisy profile."""
     if len(span) == 0 or len(standing) == 0:
         return span
@@ -576,10 +579,10 @@ def _inside_spikes(
             return False
         # a block or half that stood out on that side of the spike: records are there
         above = beyond[0] > edge
-        if any((m[0] > edge) if above else (m[-1] < edge) for m in sums.stood):
+        if any((m[0] > edge) if above else (m[-1] < edge) for m in stood):
             return False
         # every cell between the spike and the span's end, those the span leaves out as well
-        if beyond[0] > edge:
+        if above:
             run = sums.cells[(sums.cells > edge) & (sums.cells <= beyond[-1])]
         else:
             run = sums.cells[(sums.cells >= beyond[0]) & (sums.cells < edge)]
@@ -680,6 +683,20 @@ def block_tree(scale: str) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
+@functools.lru_cache(maxsize=8)
+def _tree_index(
+    scale: str,
+) -> tuple[dict[tuple[int, int], int], dict[int, list[tuple[int, int]]], np.ndarray]:
+    """The blocks of :func:`block_tree` by (start, stop), by start (largest first), and their sorted starts."""
+    index = {(int(a), int(b)): i for i, (a, b) in enumerate(block_tree(scale))}
+    by_start: dict[int, list[tuple[int, int]]] = {}
+    for (a, b), i in index.items():
+        by_start.setdefault(a, []).append((b, i))
+    for runs in by_start.values():
+        runs.sort(reverse=True)  # the largest block first
+    return index, by_start, np.array(sorted(by_start), dtype=np.int64)
+
+
 class _Sums:
     """How many of a run of cells' records are left, and the level that must pass to stand out of its noise. With
     the blocks of :func:`block_tree` measured, a run of consecutive cells is cut into the largest measured blocks
@@ -701,21 +718,12 @@ class _Sums:
         self.cells, self.present, self.sigma, self.level = cells, present, sigma, level
         self.blocks, self.block_sigma = blocks, block_sigma
         self.index: dict[tuple[int, int], int] = {}
-        self.by_start: dict[int, list[tuple[int, int]]] = {}
         if blocks is not None:
-            tree = block_tree(grid.scale)
-            if len(blocks) != len(tree):
+            self.index, self.by_start, self.starts = _tree_index(grid.scale)
+            if len(blocks) != len(self.index):
                 raise InvalidParameterError(
-                    f"{len(blocks)} block counts for the {len(tree)} blocks of the grid"
+                    f"{len(blocks)} block counts for the {len(self.index)} blocks of the grid"
                 )
-            self.index = {(int(a), int(b)): i for i, (a, b) in enumerate(tree)}
-            for (a, b), i in self.index.items():
-                self.by_start.setdefault(a, []).append((b, i))
-            for runs in self.by_start.values():
-                runs.sort(reverse=True)  # the largest block first
-        self.starts = np.array(sorted(self.by_start), dtype=np.int64)
-        self.stood: list[np.ndarray] = []
-        """The runs of cells that stood out in the last :func:`_signal_weights` (blocks and their halves)."""
 
     def _node(self, members: np.ndarray) -> int | None:
         if not self.index or len(members) == 0:
@@ -731,16 +739,21 @@ class _Sums:
     def left(self, members: np.ndarray, current: np.ndarray, gaussian: float) -> tuple[float, float]:
         """(the noisy count of the records of ``members`` still in ``current``, the level it must pass at the
         Gaussian quantile ``gaussian``); ``current`` is the noisy cells less what was taken out of them."""
-        plain = (
-            float(current[members].sum()),
-            float(_sum_threshold(len(members), self.sigma, self.level, gaussian)),
-        )
-        if not self.index or len(members) == 0:
-            return plain
-        a = int(np.searchsorted(self.cells, members[0]))
+        a = int(np.searchsorted(self.cells, members[0])) if self.index and len(members) else 0
         b = a + len(members)
-        if b > len(self.cells) or self.cells[b - 1] != members[-1]:
-            return plain  # not consecutive cells
+        consecutive = bool(self.index) and len(members) > 0 and b <= len(self.cells)
+        if consecutive and self.cells[b - 1] == members[-1]:
+            assert self.blocks is not None
+            covered = self._cover(a, b, current)
+            if covered is not None:
+                return covered[0], covered[1] * gaussian
+        return float(current[members].sum()), float(
+            _sum_threshold(len(members), self.sigma, self.level, gaussian)
+        )
+
+    def _cover(self, a: int, b: int, current: np.ndarray) -> tuple[float, float] | None:
+        """(value, noise std) of the cells at positions [a, b) read as the largest measured blocks it holds and
+        single cells; None when it holds no measured block."""
         assert self.blocks is not None
         value, variance, used, p = 0.0, 0.0, False, a
         while p < b:
@@ -751,15 +764,15 @@ class _Sums:
                 taken = self.present[run] - current[run]
                 value += float(self.blocks[i]) - float(taken.sum())
                 variance += self.block_sigma**2 + self.sigma**2 * np.count_nonzero(taken)
-                used, p = True, stop
-                continue
-            k = int(np.searchsorted(self.starts, p, side="right"))
-            stop = min(int(self.starts[k]) if k < len(self.starts) else b, b)
-            run = self.cells[p:stop]
-            value += float(current[run].sum())
-            variance += self.sigma**2 * len(run)
+                used = True
+            else:
+                k = int(np.searchsorted(self.starts, p, side="right"))
+                stop = min(int(self.starts[k]) if k < len(self.starts) else b, b)
+                run = self.cells[p:stop]
+                value += float(current[run].sum())
+                variance += self.sigma**2 * len(run)
             p = stop
-        return (value, math.sqrt(variance) * gaussian) if used else plain
+        return (value, math.sqrt(variance)) if used else None
 
 
 def _standing_blocks(
@@ -856,9 +869,9 @@ def profile_from_noisy(
     present = noisy.copy()
     present[grid.null_cell] = 0.0
     sums = _Sums(grid, cells, present, sigma, level, blocks, block_sigma)
-    weights = _signal_weights(grid, present, cells, threshold, sums, gaussian, block_gaussian)
+    weights, stood = _signal_weights(grid, present, cells, threshold, sums, gaussian, block_gaussian)
     span = _trimmed(cells[weights[cells] > 0], weights, 1.0 / (4 * n_bins))
-    span = _inside_spikes(span, present, standing, half_bin * non_empty, sums, gaussian)
+    span = _inside_spikes(span, present, standing, half_bin * non_empty, sums, gaussian, stood)
     whole = _whole_number_range(grid, present, span, half_bin * non_empty)
     small_range = numeric and whole is not None and 2 <= whole[1] - whole[0] + 1 <= MAX_CODE_RANGE
     # a few values hold almost every record and the rest is more than noise (an amount that is mostly 0 and a
@@ -889,9 +902,9 @@ def profile_from_noisy(
         # cells that stand out alone, and blocks of magnitude that stand out together (a thin tail of amounts):
         # the rest's mass is read from them only, so that the noise of thousands of empty cells does not
         # swamp it (Adult's capital_gain beyond 0: about 8% of the records over 7,000 whole numbers)
-        rest = _signal_weights(grid, rest, cells, threshold, sums, gaussian, block_gaussian)
+        rest, stood = _signal_weights(grid, rest, cells, threshold, sums, gaussian, block_gaussian)
         signal = _trimmed(cells[rest[cells] > 0], rest, 1.0 / (4 * n_bins))
-        inside = _inside_spikes(signal, present, standing, half_bin * non_empty, sums, gaussian)
+        inside = _inside_spikes(signal, present, standing, half_bin * non_empty, sums, gaussian, stood)
         rest = _moved_inside(rest, grid.sizes, signal, inside)
         signal = inside
         if few and len(signal) < 2:
