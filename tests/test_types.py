@@ -16,11 +16,15 @@ from spark_dpsynth.data.prepare import synthetic_for_release
 from spark_dpsynth.data.session import SQL_DEFAULTS, _with_sql_defaults
 from spark_dpsynth.data.types import (
     BLOCK_LEVELS,
+    BLOCK_NOISE,
+    FINE_BLOCK_NOISE,
     ColumnType,
     _standing_blocks,
     _Sums,
     apply_profiles,
+    block_noise,
     block_tree,
+    block_units,
     cell_key,
     cells_of,
     column_types,
@@ -30,6 +34,7 @@ from spark_dpsynth.data.types import (
     profile_grid,
     profile_points,
     profile_with_exact_values,
+    text_as_number,
     text_number_candidates,
     types_manifest,
     with_text_numbers,
@@ -279,15 +284,19 @@ def _block_counts(grid, counts: np.ndarray) -> np.ndarray:
     return running[tree[:, 1]] - running[tree[:, 0]]
 
 
-def test_the_block_tree_halves_each_block_of_magnitude_three_times() -> None:
+def test_the_block_tree_halves_each_block_of_magnitude_three_times_then_its_large_blocks_finely() -> None:
     grid = profile_grid("integer")
     cells = np.flatnonzero(grid.possible[: grid.null_cell])
-    tree = block_tree("integer")
-    covered = np.zeros(len(cells), dtype=np.int64)
-    for a, b in tree:
-        covered[a:b] += 1
-    # every value lies in one block per level, at most BLOCK_LEVELS; the blocks of magnitude cover every cell
-    assert covered.min() >= 1 and covered.max() == BLOCK_LEVELS == 4
+    tree, kappa = block_tree("integer"), block_noise("integer")
+    assert tree.shape == (len(kappa), 2) and set(kappa.tolist()) == {BLOCK_NOISE, FINE_BLOCK_NOISE}
+    searched = np.zeros(len(cells), dtype=np.int64)
+    fine = np.zeros(len(cells), dtype=np.int64)
+    for (a, b), k in zip(tree, kappa, strict=True):
+        (searched if k == BLOCK_NOISE else fine)[a:b] += 1
+    # every value lies in at most one searched block per level (BLOCK_LEVELS), and in at most 5 fine blocks
+    assert searched.min() >= 1 and searched.max() == BLOCK_LEVELS == 4
+    assert fine.max() == 5
+    assert block_units("integer") == pytest.approx(4 / 9 + 5 / 36)
     decade = cells_of(grid, np.array([100.0, 999.0]), np.ones(2, dtype=bool))
     first, last = np.searchsorted(cells, decade)
     assert [first, last + 1] in tree.tolist()  # the decade 100..999
@@ -295,7 +304,55 @@ def test_the_block_tree_halves_each_block_of_magnitude_three_times() -> None:
         first + 787,
         last + 1,
     ] in tree.tolist()  # a half, an eighth
-    assert len(block_tree("date")) > len(tree)  # 32 days a block on the date scales
+    assert [first, first + 56] in tree.tolist()  # a sixteenth: fine (112 cells are halved once more)
+
+    def values(a: int, b: int) -> tuple[float, float]:
+        return grid.bounds(int(cells[a]))[0], grid.bounds(int(cells[b - 1]))[1]
+
+    # the years 1948..1983 and 1984..2018 are fine blocks (a 256th of the decade 1,000..9,999)
+    fine_blocks = [values(a, b) for (a, b), k in zip(tree, kappa, strict=True) if k == FINE_BLOCK_NOISE]
+    assert (1948.0, 1983.0) in fine_blocks and (1984.0, 2018.0) in fine_blocks
+    # the date scales: 32 days a block, halved to single days, no fine block
+    assert len(block_tree("date")) > len(tree) and block_units("date") == pytest.approx(4 / 9)
+
+
+def test_dp_profile_places_years_in_their_fine_blocks() -> None:
+    # years of leaving the last job: 2,500 over 1950..1983 and 12,500 over 1984..2013 beside a code 9999 (35,000),
+    # 54 records of noise per cell (a wide table at epsilon 4): the years lie in one eighth of the decade
+    # 1,000..9,999 (1,000..2,124), the finest searched block; its fine blocks place them within 1948..2018
+    rng = np.random.default_rng(3)
+    values = np.concatenate(
+        [rng.integers(1950, 1984, 2500), rng.integers(1984, 2014, 12500), np.full(35000, 9999)]
+    )
+    grid, true = _noisy_counts(values)
+    counts = true.copy()
+    counts[grid.possible] += np.round(rng.normal(0.0, 54.0, int(grid.possible.sum())))
+    kappa = block_noise("integer")
+    blocks = _block_counts(grid, true) + np.round(rng.normal(0.0, 54.0, len(kappa)) * kappa)
+    b = profile_from_noisy(
+        "YEARPR", "integer", grid, counts, 0.0, 54.0, 16, len(values), blocks=blocks, block_sigma=kappa * 54.0
+    ).bins
+    assert b is not None and 9999.0 in b.points
+    assert 1900 <= b.lower <= 1960 and b.upper <= 2060
+    # the within-bin shape puts (almost) no mass outside the years held
+    total = sum(w for _, _, w in b.shape)
+    below = sum(w * max(0.0, min(hi, 1950.0) - lo) / max(hi - lo, 1.0) for lo, hi, w in b.shape)
+    above = sum(w * max(0.0, min(hi, 9999.0) - max(lo, 2014.0)) / max(hi - lo, 1.0) for lo, hi, w in b.shape)
+    assert (below + above) / total < 0.01
+    # without the fine blocks' information (their noise made huge) the years are spread over 1,000..2,124
+    wide = profile_from_noisy(
+        "YEARPR",
+        "integer",
+        grid,
+        counts,
+        0.0,
+        54.0,
+        16,
+        len(values),
+        blocks=blocks,
+        block_sigma=np.where(kappa == FINE_BLOCK_NOISE, 1e9, BLOCK_NOISE * 54.0),
+    ).bins
+    assert wide is not None and wide.lower < 1500
 
 
 def test_dp_profile_reads_a_thin_tail_from_its_measured_blocks() -> None:
@@ -315,6 +372,10 @@ def test_dp_profile_reads_a_thin_tail_from_its_measured_blocks() -> None:
     with pytest.raises(InvalidParameterError, match="block counts"):
         profile_from_noisy(
             "weight", "integer", grid, counts, 0.0, 100.0, 16, 9, blocks=blocks[:5], block_sigma=3.0
+        )
+    with pytest.raises(InvalidParameterError, match="block noise stds"):
+        profile_from_noisy(
+            "weight", "integer", grid, counts, 0.0, 100.0, 16, 9, blocks=blocks, block_sigma=np.ones(5)
         )
 
 
@@ -438,14 +499,17 @@ def test_dp_profile_dates_are_measurements_inside_their_range(spark) -> None:
 
 def test_dp_profile_noise_is_charged_and_scaled_by_the_columns() -> None:
     # one cell per column, plus one count of values that are not whole numbers per real column, plus the
-    # blocks: at most 4 per record and column, each with 3 times the cells' noise (4/9 of a cell's units)
+    # blocks: at most 4 searched blocks per record and column, each with 3 times the cells' noise (4/9 of a
+    # cell's units), and at most 5 fine blocks with 6 times (5/36); a date column has no fine block
     assert profile_sigma(0.5, 4.0) == pytest.approx(2.0)
     ints = {c: ColumnType(c, "int", True, "integer") for c in "ab"}
     reals = {c: ColumnType(c, "double", True, "real") for c in "ab"}
     assert profile_units(ints, ("a", "b"), blocks=False) == pytest.approx(2.0)
     assert profile_units(reals, ("a", "b"), blocks=False) == pytest.approx(4.0)
-    assert profile_units(ints, ("a", "b")) == pytest.approx(2.0 * (1.0 + 4.0 / 9.0))
-    assert profile_parts(reals, ("a", "b")) == 6 and profile_parts(reals, ("a", "b"), blocks=False) == 4
+    assert profile_units(ints, ("a", "b")) == pytest.approx(2.0 * (1.0 + 4.0 / 9.0 + 5.0 / 36.0))
+    dates = {"d": ColumnType("d", "date", True, "date")}
+    assert profile_units(dates, ("d",)) == pytest.approx(1.0 + 4.0 / 9.0)
+    assert profile_parts(reals, ("a", "b")) == 8 and profile_parts(reals, ("a", "b"), blocks=False) == 4
 
 
 def test_split_budget_charges_the_profile_in_rho() -> None:
@@ -975,6 +1039,13 @@ def _income_rows(seed: int, n: int = 3000) -> list[tuple[str, str, str, int]]:
     return rows
 
 
+def test_text_as_number_reads_a_text_as_a_double_or_null(spark) -> None:
+    # blanks around a number are left out; a text that is no number (NIST's "N", a word, infinity) is null
+    df = spark.createDataFrame([(" 12 ",), ("-3.5",), ("N",), ("Infinity",), ("",), (None,)], "v string")
+    got = [r[0] for r in df.select(text_as_number(F.col("v"))).collect()]
+    assert got == [12.0, -3.5, None, None, None, None]
+
+
 def test_dp_text_numbers_finds_the_columns_of_numbers_written_as_text(spark) -> None:
     from spark_dpsynth.mechanisms._profile import dp_text_numbers, spend_text_numbers
 
@@ -1017,7 +1088,11 @@ def test_dp_exact_values_keep_the_text_values_of_numbers_written_as_text(spark) 
     acct = Accountant(10.0, 1e-6, noise=NoNoise())
     acct.set_rho(2.0)
     acct.spend_rho(
-        "column_profile", 1.0, "profile", sigma=profile_sigma(1.0, profile_units(types, ("income",))), parts=3
+        "column_profile",
+        1.0,
+        "profile",
+        sigma=profile_sigma(1.0, profile_units(types, ("income",))),
+        parts=profile_parts(types, ("income",)),
     )
     profiles = dp_profiles(df, types, ("income",), 16, len(rows), acct)
     assert profiles["income"].meaning == "measurement"  # a measurement of its numbers, "N" left aside

@@ -41,15 +41,19 @@ from spark_dpsynth.params import BinSpec, DataConfig
 __all__ = [
     "BLOCK_LEVELS",
     "BLOCK_NOISE",
+    "FINE_BLOCK_NOISE",
     "SCALES",
     "ColumnType",
     "MEANINGS",
     "ColumnProfile",
     "apply_profiles",
+    "block_noise",
     "block_tree",
+    "block_units",
     "candidate_grid",
     "exact_value_targets",
     "profile_with_exact_values",
+    "text_as_number",
     "column_types",
     "identifiers_manifest",
     "meanings_manifest",
@@ -170,6 +174,18 @@ def numeric_view(df: DataFrame, types: Mapping[str, ColumnType]) -> DataFrame:
         if t.scale in ("date", "timestamp") and n in df.columns
     }
     return df.withColumns(replace) if replace else df
+
+
+_NUMBER_STARTS = tuple("0123456789+-.")
+"""The first characters of a text that may read as a finite number (the others never do)."""
+
+
+def text_as_number(text: Column) -> Column:
+    """``text`` as a double (leading and trailing blanks left out), null when it is not a number. ``try_cast``
+    only where the first character can start a number: Spark's cast of a text that is no number costs an
+    exception each (10 string columns of UCI Adult x 31, 1.5M rows: 15 s with every value cast)."""
+    text = F.trim(text)
+    return F.when(F.substring(text, 1, 1).isin(*_NUMBER_STARTS), text.try_cast("double"))
 
 
 def candidate_grid(scale: str) -> np.ndarray:
@@ -480,9 +496,11 @@ def _signal_weights(
     count stands out (:func:`_standing_blocks`), the rest of that sum spread evenly over the block's values
     (each cell's share in proportion to its ``sizes``: an open cell of 999 whole numbers takes 999 times a
     point's), within the parts of the block that stand out when it is halved, and halved again, while the
-    amount is large enough to tell the halves apart (both halves standing out: the amount split by their noisy
-    sums; one: the other keeps its own noisy sum); zero elsewhere. Also returns the runs of cells that stood
-    out (blocks and halves), in the order found (post-processing)."""
+    amount is large enough to tell the halves apart, or the halves are measured blocks (searched or fine,
+    :func:`block_tree`) (both halves standing out: the amount split by their noisy sums; one: the other keeps
+    its own noisy sum, a measured one less one std of its noise; neither, when they are fine blocks and one
+    holds more than :data:`_FINE_SPLIT` stds: the amount split by their positive sums); zero elsewhere. Also
+    returns the runs of cells that stood out (blocks and halves), in the order found (post-processing)."""
     weights = np.zeros_like(rest)
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
@@ -526,6 +544,19 @@ def _signal_weights(
                 if kept > 0:
                     even(other, kept)
                 members, amount = halves[stands.index(True)], amount - kept
+            elif measured and sums.fine(halves[0]) and any(e > _FINE_SPLIT * n / level for e, n in left):
+                # neither fine half stands out, but one holds more than _FINE_SPLIT stds of its noise (a
+                # block's rest beyond the values that stood out alone carries the noise of every value taken
+                # out): the amount goes to the halves in proportion to their positive counts, each placed
+                # further in turn (spread evenly over 1984..2124, the rest of the years 1984..2013 was drawn up
+                # to 2120); when neither does, evenly over both (a thin tail, as person weights of 100..661)
+                kept = [max(e, 0.0) for e, _ in left]
+                total = kept[0] + kept[1]
+                if kept[0] > 0:
+                    spread(halves[0], amount * kept[0] / total)
+                if kept[1] <= 0:
+                    return
+                members, amount = halves[1], amount * kept[1] / total
             else:
                 break
         even(members, amount)
@@ -643,7 +674,8 @@ def _block_level(grid: ProfileGrid) -> float:
     """The Gaussian quantile a block's noisy sum must pass, in units of its noise std (:func:`_sum_threshold`):
     Phi^-1(1 - 0.001 / B), B the number of blocks :func:`_standing_blocks` may test on ``grid`` (each block of
     magnitude and its halves down to :data:`_BLOCK_DEPTH`), so that the chance that any block without records
-    stands out is at most 0.1% (a Bonferroni bound over the blocks; the cells have their own). Public."""
+    stands out is at most 0.1% (a Bonferroni bound over the blocks; the cells have their own). The fine blocks
+    are not searched, only read inside a block that stood out (:func:`_signal_weights`). Public."""
     from scipy.stats import norm
 
     cells = np.flatnonzero(grid.possible[: grid.null_cell])
@@ -652,35 +684,86 @@ def _block_level(grid: ProfileGrid) -> float:
 
 
 BLOCK_LEVELS = _BLOCK_DEPTH + 1
-"""The levels of the block tree (:func:`block_tree`): a value lies in at most this many of its blocks."""
+"""The levels of the block tree that :func:`_standing_blocks` searches (the blocks of magnitude and their halves
+down to :data:`_BLOCK_DEPTH` halvings): a value lies in at most this many of them."""
 
 BLOCK_NOISE = 3.0
-"""The std of a block's measured count in units of a cell's (kappa): the profile measures every block of
-:func:`block_tree` with kappa times the cells' noise, so that the blocks cost BLOCK_LEVELS / kappa^2 of what the
-cells cost (docs/design.md section 2.8)."""
+"""The std of a searched block's measured count in units of a cell's (kappa): the profile measures every block of
+the first :data:`BLOCK_LEVELS` levels of :func:`block_tree` with kappa times the cells' noise, so that they cost
+BLOCK_LEVELS / kappa^2 of what the cells cost (docs/design.md section 2.8)."""
+
+_FINE_DEPTH = 8
+"""A block below :data:`_BLOCK_DEPTH` halvings that still holds at least :data:`_FINE_MIN_CELLS` cells is halved
+again, down to this many halvings (a 256th of a decade: 35 whole numbers of 1,000..9,999): the fine blocks, which
+place the records of a block that stood out (years 1950..2018 are one eighth of the decade 1,000..9,999, 1,125
+whole numbers, where no single year stands out; docs/design.md section 2.8)."""
+
+_FINE_MIN_CELLS = 64
+"""The fewest cells a block must hold to be halved into fine blocks (smaller runs are read from their cells)."""
+
+FINE_BLOCK_NOISE = 6.0
+"""The std of a fine block's measured count in units of a cell's: a value lies in at most
+:data:`_FINE_DEPTH` - :data:`_BLOCK_DEPTH` fine blocks, which cost at most 5 / 36 of what the cells cost."""
+
+
+_FINE_SPLIT = 2.0
+"""When neither fine half of a block stands out but one holds more than this many stds of its noise, the block's
+amount is split between them by their positive counts instead of spread evenly over both (:func:`_signal_weights`):
+the rest of a block beyond the values that stood out alone carries the noise of every value taken out, and spread
+evenly over the fine block 1984..2124, the years 1984..2013 were drawn up to 2120 (docs/design.md section 2.8)."""
 
 
 @functools.lru_cache(maxsize=8)
-def block_tree(scale: str) -> np.ndarray:
-    """The blocks of a scale's profile grid (public, independent of any data), int64 (B, 2): each row the
-    [start, stop) positions of a block in the grid's possible cells below the empty cell (value order): every
-    block of magnitude (:meth:`ProfileGrid.block_keys`) and its halves by cells, and theirs, down to
-    :data:`_BLOCK_DEPTH` halvings; blocks of magnitude in value order, each followed by its halves level by
-    level. A value lies in at most :data:`BLOCK_LEVELS` of them."""
+def _block_tree_levels(scale: str) -> tuple[np.ndarray, np.ndarray]:
     grid = profile_grid(scale)
     cells = np.flatnonzero(grid.possible[: grid.null_cell])
     keys = grid.block_keys(cells)
     bounds = np.flatnonzero(np.diff(keys)) + 1
     out: list[tuple[int, int]] = []
+    depths: list[int] = []
     for a0, b0 in zip(np.r_[0, bounds], np.r_[bounds, len(cells)], strict=True):
         todo = [(int(a0), int(b0), 0)]
         while todo:
             a, b, depth = todo.pop(0)
             out.append((a, b))
-            if depth < _BLOCK_DEPTH and b - a >= 2:
+            depths.append(depth)
+            halved = depth < _BLOCK_DEPTH or (depth < _FINE_DEPTH and b - a >= _FINE_MIN_CELLS)
+            if halved and b - a >= 2:
                 h = a + (b - a) // 2
                 todo += [(a, h, depth + 1), (h, b, depth + 1)]
-    return np.array(out, dtype=np.int64)
+    return np.array(out, dtype=np.int64), np.array(depths, dtype=np.int64)
+
+
+def block_tree(scale: str) -> np.ndarray:
+    """The blocks of a scale's profile grid (public, independent of any data), int64 (B, 2): each row the
+    [start, stop) positions of a block in the grid's possible cells below the empty cell (value order): every
+    block of magnitude (:meth:`ProfileGrid.block_keys`) and its halves by cells, and theirs, down to
+    :data:`_BLOCK_DEPTH` halvings, then the fine blocks: the halves of a block of at least
+    :data:`_FINE_MIN_CELLS` cells, down to :data:`_FINE_DEPTH` halvings; blocks of magnitude in value order,
+    each followed by its halves level by level. A value lies in at most :data:`BLOCK_LEVELS` blocks of the first
+    levels and :data:`_FINE_DEPTH` - :data:`_BLOCK_DEPTH` fine blocks."""
+    return _block_tree_levels(scale)[0]
+
+
+def block_noise(scale: str) -> np.ndarray:
+    """float64 (B,): the noise std of each block of :func:`block_tree` in units of a cell's: :data:`BLOCK_NOISE`
+    for the blocks of the first :data:`BLOCK_LEVELS` levels, :data:`FINE_BLOCK_NOISE` for the fine blocks."""
+    depths = _block_tree_levels(scale)[1]
+    return np.where(depths <= _BLOCK_DEPTH, BLOCK_NOISE, FINE_BLOCK_NOISE)
+
+
+@functools.lru_cache(maxsize=8)
+def block_units(scale: str) -> float:
+    """The squared L2 sensitivity of the block counts of one column on ``scale``, in units of the cells' noise:
+    the largest, over the grid's values, of the sum of 1 / kappa^2 over the blocks that hold it (kappa of each
+    block: :func:`block_noise`); at most BLOCK_LEVELS / 9 + 5 / 36 (public)."""
+    grid = profile_grid(scale)
+    cells = np.flatnonzero(grid.possible[: grid.null_cell])
+    tree = block_tree(scale)
+    weight = np.zeros(len(cells) + 1, dtype=np.float64)
+    np.add.at(weight, tree[:, 0], block_noise(scale) ** -2.0)
+    np.add.at(weight, tree[:, 1], -(block_noise(scale) ** -2.0))
+    return float(np.cumsum(weight)[:-1].max())
 
 
 @functools.lru_cache(maxsize=8)
@@ -713,23 +796,35 @@ class _Sums:
         sigma: float,
         level: float,
         blocks: np.ndarray | None = None,
-        block_sigma: float = 0.0,
+        block_sigma: np.ndarray | float = 0.0,
     ) -> None:
         self.cells, self.present, self.sigma, self.level = cells, present, sigma, level
-        self.blocks, self.block_sigma = blocks, block_sigma
+        self.blocks = blocks
         self.index: dict[tuple[int, int], int] = {}
         if blocks is not None:
             self.index, self.by_start, self.starts = _tree_index(grid.scale)
+            self.depths = _block_tree_levels(grid.scale)[1]
             if len(blocks) != len(self.index):
                 raise InvalidParameterError(
                     f"{len(blocks)} block counts for the {len(self.index)} blocks of the grid"
                 )
+            if np.ndim(block_sigma) and np.shape(block_sigma) != (len(blocks),):
+                raise InvalidParameterError(
+                    f"{np.size(block_sigma)} block noise stds for the {len(blocks)} blocks of the grid"
+                )
+        # one std per block (a single value: the same for every block)
+        self.block_sigma = np.broadcast_to(np.asarray(block_sigma, dtype=np.float64), (len(self.index),))
 
     def _node(self, members: np.ndarray) -> int | None:
         if not self.index or len(members) == 0:
             return None
         a = int(np.searchsorted(self.cells, members[0]))
         return self.index.get((a, a + len(members)))
+
+    def fine(self, members: np.ndarray) -> bool:
+        """True when ``members`` is a fine block of :func:`block_tree` (below :data:`_BLOCK_DEPTH` halvings)."""
+        node = self._node(members)
+        return node is not None and bool(self.depths[node] > _BLOCK_DEPTH)
 
     def halves_measured(self, members: np.ndarray) -> bool:
         """True when both halves of ``members`` (by cells) are measured blocks."""
@@ -763,7 +858,7 @@ class _Sums:
                 run = self.cells[p:stop]
                 taken = self.present[run] - current[run]
                 value += float(self.blocks[i]) - float(taken.sum())
-                variance += self.block_sigma**2 + self.sigma**2 * np.count_nonzero(taken)
+                variance += float(self.block_sigma[i]) ** 2 + self.sigma**2 * np.count_nonzero(taken)
                 used = True
             else:
                 k = int(np.searchsorted(self.starts, p, side="right"))
@@ -811,7 +906,7 @@ def profile_from_noisy(
     protected_n: int,
     laplace: bool = False,
     blocks: np.ndarray | None = None,
-    block_sigma: float = 0.0,
+    block_sigma: np.ndarray | float = 0.0,
 ) -> ColumnProfile:
     """Decide one column from its noisy profile: a code or a measurement (docs/design.md section 2.8).
 
@@ -828,10 +923,12 @@ def profile_from_noisy(
         laplace: the cells' noise is Laplace (its tail sets the threshold), else Gaussian.
         blocks: float64 (B,) noisy count of every block of :func:`block_tree` (its order), or None when the
             profile did not measure them (a block's records are then the sum of its cells' noisy counts).
-        block_sigma: the blocks' noise std, in records (kappa sigma, :data:`BLOCK_NOISE`).
+        block_sigma: the blocks' noise std, in records: float64 (B,) (kappa sigma, :func:`block_noise`), or one
+            value for every block.
 
     Raises:
-        InvalidParameterError: ``blocks`` is not one count per block of the scale's tree.
+        InvalidParameterError: ``blocks`` (or an array ``block_sigma``) is not one value per block of the scale's
+            tree.
 
     Returns:
         The :class:`ColumnProfile` (see :func:`spark_dpsynth.mechanisms._profile.dp_profiles` for what a code

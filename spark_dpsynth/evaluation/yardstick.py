@@ -42,6 +42,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark_dpsynth.data.types import text_as_number
 from spark_dpsynth.errors import SchemaError
 from spark_dpsynth.evaluation._common import _quote
 from spark_dpsynth.evaluation.numeric import COLUMNS_PER_PASS, _on_scale, numeric_kind
@@ -291,14 +292,15 @@ holds numbers written as text (:func:`build_yardstick`)."""
 
 def _text_numbers(sensitive: DataFrame, strings: Sequence[str]) -> tuple[str, ...]:
     """The string columns of ``strings`` whose non-empty values in ``sensitive`` are more than
-    :data:`TEXT_NUMBERS_SHARE` finite numbers (``try_cast`` to double): one aggregation of two counts per column,
+    :data:`TEXT_NUMBERS_SHARE` finite numbers (:func:`~spark_dpsynth.data.types.text_as_number`, as the
+    DP test reads them): one aggregation of two counts per column,
     one row to the driver; none without a string column."""
     if not strings:
         return ()
     aggs = []
     for i, c in enumerate(strings):
         value = _text_or_value(sensitive, c)
-        x = _finite(value.try_cast("double"))
+        x = _finite(text_as_number(value))
         aggs += [F.count(value).alias(f"v{i}"), F.count(x).alias(f"x{i}")]
     row = sensitive.agg(*aggs).collect()[0]
     return tuple(

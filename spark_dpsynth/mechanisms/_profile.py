@@ -21,17 +21,20 @@ from pyspark.sql import functions as F
 
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.data.types import (
-    BLOCK_LEVELS,
     BLOCK_NOISE,
+    FINE_BLOCK_NOISE,
     ColumnProfile,
     ColumnType,
+    block_noise,
     block_tree,
+    block_units,
     cell_key,
     cells_of,
     exact_value_targets,
     profile_from_noisy,
     profile_grid,
     profile_with_exact_values,
+    text_as_number,
     text_number_candidates,
     with_text_numbers,
 )
@@ -68,13 +71,14 @@ falls back to interpreted evaluation and logs the compiler's error, 2026-11-26);
 def profile_units(types: Mapping[str, ColumnType], columns: tuple[str, ...], blocks: bool = True) -> float:
     """The squared L2 sensitivity of a DP profile of ``columns``, in units of the cells' noise: one record adds
     one to one cell of each column (1 each), possibly one to a real column's count of values that are not whole
-    numbers (1 each) and, with ``blocks`` (the zCDP profile), one to at most
-    :data:`~spark_dpsynth.data.types.BLOCK_LEVELS` blocks of each column's
-    :func:`~spark_dpsynth.data.types.block_tree`, whose counts get kappa =
-    :data:`~spark_dpsynth.data.types.BLOCK_NOISE` times the cells' noise (BLOCK_LEVELS / kappa^2 each)."""
+    numbers (1 each) and, with ``blocks`` (the zCDP profile), one to each block of the column's
+    :func:`~spark_dpsynth.data.types.block_tree` that holds its value, whose count gets kappa times the cells'
+    noise (1 / kappa^2 each: :func:`~spark_dpsynth.data.types.block_units`, at most 4 / 9 + 5 / 36 with kappa =
+    :data:`~spark_dpsynth.data.types.BLOCK_NOISE` on the 4 searched levels and
+    :data:`~spark_dpsynth.data.types.FINE_BLOCK_NOISE` on the 5 fine ones)."""
     fractional = sum(1 for c in columns if types[c].scale == "real")
-    per_column = 1.0 + (BLOCK_LEVELS / (BLOCK_NOISE * BLOCK_NOISE) if blocks else 0.0)
-    return len(columns) * per_column + fractional
+    per_column = [1.0 + (block_units(types[c].scale) if blocks else 0.0) for c in columns]
+    return sum(per_column) + fractional
 
 
 def profile_sigma(rho: float, units: float) -> float:
@@ -87,8 +91,9 @@ def profile_sigma(rho: float, units: float) -> float:
 
 def profile_parts(types: Mapping[str, ColumnType], columns: tuple[str, ...], blocks: bool = True) -> int:
     """The draws of a DP profile of ``columns``: one histogram per column, on a real column one count of the values
-    that are not whole numbers, and with ``blocks`` one vector of block counts per column."""
-    return len(columns) * (2 if blocks else 1) + sum(1 for c in columns if types[c].scale == "real")
+    that are not whole numbers, and with ``blocks`` two vectors of block counts per column (the searched blocks,
+    the fine blocks: :func:`~spark_dpsynth.data.types.block_noise`)."""
+    return len(columns) * (3 if blocks else 1) + sum(1 for c in columns if types[c].scale == "real")
 
 
 def dp_profiles(
@@ -138,7 +143,8 @@ def dp_profiles(
         sigma = :func:`profile_sigma` (rho-zCDP for the whole profile; docs/design.md section 2.8), or discrete
         Laplace (epsilon-DP). Under zCDP the count of every block of
         :func:`~spark_dpsynth.data.types.block_tree` (a sum of the true cells, on the driver) gets discrete
-        Gaussian noise of std kappa sigma (:data:`~spark_dpsynth.data.types.BLOCK_NOISE`): a hierarchical
+        Gaussian noise of std kappa sigma (kappa :data:`~spark_dpsynth.data.types.BLOCK_NOISE` on the searched
+        blocks, :data:`~spark_dpsynth.data.types.FINE_BLOCK_NOISE` on the fine ones): a hierarchical
         histogram (Hay, Rastogi, Miklau, Suciu, "Boosting the accuracy of differentially private histograms
         through consistency", VLDB 2010; Qardaji, Yang, Li, "Understanding hierarchical methods for
         differentially private histograms", VLDB 2013), whose block counts have a noise that does not grow with
@@ -175,9 +181,9 @@ def dp_profiles(
     # (LFS without its codebook) ran the driver out of memory generating its code.
     for start in range(0, len(columns), PROFILE_PASS_COLUMNS):
         batch = list(enumerate(columns))[start : start + PROFILE_PASS_COLUMNS]
-        # try_cast: a string column of numbers written as text holds values that are no numbers (NIST's "N"),
-        # counted with the empty values (under ANSI mode a failed cast would raise an error quoting the value)
-        numbers = df.select(*[F.col(f"`{c}`").try_cast("double").alias(f"x{j}") for j, c in batch])
+        # a string column of numbers written as text holds values that are no numbers (NIST's "N"), counted
+        # with the empty values
+        numbers = df.select(*[_as_number(c, types).alias(f"x{j}") for j, c in batch])
         keys = []
         for j, c in batch:
             x = F.col(f"x{j}")
@@ -222,11 +228,17 @@ def dp_profiles(
         noisy[possible] = draw(hist[possible])
         noisy_frac = float(draw(np.array([frac_count]))[0]) if c in fractional else 0.0
         blocks = None
+        block_sigma = None
         if not laplace:
-            tree = block_tree(scale)
+            tree, kappa = block_tree(scale), block_noise(scale)
             running = np.r_[0, np.cumsum(hist[np.flatnonzero(grid.possible[: grid.null_cell])])]
-            blocks = draw(running[tree[:, 1]] - running[tree[:, 0]], BLOCK_NOISE).astype(np.float64)
-            del running
+            true = running[tree[:, 1]] - running[tree[:, 0]]
+            blocks = np.empty(len(tree), dtype=np.float64)
+            # the searched blocks, then the fine ones: one draw each, at their own std
+            for k in (BLOCK_NOISE, FINE_BLOCK_NOISE):
+                blocks[kappa == k] = draw(true[kappa == k], k)
+            block_sigma = kappa * sigma
+            del running, true
         del hist, frac_count, entries
         out[c] = profile_from_noisy(
             c,
@@ -239,7 +251,7 @@ def dp_profiles(
             protected_n,
             laplace,
             blocks,
-            BLOCK_NOISE * sigma,
+            0.0 if block_sigma is None else block_sigma,
         )
     return out
 
@@ -255,15 +267,12 @@ def _finite(number: Column) -> Column:
     return number.isNotNull() & ~F.isnan(number) & (F.abs(number) != F.lit(math.inf))
 
 
-_NUMBER_STARTS = tuple("0123456789+-.")
-"""The first characters of a text that may read as a finite number (the others never do)."""
-
-
-def _text_as_number(text: Column) -> Column:
-    """``text`` (trimmed) as a double, null when it is not a number. ``try_cast`` only where the first character
-    can start a number: Spark's cast of a text that is no number costs an exception each (10 string columns of
-    UCI Adult x 31, 1.5M rows: 15 s with every value cast)."""
-    return F.when(F.substring(text, 1, 1).isin(*_NUMBER_STARTS), text.try_cast("double"))
+def _as_number(name: str, types: Mapping[str, ColumnType]) -> Column:
+    """Column ``name`` as a double: a string column (numbers written as text) through :func:`text_as_number`,
+    null where a value is no number (NIST's "N"; under ANSI mode a failed cast would raise an error quoting
+    the value), any other through ``try_cast``."""
+    x = F.col(f"`{name}`")
+    return text_as_number(x) if types[name].type == "string" else x.try_cast("double")
 
 
 def spend_exact_values(
@@ -348,7 +357,7 @@ def dp_exact_values(
     structs = []
     for j, c in enumerate(targets):
         x = F.col(f"`{c}`")
-        number = x.try_cast("double")
+        number = _as_number(c, types)
         finite = _finite(number)
         trimmed = F.trim(x.cast("string"))
         # the value as the column reads as text (the key of a code's domain); empty, NaN and infinite left out,
@@ -473,7 +482,7 @@ def dp_text_numbers(
     aggs = []
     for j, c in enumerate(columns):
         x = F.col(f"`{c}`")
-        number = _text_as_number(x)
+        number = text_as_number(x)
         finite = _finite(number)
         whole = finite & (number == F.floor(number))
         small = whole & (F.abs(number) <= F.lit(float(MAX_CODE_RANGE)))
