@@ -715,6 +715,7 @@ evenly over the fine block 1984..2124, the years 1984..2013 were drawn up to 212
 
 @functools.lru_cache(maxsize=8)
 def _block_tree_levels(scale: str) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`block_tree`'s blocks, int64 (B, 2); each block's halvings from its block of magnitude, int64 (B,))."""
     grid = profile_grid(scale)
     cells = np.flatnonzero(grid.possible[: grid.null_cell])
     keys = grid.block_keys(cells)
