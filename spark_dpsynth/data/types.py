@@ -802,6 +802,7 @@ class _Sums:
         self.cells, self.present, self.sigma, self.level = cells, present, sigma, level
         self.blocks = blocks
         self.index: dict[tuple[int, int], int] = {}
+        self.depths = np.zeros(0, dtype=np.int64)
         if blocks is not None:
             self.index, self.by_start, self.starts = _tree_index(grid.scale)
             self.depths = _block_tree_levels(grid.scale)[1]

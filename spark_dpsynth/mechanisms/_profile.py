@@ -228,7 +228,7 @@ def dp_profiles(
         noisy[possible] = draw(hist[possible])
         noisy_frac = float(draw(np.array([frac_count]))[0]) if c in fractional else 0.0
         blocks = None
-        block_sigma = None
+        block_sigma: np.ndarray | float = 0.0
         if not laplace:
             tree, kappa = block_tree(scale), block_noise(scale)
             running = np.r_[0, np.cumsum(hist[np.flatnonzero(grid.possible[: grid.null_cell])])]
@@ -251,7 +251,7 @@ def dp_profiles(
             protected_n,
             laplace,
             blocks,
-            0.0 if block_sigma is None else block_sigma,
+            block_sigma,
         )
     return out
 
