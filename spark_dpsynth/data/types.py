@@ -51,7 +51,12 @@ __all__ = [
     "block_tree",
     "block_units",
     "candidate_grid",
+    "EDGE_MIN_SHARE",
+    "EDGE_PIECES",
+    "edge_index",
+    "edge_pieces",
     "exact_value_targets",
+    "profile_with_edges",
     "profile_with_exact_values",
     "text_as_number",
     "column_types",
@@ -1219,6 +1224,139 @@ def profile_with_exact_values(
         bins=spec,
         point_share=min(profile.point_share + sum(c for _, c in new) / non_empty, 1.0),
         reason=f"{profile.reason}, {len(new)} exact value(s) off the grid kept",
+    )
+
+
+EDGE_MIN_SHARE = 0.01
+"""A measurement's first or last interval piece of its within-bin shape that holds at least this share of its
+non-empty records is refined by the DP exact-value step (:func:`edge_pieces`): on the profile's grid such a
+piece is a whole cell (a tenth of a decade above 10,000: epoch seconds 1,400,000,000..1,499,999,999), and its
+records drawn evenly over it would run far past the column's largest value."""
+EDGE_PIECES = 100
+"""At most this many equal sub-intervals of an edge piece (:func:`edge_pieces`)."""
+EDGE_STDS = 8.0
+"""An edge piece is cut into sub-intervals that each hold, on average, at least this many noise stds of the
+step's counts (at most :data:`EDGE_PIECES`, at least 2: a piece too light for two is not refined)."""
+
+
+def _piece_values(a: float, b: float, whole: bool) -> float:
+    """The number of whole numbers of [a, b] (``whole``), else its width."""
+    return b - a + 1.0 if whole else b - a
+
+
+def edge_pieces(
+    profile: ColumnProfile, whole: bool, noise_std: float
+) -> tuple[tuple[float, float, int], ...]:
+    """The edge pieces of a measurement that the DP exact-value step counts in sub-intervals (docs/design.md
+    section 2.8): its within-bin shape's first and last interval pieces (a < b; one when they are the same)
+    that hold at least :data:`EDGE_MIN_SHARE` of its non-empty records and are wide enough to cut, each as
+    ``(a, b, parts)``: ``parts`` equal sub-intervals (:func:`edge_index`), as many as hold
+    :data:`EDGE_STDS` x ``noise_std`` records each on average, at most :data:`EDGE_PIECES` and at most the
+    piece's whole numbers (``whole``: the integer and date scales, and a real column of whole numbers), at
+    least 2. Empty for a code, or when no edge piece qualifies. Post-processing of the noisy profile."""
+    spec = profile.bins
+    if profile.meaning != "measurement" or spec is None or noise_std <= 0:
+        return ()
+    intervals = [(a, b, w) for a, b, w in spec.shape if a < b]
+    if not intervals:
+        return ()
+    chosen = [intervals[0]] if intervals[0] == intervals[-1] else [intervals[0], intervals[-1]]
+    out = []
+    for a, b, w in chosen:
+        if w < EDGE_MIN_SHARE * profile.non_empty:
+            continue
+        room = _piece_values(a, b, whole) if whole else float(EDGE_PIECES)
+        parts = int(min(EDGE_PIECES, room, w // (EDGE_STDS * noise_std)))
+        if parts >= 2:
+            out.append((float(a), float(b), parts))
+    return tuple(out)
+
+
+def edge_index(x: Column, a: float, b: float, parts: int, whole: bool) -> Column:
+    """The sub-interval 0 .. parts - 1 of the edge piece [a, b] that holds ``x`` (a double), null outside
+    [a, b]: sub-interval i holds the values x with floor((x - a) parts / v) = i, v the piece's whole numbers
+    (``whole``) or its width (:func:`edge_pieces`)."""
+    size = _piece_values(a, b, whole)
+    i = F.floor((x - F.lit(a)) * F.lit(float(parts)) / F.lit(size))
+    i = F.least(F.greatest(i, F.lit(0)), F.lit(parts - 1)).cast("int")
+    return F.when((x >= F.lit(a)) & (x <= F.lit(b)), i)
+
+
+def _sub_interval(a: float, b: float, parts: int, i: int, whole: bool) -> tuple[float, float]:
+    """The values of sub-interval i of [a, b] (:func:`edge_index`): whole numbers [lo, hi], or [lo, hi] of
+    the width."""
+    size = _piece_values(a, b, whole)
+    if whole:
+        lo = a + math.ceil(i * size / parts)
+        hi = a + math.ceil((i + 1) * size / parts) - 1.0
+        return float(lo), float(hi)
+    return a + i * size / parts, a + (i + 1) * size / parts if i + 1 < parts else b
+
+
+def profile_with_edges(
+    profile: ColumnProfile,
+    refined: Mapping[tuple[float, float], np.ndarray],
+    whole: bool,
+    noise_std: float,
+    laplace: bool = False,
+) -> ColumnProfile:
+    """A measurement's edge pieces replaced by their sub-intervals' noisy counts (docs/design.md section 2.8).
+
+    Post-processing only: ``refined`` maps each piece ``(a, b)`` of :func:`edge_pieces` to the noisy counts of
+    its sub-intervals (float64, (parts,)), the output of the DP exact-value step
+    (:func:`spark_dpsynth.mechanisms._profile.dp_exact_values`), each count's noise of std ``noise_std``
+    (discrete Laplace when ``laplace``, else discrete Gaussian).
+
+    A sub-interval stands out when its noisy count exceeds ``noise_std`` times the (1 - 0.001 / parts) quantile
+    of the unit noise (a Bonferroni level over the piece's sub-intervals). On the range's lower edge (the
+    first interval piece) the sub-intervals below the first that stands out are dropped, on its upper edge (the
+    last) those above the last; the piece's weight is then split over the sub-intervals left in proportion
+    to their positive noisy counts, and the range's ``lower`` / ``upper`` move to the first and last value
+    left. A piece none of whose sub-intervals stands out is kept as it was.
+    """
+    from scipy.stats import laplace as laplace_dist
+    from scipy.stats import norm
+
+    spec = profile.bins
+    if profile.meaning != "measurement" or spec is None or not refined:
+        return profile
+    intervals = [i for i, (a, b, _) in enumerate(spec.shape) if a < b]
+    first, last = (intervals[0], intervals[-1]) if intervals else (-1, -1)
+    shape: list[tuple[float, float, float]] = []
+    lower, upper = spec.lower, spec.upper
+    changed = 0
+    for k, (a, b, w) in enumerate(spec.shape):
+        noisy = refined.get((a, b))
+        if noisy is None or k not in (first, last):
+            shape.append((a, b, w))
+            continue
+        noisy = np.asarray(noisy, dtype=np.float64)
+        parts = len(noisy)
+        tail = _SIGNAL_FALSE_POSITIVE / parts
+        level = float(laplace_dist.isf(tail) / math.sqrt(2.0)) if laplace else float(norm.isf(tail))
+        standing = np.flatnonzero(noisy > noise_std * level)
+        if not len(standing):
+            shape.append((a, b, w))
+            continue
+        lo_i = int(standing[0]) if k == first else 0
+        hi_i = int(standing[-1]) if k == last else parts - 1
+        kept = np.clip(noisy[lo_i : hi_i + 1], 0.0, None)
+        pieces = [
+            (*_sub_interval(a, b, parts, lo_i + i, whole), float(f"{w * c / kept.sum():.6g}"))
+            for i, c in enumerate(kept)
+            if c > 0
+        ]
+        shape.extend(p for p in pieces if p[0] <= p[1])
+        if k == first:
+            lower = min(pieces[0][0], spec.edges[0])
+        if k == last:
+            upper = max(pieces[-1][1], spec.edges[-1])
+        changed += 1
+    if not changed:
+        return profile
+    spec = dataclasses.replace(spec, shape=tuple(shape), lower=lower, upper=upper)
+    return dataclasses.replace(
+        profile, bins=spec, reason=f"{profile.reason}, {changed} edge cell(s) cut in sub-intervals"
     )
 
 

@@ -30,9 +30,12 @@ from spark_dpsynth.data.types import (
     block_units,
     cell_key,
     cells_of,
+    edge_index,
+    edge_pieces,
     exact_value_targets,
     profile_from_noisy,
     profile_grid,
+    profile_with_edges,
     profile_with_exact_values,
     text_as_number,
     text_number_candidates,
@@ -290,7 +293,10 @@ def spend_exact_values(
     """
     if (rho is None) == (epsilon_proportion is None):
         raise InvalidParameterError("the DP exact values are paid in rho or in a proportion of epsilon")
-    mechanism = "counts of the exact values of the DP measurements, sensitivity: the number of columns"
+    mechanism = (
+        "counts of the exact values of the DP measurements and of the sub-intervals of their heavy edge cells, "
+        "sensitivity: the number of columns, plus one per column with edge cells"
+    )
     if rho is not None:
         acct.spend_rho(
             "exact_values",
@@ -313,9 +319,11 @@ def dp_exact_values(
     protected_n: int,
     acct: Accountant | None,
 ) -> dict[str, ColumnProfile]:
-    """The DP profiles revised by the exact values of the measurements (docs/design.md section 2.8): a measurement
-    whose released exact values hold almost all its records is a code (a density of 20 one-decimal values, a
-    five-digit code: values off the profile's grid); a frequent exact value off the grid is one more point.
+    """The DP profiles revised by the exact values of the measurements and by the sub-intervals of their heavy
+    edge cells (docs/design.md section 2.8): a measurement whose released exact values hold almost all its
+    records is a code (a density of 20 one-decimal values, a five-digit code: values off the profile's grid); a
+    frequent exact value off the grid is one more point; a first or last cell of the range that holds many
+    records (epoch seconds, whose cells are a tenth of a decade wide) is cut where its records end.
 
     Args:
         df: the records the profile read (after the row filter, record limit and privacy-unit merge): the
@@ -326,7 +334,9 @@ def dp_exact_values(
             :func:`~spark_dpsynth.data.types.exact_value_targets` is empty (nothing is counted).
 
     Returns:
-        ``profiles`` with the targets' profiles revised (:func:`~spark_dpsynth.data.types.profile_with_exact_values`).
+        ``profiles`` with the targets' profiles revised
+        (:func:`~spark_dpsynth.data.types.profile_with_edges`, then
+        :func:`~spark_dpsynth.data.types.profile_with_exact_values`).
 
     Raises:
         BudgetError: the shares are not spent (and there are targets).
@@ -334,16 +344,21 @@ def dp_exact_values(
     Privacy:
         One Spark job over the m target columns: per column, the count of each distinct non-empty value; the
         values held by at least c = 1 + floor(:data:`EXACT_VALUES_FLOOR` n') records reach the driver (private,
-        never logged), in a fixed order (column, value). A record adds one to one value of each column: L2
-        sensitivity sqrt(m), L1 sensitivity m. Noise is drawn on every count through the share ``exact_values``:
-        discrete Gaussian with std sigma sqrt(m) (a zCDP share), or discrete Laplace of scale m / epsilon (a pure
-        share, the class-conditional mechanism). A value is released when its noisy count is > rho_1 + c - 1,
-        rho_1 the threshold that a record's m new values (count 1 each) pass with probability <= delta, the share
-        ``exact_values_threshold`` (:func:`~spark_dpsynth.privacy.accounting.rho_1_threshold_discrete`,
+        never logged), in a fixed order (column, value). For the m_e targets with edge pieces
+        (:func:`~spark_dpsynth.data.types.edge_pieces`, chosen from the profile: public), the same job counts
+        every sub-interval of those pieces (public keys, zeros included). A record adds one to one value of each
+        column and to at most one sub-interval of each such column: L2 sensitivity sqrt(m + m_e), L1
+        sensitivity m + m_e. Noise is drawn once on every count through the share ``exact_values``: discrete
+        Gaussian with std sigma sqrt(m + m_e) (a zCDP share), or discrete Laplace of scale (m + m_e) / epsilon
+        (a pure share, the class-conditional mechanism). A value is released when its noisy count is
+        > rho_1 + c - 1, rho_1 the threshold that a record's m new values (count 1 each) pass with probability
+        <= delta under that noise, the share ``exact_values_threshold``
+        (:func:`~spark_dpsynth.privacy.accounting.rho_1_threshold_discrete`,
         :func:`~spark_dpsynth.privacy.accounting.laplace_threshold_discrete`): a value held by c records in one
         table and absent from the driver's counts in its neighbour passes with the probability that a new value
         of count 1 passes rho_1 (Gopi, Mahabadi, Yekhanin, "Differentially Private Marginals", 2022, Algorithm 1;
-        docs/design.md section 2.5). The decisions are post-processing of the released counts.
+        docs/design.md section 2.5). The sub-intervals' counts are released whole (no threshold: their keys are
+        public). The decisions are post-processing of the released counts.
     """
     targets = exact_value_targets(types, profiles)
     if not targets:
@@ -354,6 +369,28 @@ def dp_exact_values(
     assert delta is not None
     m = len(targets)
     floor = 1 + int(math.floor(EXACT_VALUES_FLOOR * protected_n))
+    gaussian = right.sigma is not None
+
+    def unit_std(units: int) -> float:
+        """The std of one count at L2 (Gaussian) or L1 (Laplace) sensitivity ``units``."""
+        if gaussian:
+            assert right.sigma is not None
+            return right.sigma * math.sqrt(units)
+        assert right.epsilon is not None
+        return math.sqrt(2.0) * units / right.epsilon
+
+    def whole(c: str) -> bool:
+        spec = profiles[c].bins
+        return types[c].scale in ("integer", "date") or bool(spec is not None and spec.integral)
+
+    # The edge pieces, cut for the noise of the most columns that may have one (those with a heavy edge piece):
+    # the noise drawn below, at the columns that have one, is at most that.
+    heavy = sum(1 for c in targets if edge_pieces(profiles[c], whole(c), 1e-12))
+    planned = unit_std(m + heavy)
+    edges = [
+        (j, c, piece) for j, c in enumerate(targets) for piece in edge_pieces(profiles[c], whole(c), planned)
+    ]
+    m_e = len({c for _, c, _ in edges})
     structs = []
     for j, c in enumerate(targets):
         x = F.col(f"`{c}`")
@@ -370,6 +407,17 @@ def dp_exact_values(
                 F.when(finite, number).otherwise(F.lit(math.nan)).alias("x"),
             )
         )
+    for e, (_, c, (a, b, parts)) in enumerate(edges):
+        # an edge piece's sub-interval, keyed m + e: its index as v
+        number = _as_number(c, types)
+        index = edge_index(number, a, b, parts, whole(c))
+        structs.append(
+            F.struct(
+                F.lit(m + e).alias("j"),
+                F.when(_finite(number), index).cast("string").alias("v"),
+                F.lit(math.nan).alias("x"),
+            )
+        )
     counted = (
         df.select(F.explode(F.array(*structs)).alias("p"))
         .select("p.j", "p.v", "p.x")
@@ -377,35 +425,58 @@ def dp_exact_values(
         # x is a function of v: grouping by it as well carries the number Spark reads to the driver
         .groupBy("j", "v", "x")
         .count()
-        .where(F.col("count") >= F.lit(floor))
+        .where((F.col("count") >= F.lit(floor)) | (F.col("j") >= F.lit(m)))
     )
-    # Private: the values held by at least `floor` records; the order (column, value) makes the noise
-    # independent of Spark's partitioning.
+    # Private: the values held by at least `floor` records and the sub-intervals' counts; the order (column,
+    # value) makes the noise independent of Spark's partitioning.
     rows = sorted((int(r["j"]), str(r["v"]), float(r["x"]), int(r["count"])) for r in counted.collect())
-    keys = [(j, v, x) for j, v, x, _ in rows]
-    true = np.array([r[3] for r in rows], dtype=np.int64)
+    keys = [(j, v, x) for j, v, x, _ in rows if j < m]
+    true = np.array([r[3] for r in rows if r[0] < m], dtype=np.int64)
+    # every sub-interval, zeros included (public keys)
+    offsets = np.cumsum([0] + [parts for _, _, (_, _, parts) in edges])
+    sub = np.zeros(int(offsets[-1]), dtype=np.int64)
+    for j, v, _, n in rows:
+        if j >= m:
+            sub[offsets[j - m] + int(v)] = n
     del rows
-    if right.sigma is not None:
-        noisy = acct.gaussian("exact_values", true, math.sqrt(m)) if len(keys) else true
-        threshold = rho_1_threshold_discrete(right.sigma, m, 2.0 * delta) + (floor - 1)
-        noise_std = right.sigma * math.sqrt(m)
+    units = m + m_e
+    counts = np.concatenate([true, sub])
+    del true, sub
+    if len(counts):
+        noisy_all = (
+            acct.gaussian("exact_values", counts, math.sqrt(units))
+            if gaussian
+            else acct.laplace("exact_values", counts, sensitivity=units)
+        )
+    else:
+        noisy_all = counts
+    del counts
+    noisy, noisy_sub = noisy_all[: len(keys)], noisy_all[len(keys) :].astype(np.float64)
+    noise_std = unit_std(units)
+    if gaussian:
+        assert right.sigma is not None
+        # m new values, each with noise of std sigma sqrt(m + m_e)
+        threshold = rho_1_threshold_discrete(right.sigma * math.sqrt(units / m), m, 2.0 * delta) + (floor - 1)
     else:
         assert right.epsilon is not None
-        noisy = acct.laplace("exact_values", true, sensitivity=m) if len(keys) else true
-        threshold = laplace_threshold_discrete(m / right.epsilon, m, delta) + (floor - 1)
-        noise_std = math.sqrt(2.0) * m / right.epsilon
-    del true
+        threshold = laplace_threshold_discrete(units / right.epsilon, m, delta) + (floor - 1)
     out = dict(profiles)
     for j, c in enumerate(targets):
+        refined = {
+            (a, b): noisy_sub[offsets[e] : offsets[e + 1]]
+            for e, (jj, _, (a, b, _)) in enumerate(edges)
+            if jj == j
+        }
+        profile = profile_with_edges(profiles[c], refined, whole(c), noise_std, laplace=not gaussian)
         kept = [
             (v, x, float(n))
             for (jj, v, x), n in zip(keys, noisy.tolist(), strict=True)
             if jj == j and n > threshold and n > 0
         ]
         values = tuple(v for v, _, _ in kept)
-        counts = np.array([n for _, _, n in kept])
+        found = np.array([n for _, _, n in kept])
         numbers = tuple(x for _, x, _ in kept)
-        out[c] = profile_with_exact_values(profiles[c], values, counts, n_bins, noise_std, numbers)
+        out[c] = profile_with_exact_values(profile, values, found, n_bins, noise_std, numbers)
     return out
 
 
