@@ -18,6 +18,7 @@ from spark_dpsynth.data.types import (
     BLOCK_LEVELS,
     BLOCK_NOISE,
     FINE_BLOCK_NOISE,
+    ColumnProfile,
     ColumnType,
     _standing_blocks,
     _Sums,
@@ -28,11 +29,13 @@ from spark_dpsynth.data.types import (
     cell_key,
     cells_of,
     column_types,
+    edge_pieces,
     exact_value_targets,
     numeric_view,
     profile_from_noisy,
     profile_grid,
     profile_points,
+    profile_with_edges,
     profile_with_exact_values,
     text_as_number,
     text_number_candidates,
@@ -259,6 +262,50 @@ def test_dp_exact_values_release_only_values_above_the_threshold(spark) -> None:
     assert p.meaning == "measurement" and p.values is None and p.bins.points == (12345.6, 23456.7)
 
 
+def test_dp_exact_values_cut_a_heavy_edge_cell_where_its_records_end(spark) -> None:
+    # epoch seconds of 2011..2016: the profile's cells above 10**9 are 10**8 wide, so its range ends at
+    # 1,500,000,000 and a record of the top cell drawn evenly would run up to 23 million seconds past the
+    # largest; counted in sub-intervals, the range ends within a millionth of the data's ends
+    rng = np.random.default_rng(12)
+    seconds = rng.integers(1_303_400_000, 1_476_640_645, 3000)
+    rows = [(int(v),) for v in seconds]
+    profiles, exact, acct = _exact(spark, rows, "timestamp bigint")
+    before, after = profiles["timestamp"].bins, exact["timestamp"].bins
+    assert before.lower <= 1_300_000_000 and before.upper >= 1_499_999_999
+    assert 1_476_640_644 <= after.upper <= 1_477_000_000 and 1_303_000_000 <= after.lower <= 1_303_400_001
+    assert after.edges == before.edges and "edge cell" in exact["timestamp"].reason
+    # the pieces stay inside the new range, whole numbers that do not overlap, the mass unchanged
+    assert all(after.lower <= a <= b <= after.upper and a == int(a) for a, b, _ in after.shape)
+    assert all(b0 < a1 for (_, b0, _), (a1, _, _) in zip(after.shape, after.shape[1:], strict=False))
+    assert sum(w for *_, w in after.shape) == pytest.approx(sum(w for *_, w in before.shape), rel=1e-4)
+    assert "sub-intervals of their heavy edge cells" in acct.share("exact_values").mechanism
+
+
+def test_edge_pieces_and_their_cut_are_post_processing_of_the_profile() -> None:
+    spec = BinSpec(
+        edges=(200.0, 300.0),
+        lower=100.0,
+        upper=400.0,
+        shape=((101.0, 199.0, 50.0), (250.0, 250.0, 900.0), (301.0, 399.0, 50.0)),
+    )
+    profile = ColumnProfile("x", "measurement", spec, 0.9, "", non_empty=1000.0)
+    # both edge pieces hold 5%: cut into as many parts as hold 8 stds each (50 // 8 = 6), none when they hold
+    # less than 1% of the records or less than 16 stds
+    assert edge_pieces(profile, True, 1.0) == ((101.0, 199.0, 6), (301.0, 399.0, 6))
+    assert edge_pieces(dataclasses.replace(profile, non_empty=10_000.0), True, 1.0) == ()
+    assert edge_pieces(profile, True, 4.0) == ()
+    # the lower piece's records lie in its last two parts, the upper piece's in its first: the range is cut to
+    # them and each piece's weight split by the parts' positive counts; a piece with no part standing out stays
+    lower = np.array([0.0, 1.0, -1.0, 0.0, 20.0, 30.0])
+    upper = np.array([40.0, 10.0, 2.0, 0.0, -2.0, 1.0])
+    cut = profile_with_edges(profile, {(101.0, 199.0): lower, (301.0, 399.0): upper}, True, 1.0).bins
+    assert cut.shape[0] == (167.0, 183.0, 20.0) and cut.shape[1] == (184.0, 199.0, 30.0)
+    assert cut.shape[-2:] == ((301.0, 317.0, 40.0), (318.0, 333.0, 10.0))
+    assert cut.lower == 167.0 and cut.upper == 333.0 and cut.edges == spec.edges
+    flat = {(101.0, 199.0): np.zeros(6), (301.0, 399.0): np.ones(6)}
+    assert profile_with_edges(profile, flat, True, 1.0) == profile
+
+
 def test_dp_profile_keeps_a_small_whole_number_range_with_a_thin_tail(spark) -> None:
     # weekly hours: frequent values stand out, 1..99 each rare; the tail is neither lost nor piled onto 40
     rng = np.random.default_rng(2)
@@ -353,6 +400,52 @@ def test_dp_profile_places_years_in_their_fine_blocks() -> None:
         block_sigma=np.where(kappa == FINE_BLOCK_NOISE, 1e9, BLOCK_NOISE * 54.0),
     ).bins
     assert wide is not None and wide.lower < 1500
+
+
+def test_dp_profile_gives_an_amount_to_the_values_that_stand_out_within_its_part(monkeypatch) -> None:
+    # the years 2011..2013 hold 260 records each, under the grid's threshold of 54 x 5.3 = 286 records, beside
+    # years of 450 that stand out alone, a thin tail of 2,500 over 1950..1983 and a code 9999: the rest of their
+    # block goes to them (they stand out
+    # among the block's few cells), not evenly up to 2,120; with the part's test off (a share no part reaches),
+    # part of it is spread past 2013
+    rng = np.random.default_rng(5)
+    values = np.concatenate(
+        [
+            rng.integers(1950, 1984, 2500),
+            np.repeat(np.arange(1984, 2011), 450),
+            np.repeat([2011, 2012, 2013], 260),
+            np.full(35000, 9999),
+        ]
+    )
+    grid, true = _noisy_counts(values)
+    counts = true.copy()
+    counts[grid.possible] += np.round(rng.normal(0.0, 54.0, int(grid.possible.sum())))
+    kappa = block_noise("integer")
+    blocks = _block_counts(grid, true) + np.round(rng.normal(0.0, 54.0, len(kappa)) * kappa)
+
+    def beyond() -> float:
+        b = profile_from_noisy(
+            "YEARPR",
+            "integer",
+            grid,
+            counts,
+            0.0,
+            54.0,
+            16,
+            len(values),
+            blocks=blocks,
+            block_sigma=kappa * 54.0,
+        ).bins
+        assert b is not None and 9999.0 in b.points and b.lower >= 1950
+        total = sum(w for _, _, w in b.shape)
+        return (
+            sum(w * max(0.0, min(hi, 9999.0) - max(lo, 2013.5)) / max(hi - lo, 1.0) for lo, hi, w in b.shape)
+            / total
+        )
+
+    assert beyond() < 0.001
+    monkeypatch.setattr("spark_dpsynth.data.types._LOCAL_SHARE", 2.0)
+    assert beyond() > 0.003
 
 
 def test_dp_profile_reads_a_thin_tail_from_its_measured_blocks() -> None:
