@@ -1271,8 +1271,14 @@ step's counts (at most :data:`EDGE_PIECES`, at least 2: a piece too light for tw
 
 
 def _piece_values(a: float, b: float, whole: bool) -> float:
-    """The number of whole numbers of [a, b] (``whole``), else its width."""
-    return b - a + 1.0 if whole else b - a
+    """The number of whole numbers of [a, b] (``whole``, and a and b whole numbers), else its width."""
+    return b - a + 1.0 if _whole_piece(a, b, whole) else b - a
+
+
+def _whole_piece(a: float, b: float, whole: bool) -> bool:
+    """True when the piece [a, b] holds whole numbers: on a whole-number scale with whole bounds (a real column
+    of whole numbers has pieces between its grid's points, cut where its range is: 1.1 .. 5.5)."""
+    return whole and float(a).is_integer() and float(b).is_integer()
 
 
 def edge_pieces(
@@ -1283,8 +1289,7 @@ def edge_pieces(
     that hold at least :data:`EDGE_MIN_SHARE` of its non-empty records and are wide enough to cut, each as
     ``(a, b, parts)``: ``parts`` equal sub-intervals (:func:`edge_index`), as many as hold
     :data:`EDGE_STDS` x ``noise_std`` records each on average, at most :data:`EDGE_PIECES` and at most the
-    piece's whole numbers (``whole``: the integer and date scales, and a real column of whole numbers), at
-    least 2. Empty for a code, or when no edge piece qualifies. Post-processing of the noisy profile."""
+    piece's whole numbers (``whole``: the integer and date scales, whose pieces are whole numbers), at least 2. Empty for a code, or when no edge piece qualifies. Post-processing of the noisy profile."""
     spec = profile.bins
     if profile.meaning != "measurement" or spec is None or noise_std <= 0:
         return ()
@@ -1296,7 +1301,7 @@ def edge_pieces(
     for a, b, w in chosen:
         if w < EDGE_MIN_SHARE * profile.non_empty:
             continue
-        room = _piece_values(a, b, whole) if whole else float(EDGE_PIECES)
+        room = _piece_values(a, b, whole) if _whole_piece(a, b, whole) else float(EDGE_PIECES)
         parts = int(min(EDGE_PIECES, room, w // (EDGE_STDS * noise_std)))
         if parts >= 2:
             out.append((float(a), float(b), parts))
@@ -1317,7 +1322,7 @@ def _sub_interval(a: float, b: float, parts: int, i: int, whole: bool) -> tuple[
     """The values of sub-interval i of [a, b] (:func:`edge_index`): whole numbers [lo, hi], or [lo, hi] of
     the width."""
     size = _piece_values(a, b, whole)
-    if whole:
+    if _whole_piece(a, b, whole):
         lo = a + math.ceil(i * size / parts)
         hi = a + math.ceil((i + 1) * size / parts) - 1.0
         return float(lo), float(hi)

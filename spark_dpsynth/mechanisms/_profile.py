@@ -380,8 +380,8 @@ def dp_exact_values(
         return math.sqrt(2.0) * units / right.epsilon
 
     def whole(c: str) -> bool:
-        spec = profiles[c].bins
-        return types[c].scale in ("integer", "date") or bool(spec is not None and spec.integral)
+        # pieces of whole numbers (a real column of whole numbers has real pieces between its grid's points)
+        return types[c].scale in ("integer", "date")
 
     # The edge pieces, cut for the noise of the most columns that may have one (those with a heavy edge piece):
     # the noise drawn below, at the columns that have one, is at most that.
