@@ -304,6 +304,15 @@ def test_edge_pieces_and_their_cut_are_post_processing_of_the_profile() -> None:
     assert cut.lower == 167.0 and cut.upper == 333.0 and cut.edges == spec.edges
     flat = {(101.0, 199.0): np.zeros(6), (301.0, 399.0): np.ones(6)}
     assert profile_with_edges(profile, flat, True, 1.0) == profile
+    # a piece with bounds that are not whole numbers (a real column of months 1..12, its range cut at 1.1) is
+    # cut by its width even on a whole-number scale: the parts stay inside it
+    months = dataclasses.replace(
+        profile,
+        bins=BinSpec(edges=(6.0,), lower=1.1, upper=12.0, shape=((1.1, 5.5, 500.0), (6.0, 12.0, 500.0))),
+    )
+    assert edge_pieces(months, True, 1.0)[0] == (1.1, 5.5, 62)
+    cut = profile_with_edges(months, {(1.1, 5.5): np.full(2, 100.0)}, True, 1.0).bins
+    assert [p[:2] for p in cut.shape] == pytest.approx([(1.1, 3.3), (3.3, 5.5), (6.0, 12.0)])
 
 
 def test_dp_profile_keeps_a_small_whole_number_range_with_a_thin_tail(spark) -> None:
