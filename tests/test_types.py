@@ -312,7 +312,7 @@ def test_edge_pieces_and_their_cut_are_post_processing_of_the_profile() -> None:
     )
     assert edge_pieces(months, True, 1.0)[0] == (1.1, 5.5, 62)
     cut = profile_with_edges(months, {(1.1, 5.5): np.full(2, 100.0)}, True, 1.0).bins
-    assert [p[:2] for p in cut.shape] == pytest.approx([(1.1, 3.3), (3.3, 5.5), (6.0, 12.0)])
+    assert [x for p in cut.shape for x in p[:2]] == pytest.approx([1.1, 3.3, 3.3, 5.5, 6.0, 12.0])
 
 
 def test_dp_profile_keeps_a_small_whole_number_range_with_a_thin_tail(spark) -> None:
