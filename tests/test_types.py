@@ -372,51 +372,56 @@ def test_the_block_tree_halves_each_block_of_magnitude_three_times_then_its_larg
     assert len(block_tree("date")) > len(tree) and block_units("date") == pytest.approx(4 / 9)
 
 
-def test_dp_profile_places_years_in_their_fine_blocks() -> None:
-    # years of leaving the last job: 2,500 over 1950..1983 and 12,500 over 1984..2013 beside a code 9999 (35,000),
-    # 54 records of noise per cell (a wide table at epsilon 4): the years lie in one eighth of the decade
-    # 1,000..9,999 (1,000..2,124), the finest searched block; its fine blocks place them within 1948..2018
-    rng = np.random.default_rng(3)
-    values = np.concatenate(
-        [rng.integers(1950, 1984, 2500), rng.integers(1984, 2014, 12500), np.full(35000, 9999)]
-    )
+def _years_bins(values: np.ndarray, rng: np.random.Generator):  # noqa: ANN202 - a bins function
+    """The profile of years (54 records of noise per cell, a wide table at epsilon 4): ``bins(block_sigma)``, the
+    measurement's bins with the blocks' noise stds ``block_sigma`` (default: the scale's), and the scale's
+    kappa per block."""
     grid, true = _noisy_counts(values)
     counts = true.copy()
     counts[grid.possible] += np.round(rng.normal(0.0, 54.0, int(grid.possible.sum())))
     kappa = block_noise("integer")
     blocks = _block_counts(grid, true) + np.round(rng.normal(0.0, 54.0, len(kappa)) * kappa)
-    b = profile_from_noisy(
-        "YEARPR", "integer", grid, counts, 0.0, 54.0, 16, len(values), blocks=blocks, block_sigma=kappa * 54.0
-    ).bins
-    assert b is not None and 9999.0 in b.points
+
+    def bins(block_sigma: np.ndarray | None = None) -> BinSpec:
+        sigma = kappa * 54.0 if block_sigma is None else block_sigma
+        b = profile_from_noisy(
+            "YEARPR", "integer", grid, counts, 0.0, 54.0, 16, len(values), blocks=blocks, block_sigma=sigma
+        ).bins
+        assert b is not None and 9999.0 in b.points
+        return b
+
+    return bins, kappa
+
+
+def _share_of_shape(b: BinSpec, lo: float, hi: float) -> float:
+    """The share of a within-bin shape's weight on [lo, hi] (each piece's weight spread evenly over it)."""
+    total = sum(w for _, _, w in b.shape)
+    return sum(w * max(0.0, min(b_, hi) - max(a, lo)) / max(b_ - a, 1.0) for a, b_, w in b.shape) / total
+
+
+def test_dp_profile_places_years_in_their_fine_blocks() -> None:
+    # years of leaving the last job: 2,500 over 1950..1983 and 12,500 over 1984..2013 beside a code 9999 (35,000):
+    # the years lie in one eighth of the decade 1,000..9,999 (1,000..2,124), the finest searched block; its fine
+    # blocks place them within 1948..2018
+    rng = np.random.default_rng(3)
+    values = np.concatenate(
+        [rng.integers(1950, 1984, 2500), rng.integers(1984, 2014, 12500), np.full(35000, 9999)]
+    )
+    bins, kappa = _years_bins(values, rng)
+    b = bins()
     assert 1900 <= b.lower <= 1960 and b.upper <= 2060
     # the within-bin shape puts (almost) no mass outside the years held
-    total = sum(w for _, _, w in b.shape)
-    below = sum(w * max(0.0, min(hi, 1950.0) - lo) / max(hi - lo, 1.0) for lo, hi, w in b.shape)
-    above = sum(w * max(0.0, min(hi, 9999.0) - max(lo, 2014.0)) / max(hi - lo, 1.0) for lo, hi, w in b.shape)
-    assert (below + above) / total < 0.01
+    assert _share_of_shape(b, 0.0, 1950.0) + _share_of_shape(b, 2014.0, 9999.0) < 0.01
     # without the fine blocks' information (their noise made huge) the years are spread over 1,000..2,124
-    wide = profile_from_noisy(
-        "YEARPR",
-        "integer",
-        grid,
-        counts,
-        0.0,
-        54.0,
-        16,
-        len(values),
-        blocks=blocks,
-        block_sigma=np.where(kappa == FINE_BLOCK_NOISE, 1e9, BLOCK_NOISE * 54.0),
-    ).bins
-    assert wide is not None and wide.lower < 1500
+    wide = bins(np.where(kappa == FINE_BLOCK_NOISE, 1e9, BLOCK_NOISE * 54.0))
+    assert wide.lower < 1500
 
 
 def test_dp_profile_gives_an_amount_to_the_values_that_stand_out_within_its_part(monkeypatch) -> None:
     # the years 2011..2013 hold 260 records each, under the grid's threshold of 54 x 5.3 = 286 records, beside
     # years of 450 that stand out alone, a thin tail of 2,500 over 1950..1983 and a code 9999: the rest of their
-    # block goes to them (they stand out
-    # among the block's few cells), not evenly up to 2,120; with the part's test off (a share no part reaches),
-    # part of it is spread past 2013
+    # block goes to them (they stand out among the block's few cells), not evenly up to 2,120; with the part's
+    # test off (a share no part reaches), part of it is spread past 2013
     rng = np.random.default_rng(5)
     values = np.concatenate(
         [
@@ -426,35 +431,10 @@ def test_dp_profile_gives_an_amount_to_the_values_that_stand_out_within_its_part
             np.full(35000, 9999),
         ]
     )
-    grid, true = _noisy_counts(values)
-    counts = true.copy()
-    counts[grid.possible] += np.round(rng.normal(0.0, 54.0, int(grid.possible.sum())))
-    kappa = block_noise("integer")
-    blocks = _block_counts(grid, true) + np.round(rng.normal(0.0, 54.0, len(kappa)) * kappa)
-
-    def beyond() -> float:
-        b = profile_from_noisy(
-            "YEARPR",
-            "integer",
-            grid,
-            counts,
-            0.0,
-            54.0,
-            16,
-            len(values),
-            blocks=blocks,
-            block_sigma=kappa * 54.0,
-        ).bins
-        assert b is not None and 9999.0 in b.points and b.lower >= 1950
-        total = sum(w for _, _, w in b.shape)
-        return (
-            sum(w * max(0.0, min(hi, 9999.0) - max(lo, 2013.5)) / max(hi - lo, 1.0) for lo, hi, w in b.shape)
-            / total
-        )
-
-    assert beyond() < 0.001
+    bins, _ = _years_bins(values, rng)
+    assert bins().lower >= 1950 and _share_of_shape(bins(), 2013.5, 9999.0) < 0.001
     monkeypatch.setattr("spark_dpsynth.data.types._LOCAL_SHARE", 2.0)
-    assert beyond() > 0.003
+    assert _share_of_shape(bins(), 2013.5, 9999.0) > 0.003
 
 
 def test_dp_profile_reads_a_thin_tail_from_its_measured_blocks() -> None:
