@@ -29,6 +29,7 @@ from spark_dpsynth.data.types import (
     cell_key,
     cells_of,
     column_types,
+    edge_key,
     edge_pieces,
     exact_value_targets,
     numeric_view,
@@ -279,6 +280,19 @@ def test_dp_exact_values_cut_a_heavy_edge_cell_where_its_records_end(spark) -> N
     assert all(b0 < a1 for (_, b0, _), (a1, _, _) in zip(after.shape, after.shape[1:], strict=False))
     assert sum(w for *_, w in after.shape) == pytest.approx(sum(w for *_, w in before.shape), rel=1e-4)
     assert "sub-intervals of their heavy edge cells" in acct.share("exact_values").mechanism
+
+
+def test_edge_key_puts_a_value_in_one_sub_interval_of_its_column(spark) -> None:
+    # a real column's first piece 1.1..5.5 and last 5.5..7.0 touch: 5.5 goes to the first only (a record adds
+    # one to at most one sub-interval of the column); values outside both pieces get no key
+    df = spark.createDataFrame([(x,) for x in (1.1, 3.0, 5.5, 5.6, 7.0, 8.0, 0.5)], "x double")
+    key, index = edge_key(F.col("x"), [(10, 1.1, 5.5, 2), (11, 5.5, 7.0, 3)], whole=False)
+    got = [(r["k"], r["i"]) for r in df.select(key.alias("k"), index.alias("i")).collect()]
+    assert got == [(10, 0), (10, 0), (10, 1), (11, 0), (11, 2), (None, None), (None, None)]
+    # whole numbers: 1..10 in 4 parts of 2.5 values each (floor((x - 1) 4 / 10))
+    df = spark.createDataFrame([(float(x),) for x in range(1, 11)], "x double")
+    key, index = edge_key(F.col("x"), [(0, 1.0, 10.0, 4)], whole=True)
+    assert [r[0] for r in df.select(index).collect()] == [0, 0, 0, 1, 1, 2, 2, 2, 3, 3]
 
 
 def test_edge_pieces_and_their_cut_are_post_processing_of_the_profile() -> None:

@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +53,7 @@ __all__ = [
     "candidate_grid",
     "EDGE_MIN_SHARE",
     "EDGE_PIECES",
-    "edge_index",
+    "edge_key",
     "edge_pieces",
     "exact_value_targets",
     "profile_with_edges",
@@ -488,6 +488,15 @@ def _whole_number_range(
     return lo, hi
 
 
+def _noise_level(tail: float, laplace: bool) -> float:
+    """The (1 - ``tail``) quantile of a unit-std noise: discrete Laplace (``laplace``, its continuous form of std
+    1: scale 1 / sqrt(2)) or Gaussian; a count stands out above its std times this."""
+    from scipy.stats import laplace as laplace_dist
+    from scipy.stats import norm
+
+    return float(laplace_dist.isf(tail) / math.sqrt(2.0)) if laplace else float(norm.isf(tail))
+
+
 def _signal_weights(
     grid: ProfileGrid,
     rest: np.ndarray,
@@ -510,9 +519,6 @@ def _signal_weights(
     it first when they hold at least :data:`_LOCAL_SHARE` of it; zero elsewhere. ``laplace``: the cells' noise
     is discrete Laplace (the part's level is its quantile). Also returns the runs of cells that stood out
     (blocks and halves), in the order found (post-processing)."""
-    from scipy.stats import laplace as laplace_dist
-    from scipy.stats import norm
-
     weights = np.zeros_like(rest)
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
@@ -530,9 +536,7 @@ def _signal_weights(
         # held too few records to stand out among the grid's cells, and their records were spread up to 2120)
         if len(members) > 1 and amount > 0:
             current = rest[members] - weights[members]
-            tail = _SIGNAL_FALSE_POSITIVE / len(members)
-            unit = laplace_dist.isf(tail) / math.sqrt(2.0) if laplace else norm.isf(tail)
-            local = sums.sigma * float(unit)
+            local = sums.sigma * _noise_level(_SIGNAL_FALSE_POSITIVE / len(members), laplace)
             up = current > local
             held = float(current[up].sum())
             if up.any() and held >= _LOCAL_SHARE * amount:
@@ -972,13 +976,12 @@ def profile_from_noisy(
         The :class:`ColumnProfile` (see :func:`spark_dpsynth.mechanisms._profile.dp_profiles` for what a code
         and a measurement hold).
     """
-    from scipy.stats import laplace as laplace_dist
     from scipy.stats import norm
 
     cells = np.flatnonzero(grid.possible[: grid.null_cell])
     tail = _SIGNAL_FALSE_POSITIVE / max(len(cells), 1)
-    level = float(laplace_dist.isf(tail) / math.sqrt(2.0)) if laplace else float(norm.isf(tail))
-    gaussian = float(norm.isf(tail))  # a sum of many cells' noise, Laplace or not, is close to Gaussian
+    level = _noise_level(tail, laplace)
+    gaussian = _noise_level(tail, False)  # a sum of many cells' noise, Laplace or not, is close to Gaussian
     block_gaussian = _block_level(grid)
     threshold = sigma * level
     non_empty = max(float(protected_n) - max(float(noisy[grid.null_cell]), 0.0), 1.0)
@@ -1287,9 +1290,10 @@ def edge_pieces(
     """The edge pieces of a measurement that the DP exact-value step counts in sub-intervals (docs/design.md
     section 2.8): its within-bin shape's first and last interval pieces (a < b; one when they are the same)
     that hold at least :data:`EDGE_MIN_SHARE` of its non-empty records and are wide enough to cut, each as
-    ``(a, b, parts)``: ``parts`` equal sub-intervals (:func:`edge_index`), as many as hold
+    ``(a, b, parts)``: ``parts`` equal sub-intervals (:func:`edge_key`), as many as hold
     :data:`EDGE_STDS` x ``noise_std`` records each on average, at most :data:`EDGE_PIECES` and at most the
-    piece's whole numbers (``whole``: the integer and date scales, whose pieces are whole numbers), at least 2. Empty for a code, or when no edge piece qualifies. Post-processing of the noisy profile."""
+    piece's whole numbers (``whole``: the integer and date scales, whose pieces are whole numbers), at least 2.
+    Empty for a code, or when no edge piece qualifies. Post-processing of the noisy profile."""
     spec = profile.bins
     if profile.meaning != "measurement" or spec is None or noise_std <= 0:
         return ()
@@ -1301,25 +1305,37 @@ def edge_pieces(
     for a, b, w in chosen:
         if w < EDGE_MIN_SHARE * profile.non_empty:
             continue
-        room = _piece_values(a, b, whole) if _whole_piece(a, b, whole) else float(EDGE_PIECES)
+        room = _piece_values(a, b, True) if _whole_piece(a, b, whole) else EDGE_PIECES
         parts = int(min(EDGE_PIECES, room, w // (EDGE_STDS * noise_std)))
         if parts >= 2:
             out.append((float(a), float(b), parts))
     return tuple(out)
 
 
-def edge_index(x: Column, a: float, b: float, parts: int, whole: bool) -> Column:
-    """The sub-interval 0 .. parts - 1 of the edge piece [a, b] that holds ``x`` (a double), null outside
-    [a, b]: sub-interval i holds the values x with floor((x - a) parts / v) = i, v the piece's whole numbers
-    (``whole``) or its width (:func:`edge_pieces`)."""
-    size = _piece_values(a, b, whole)
-    i = F.floor((x - F.lit(a)) * F.lit(float(parts)) / F.lit(size))
-    i = F.least(F.greatest(i, F.lit(0)), F.lit(parts - 1)).cast("int")
-    return F.when((x >= F.lit(a)) & (x <= F.lit(b)), i)
+def edge_key(
+    x: Column, pieces: Sequence[tuple[int, float, float, int]], whole: bool
+) -> tuple[Column, Column]:
+    """(key, sub-interval) of the one edge piece of a column that holds ``x`` (a double), both null when none
+    does: ``pieces`` are (key, a, b, parts) of :func:`edge_pieces`, and sub-interval i of [a, b] holds the
+    values x with floor((x - a) parts / v) = i, v the piece's whole numbers (``whole``) or its width. Pieces
+    may touch (a real column's first piece ends where its last begins): a value on the shared bound goes to
+    the first, so that a record adds one to at most one sub-interval of the column (its L2 sensitivity 1)."""
+    key: Column | None = None
+    index: Column | None = None
+    for k, a, b, parts in pieces:
+        size = _piece_values(a, b, whole)
+        i = F.floor((x - F.lit(a)) * F.lit(float(parts)) / F.lit(size))
+        i = F.least(F.greatest(i, F.lit(0)), F.lit(parts - 1)).cast("int")
+        inside = (x >= F.lit(a)) & (x <= F.lit(b))
+        key = F.when(inside, F.lit(k)) if key is None else key.when(inside, F.lit(k))
+        index = F.when(inside, i) if index is None else index.when(inside, i)
+    if key is None or index is None:
+        return F.lit(None).cast("int"), F.lit(None).cast("int")
+    return key, index
 
 
 def _sub_interval(a: float, b: float, parts: int, i: int, whole: bool) -> tuple[float, float]:
-    """The values of sub-interval i of [a, b] (:func:`edge_index`): whole numbers [lo, hi], or [lo, hi] of
+    """The values of sub-interval i of [a, b] (:func:`edge_key`): whole numbers [lo, hi], or [lo, hi] of
     the width."""
     size = _piece_values(a, b, whole)
     if _whole_piece(a, b, whole):
@@ -1350,9 +1366,6 @@ def profile_with_edges(
     to their positive noisy counts, and the range's ``lower`` / ``upper`` move to the first and last value
     left. A piece none of whose sub-intervals stands out is kept as it was.
     """
-    from scipy.stats import laplace as laplace_dist
-    from scipy.stats import norm
-
     spec = profile.bins
     if profile.meaning != "measurement" or spec is None or not refined:
         return profile
@@ -1368,8 +1381,7 @@ def profile_with_edges(
             continue
         noisy = np.asarray(noisy, dtype=np.float64)
         parts = len(noisy)
-        tail = _SIGNAL_FALSE_POSITIVE / parts
-        level = float(laplace_dist.isf(tail) / math.sqrt(2.0)) if laplace else float(norm.isf(tail))
+        level = _noise_level(_SIGNAL_FALSE_POSITIVE / parts, laplace)
         standing = np.flatnonzero(noisy > noise_std * level)
         if not len(standing):
             shape.append((a, b, w))

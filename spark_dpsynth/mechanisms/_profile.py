@@ -30,7 +30,7 @@ from spark_dpsynth.data.types import (
     block_units,
     cell_key,
     cells_of,
-    edge_index,
+    edge_key,
     edge_pieces,
     exact_value_targets,
     profile_from_noisy,
@@ -407,14 +407,17 @@ def dp_exact_values(
                 F.when(finite, number).otherwise(F.lit(math.nan)).alias("x"),
             )
         )
-    for e, (_, c, (a, b, parts)) in enumerate(edges):
-        # an edge piece's sub-interval, keyed m + e: its index as v
+    for c in dict.fromkeys(c for _, c, _ in edges):
+        # the sub-interval of the column's one edge piece that holds the value: edge piece e keyed m + e, its
+        # index as v (one struct per column: a record counts in at most one sub-interval of it)
         number = _as_number(c, types)
-        index = edge_index(number, a, b, parts, whole(c))
+        pieces = [(m + e, a, b, parts) for e, (_, cc, (a, b, parts)) in enumerate(edges) if cc == c]
+        key, index = edge_key(number, pieces, whole(c))
+        finite = _finite(number)
         structs.append(
             F.struct(
-                F.lit(m + e).alias("j"),
-                F.when(_finite(number), index).cast("string").alias("v"),
+                F.when(finite, key).alias("j"),
+                F.when(finite, index).cast("string").alias("v"),
                 F.lit(math.nan).alias("x"),
             )
         )
