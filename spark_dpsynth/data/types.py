@@ -661,6 +661,71 @@ def _inside_spikes(
     return span[(span >= lo) & (span <= hi)]
 
 
+_GAP_MIN_CELLS = 8
+"""The search for where the records below a top code end (:func:`_gap_to_top_code`) does not test a half of
+fewer cells: a value or two holding records within the noise of a few cells does not stand out alone (months
+10..12 beside 99, each 3.7 noise stds) and would be cut with the empty cells above it."""
+
+
+def _gap_to_top_code(
+    span: np.ndarray,
+    present: np.ndarray,
+    standing: np.ndarray,
+    heavy: float,
+    sums: _Sums,
+    stood: list[np.ndarray],
+    laplace: bool = False,
+    values: np.ndarray | None = None,
+) -> np.ndarray:
+    """The cells between the largest value that stands out alone (``standing``), when it holds at least
+    ``heavy`` records and the column's records end there (``span``, the cells where the profile places them,
+    ends at it: :func:`_inside_spikes`): a top code; and the next value that stands out below it, down to where the records
+    below the top code end: the upper half of the run is cut when its noisy sum does not stand out of its
+    noise (:func:`_sum_threshold`, at a Bonferroni level :data:`_SIGNAL_FALSE_POSITIVE` over the halvings),
+    then the upper half of the rest, until a half stands out or holds fewer than :data:`_GAP_MIN_CELLS`
+    cells; the run starts above the highest block or half
+    that stood out in :func:`_signal_weights` (``stood``) inside it. The empty run before a top code. Survey
+    tables write "not applicable" as 9, 99, 999 or 9999, above values that end far below it (the EU LFS's months 1..12 and 99, years 1945..2014 and 9999);
+    drawn among the whole numbers between, the records beyond the standing values came back as months 13..98
+    and years up to 2089 that no record holds (docs/design.md section 2.8). A bottom code is left alone: the
+    bottom code of a quantity is its zero (an amount, hours of overtime), and its thin values above stand out
+    only together, beyond this test's power at epsilon 1 (Adult's capital_loss, whose 2% over 1..1,886
+    collapsed onto the values near 1,900). ``laplace``: the cells' noise is discrete Laplace; ``values``: the
+    cells that can hold one of the column's values (a real column of whole numbers: its whole-number points,
+    whose sum is tested as well), or None. Sorted cells, empty when nothing is cut; post-processing of the
+    noisy profile."""
+    if len(standing) < 2 or len(span) == 0:
+        return standing[:0]
+    a, b = int(standing[-2]), int(standing[-1])
+    # records are where a block or half stood out: the search starts above the highest one in the run
+    a = max([a] + [int(m[-1]) for m in stood if int(m[0]) > a and int(m[-1]) < b])
+    run = sums.cells[(sums.cells > a) & (sums.cells < b)]
+    if present[b] < heavy or len(run) == 0 or int(span[-1]) > b:
+        return standing[:0]
+    # From the top code down: the upper half of what is left is cut when it does not stand out, and the search
+    # goes on in the lower half; it stops at the first half that stands out (records end there). One test per
+    # halving, or two (every cell, read through the measured blocks it holds; and the whole numbers alone: the
+    # noise of a real column's other cells swamps a short run of them), at a Bonferroni level over them all.
+    tests = max(math.ceil(math.log2(len(run) / _GAP_MIN_CELLS)), 1) * (1 if values is None else 2)
+    tail = _SIGNAL_FALSE_POSITIVE / tests
+    gaussian = _noise_level(tail, False)
+    level = _noise_level(tail, laplace)
+    members = run
+    while len(members) >= 2 * _GAP_MIN_CELLS:
+        upper = members[len(members) // 2 :]
+        value, needed = sums.left(upper, present, gaussian)
+        if value > needed:
+            break
+        if values is not None:
+            whole = values[(values >= upper[0]) & (values <= upper[-1])]
+            if len(whole) and float(present[whole].sum()) > float(
+                _sum_threshold(len(whole), sums.sigma, level, gaussian)
+            ):
+                break
+        members = members[: len(members) // 2]
+    return run[len(members) :]
+
+
 def _moved_inside(rest: np.ndarray, sizes: np.ndarray, before: np.ndarray, after: np.ndarray) -> np.ndarray:
     """``rest`` with the mass of the cells of ``before`` that ``after`` no longer holds moved onto the cells of
     ``after`` that shared its even spread (the same mass per value as the nearest cut cell, :func:`_signal_weights`)
@@ -1012,6 +1077,15 @@ def profile_from_noisy(
     span = _inside_spikes(span, present, standing, half_bin * non_empty, sums, gaussian, stood)
     whole = _whole_number_range(grid, present, span, half_bin * non_empty)
     small_range = numeric and whole is not None and 2 <= whole[1] - whole[0] + 1 <= MAX_CODE_RANGE
+    integral = scale == "real" and noisy_frac <= max(
+        sigma * float(norm.isf(_SIGNAL_FALSE_POSITIVE)), non_empty / 1000.0
+    )
+    # the empty run before a top code (99 above months 1..12): no record is drawn there
+    whole_points = None
+    if integral:
+        bounds = np.array([grid.bounds(int(c)) for c in cells]).reshape(-1, 2)
+        whole_points = cells[(bounds[:, 0] == bounds[:, 1]) & (bounds[:, 0] == np.floor(bounds[:, 0]))]
+    gaps = _gap_to_top_code(span, present, standing, half_bin * non_empty, sums, stood, laplace, whole_points)
     # a few values hold almost every record and the rest is more than noise (an amount that is mostly 0 and a
     # few round sums): every value that stands out is a point, and the rest is binned, not lost
     few = numeric and not small_range and share >= 1.0 - half_bin
@@ -1036,6 +1110,16 @@ def profile_from_noisy(
         assert whole is not None
         signal = cells[(cells >= cells_of(grid, np.array([whole[0]]), np.array([True]))[0])]
         signal = signal[signal <= cells_of(grid, np.array([whole[1]]), np.array([True]))[0]]
+        if whole_points is not None:
+            # a real column of whole numbers: its values are the range's whole numbers, not the real grid's
+            # points and intervals between them (2.1, 2.2), which hold only noise
+            signal = signal[np.isin(signal, whole_points)]
+        # the range's records beyond its exact values: without the values (they are points) and the empty
+        # run before a top code, the range ends where they end
+        signal = signal[~np.isin(signal, gaps) & ~np.isin(signal, spikes)]
+        kept = np.zeros(len(rest), dtype=bool)
+        kept[signal] = True
+        rest[~kept] = 0.0
     else:
         # cells that stand out alone, and blocks of magnitude that stand out together (a thin tail of amounts):
         # the rest's mass is read from them only, so that the noise of thousands of empty cells does not
@@ -1044,13 +1128,14 @@ def profile_from_noisy(
         signal = _trimmed(cells[rest[cells] > 0], rest, 1.0 / (4 * n_bins))
         inside = _inside_spikes(signal, present, standing, half_bin * non_empty, sums, gaussian, stood)
         rest = _moved_inside(rest, grid.sizes, signal, inside)
-        signal = inside
+        signal = inside[~np.isin(inside, gaps)]
+        rest[gaps] = 0.0
         if few and len(signal) < 2:
             # the rest is too thin to place: spread evenly between the smallest and largest standing values,
             # where nothing stands out (Adult's capital_loss: 0 and three sums near 1,900 hold 97%, the other
             # 3% lie among 90 values); collapsed onto the standing values it moved the column's mean
             span = cells[(cells > standing[0]) & (cells < standing[-1])]
-            span = span[~np.isin(span, standing)]
+            span = span[~np.isin(span, standing) & ~np.isin(span, gaps)]
             span = span[grid.sizes[span] > 0]
             if len(span):
                 rest = np.zeros_like(rest)
@@ -1067,7 +1152,7 @@ def profile_from_noisy(
             zero = int(cells_of(grid, np.array([0.0]), np.array([True]))[0])
             a, b = min(zero, int(standing[0])), max(zero, int(standing[-1]))
             run = cells[(cells >= a) & (cells <= b)]
-            span = run[~np.isin(run, spikes) & (grid.sizes[run] > 0)]
+            span = run[~np.isin(run, spikes) & ~np.isin(run, gaps) & (grid.sizes[run] > 0)]
             without_spikes = present.copy()
             without_spikes[spikes] = 0.0
             value, needed = sums.left(run, without_spikes, block_gaussian)
@@ -1119,9 +1204,6 @@ def profile_from_noisy(
     if not edges:
         edges = {float(math.ceil((lo + hi) / 2.0)) if scale in ("integer", "date") else (lo + hi) / 2.0}
         edges = {e for e in edges if lo < e < hi} or {hi}
-    integral = scale == "real" and noisy_frac <= max(
-        sigma * float(norm.isf(_SIGNAL_FALSE_POSITIVE)), non_empty / 1000.0
-    )
     points = tuple(float(grid.points[(c - 1) // 2]) for c in spikes)
     shape = _within_bin_shape(grid, rest, first, last, lo, hi, sorted(edges))
     spec = BinSpec(
