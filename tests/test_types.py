@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from spark_dpsynth.data.prepare import synthetic_for_release
 from spark_dpsynth.data.session import SQL_DEFAULTS, _with_sql_defaults
 from spark_dpsynth.data.types import (
+    _GAP_MIN_CELLS,
     BLOCK_LEVELS,
     BLOCK_NOISE,
     FINE_BLOCK_NOISE,
@@ -435,8 +436,8 @@ def test_dp_profile_gives_an_amount_to_the_values_that_stand_out_within_its_part
     # the years 2011..2013 hold 260 records each, under the grid's threshold of 54 x 5.3 = 286 records, beside
     # years of 450 that stand out alone, a thin tail of 2,500 over 1950..1983 and a code 9999: the rest of their
     # block goes to them (they stand out among the block's few cells), not evenly up to 2,120; with the part's
-    # test off (a share no part reaches) the empty run before the code 9999 is still cut; with both off, part of
-    # it is spread past 2013
+    # test off (a share no part reaches), part of it is spread past 2013 (in a fine block that stood out, which
+    # the search below the code 9999 does not enter)
     rng = np.random.default_rng(5)
     values = np.concatenate(
         [
@@ -449,8 +450,6 @@ def test_dp_profile_gives_an_amount_to_the_values_that_stand_out_within_its_part
     bins, _ = _years_bins(values, rng)
     assert bins().lower >= 1950 and _share_of_shape(bins(), 2013.5, 9999.0) < 0.001
     monkeypatch.setattr("spark_dpsynth.data.types._LOCAL_SHARE", 2.0)
-    assert _share_of_shape(bins(), 2013.5, 9999.0) < 0.001
-    monkeypatch.setattr("spark_dpsynth.data.types._gap_to_top_code", lambda span, *args, **kwargs: span[:0])
     assert _share_of_shape(bins(), 2013.5, 9999.0) > 0.003
 
 
@@ -494,6 +493,81 @@ def test_dp_profile_ends_the_range_at_a_top_code() -> None:
     values = np.concatenate([rng.integers(0, 801, 9000), np.full(3000, 501)])
     grid, counts = _noisy_counts(values)
     assert profile_from_noisy("ratio", "integer", grid, counts, 0.0, 25.0, 16, len(values)).bins.upper >= 750
+
+
+def _with_noise(values: np.ndarray, scale: str, sigma: float, seed: int) -> tuple:
+    """The profile grid of ``scale`` and the counts of ``values`` with Gaussian noise of ``sigma`` per cell."""
+    grid, counts = _noisy_counts(values, scale)
+    rng = np.random.default_rng(seed)
+    counts[grid.possible] += np.round(rng.normal(0.0, sigma, int(grid.possible.sum())))
+    return grid, counts
+
+
+def _pieces_share(b: BinSpec, lo: float, hi: float) -> float:
+    """The share of a within-bin shape's weight in the pieces that meet [lo, hi], exact values included."""
+    return sum(w for a, c, w in b.shape if c >= lo and a <= hi) / sum(w for _, _, w in b.shape)
+
+
+def test_dp_profile_draws_nothing_between_the_values_and_a_top_code(monkeypatch) -> None:
+    # the EU LFS's month a job ended: months 1..12 (150..450 records each) and "not applicable" 99 (45,000), 54
+    # records of noise per cell (a wide table at epsilon 4): the range of whole numbers 1..99 is small, and its
+    # noise on 13..98 was drawn as months no record holds; the search from 99 down cuts them, all but a few cells
+    # above 12; without it they hold a share of the shape
+    values = np.concatenate([np.repeat(np.arange(1, 13), np.arange(150, 450, 25)), np.full(45000, 99)])
+    measured = 0
+    for seed in range(4):
+        grid, counts = _with_noise(values, "integer", 54.0, seed)
+        p = profile_from_noisy("MONTHPR", "integer", grid, counts, 0.0, 54.0, 16, len(values))
+        if p.meaning == "code":  # the months that stand out hold almost every record: drawn among them
+            continue
+        measured += 1
+        b = p.bins
+        assert 99.0 in b.points and 11 <= b.upper <= 12 + 2 * _GAP_MIN_CELLS
+        assert _pieces_share(b, 12.5 + 2 * _GAP_MIN_CELLS, 98.5) == 0.0
+    assert measured >= 2
+    monkeypatch.setattr("spark_dpsynth.data.types._gap_to_top_code", lambda span, *args, **kwargs: span[:0])
+    grid, counts = _with_noise(values, "integer", 54.0, 0)
+    b = profile_from_noisy("MONTHPR", "integer", grid, counts, 0.0, 54.0, 16, len(values)).bins
+    assert b.upper >= 90 and _pieces_share(b, 12.5 + 2 * _GAP_MIN_CELLS, 98.5) > 0.2
+
+
+def test_dp_profile_of_codes_read_as_doubles_draws_whole_numbers_it_holds() -> None:
+    # a code read as doubles (1.0 .. 6.0 and a top code 9.0, the EU LFS's kind of search): a real column of whole
+    # numbers in a small range; the real grid's points between them (2.1, 2.2) and 7, 8 (empty, below the top
+    # code) hold only noise, and no piece of the within-bin shape lies there
+    values = np.concatenate(
+        [np.repeat(np.arange(1.0, 7.0), [92, 1176, 1240, 159, 256, 175]), np.full(46881, 9.0)]
+    )
+    measured = 0
+    for seed in range(6):
+        grid, counts = _with_noise(values, "real", 54.0, seed)
+        p = profile_from_noisy("SEEKTYPE", "real", grid, counts, 0.0, 54.0, 16, len(values))
+        if p.meaning == "code":
+            continue
+        measured += 1
+        b = p.bins
+        assert b.integral and 9.0 in b.points and b.upper <= 6
+        assert all(a == round(a) and c == round(c) for a, c, _ in b.shape)
+    assert measured >= 2
+
+
+def test_dp_profile_cuts_nothing_below_a_heavy_value_the_records_go_beyond() -> None:
+    # an industry code: 4,000 records at 8,680, the largest value that stands out, codes of 30 records below it
+    # and of 55 above it up to 9,920 (none stands out alone, those above do together): the records do not end at
+    # 8,680, which is no top code; the range reaches past it and the codes between 8,191 and 8,680 keep their
+    # share (the search from a top code would cut 8,207..8,679)
+    values = np.concatenate(
+        [
+            np.full(4000, 8680),
+            np.full(3000, 8191),
+            np.repeat(np.arange(4000, 8680, 10), 30),
+            np.repeat(np.arange(8690, 9921, 10), 55),
+        ]
+    )
+    grid, counts = _with_noise(values, "integer", 23.0, 0)
+    b = profile_from_noisy("INDP", "integer", grid, counts, 0.0, 23.0, 16, len(values)).bins
+    assert b is not None and 8680.0 in b.points and b.upper >= 9800
+    assert _pieces_share(b, 8300.0, 8600.0) > 0.03
 
 
 def test_dp_profile_finds_a_thin_tail_in_part_of_a_decade() -> None:

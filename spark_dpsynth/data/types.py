@@ -677,28 +677,40 @@ def _gap_to_top_code(
     laplace: bool = False,
     values: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The cells between the largest value that stands out alone (``standing``), when it holds at least
-    ``heavy`` records and the column's records end there (``span``, the cells where the profile places them,
-    ends at it: :func:`_inside_spikes`): a top code; and the next value that stands out below it, down to where the records
-    below the top code end: the upper half of the run is cut when its noisy sum does not stand out of its
-    noise (:func:`_sum_threshold`, at a Bonferroni level :data:`_SIGNAL_FALSE_POSITIVE` over the halvings),
-    then the upper half of the rest, until a half stands out or holds fewer than :data:`_GAP_MIN_CELLS`
-    cells; the run starts above the highest block or half
-    that stood out in :func:`_signal_weights` (``stood``) inside it. The empty run before a top code. Survey
-    tables write "not applicable" as 9, 99, 999 or 9999, above values that end far below it (the EU LFS's months 1..12 and 99, years 1945..2014 and 9999);
-    drawn among the whole numbers between, the records beyond the standing values came back as months 13..98
-    and years up to 2089 that no record holds (docs/design.md section 2.8). A bottom code is left alone: the
-    bottom code of a quantity is its zero (an amount, hours of overtime), and its thin values above stand out
-    only together, beyond this test's power at epsilon 1 (Adult's capital_loss, whose 2% over 1..1,886
-    collapsed onto the values near 1,900). ``laplace``: the cells' noise is discrete Laplace; ``values``: the
-    cells that can hold one of the column's values (a real column of whole numbers: its whole-number points,
-    whose sum is tested as well), or None. Sorted cells, empty when nothing is cut; post-processing of the
-    noisy profile."""
+    """The empty run below a top code: sorted cells between the largest value that stands out alone
+    (``standing``) and the next one below it, cut down to where the records below the top code end; empty when
+    nothing is cut. Post-processing of the noisy profile (docs/design.md section 2.8).
+
+    Survey tables write "not applicable" as 9, 99, 999 or 9999, above answers that end far below it (the EU
+    LFS's months 1..12 and 99, years 1945..2014 and 9999); the thin rest spread evenly between them came back
+    as months 13..98 and years up to 2089 that no record holds. The largest standing value is a top code when
+    it holds at least ``heavy`` records and the column's records end there (``span``, the cells where the
+    profile places them, ends at it: :func:`_inside_spikes`). The search goes from it down: the upper half of
+    what is left of the run is cut when its noisy sum does not stand out of its noise (:func:`_sum_threshold`,
+    at a Bonferroni level :data:`_SIGNAL_FALSE_POSITIVE` over the search's tests; with ``values``, the
+    whole-number points are tested alone as well), then the upper half of the rest, until a half stands out or
+    would hold fewer than :data:`_GAP_MIN_CELLS` cells. The run starts above the end of every block or half
+    that stood out in :func:`_signal_weights` (``stood``) and ends inside it: records lie somewhere in such a
+    part (the LFS's months since a start, multiples of 12 with about 200 records each up to 528, stand out in
+    the half 325..549 and in no smaller part). A bottom code is left alone: the bottom code of a quantity is
+    its zero (an amount, hours of overtime), whose thin values above stand out only together, beyond this
+    test's power at epsilon 1 (Adult's capital_loss: its 2% over 1..1,886 collapsed onto the values near
+    1,900).
+
+    Args:
+        span: the cells where the profile places the column's records, in value order.
+        present: float64 (grid.size,) the noisy counts; standing: the cells that stand out alone, sorted.
+        heavy: the records a spike holds at least (1/(2 b) of the non-empty records).
+        sums: the run sums of the profile; stood: the runs that stood out in :func:`_signal_weights`.
+        laplace: the cells' noise is discrete Laplace (a one-cell test's level is its quantile).
+        values: the cells that can hold one of the column's values (a real column of whole numbers: its
+            whole-number points), or None for every cell.
+    """
     if len(standing) < 2 or len(span) == 0:
         return standing[:0]
     a, b = int(standing[-2]), int(standing[-1])
-    # records are where a block or half stood out: the search starts above the highest one in the run
-    a = max([a] + [int(m[-1]) for m in stood if int(m[0]) > a and int(m[-1]) < b])
+    # records lie somewhere in a block or half that stood out: the search starts above the end of any in the run
+    a = max([a] + [int(m[-1]) for m in stood if a < int(m[-1]) < b])
     run = sums.cells[(sums.cells > a) & (sums.cells < b)]
     if present[b] < heavy or len(run) == 0 or int(span[-1]) > b:
         return standing[:0]
