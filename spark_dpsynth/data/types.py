@@ -688,8 +688,10 @@ def _gap_to_top_code(
     profile places them, ends at it: :func:`_inside_spikes`). The search goes from it down: the upper half of
     what is left of the run is cut when its noisy sum does not stand out of its noise (:func:`_sum_threshold`,
     at a Bonferroni level :data:`_SIGNAL_FALSE_POSITIVE` over the search's tests; with ``values``, the
-    whole-number points are tested alone as well), then the upper half of the rest, until a half stands out or
-    would hold fewer than :data:`_GAP_MIN_CELLS` cells. The run starts above the end of every block or half
+    whole-number points are tested alone as well, and each cell at a level for the run's cells alone), and the
+    search goes on in the lower half; when the upper half stands out, inside it (a binary search for where the
+    last records lie); the part left when a half would hold fewer than :data:`_GAP_MIN_CELLS` cells is tested
+    whole, last. The run starts above the end of every block or half
     that stood out in :func:`_signal_weights` (``stood``) and ends inside it: records lie somewhere in such a
     part (the LFS's months since a start, multiples of 12 with about 200 records each up to 528, stand out in
     the half 325..549 and in no smaller part). A bottom code is left alone: the bottom code of a quantity is
@@ -714,28 +716,42 @@ def _gap_to_top_code(
     run = sums.cells[(sums.cells > a) & (sums.cells < b)]
     if present[b] < heavy or len(run) == 0 or int(span[-1]) > b:
         return standing[:0]
-    # From the top code down: the upper half of what is left is cut when it does not stand out, and the search
-    # goes on in the lower half; it stops at the first half that stands out (records end there). One test per
-    # halving, or two (every cell, read through the measured blocks it holds; and the whole numbers alone: the
-    # noise of a real column's other cells swamps a short run of them), at a Bonferroni level over them all.
-    tests = max(math.ceil(math.log2(len(run) / _GAP_MIN_CELLS)), 1) * (1 if values is None else 2)
-    tail = _SIGNAL_FALSE_POSITIVE / tests
+    # From the top code down: the upper half of the part where the last records lie is cut when it does not
+    # stand out, and the search goes on in the lower half; when it stands out, the search goes on inside it.
+    # The part left when a half would hold fewer than _GAP_MIN_CELLS cells is tested whole, last. A part stands out when its sum does (every cell, read through the measured blocks it holds;
+    # and the whole numbers alone: the noise of a real column's other cells swamps a short run of them), or one
+    # of its cells does at a level for the run's cells alone (the part's test of _signal_weights: hours of 70
+    # and 80 beside thin values up to 78, below a code 99). The sums at a Bonferroni level over the search's
+    # tests, the cells over the run's cells (the parts tested do not overlap).
+    halvings = max(math.ceil(math.log2(len(run) / _GAP_MIN_CELLS)), 0) + 1
+    tail = _SIGNAL_FALSE_POSITIVE / (halvings * (1 if values is None else 2))
     gaussian = _noise_level(tail, False)
     level = _noise_level(tail, laplace)
-    members = run
-    while len(members) >= 2 * _GAP_MIN_CELLS:
-        upper = members[len(members) // 2 :]
-        value, needed = sums.left(upper, present, gaussian)
+    cells = run if values is None else values[(values > a) & (values < b)]
+    local = sums.sigma * _noise_level(_SIGNAL_FALSE_POSITIVE / max(len(cells), 1), laplace)
+
+    def stands(part: np.ndarray) -> bool:
+        value, needed = sums.left(part, present, gaussian)
         if value > needed:
-            break
-        if values is not None:
-            whole = values[(values >= upper[0]) & (values <= upper[-1])]
-            if len(whole) and float(present[whole].sum()) > float(
-                _sum_threshold(len(whole), sums.sigma, level, gaussian)
-            ):
-                break
-        members = members[: len(members) // 2]
-    return run[len(members) :]
+            return True
+        inside = cells[(cells >= part[0]) & (cells <= part[-1])]
+        if len(inside) and bool((present[inside] > local).any()):
+            return True
+        if values is None or len(inside) == 0:
+            return False
+        return float(present[inside].sum()) > float(_sum_threshold(len(inside), sums.sigma, level, gaussian))
+
+    # the last records lie in run[low:high]: a binary search from the top code down
+    low, high = 0, len(run)
+    while high - low >= 2 * _GAP_MIN_CELLS:
+        middle = (low + high) // 2
+        if stands(run[middle:high]):
+            low = middle
+        else:
+            high = middle
+    if high > low and not stands(run[low:high]):
+        high = low
+    return run[high:]
 
 
 def _moved_inside(rest: np.ndarray, sizes: np.ndarray, before: np.ndarray, after: np.ndarray) -> np.ndarray:
