@@ -662,9 +662,10 @@ def _inside_spikes(
 
 
 _GAP_MIN_CELLS = 8
-"""The search for where the records below a top code end (:func:`_gap_to_top_code`) does not test a half of
-fewer cells: a value or two holding records within the noise of a few cells does not stand out alone (months
-10..12 beside 99, each 3.7 noise stds) and would be cut with the empty cells above it."""
+"""The search for where the records below a top code end (:func:`_gap_to_top_code`) halves no part of fewer
+than twice this many cells: it tests such a part whole, last. Halved down to single cells, a value or two
+holding records within the noise of a few cells did not stand out alone (months 10..12 beside 99, each 3.7
+noise stds) and was cut with the empty cells above it."""
 
 
 def _gap_to_top_code(
@@ -717,12 +718,13 @@ def _gap_to_top_code(
     if present[b] < heavy or len(run) == 0 or int(span[-1]) > b:
         return standing[:0]
     # From the top code down: the upper half of the part where the last records lie is cut when it does not
-    # stand out, and the search goes on in the lower half; when it stands out, the search goes on inside it.
-    # The part left when a half would hold fewer than _GAP_MIN_CELLS cells is tested whole, last. A part stands out when its sum does (every cell, read through the measured blocks it holds;
-    # and the whole numbers alone: the noise of a real column's other cells swamps a short run of them), or one
-    # of its cells does at a level for the run's cells alone (the part's test of _signal_weights: hours of 70
-    # and 80 beside thin values up to 78, below a code 99). The sums at a Bonferroni level over the search's
-    # tests, the cells over the run's cells (the parts tested do not overlap).
+    # stand out, and the search goes on in the lower half; when it stands out, inside it. The part left when a
+    # half would hold fewer than _GAP_MIN_CELLS cells is tested whole, last. A part stands out when its sum
+    # does (every cell, read through the measured blocks it holds; and the whole numbers alone: the noise of a
+    # real column's other cells swamps a short run of them), or one of its cells does at a level for the run's
+    # cells alone (the part's test of _signal_weights: hours of 70 and 80 beside thin values up to 78, below a
+    # code 99). The sums at a Bonferroni level over the search's tests, the cells over the run's cells (the
+    # parts tested do not overlap).
     halvings = max(math.ceil(math.log2(len(run) / _GAP_MIN_CELLS)), 0) + 1
     tail = _SIGNAL_FALSE_POSITIVE / (halvings * (1 if values is None else 2))
     gaussian = _noise_level(tail, False)
@@ -1111,8 +1113,9 @@ def profile_from_noisy(
     # the empty run before a top code (99 above months 1..12): no record is drawn there
     whole_points = None
     if integral:
-        bounds = np.array([grid.bounds(int(c)) for c in cells]).reshape(-1, 2)
-        whole_points = cells[(bounds[:, 0] == bounds[:, 1]) & (bounds[:, 0] == np.floor(bounds[:, 0]))]
+        # the point cells (1 + 2 i, the point p_i itself) at whole numbers
+        at = grid.points[np.maximum(cells - 1, 0) // 2]
+        whole_points = cells[(cells % 2 == 1) & (at == np.floor(at))]
     gaps = _gap_to_top_code(span, present, standing, half_bin * non_empty, sums, stood, laplace, whole_points)
     # a few values hold almost every record and the rest is more than noise (an amount that is mostly 0 and a
     # few round sums): every value that stands out is a point, and the rest is binned, not lost
