@@ -162,12 +162,13 @@ class BinSpec:
     integral: bool = False
     """True when the column's values are whole numbers (a real column of whole numbers): values drawn inside a
     bin are whole numbers too (docs/design.md section 2.8)."""
-    shape: tuple[tuple[float, float, float], ...] = ()
+    shape: tuple[tuple[float, ...], ...] = ()
     """The within-bin shape a DP profile measured (post-processing of its noisy counts, docs/design.md section
     2.8): pieces ``(a, b, weight)`` with a <= b, in value order, that do not overlap; a value drawn inside a
     bin falls in one of the bin's pieces with probability proportional to its weight, then uniformly in
-    [a, b] (the whole numbers of [a, b] on the integer scale; a = b is an exact value). Empty: uniform in the
-    bin. Finite; weights > 0."""
+    [a, b] (the whole numbers of [a, b] on the integer scale; a = b is an exact value). A piece
+    ``(a, b, weight, step)`` (step > 0, b - a a whole multiple of it) holds the values a, a + step, ..., b
+    only: a lattice (months counted in whole years). Empty: uniform in the bin. Finite; weights > 0."""
 
     def __post_init__(self) -> None:
         lower = None if self.lower is None else v.finite("bins.lower", self.lower)
@@ -195,14 +196,22 @@ class BinSpec:
         object.__setattr__(self, "points", tuple(sorted(points)))
         shape = []
         for piece in self.shape:
-            if len(piece) != 3:
-                raise InvalidParameterError(f"bins.shape pieces must be (a, b, weight), got {list(piece)}")
-            a, b, w = (v.finite("bins.shape", x) for x in piece)
+            if len(piece) not in (3, 4):
+                raise InvalidParameterError(
+                    f"bins.shape pieces must be (a, b, weight) or (a, b, weight, step), got {list(piece)}"
+                )
+            a, b, w, *more = (v.finite("bins.shape", x) for x in piece)
             if not (a <= b and w > 0):
                 raise InvalidParameterError(f"bins.shape pieces need a <= b and weight > 0, got {[a, b, w]}")
             if shape and a < shape[-1][1]:
                 raise InvalidParameterError("bins.shape pieces must be in value order and must not overlap")
-            shape.append((a, b, w))
+            step = more[0] if more else 0.0
+            if step < 0 or (step > 0 and abs((b - a) / step - round((b - a) / step)) > 1e-6):
+                raise InvalidParameterError(
+                    f"bins.shape steps must be >= 0 and divide b - a, got {[a, b, w, step]}"
+                )
+            # a piece without a step stays (a, b, weight): the manifests of every release before steps
+            shape.append((a, b, w, step) if step > 0 else (a, b, w))
         object.__setattr__(self, "shape", tuple(shape))
         if self.labels is not None:
             labels = tuple(str(x) for x in self.labels)

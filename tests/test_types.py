@@ -21,8 +21,10 @@ from spark_dpsynth.data.types import (
     FINE_BLOCK_NOISE,
     ColumnProfile,
     ColumnType,
+    _lattice,
     _standing_blocks,
     _Sums,
+    _within_bin_shape,
     apply_profiles,
     block_noise,
     block_tree,
@@ -42,6 +44,7 @@ from spark_dpsynth.data.types import (
     text_as_number,
     text_number_candidates,
     types_manifest,
+    value_cells,
     with_text_numbers,
 )
 from spark_dpsynth.errors import InvalidParameterError
@@ -235,7 +238,7 @@ def test_dp_exact_values_keep_a_frequent_value_off_the_grid_as_a_point(spark) ->
     before, after = profiles["amount"].bins, exact["amount"].bins
     assert exact["amount"].meaning == "measurement" and 1234.5 in after.points
     assert 1234.5 not in before.points and after.edges == before.edges
-    inside = lambda spec: sum(w for a, b, w in spec.shape if a <= 1234.5 <= b)  # noqa: E731
+    inside = lambda spec: sum(w for a, b, w, *_ in spec.shape if a <= 1234.5 <= b)  # noqa: E731
     assert inside(after) < inside(before) - 1000
 
 
@@ -250,7 +253,7 @@ def test_dp_exact_values_leave_a_few_values_and_a_rest_binned(spark) -> None:
     p = exact["amount"]
     assert p.meaning == "measurement" and {0.0, 12345.0, 23456.0}.issubset(set(p.bins.points))
     # the two sums' mass is out of the within-bin shape: no synthetic value is drawn near them as if they spread
-    assert not any(a <= 12345 <= b or a <= 23456 <= b for a, b, _ in p.bins.shape)
+    assert not any(a <= 12345 <= b or a <= 23456 <= b for a, b, *_ in p.bins.shape)
 
 
 def test_dp_exact_values_release_only_values_above_the_threshold(spark) -> None:
@@ -277,9 +280,9 @@ def test_dp_exact_values_cut_a_heavy_edge_cell_where_its_records_end(spark) -> N
     assert 1_476_640_644 <= after.upper <= 1_477_000_000 and 1_303_000_000 <= after.lower <= 1_303_400_001
     assert after.edges == before.edges and "edge cell" in exact["timestamp"].reason
     # the pieces stay inside the new range, whole numbers that do not overlap, the mass unchanged
-    assert all(after.lower <= a <= b <= after.upper and a == int(a) for a, b, _ in after.shape)
+    assert all(after.lower <= a <= b <= after.upper and a == int(a) for a, b, *_ in after.shape)
     assert all(b0 < a1 for (_, b0, _), (a1, _, _) in zip(after.shape, after.shape[1:], strict=False))
-    assert sum(w for *_, w in after.shape) == pytest.approx(sum(w for *_, w in before.shape), rel=1e-4)
+    assert sum(p[2] for p in after.shape) == pytest.approx(sum(p[2] for p in before.shape), rel=1e-4)
     assert "sub-intervals of their heavy edge cells" in acct.share("exact_values").mechanism
 
 
@@ -410,8 +413,8 @@ def _years_bins(values: np.ndarray, rng: np.random.Generator):  # noqa: ANN202 -
 
 def _share_of_shape(b: BinSpec, lo: float, hi: float) -> float:
     """The share of a within-bin shape's weight on [lo, hi] (each piece's weight spread evenly over it)."""
-    total = sum(w for _, _, w in b.shape)
-    return sum(w * max(0.0, min(b_, hi) - max(a, lo)) / max(b_ - a, 1.0) for a, b_, w in b.shape) / total
+    total = sum(w for _, _, w, *_ in b.shape)
+    return sum(w * max(0.0, min(b_, hi) - max(a, lo)) / max(b_ - a, 1.0) for a, b_, w, *_ in b.shape) / total
 
 
 def test_dp_profile_places_years_in_their_fine_blocks() -> None:
@@ -486,9 +489,9 @@ def test_dp_profile_ends_the_range_at_a_top_code() -> None:
     grid, counts = _noisy_counts(values)
     b = profile_from_noisy("ratio", "integer", grid, counts, 0.0, 25.0, 16, len(values)).bins
     assert b is not None and 501.0 in b.points and b.upper <= 501
-    assert b.shape and max(c for _, c, _ in b.shape) <= 501
+    assert b.shape and max(c for _, c, *_ in b.shape) <= 501
     # the records the spread put beyond 501 are drawn below it, not lost: the pieces hold the records of the range
-    assert sum(w for _, _, w in b.shape) == pytest.approx(6000 * (501 - b.lower) / 501, rel=0.05)
+    assert sum(w for _, _, w, *_ in b.shape) == pytest.approx(6000 * (501 - b.lower) / 501, rel=0.05)
     # a spike with records beyond it that stand out keeps them
     values = np.concatenate([rng.integers(0, 801, 9000), np.full(3000, 501)])
     grid, counts = _noisy_counts(values)
@@ -505,7 +508,7 @@ def _with_noise(values: np.ndarray, scale: str, sigma: float, seed: int) -> tupl
 
 def _pieces_share(b: BinSpec, lo: float, hi: float) -> float:
     """The share of a within-bin shape's weight in the pieces that meet [lo, hi], exact values included."""
-    return sum(w for a, c, w in b.shape if c >= lo and a <= hi) / sum(w for _, _, w in b.shape)
+    return sum(w for a, c, w, *_ in b.shape if c >= lo and a <= hi) / sum(w for _, _, w, *_ in b.shape)
 
 
 def test_dp_profile_draws_nothing_between_the_values_and_a_top_code(monkeypatch) -> None:
@@ -531,6 +534,126 @@ def test_dp_profile_draws_nothing_between_the_values_and_a_top_code(monkeypatch)
     assert b.upper >= 90 and _pieces_share(b, 12.5 + 2 * _GAP_MIN_CELLS, 98.5) > 0.2
 
 
+def _with_blocks(values: np.ndarray, scale: str, sigma: float, seed: int) -> tuple:
+    """The profile grid of ``scale``, the counts of ``values`` with Gaussian noise of ``sigma`` per cell, the
+    blocks' counts with noise of kappa sigma each (:func:`block_noise`) and those stds: a measured profile."""
+    grid, true = _noisy_counts(values, scale)
+    rng = np.random.default_rng(seed)
+    kappa = block_noise(scale)
+    blocks = _block_counts(grid, true) + np.round(rng.normal(0.0, sigma, len(kappa)) * kappa)
+    counts = true.copy()
+    counts[grid.possible] += np.round(rng.normal(0.0, sigma, int(grid.possible.sum())))
+    return grid, counts, blocks, kappa * sigma
+
+
+def _off_lattice_share(b: BinSpec, above: float, step: int) -> float:
+    """The share of a within-bin shape's weight on whole numbers above ``above`` that are not multiples of
+    ``step`` (each piece's weight spread evenly over its values: a, a + step, ..., b for a lattice's piece)."""
+    total = off = 0.0
+    for a, c, w, *piece_step in b.shape:
+        values = np.arange(math.ceil(a), math.floor(c) + 1, piece_step[0] if piece_step else 1)
+        total += w
+        off += w * float(np.mean((values > above) & (values % step != 0)))
+    return off / total
+
+
+def test_dp_profile_draws_months_counted_in_years_on_their_lattice(monkeypatch) -> None:
+    # months since a start: every month 0..35, then whole years only (36, 48, ..., 528, 150 records each: none
+    # stands out alone at 54 records of noise), and "not applicable" 999; the tail spread over every whole
+    # number 37..528 put a fifth of the shape's weight on months no record holds
+    values = np.concatenate(
+        [np.repeat(np.arange(36), 400), np.repeat(np.arange(36, 529, 12), 150), np.full(30000, 999)]
+    )
+    for scale in ("integer", "real"):  # real: the codes read as doubles
+        shares = []
+        for seed in range(3):
+            grid, counts, blocks, block_sigma = _with_blocks(values, scale, 54.0, seed)
+            b = profile_from_noisy(
+                "STARTIME",
+                scale,
+                grid,
+                counts,
+                0.0,
+                54.0,
+                16,
+                len(values),
+                blocks=blocks,
+                block_sigma=block_sigma,
+            ).bins
+            assert b is not None and 999.0 in b.points and b.upper <= 560
+            assert any(len(piece) == 4 and piece[3] == 12 for piece in b.shape)
+            shares.append(_off_lattice_share(b, 36, 12))
+        assert max(shares) < 0.06, (scale, shares)
+    monkeypatch.setattr("spark_dpsynth.data.types._lattice", lambda *args, **kwargs: 1)
+    grid, counts, blocks, block_sigma = _with_blocks(values, "integer", 54.0, 0)
+    b = profile_from_noisy(
+        "STARTIME",
+        "integer",
+        grid,
+        counts,
+        0.0,
+        54.0,
+        16,
+        len(values),
+        blocks=blocks,
+        block_sigma=block_sigma,
+    ).bins
+    assert _off_lattice_share(b, 36, 12) > 0.15
+
+
+def test_lattice_takes_the_coarsest_step_that_carries_the_records() -> None:
+    grid = profile_grid("integer")
+    members = cells_of(grid, np.arange(0.0, 1000.0), np.ones(1000, dtype=bool))
+    values = value_cells(grid, integral=False)
+
+    def step(counts: dict[int, float], sigma: float, seed: int) -> int:
+        rng = np.random.default_rng(seed)
+        noisy = np.round(rng.normal(0.0, sigma, 1000))
+        for x, c in counts.items():
+            noisy[x] += c
+        return _lattice(grid, members, noisy, sigma, False, values)
+
+    groups = dict(zip(range(0, 1000, 100), [60, 500, 1100, 1500, 700, 1100, 200, 600, 500, 750], strict=True))
+    years = {x: 150.0 for x in range(36, 529, 12)}
+    everything = {x: 12.0 for x in range(1000)}
+    # hours heaped at multiples of 5, a third as many on each value between, at epsilon 1's noise
+    heaped = {x: 300.0 if x % 5 == 0 else 100.0 for x in range(10, 60)}
+    for seed in range(5):
+        assert step(groups, 54.0, seed) == 100
+        assert step(years, 54.0, seed) == 12
+        assert step(everything, 54.0, seed) == 1
+        assert step(heaped, 206.0, seed) == 1
+    # a real column of whole numbers: its whole-number points; a real column of fractions: no lattice
+    real = profile_grid("real")
+    whole = value_cells(real, integral=True)
+    assert whole is not None and value_cells(real, integral=False) is None
+    points = cells_of(real, np.arange(0.0, 1000.0), np.ones(1000, dtype=bool))
+    run = np.arange(points[0], points[-1] + 1)  # the whole numbers 0..999 and the real cells between them
+    counts = np.zeros(real.size)
+    assert _lattice(real, run, counts[run], 54.0, False, whole) == 1
+    counts[points[::100]] = 800.0
+    assert _lattice(real, run, counts[run], 54.0, False, whole) == 100
+    assert _lattice(real, run, counts[run], 54.0, False, None) == 1
+
+
+def test_within_bin_shape_keeps_a_lattice_and_ends_each_piece_in_its_bin() -> None:
+    grid = profile_grid("integer")
+    weights = np.zeros(grid.size)
+    lattice = cells_of(grid, np.arange(36.0, 529.0, 12.0), np.ones(42, dtype=bool))
+    weights[lattice] = 10.0
+    run = cells_of(grid, np.arange(1.0, 30.0), np.ones(29, dtype=bool))
+    weights[run] = 5.0
+    shape = _within_bin_shape(grid, weights, int(run[0]), int(lattice[-1]), 1.0, 528.0, [20.0, 200.0])
+    # 1..19 and 20..29 (the edge 20 cuts the run), then the lattice: 36..192 and 204..528, cut at 200
+    assert shape == (
+        (1.0, 19.0, 95.0),
+        (20.0, 29.0, 50.0),
+        (36.0, 192.0, 140.0, 12.0),
+        (204.0, 528.0, 280.0, 12.0),
+    )
+    assert BinSpec((20.0, 200.0), lower=1.0, upper=528.0, shape=shape).shape == shape
+
+
 def test_dp_profile_of_codes_read_as_doubles_draws_whole_numbers_it_holds() -> None:
     # a code read as doubles (1.0 .. 6.0 and a top code 9.0, the EU LFS's kind of search): a real column of whole
     # numbers in a small range; the real grid's points between them (2.1, 2.2) and 7, 8 (empty, below the top
@@ -547,7 +670,7 @@ def test_dp_profile_of_codes_read_as_doubles_draws_whole_numbers_it_holds() -> N
         measured += 1
         b = p.bins
         assert b.integral and 9.0 in b.points and b.upper <= 6
-        assert all(a == round(a) and c == round(c) for a, c, _ in b.shape)
+        assert all(a == round(a) and c == round(c) for a, c, *_ in b.shape)
     assert measured >= 2
 
 
@@ -626,8 +749,8 @@ def test_dp_profile_measures_the_shape_inside_its_bins(spark) -> None:
         + [(int(v),) for v in rng.integers(2000, 9000, 380)]
     )
     b = _profile(spark, rows, "gain int")["gain"].bins
-    assert b.shape and all(b.lower <= a <= c <= b.upper for a, c, _ in b.shape)
-    weight = {(a, c): w for a, c, w in b.shape}
+    assert b.shape and all(b.lower <= a <= c <= b.upper for a, c, *_ in b.shape)
+    weight = {(a, c): w for a, c, w, *_ in b.shape}
     total = sum(weight.values())
     assert weight[(7688.0, 7688.0)] / total > 0.15  # about 120 of 600 records beyond 0
     heap = [w for (a, c), w in weight.items() if a <= 15024 <= c]
@@ -657,6 +780,23 @@ def test_restore_types_draws_by_the_within_bin_shape(spark) -> None:
     assert plain.between(0.5, 1.0).all() and plain.std() > 0.1  # no pieces: uniform in the bin
     with pytest.raises(InvalidParameterError, match="bins.shape"):
         BinSpec((1.0,), shape=((2.0, 1.0, 1.0),))
+    with pytest.raises(InvalidParameterError, match="bins.shape steps"):
+        BinSpec((1.0,), shape=((0.0, 10.0, 1.0, 3.0),))
+
+
+def test_restore_types_draws_a_lattice_and_stays_in_each_bin(spark) -> None:
+    df = spark.createDataFrame([(0,)], "months int")
+    # months 1..29 (a piece that ends at the edge 30: 30 belongs to the next bin), whole years 36..192 and
+    # 204..528 (lattices of step 12)
+    shape = ((1.0, 30.0, 1.0), (36.0, 192.0, 1.0, 12.0), (204.0, 528.0, 1.0, 12.0))
+    manifest = _manifest(df, {"months": BinSpec((30.0, 200.0), lower=1.0, upper=528.0, shape=shape)})
+    assert manifest["column_types"]["months"]["bins"]["shape"] == [list(p) for p in shape]
+    labels = spark.createDataFrame([("<30",), ("[30, 200)",), (">=200",)] * 3000, "months string")
+    out = restore_types(labels, manifest, seed=5).toPandas()["months"]
+    low, mid, high = out.iloc[0::3], out.iloc[1::3], out.iloc[2::3]
+    assert set(low) == set(range(1, 30))
+    assert set(mid) == set(range(36, 193, 12)) and set(high) == set(range(204, 529, 12))
+    assert mid.value_counts().min() > 150  # each of the 14 values alike, about 214 times
 
 
 def test_dp_profile_dates_are_measurements_inside_their_range(spark) -> None:

@@ -497,6 +497,139 @@ def _noise_level(tail: float, laplace: bool) -> float:
     return float(laplace_dist.isf(tail) / math.sqrt(2.0)) if laplace else float(norm.isf(tail))
 
 
+_LATTICE_STEPS = (2, 3, 4, 5, 6, 10, 12, 20, 24, 25, 50, 60, 100, 1000)
+"""The steps g of the lattices (the multiples of g) that a run of whole numbers is tested for where the profile
+spreads its records evenly (:func:`_lattice`): pairs, quarters, fives and tens, dozens (months counted in whole
+years), scores, hundreds (an occupation's major groups 0, 100, ..., 900), thousands. Public."""
+_LATTICE_OFF_TAIL = 0.05
+"""One-sided level at which the values off a lattice must not stand out of their noise together for the lattice
+to be taken (:func:`_lattice`): no more than a 5% test can see off it."""
+_LATTICE_OFF_SHARE = 0.25
+"""A value off a lattice holds at most this share of what a value on it holds (the off values' mean noisy count
+plus its noise at :data:`_LATTICE_OFF_TAIL`, against the on values' mean) for the lattice to be taken
+(:func:`_lattice`): weekly hours heaped at 10, 15, ..., 30 with a third as many records on each value between,
+at 206 records of noise per value, passed the first test alone and came back as multiples of 5 only."""
+
+
+def _whole_members(
+    grid: ProfileGrid, members: np.ndarray, values: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the members that hold one whole number each, those numbers), or None when a lattice cannot be read from
+    ``members``: no ``values`` (:func:`value_cells`), none of them among the members, or a member that holds
+    whole numbers the profile does not tell apart (an open cell wider than one, beyond 9,999)."""
+    if values is None or len(members) == 0:
+        return None
+    held = np.isin(members, values)
+    if not held.any() or bool((grid.sizes[members[~held]] > 1.0).any()):
+        return None
+    return members[held], grid.points[(members[held] - 1) // 2]
+
+
+def _lattice(
+    grid: ProfileGrid,
+    members: np.ndarray,
+    counts: np.ndarray,
+    sigma: float,
+    laplace: bool,
+    values: np.ndarray | None,
+) -> int:
+    """The step g of the coarsest lattice of whole numbers, the multiples of g (:data:`_LATTICE_STEPS`), that
+    carries the records of ``members``, or 1: they may then lie on any of its values. Post-processing of the
+    noisy profile (docs/design.md section 2.8).
+
+    Survey tables store durations in months that are whole years beyond the first three (the EU LFS's months since
+    a start: 0..35, then 36, 48, ..., 528) and occupations as major groups (0, 100, ..., 900): a run of such values
+    spread evenly over its whole numbers came back as 437 months and occupation 523, which no record holds. The
+    steps are tested from the finest up, each on the lattice found so far (g0, first 1): g, a multiple of g0, is
+    taken when the noisy sum of the run's multiples of g0 that are not multiples of g does not stand out of its
+    noise at the one-sided level :data:`_LATTICE_OFF_TAIL`, their mean plus that noise is at most
+    :data:`_LATTICE_OFF_SHARE` of the multiples' mean, and the multiples of g hold more per value than the
+    others by more than the noise of that difference (:func:`_sum_threshold`, at a Bonferroni level
+    :data:`_SIGNAL_FALSE_POSITIVE` over the steps): a run spread evenly over its values, or too thin to tell,
+    keeps them all.
+
+    Args:
+        grid: the scale's grid; members: sorted cells of one run.
+        counts: float64 (len(members),) the members' noisy counts.
+        sigma: the noise std of one cell, in records; laplace: the cells' noise is discrete Laplace.
+        values: the cells that hold whole numbers of the column (:func:`value_cells`), or None (no lattice is
+            looked for: 1).
+    """
+    whole = _whole_members(grid, members, values)
+    if whole is None or len(members) < 4:
+        return 1
+    cells, at = whole
+    counts = counts[np.isin(members, cells)]
+    tail = _SIGNAL_FALSE_POSITIVE / len(_LATTICE_STEPS)
+    strict, strict_gaussian = _noise_level(tail, laplace), _noise_level(tail, False)
+    loose, loose_gaussian = _noise_level(_LATTICE_OFF_TAIL, laplace), _noise_level(_LATTICE_OFF_TAIL, False)
+    step = 1
+    on = np.ones(len(cells), dtype=bool)
+    for g in _LATTICE_STEPS:
+        if g % step:
+            continue
+        multiple = on & (np.mod(at, g) == 0)
+        off = on & ~multiple
+        n_on, n_off = int(multiple.sum()), int(off.sum())
+        if n_on == 0 or n_off == 0:
+            continue
+        s_on, s_off = float(counts[multiple].sum()), float(counts[off].sum())
+        bound = float(_sum_threshold(n_off, sigma, loose, loose_gaussian))
+        off_quiet = s_off <= bound and (s_off + bound) / n_off <= _LATTICE_OFF_SHARE * s_on / n_on
+        # the multiples' sum less what an even spread over the lattice found so far would give them
+        excess = s_on - s_off * n_on / n_off
+        if off_quiet and excess > float(
+            _sum_threshold(n_on + n_on**2 / n_off, sigma, strict, strict_gaussian)
+        ):
+            step, on = g, multiple
+    return step
+
+
+def _spread_evenly(
+    grid: ProfileGrid,
+    members: np.ndarray,
+    amount: float,
+    counts: np.ndarray,
+    sigma: float,
+    laplace: bool,
+    values: np.ndarray | None,
+    step: int = 1,
+) -> np.ndarray:
+    """float64 (len(members),) ``amount`` spread evenly over the values of ``members``: over their lattice when the
+    run has one (:func:`_lattice`; ``step``, the lattice of the block the run lies in, when the run's own is 1
+    or divides it), each of its values the same; else each cell's share in proportion to its ``sizes`` (an open cell of 999 whole numbers takes 999
+    times a point's; all alike when no member has a size). ``counts``: the members' noisy counts.
+    Post-processing."""
+    out = np.zeros(len(members))
+    if len(members) == 0:
+        return out
+    own = _lattice(grid, members, counts, sigma, laplace, values)
+    # the block's lattice where the run's own is finer (a few values of it were too few to tell 12 from 4)
+    g = step if step % own == 0 else own
+    whole = _whole_members(grid, members, values)
+    if whole is not None and g > 1:
+        cells, at = whole
+        on = cells[np.mod(at, g) == 0]
+        if len(on):
+            out[np.isin(members, on)] = amount / len(on)
+            return out
+    size = grid.sizes[members]
+    total = float(size.sum())
+    return amount * size / total if total > 0 else np.full(len(members), amount / len(members))
+
+
+def value_cells(grid: ProfileGrid, integral: bool) -> np.ndarray | None:
+    """The cells of ``grid`` that each hold one whole number of at most 9,999 in magnitude (the point cells of the
+    integer scale there; of the real scale, its whole-number points, when ``integral``: a real column of whole
+    numbers), sorted; None on the other scales and for a real column that is not integral. What
+    :func:`_lattice` reads. Public: from the grid alone."""
+    if not (grid.scale == "integer" or (grid.scale == "real" and integral)):
+        return None
+    p = grid.points
+    whole = (p == np.floor(p)) & (np.abs(p) <= _UNIT_TOP)
+    return 1 + 2 * np.flatnonzero(whole)
+
+
 def _signal_weights(
     grid: ProfileGrid,
     rest: np.ndarray,
@@ -506,28 +639,32 @@ def _signal_weights(
     gaussian: float,
     block_gaussian: float,
     laplace: bool = False,
+    values: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """The noisy counts of the cells that stand out alone, plus, in each block of magnitude whose summed noisy
     count stands out (:func:`_standing_blocks`), the rest of that sum spread evenly over the block's values
-    (each cell's share in proportion to its ``sizes``: an open cell of 999 whole numbers takes 999 times a
-    point's), within the parts of the block that stand out when it is halved, and halved again, while the
+    (:func:`_spread_evenly`: over the lattice its whole numbers lie on, when ``values`` are given and it has one;
+    else each cell's share in proportion to its ``sizes``), within the parts of the block that stand out when it is halved, and halved again, while the
     amount is large enough to tell the halves apart, or the halves are measured blocks (searched or fine,
     :func:`block_tree`) (both halves standing out: the amount split by their noisy sums; one: the other keeps
     its own noisy sum, a measured one less one std of its noise; neither, when they are fine blocks and one
     holds more than :data:`_FINE_SPLIT` stds: the amount split by their positive sums); where an amount is
     finally spread over a part, the part's cells that stand out at a Bonferroni level over the part alone take
     it first when they hold at least :data:`_LOCAL_SHARE` of it; zero elsewhere. ``laplace``: the cells' noise
-    is discrete Laplace (the part's level is its quantile). Also returns the runs of cells that stood out
+    is discrete Laplace (the part's level is its quantile); ``values``: the cells that hold the column's whole
+    numbers (:func:`value_cells`). Also returns the runs of cells that stood out
     (blocks and halves), in the order found (post-processing)."""
     weights = np.zeros_like(rest)
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
-    sizes = grid.sizes
+
+    step = 1  # the lattice of the standing block being spread (_lattice): a part too small to tell keeps it
 
     def even(members: np.ndarray, amount: float) -> None:
-        size = sizes[members]
-        total = float(size.sum())
-        weights[members] += amount * size / total if total > 0 else amount / len(members)
+        # the lattice is read from every record of the part, those of the values taken out alone too
+        weights[members] += _spread_evenly(
+            grid, members, amount, rest[members], sums.sigma, laplace, values, step
+        )
 
     def place(members: np.ndarray, amount: float) -> None:
         # the cells of the part that stand out of their noise at a level for this part's cells alone (a
@@ -601,6 +738,7 @@ def _signal_weights(
         stood.append(members)
         amount = sums.left(members, rest - weights, block_gaussian)[0]
         if amount > 0:
+            step = _lattice(grid, members, rest[members], sums.sigma, laplace, values)
             spread(members, amount)
     return weights, stood
 
@@ -1101,15 +1239,18 @@ def profile_from_noisy(
         return code
     present = noisy.copy()
     present[grid.null_cell] = 0.0
+    integral = scale == "real" and noisy_frac <= max(
+        sigma * float(norm.isf(_SIGNAL_FALSE_POSITIVE)), non_empty / 1000.0
+    )
+    values = value_cells(grid, integral)
     sums = _Sums(grid, cells, present, sigma, level, blocks, block_sigma)
-    weights, stood = _signal_weights(grid, present, cells, threshold, sums, gaussian, block_gaussian, laplace)
+    weights, stood = _signal_weights(
+        grid, present, cells, threshold, sums, gaussian, block_gaussian, laplace, values
+    )
     span = _trimmed(cells[weights[cells] > 0], weights, 1.0 / (4 * n_bins))
     span = _inside_spikes(span, present, standing, half_bin * non_empty, sums, gaussian, stood)
     whole = _whole_number_range(grid, present, span, half_bin * non_empty)
     small_range = numeric and whole is not None and 2 <= whole[1] - whole[0] + 1 <= MAX_CODE_RANGE
-    integral = scale == "real" and noisy_frac <= max(
-        sigma * float(norm.isf(_SIGNAL_FALSE_POSITIVE)), non_empty / 1000.0
-    )
     # the empty run before a top code (99 above months 1..12): no record is drawn there
     whole_points = None
     if integral:
@@ -1155,7 +1296,9 @@ def profile_from_noisy(
         # cells that stand out alone, and blocks of magnitude that stand out together (a thin tail of amounts):
         # the rest's mass is read from them only, so that the noise of thousands of empty cells does not
         # swamp it (Adult's capital_gain beyond 0: about 8% of the records over 7,000 whole numbers)
-        rest, stood = _signal_weights(grid, rest, cells, threshold, sums, gaussian, block_gaussian, laplace)
+        rest, stood = _signal_weights(
+            grid, rest, cells, threshold, sums, gaussian, block_gaussian, laplace, values
+        )
         signal = _trimmed(cells[rest[cells] > 0], rest, 1.0 / (4 * n_bins))
         inside = _inside_spikes(signal, present, standing, half_bin * non_empty, sums, gaussian, stood)
         rest = _moved_inside(rest, grid.sizes, signal, inside)
@@ -1167,11 +1310,11 @@ def profile_from_noisy(
             # 3% lie among 90 values); collapsed onto the standing values it moved the column's mean
             span = cells[(cells > standing[0]) & (cells < standing[-1])]
             span = span[~np.isin(span, standing) & ~np.isin(span, gaps)]
-            span = span[grid.sizes[span] > 0]
-            if len(span):
+            spread = _spread_evenly(grid, span, max(rest_mass, 0.0), present[span], sigma, laplace, values)
+            if len(span) and (spread > 0).any():
                 rest = np.zeros_like(rest)
-                rest[span] = max(rest_mass, 0.0) * grid.sizes[span] / float(grid.sizes[span].sum())
-                signal = span
+                rest[span] = spread
+                signal = span[spread > 0]
         unplaced = non_empty - float(noisy[spikes].sum())
         if len(signal) < 2 and len(spikes) and unplaced > max(rest_noise, half_bin * non_empty):
             # the records beyond the spikes are more than noise, but no range of them stands out (spread thinly
@@ -1183,14 +1326,15 @@ def profile_from_noisy(
             zero = int(cells_of(grid, np.array([0.0]), np.array([True]))[0])
             a, b = min(zero, int(standing[0])), max(zero, int(standing[-1]))
             run = cells[(cells >= a) & (cells <= b)]
-            span = run[~np.isin(run, spikes) & ~np.isin(run, gaps) & (grid.sizes[run] > 0)]
+            span = run[~np.isin(run, spikes) & ~np.isin(run, gaps)]
             without_spikes = present.copy()
             without_spikes[spikes] = 0.0
             value, needed = sums.left(run, without_spikes, block_gaussian)
-            if len(span) >= 2 and value > needed:
+            spread = _spread_evenly(grid, span, unplaced, present[span], sigma, laplace, values)
+            if (spread > 0).sum() >= 2 and value > needed:
                 rest = np.zeros_like(rest)
-                rest[span] = unplaced * grid.sizes[span] / float(grid.sizes[span].sum())
-                signal = span
+                rest[span] = spread
+                signal = span[spread > 0]
                 placed_note = (
                     ", the rest spread evenly between 0 and its exact values (no range of it stands out)"
                 )
@@ -1362,7 +1506,7 @@ def profile_with_exact_values(
         spec,
         points=tuple(sorted(known | {x for x, _ in new})),
         # no piece left: the profile saw nothing beyond these values, drawn evenly inside the bins
-        shape=tuple((a, b, w) for a, b, w in shape if w > 0),
+        shape=tuple(tuple(piece) for piece in shape if piece[2] > 0),
         lower=min(spec.lower, min(x for x, _ in new)),
         upper=max(spec.upper, max(x for x, _ in new)),
     )
@@ -1410,13 +1554,14 @@ def edge_pieces(
     spec = profile.bins
     if profile.meaning != "measurement" or spec is None or noise_std <= 0:
         return ()
-    intervals = [(a, b, w) for a, b, w in spec.shape if a < b]
+    intervals = [piece for piece in spec.shape if piece[0] < piece[1]]
     if not intervals:
         return ()
     chosen = [intervals[0]] if intervals[0] == intervals[-1] else [intervals[0], intervals[-1]]
     out = []
-    for a, b, w in chosen:
-        if w < EDGE_MIN_SHARE * profile.non_empty:
+    for a, b, w, *step in chosen:
+        # a lattice's piece (a step) holds only values that stood out together: nothing to cut
+        if step or w < EDGE_MIN_SHARE * profile.non_empty:
             continue
         room = _piece_values(a, b, True) if _whole_piece(a, b, whole) else EDGE_PIECES
         parts = int(min(EDGE_PIECES, room, w // (EDGE_STDS * noise_std)))
@@ -1482,22 +1627,23 @@ def profile_with_edges(
     spec = profile.bins
     if profile.meaning != "measurement" or spec is None or not refined:
         return profile
-    intervals = [i for i, (a, b, _) in enumerate(spec.shape) if a < b]
+    intervals = [i for i, piece in enumerate(spec.shape) if piece[0] < piece[1]]
     first, last = (intervals[0], intervals[-1]) if intervals else (-1, -1)
-    shape: list[tuple[float, float, float]] = []
+    shape: list[tuple[float, ...]] = []
     lower, upper = spec.lower, spec.upper
     changed = 0
-    for k, (a, b, w) in enumerate(spec.shape):
+    for k, piece in enumerate(spec.shape):
+        a, b, w, *step = piece
         noisy = refined.get((a, b))
-        if noisy is None or k not in (first, last):
-            shape.append((a, b, w))
+        if noisy is None or k not in (first, last) or step:
+            shape.append(piece)
             continue
         noisy = np.asarray(noisy, dtype=np.float64)
         parts = len(noisy)
         level = _noise_level(_SIGNAL_FALSE_POSITIVE / parts, laplace)
         standing = np.flatnonzero(noisy > noise_std * level)
         if not len(standing):
-            shape.append((a, b, w))
+            shape.append(piece)
             continue
         lo_i = int(standing[0]) if k == first else 0
         hi_i = int(standing[-1]) if k == last else parts - 1
@@ -1535,15 +1681,18 @@ def _within_bin_shape(
     lo: float,
     hi: float,
     edges: list[float],
-) -> tuple[tuple[float, float, float], ...]:
+) -> tuple[tuple[float, ...], ...]:
     """The pieces (a, b, weight) of a measurement's range [lo, hi] with the noisy mass the profile read there
     (``weights``: per cell, >= 0 where it stands out, docs/design.md section 2.8): one piece per cell of
     ``first`` .. ``last`` with a positive weight (a point cell: a = b = the point; an open cell: its values, the
     whole numbers strictly between its points on the integer and date scales), neighbouring pieces of equal
-    weight merged (a block whose mass was spread evenly), and, when more than :data:`_SHAPE_PIECES` remain,
-    neighbouring pieces of one bin merged into groups of equal size. Post-processing of the noisy profile."""
+    weight in one bin (``edges``) merged (a block whose mass was spread evenly): touching ones into one
+    interval, points at a regular gap into a piece (a, b, weight, step) of the values a, a + step, ..., b (a
+    lattice, :func:`_lattice`); when more than :data:`_SHAPE_PIECES` remain, neighbouring pieces of one bin
+    merged into groups of equal size. Post-processing of the noisy profile."""
     whole = grid.scale in ("integer", "date")
-    pieces: list[list[float]] = []  # [a, b, weight, weight of one cell]
+    cuts = np.asarray(edges, dtype=np.float64)
+    pieces: list[list[float]] = []  # [a, b, weight, weight of one cell, step (0: every value of [a, b])]
     for c in range(first, last + 1):
         w = float(weights[c])
         if not (grid.possible[c] and w > 0 and math.isfinite(w)):
@@ -1554,24 +1703,45 @@ def _within_bin_shape(
         a, b = max(a, lo), min(b, hi)
         if not (math.isfinite(a) and math.isfinite(b) and a <= b):
             continue
-        contiguous = pieces and (a == pieces[-1][1] or (whole and a == pieces[-1][1] + 1.0))
-        if contiguous and abs(pieces[-1][3] - w) <= 1e-9 * max(w, 1.0):
-            pieces[-1][1] = b
-            pieces[-1][2] += w
-        else:
-            pieces.append([a, b, w, w])  # the last: the weight of one of its cells
+        previous = pieces[-1] if pieces else None
+        # a piece is drawn in the bin its first value lies in: it never reaches into the next bin
+        if (
+            previous is not None
+            and abs(previous[3] - w) <= 1e-9 * max(w, 1.0)
+            and np.searchsorted(cuts, a, side="right") == np.searchsorted(cuts, previous[0], side="right")
+        ):
+            gap = a - previous[1]
+            contiguous = previous[4] == 0 and (gap == 0 or (whole and gap == 1.0))
+            # equal points at a regular gap: the values of a lattice (_lattice), a, a + step, ..., b
+            stepped = (
+                a == b
+                and gap > (1.0 if whole else 0.0)
+                and (
+                    (previous[0] == previous[1] and previous[4] == 0) or abs(previous[4] - gap) <= 1e-9 * gap
+                )
+            )
+            if contiguous or stepped:
+                previous[1] = b
+                previous[2] += w
+                if stepped:
+                    previous[4] = gap
+                continue
+        pieces.append([a, b, w, w, 0.0])
     if len(pieces) > _SHAPE_PIECES:
         starts = np.array([p[0] for p in pieces])
-        bin_of = np.searchsorted(np.asarray(edges, dtype=np.float64), starts, side="right")
+        bin_of = np.searchsorted(cuts, starts, side="right")
         group = math.ceil(len(pieces) / _SHAPE_PIECES)
         merged: list[list[float]] = []
         for k in np.unique(bin_of):
             members = [pieces[i] for i in np.flatnonzero(bin_of == k)]
             for i in range(0, len(members), group):
                 run = members[i : i + group]
-                merged.append([run[0][0], run[-1][1], sum(p[2] for p in run)])
+                merged.append([run[0][0], run[-1][1], sum(p[2] for p in run), 0.0, 0.0])
         pieces = merged
-    return tuple((float(p[0]), float(p[1]), float(f"{p[2]:.6g}")) for p in pieces)
+    return tuple(
+        (float(p[0]), float(p[1]), float(f"{p[2]:.6g}"), *((float(p[4]),) if p[4] > 0 else ()))
+        for p in pieces
+    )
 
 
 def profile_targets(types: Mapping[str, ColumnType], config: DataConfig) -> tuple[str, ...]:

@@ -28,8 +28,10 @@ then returned unchanged):
 Within-bin shape: a DP profile's bins carry the pieces of the column's range where its noisy counts stood out
 (``shape``: (a, b, weight), post-processing of the profile, docs/design.md section 2.8); a value of such a bin
 falls in one of the bin's pieces with probability proportional to its weight (a Walker alias table per bin,
-one lookup per value), then uniformly in the piece: the 7,688 of an amount, the heaped 15,024 above 10,000
-come back where the data holds them instead of anywhere in a bin as wide as [7,688, 15,000). A bin without
+one lookup per value), then uniformly in the piece (among its values a, a + step, ..., b for a lattice's
+piece (a, b, weight, step): months counted in whole years come back as multiples of 12): the 7,688 of an
+amount, the heaped 15,024 above 10,000 come back where the data holds them instead of anywhere in a bin as
+wide as [7,688, 15,000). A bin without
 pieces (public bins, or nothing stood out in it) is drawn uniformly, the maximum-entropy choice given only the
 bin's count: no shape is invented where none is measured. The draws are utility randomness of post-processing,
 from Spark's ``rand`` seeded by the caller's seed and the column's position: the same seed and partitioning give
@@ -48,6 +50,7 @@ Privacy: reads the release's manifest only (post-processing, docs/design.md sect
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -189,29 +192,36 @@ def _shaped_draw(
     scale: str,
     u: Column,
     v: Column,
+    closed: bool = False,
 ) -> Column | None:
     """A value drawn by the within-bin shape (``bins.shape``, module docstring) of bin number ``bin_no``: a piece
     of the bin chosen by its weight (an alias table per bin: one slot from ``u``, and the fraction of ``u``
-    left over decides between the slot and its alias), then uniformly in the piece with ``v``; null for a bin
-    without pieces. None when the column has no shape."""
+    left over decides between the slot and its alias), then uniformly in the piece with ``v``, cut to the bin
+    (on the integer scales its whole numbers, as :func:`_draw`'s: ``closed``, a public upper bound closes the
+    last bin); null for a bin without pieces. None when the column has no shape."""
     if not shape:
         return None
     bounds = list(intervals.values())
     starts = [float(lo) for lo, _ in bounds]
-    lows, highs, probs, aliases, offsets, counts = [], [], [], [], [], []
+    lows, highs, steps, probs, aliases, offsets, counts = [], [], [], [], [], [], []
     for k, (b_lo, b_hi) in enumerate(bounds):
         last = k == len(bounds) - 1
+        if scale in ("integer", "date"):
+            # the bin's whole numbers: ceil(lo) .. ceil(hi) - 1, the last bin's public upper bound included
+            b_hi = b_hi if closed and last and math.floor(b_hi) == b_hi else math.ceil(b_hi) - 1.0
         inside = [
-            (max(float(a), b_lo), min(float(b), b_hi), float(w))
-            for a, b, w in shape
-            if (float(a) >= starts[k] or k == 0) and (last or float(a) < starts[k + 1])
+            _clipped(piece, b_lo, b_hi)
+            for piece in shape
+            if (float(piece[0]) >= starts[k] or k == 0) and (last or float(piece[0]) < starts[k + 1])
         ]
+        inside = [piece for piece in inside if piece is not None]
         offsets.append(len(lows))
         counts.append(len(inside))
         if inside:
-            prob, alias = _alias_table([w for _, _, w in inside])
-            lows += [a for a, _, _ in inside]
-            highs += [b for _, b, _ in inside]
+            prob, alias = _alias_table([w for _, _, w, _ in inside])
+            lows += [a for a, _, _, _ in inside]
+            highs += [b for _, b, _, _ in inside]
+            steps += [step for _, _, _, step in inside]
             probs += prob
             aliases += [offsets[-1] + i + 1 for i in alias]  # 1-based, into the column's arrays
     if not lows:
@@ -234,7 +244,28 @@ def _shaped_draw(
         value = (first + F.floor(v * size)).cast("double")
     else:
         value = a + v * (b - a)
+    if any(steps):
+        # a lattice's piece: one of a, a + step, ..., b, each alike
+        step = F.element_at(array(steps, "double"), piece)
+        on = F.round((b - a) / step) + F.lit(1.0)
+        value = F.when(step > F.lit(0.0), a + step * F.least(F.floor(v * on), on - F.lit(1.0))).otherwise(
+            value
+        )
     return F.when(count > F.lit(0), value)
+
+
+def _clipped(piece: Sequence[float], lo: float, hi: float) -> tuple[float, float, float, float] | None:
+    """(a, b, weight, step) of a within-bin shape's piece cut to its bin [lo, hi] (step 0: every value of
+    [a, b]; a lattice's piece keeps only its values a + i step inside), or None when none is left."""
+    a, b, w = (float(x) for x in piece[:3])
+    step = float(piece[3]) if len(piece) > 3 else 0.0
+    if step <= 0:
+        return (max(a, lo), min(b, hi), w, 0.0) if max(a, lo) <= min(b, hi) else None
+    first = a + math.ceil((lo - a) / step - 1e-9) * step if a < lo else a
+    last = a + math.floor((min(b, hi) - a) / step + 1e-9) * step
+    if first > last:
+        return None
+    return first, last, w, step if last > first else 0.0
 
 
 def _restore(value: Column, scale: str, type_name: str) -> Column:
@@ -317,7 +348,7 @@ def _restore_columns(synthetic: DataFrame, types: Mapping[str, Any], seed: int |
             draw_scale = "integer" if scale == "real" and bins.get("integral") else scale
             drawn = _draw(F.col(bin_col), intervals, draw_scale, F.col(u_col), closed)
             shaped = _shaped_draw(
-                F.col(bin_col), intervals, shape, draw_scale, F.col(f"{u_col}p"), F.col(u_col)
+                F.col(bin_col), intervals, shape, draw_scale, F.col(f"{u_col}p"), F.col(u_col), closed
             )
             if shaped is not None:
                 drawn = F.coalesce(shaped, drawn)
