@@ -564,41 +564,33 @@ def test_dp_profile_draws_months_counted_in_years_on_their_lattice(monkeypatch) 
     values = np.concatenate(
         [np.repeat(np.arange(36), 400), np.repeat(np.arange(36, 529, 12), 150), np.full(30000, 999)]
     )
+
+    def bins(scale: str, seed: int) -> BinSpec:
+        grid, counts, blocks, block_sigma = _with_blocks(values, scale, 54.0, seed)
+        b = profile_from_noisy(
+            "STARTIME",
+            scale,
+            grid,
+            counts,
+            0.0,
+            54.0,
+            16,
+            len(values),
+            blocks=blocks,
+            block_sigma=block_sigma,
+        ).bins
+        assert b is not None and 999.0 in b.points and b.upper <= 560
+        return b
+
     for scale in ("integer", "real"):  # real: the codes read as doubles
         shares = []
         for seed in range(3):
-            grid, counts, blocks, block_sigma = _with_blocks(values, scale, 54.0, seed)
-            b = profile_from_noisy(
-                "STARTIME",
-                scale,
-                grid,
-                counts,
-                0.0,
-                54.0,
-                16,
-                len(values),
-                blocks=blocks,
-                block_sigma=block_sigma,
-            ).bins
-            assert b is not None and 999.0 in b.points and b.upper <= 560
+            b = bins(scale, seed)
             assert any(len(piece) == 4 and piece[3] == 12 for piece in b.shape)
             shares.append(_off_lattice_share(b, 36, 12))
         assert max(shares) < 0.06, (scale, shares)
     monkeypatch.setattr("spark_dpsynth.data.types._lattice", lambda *args, **kwargs: 1)
-    grid, counts, blocks, block_sigma = _with_blocks(values, "integer", 54.0, 0)
-    b = profile_from_noisy(
-        "STARTIME",
-        "integer",
-        grid,
-        counts,
-        0.0,
-        54.0,
-        16,
-        len(values),
-        blocks=blocks,
-        block_sigma=block_sigma,
-    ).bins
-    assert _off_lattice_share(b, 36, 12) > 0.15
+    assert _off_lattice_share(bins("integer", 0), 36, 12) > 0.15
 
 
 def test_lattice_takes_the_coarsest_step_that_carries_the_records() -> None:
