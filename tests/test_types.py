@@ -21,7 +21,7 @@ from spark_dpsynth.data.types import (
     FINE_BLOCK_NOISE,
     ColumnProfile,
     ColumnType,
-    _lattice,
+    _run_lattice,
     _standing_blocks,
     _Sums,
     _within_bin_shape,
@@ -603,7 +603,7 @@ def test_lattice_takes_the_coarsest_step_that_carries_the_records() -> None:
         noisy = np.round(rng.normal(0.0, sigma, 1000))
         for x, c in counts.items():
             noisy[x] += c
-        return _lattice(grid, members, noisy, sigma, False, values)
+        return _run_lattice(grid, members, noisy, sigma, False, values)
 
     groups = dict(zip(range(0, 1000, 100), [60, 500, 1100, 1500, 700, 1100, 200, 600, 500, 750], strict=True))
     years = {x: 150.0 for x in range(36, 529, 12)}
@@ -622,10 +622,10 @@ def test_lattice_takes_the_coarsest_step_that_carries_the_records() -> None:
     points = cells_of(real, np.arange(0.0, 1000.0), np.ones(1000, dtype=bool))
     run = np.arange(points[0], points[-1] + 1)  # the whole numbers 0..999 and the real cells between them
     counts = np.zeros(real.size)
-    assert _lattice(real, run, counts[run], 54.0, False, whole) == 1
+    assert _run_lattice(real, run, counts[run], 54.0, False, whole) == 1
     counts[points[::100]] = 800.0
-    assert _lattice(real, run, counts[run], 54.0, False, whole) == 100
-    assert _lattice(real, run, counts[run], 54.0, False, None) == 1
+    assert _run_lattice(real, run, counts[run], 54.0, False, whole) == 100
+    assert _run_lattice(real, run, counts[run], 54.0, False, None) == 1
 
 
 def test_within_bin_shape_keeps_a_lattice_and_ends_each_piece_in_its_bin() -> None:

@@ -23,6 +23,7 @@ noisy counts: post-processing of the DP profile (docs/design.md sections 2.3 and
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import logging
@@ -525,17 +526,10 @@ def _whole_members(
     return members[held], grid.points[(members[held] - 1) // 2]
 
 
-def _lattice(
-    grid: ProfileGrid,
-    members: np.ndarray,
-    counts: np.ndarray,
-    sigma: float,
-    laplace: bool,
-    values: np.ndarray | None,
-) -> int:
+def _lattice(cells: np.ndarray, at: np.ndarray, counts: np.ndarray, sigma: float, laplace: bool) -> int:
     """The step g of the coarsest lattice of whole numbers, the multiples of g (:data:`_LATTICE_STEPS`), that
-    carries the records of ``members``, or 1: they may then lie on any of its values. Post-processing of the
-    noisy profile (docs/design.md section 2.8).
+    carries the records of a run's whole numbers, or 1: they may then lie on any of its values. Post-processing
+    of the noisy profile (docs/design.md section 2.8).
 
     Survey tables store durations in months that are whole years beyond the first three (the EU LFS's months since
     a start: 0..35, then 36, 48, ..., 528) and occupations as major groups (0, 100, ..., 900): a run of such values
@@ -549,17 +543,12 @@ def _lattice(
     keeps them all.
 
     Args:
-        grid: the scale's grid; members: sorted cells of one run.
-        counts: float64 (len(members),) the members' noisy counts.
+        cells, at: the run's cells that hold one whole number each and those numbers (:func:`_whole_members`).
+        counts: float64 (len(cells),) their noisy counts.
         sigma: the noise std of one cell, in records; laplace: the cells' noise is discrete Laplace.
-        values: the cells that hold whole numbers of the column (:func:`value_cells`), or None (no lattice is
-            looked for: 1).
     """
-    whole = _whole_members(grid, members, values)
-    if whole is None or len(members) < 4:
+    if len(cells) < 4:
         return 1
-    cells, at = whole
-    counts = counts[np.isin(members, cells)]
     tail = _SIGNAL_FALSE_POSITIVE / len(_LATTICE_STEPS)
     strict, strict_gaussian = _noise_level(tail, laplace), _noise_level(tail, False)
     loose, loose_gaussian = _noise_level(_LATTICE_OFF_TAIL, laplace), _noise_level(_LATTICE_OFF_TAIL, False)
@@ -585,6 +574,23 @@ def _lattice(
     return step
 
 
+def _run_lattice(
+    grid: ProfileGrid,
+    members: np.ndarray,
+    counts: np.ndarray,
+    sigma: float,
+    laplace: bool,
+    values: np.ndarray | None,
+) -> int:
+    """:func:`_lattice` of a run of cells (``counts``: float64 (len(members),) their noisy counts), or 1 when no
+    lattice can be read from it (:func:`_whole_members`)."""
+    whole = _whole_members(grid, members, values)
+    if whole is None:
+        return 1
+    cells, at = whole
+    return _lattice(cells, at, counts[np.isin(members, cells)], sigma, laplace)
+
+
 def _spread_evenly(
     grid: ProfileGrid,
     members: np.ndarray,
@@ -595,21 +601,21 @@ def _spread_evenly(
     values: np.ndarray | None,
     step: int = 1,
 ) -> np.ndarray:
-    """float64 (len(members),) ``amount`` spread evenly over the values of ``members``: over their lattice when the
-    run has one (:func:`_lattice`; ``step``, the lattice of the block the run lies in, when the run's own is 1
-    or divides it), each of its values the same; else each cell's share in proportion to its ``sizes`` (an open cell of 999 whole numbers takes 999
-    times a point's; all alike when no member has a size). ``counts``: the members' noisy counts.
-    Post-processing."""
+    """float64 (len(members),) ``amount`` spread evenly over the values of ``members``: over their lattice when
+    the run has one (:func:`_lattice`; ``step``, the lattice of the block the run lies in, when the run's own is
+    1 or divides it), each of its values the same; else each cell's share in proportion to its ``sizes`` (an
+    open cell of 999 whole numbers takes 999 times a point's; all alike when no member has a size). ``counts``:
+    the members' noisy counts. Post-processing."""
     out = np.zeros(len(members))
     if len(members) == 0:
         return out
-    own = _lattice(grid, members, counts, sigma, laplace, values)
-    # the block's lattice where the run's own is finer (a few values of it were too few to tell 12 from 4)
-    g = step if step % own == 0 else own
     whole = _whole_members(grid, members, values)
-    if whole is not None and g > 1:
+    if whole is not None:
         cells, at = whole
-        on = cells[np.mod(at, g) == 0]
+        own = _lattice(cells, at, counts[np.isin(members, cells)], sigma, laplace)
+        # the block's lattice where the run's own is finer (a few values of it were too few to tell 12 from 4)
+        g = step if step % own == 0 else own
+        on = cells[np.mod(at, g) == 0] if g > 1 else cells[:0]
         if len(on):
             out[np.isin(members, on)] = amount / len(on)
             return out
@@ -644,16 +650,16 @@ def _signal_weights(
     """The noisy counts of the cells that stand out alone, plus, in each block of magnitude whose summed noisy
     count stands out (:func:`_standing_blocks`), the rest of that sum spread evenly over the block's values
     (:func:`_spread_evenly`: over the lattice its whole numbers lie on, when ``values`` are given and it has one;
-    else each cell's share in proportion to its ``sizes``), within the parts of the block that stand out when it is halved, and halved again, while the
-    amount is large enough to tell the halves apart, or the halves are measured blocks (searched or fine,
-    :func:`block_tree`) (both halves standing out: the amount split by their noisy sums; one: the other keeps
-    its own noisy sum, a measured one less one std of its noise; neither, when they are fine blocks and one
-    holds more than :data:`_FINE_SPLIT` stds: the amount split by their positive sums); where an amount is
-    finally spread over a part, the part's cells that stand out at a Bonferroni level over the part alone take
-    it first when they hold at least :data:`_LOCAL_SHARE` of it; zero elsewhere. ``laplace``: the cells' noise
+    else each cell's share in proportion to its ``sizes``), within the parts of the block that stand out when it is
+    halved, and halved again, while the amount is large enough to tell the halves apart, or the halves are measured
+    blocks (searched or fine, :func:`block_tree`) (both halves standing out: the amount split by their noisy sums;
+    one: the other keeps its own noisy sum, a measured one less one std of its noise; neither, when they are fine
+    blocks and one holds more than :data:`_FINE_SPLIT` stds: the amount split by their positive sums); where an
+    amount is finally spread over a part, the part's cells that stand out at a Bonferroni level over the part alone
+    take it first when they hold at least :data:`_LOCAL_SHARE` of it; zero elsewhere. ``laplace``: the cells' noise
     is discrete Laplace (the part's level is its quantile); ``values``: the cells that hold the column's whole
-    numbers (:func:`value_cells`). Also returns the runs of cells that stood out
-    (blocks and halves), in the order found (post-processing)."""
+    numbers (:func:`value_cells`). Also returns the runs of cells that stood out (blocks and halves), in the order
+    found (post-processing)."""
     weights = np.zeros_like(rest)
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
@@ -738,7 +744,7 @@ def _signal_weights(
         stood.append(members)
         amount = sums.left(members, rest - weights, block_gaussian)[0]
         if amount > 0:
-            step = _lattice(grid, members, rest[members], sums.sigma, laplace, values)
+            step = _run_lattice(grid, members, rest[members], sums.sigma, laplace, values)
             spread(members, amount)
     return weights, stood
 
@@ -1633,9 +1639,9 @@ def profile_with_edges(
     lower, upper = spec.lower, spec.upper
     changed = 0
     for k, piece in enumerate(spec.shape):
-        a, b, w, *step = piece
-        noisy = refined.get((a, b))
-        if noisy is None or k not in (first, last) or step:
+        a, b, w = piece[:3]
+        noisy = refined.get((a, b))  # never a lattice's piece (:func:`edge_pieces`)
+        if noisy is None or k not in (first, last):
             shape.append(piece)
             continue
         noisy = np.asarray(noisy, dtype=np.float64)
@@ -1691,7 +1697,6 @@ def _within_bin_shape(
     lattice, :func:`_lattice`); when more than :data:`_SHAPE_PIECES` remain, neighbouring pieces of one bin
     merged into groups of equal size. Post-processing of the noisy profile."""
     whole = grid.scale in ("integer", "date")
-    cuts = np.asarray(edges, dtype=np.float64)
     pieces: list[list[float]] = []  # [a, b, weight, weight of one cell, step (0: every value of [a, b])]
     for c in range(first, last + 1):
         w = float(weights[c])
@@ -1708,7 +1713,7 @@ def _within_bin_shape(
         if (
             previous is not None
             and abs(previous[3] - w) <= 1e-9 * max(w, 1.0)
-            and np.searchsorted(cuts, a, side="right") == np.searchsorted(cuts, previous[0], side="right")
+            and bisect.bisect_right(edges, a) == bisect.bisect_right(edges, previous[0])
         ):
             gap = a - previous[1]
             contiguous = previous[4] == 0 and (gap == 0 or (whole and gap == 1.0))
@@ -1729,7 +1734,7 @@ def _within_bin_shape(
         pieces.append([a, b, w, w, 0.0])
     if len(pieces) > _SHAPE_PIECES:
         starts = np.array([p[0] for p in pieces])
-        bin_of = np.searchsorted(cuts, starts, side="right")
+        bin_of = np.searchsorted(np.asarray(edges, dtype=np.float64), starts, side="right")
         group = math.ceil(len(pieces) / _SHAPE_PIECES)
         merged: list[list[float]] = []
         for k in np.unique(bin_of):

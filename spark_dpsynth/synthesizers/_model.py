@@ -55,7 +55,7 @@ weights, Deming and Stephan 1940; "raking", Deville and Sarndal 1992) to every e
 the network's 3-way family marginals and to the other estimated 3-way marginals that differ from the
 maximum-entropy table of their 2-way margins by more than their noise (:func:`_informative_triples`: on a
 large table, where the release measures them precisely), a 3-way table's factor never below
-:data:`_RAKE_FLOOR` (a bounded calibration, Deville and Sarndal 1992: an empty cell of one 3-way table
+:data:`_RAKE_FLOOR` (a lower bound on the calibration factor, Deville and Sarndal 1992: an empty cell of one 3-way table
 down-weights its records instead of removing them), and keeps n records by systematic resampling
 (Kitagawa 1996). As the pool grows, the output distribution tends to the I-projection (maximum entropy
 relative to the network; Csiszar 1975) of the network onto the estimated marginals, whatever the partition:
@@ -765,8 +765,8 @@ def _rake(
     same floating-point operations, in the same order, as recomputing the cells: the same weights).
 
     A 3-way target's ratio is at least :data:`_RAKE_FLOOR` (a lower bound on the calibration factor, as in the
-    bounded distance functions of Deville and Sarndal 1992): a record in a cell that one 3-way table holds empty is down-weighted, not removed, so
-    that the other tables can still draw on it (module docstring, "Sample").
+    bounded distance functions of Deville and Sarndal 1992): a record in a cell that one 3-way table holds empty
+    is down-weighted, not removed, so that the other tables can still draw on it (module docstring, "Sample").
     """
     if multiplicity is None:
         start = np.full(pool.shape[0], 1.0 / pool.shape[0])

@@ -31,11 +31,10 @@ falls in one of the bin's pieces with probability proportional to its weight (a 
 one lookup per value), then uniformly in the piece (among its values a, a + step, ..., b for a lattice's
 piece (a, b, weight, step): months counted in whole years come back as multiples of 12): the 7,688 of an
 amount, the heaped 15,024 above 10,000 come back where the data holds them instead of anywhere in a bin as
-wide as [7,688, 15,000). A bin without
-pieces (public bins, or nothing stood out in it) is drawn uniformly, the maximum-entropy choice given only the
-bin's count: no shape is invented where none is measured. The draws are utility randomness of post-processing,
-from Spark's ``rand`` seeded by the caller's seed and the column's position: the same seed and partitioning give
-the same values.
+wide as [7,688, 15,000). A bin without pieces (public bins, or nothing stood out in it) is drawn uniformly,
+the maximum-entropy choice given only the bin's count: no shape is invented where none is measured. The draws
+are utility randomness of post-processing, from Spark's ``rand`` seeded by the caller's seed and the column's
+position: the same seed and partitioning give the same values.
 
 Usage, for any synthesizer (one line on its output)::
 
@@ -265,7 +264,7 @@ def _clipped(piece: Sequence[float], lo: float, hi: float) -> tuple[float, float
     last = a + math.floor((min(b, hi) - a) / step + 1e-9) * step
     if first > last:
         return None
-    return first, last, w, step if last > first else 0.0
+    return first, last, w, (step if last > first else 0.0)
 
 
 def _restore(value: Column, scale: str, type_name: str) -> Column:
