@@ -36,6 +36,28 @@ def test_ipf_fits_both_margins_of_a_two_way_table() -> None:
     assert ipf([], []) == []
 
 
+def test_ipf_keeps_fixed_cells_and_fits_the_free_ones_to_what_the_margins_leave() -> None:
+    # a 3 x 3 table whose last row and column are free (the cells with an empty value)
+    seed = np.array([[40.0, 10.0, 1.0], [10.0, 30.0, 1.0], [1.0, 1.0, 1.0]])
+    fixed = np.zeros((3, 3), dtype=bool)
+    fixed[:2, :2] = True
+    rows, cols = np.array([60.0, 45.0, 25.0]), np.array([55.0, 50.0, 25.0])
+    plain, kept = ipf([seed, seed], [[((0,), rows), ((1,), cols)]] * 2, fixed=[None, fixed])
+    np.testing.assert_allclose(kept[:2, :2], seed[:2, :2])  # the fixed cells are where they were
+    np.testing.assert_allclose(kept[:2, 2], rows[:2] - seed[:2, :2].sum(axis=1), atol=1e-4)
+    np.testing.assert_allclose(kept[2, :2], cols[:2] - seed[:2, :2].sum(axis=0), atol=1e-4)
+    for got in (plain, kept):
+        np.testing.assert_allclose(got.sum(axis=1), rows, atol=1e-4)
+        np.testing.assert_allclose(got.sum(axis=0), cols, atol=1e-4)
+    assert not np.allclose(plain[:2, :2], seed[:2, :2])  # plain IPF moves every cell
+    # a margin below its fixed cells' sum scales the whole fiber, as plain IPF does
+    (short,) = ipf(
+        [seed], [[((0,), np.array([25.0, 45.0, 3.0])), ((1,), np.array([30.0, 40.0, 3.0]))]], fixed=[fixed]
+    )
+    np.testing.assert_allclose(short.sum(axis=1), [25.0, 45.0, 3.0], atol=1e-4)
+    np.testing.assert_allclose(short.sum(axis=0), [30.0, 40.0, 3.0], atol=1e-4)
+
+
 def test_sample_partitions_takes_codes_or_columns_and_orders_rows_by_seed(spark) -> None:
     def codes(part: int, parts: int) -> np.ndarray:
         return np.array([[part, -1], [0, 1], [1, 0]], dtype=np.int32)

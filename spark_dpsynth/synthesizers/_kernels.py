@@ -33,6 +33,7 @@ from spark_dpsynth.errors import InvalidParameterError
 __all__ = [
     "BATCH_ROWS",
     "IPF_ITERATIONS",
+    "IPF_LOCK_TOLERANCE",
     "IPF_TOLERANCE",
     "SHUFFLE_STREAM",
     "Rows",
@@ -53,6 +54,9 @@ IPF_ITERATIONS = 200
 """Most sweeps :func:`ipf` runs on a table."""
 IPF_TOLERANCE = 1e-7
 """Relative tolerance (largest margin error as a share of the table's total) at which :func:`ipf` stops."""
+IPF_LOCK_TOLERANCE = 1e-3
+"""Relative margin error beyond which a fit with fixed cells that has run out of sweeps is taken as locked by
+them, and goes on as plain IPF (:func:`ipf`)."""
 
 Rows = np.ndarray | pa.Table | pa.RecordBatch | Mapping[str, Any] | Iterator[np.ndarray]
 """What a ``draw`` function of :func:`sample_partitions` returns for one partition: either an integer array
@@ -320,11 +324,19 @@ def ipf(
     *,
     tolerance: float = IPF_TOLERANCE,
     max_iterations: int = IPF_ITERATIONS,
+    fixed: Sequence[np.ndarray | None] | None = None,
+    unlock: bool = True,
 ) -> list[np.ndarray]:
-    """Plain iterative proportional fitting (Deming and Stephan 1940) of many tables at once, vectorized.
+    """Iterative proportional fitting (Deming and Stephan 1940) of many tables at once, vectorized, optionally
+    keeping some cells fixed.
 
     Each sweep scales every table by target / current sum along each of its margins in turn (an empty fiber,
-    current sum 0, holds only zeros and stays 0). Every table must have the same number of margins, the m-th
+    current sum 0, holds only zeros and stays 0). With ``fixed``, a margin cell whose fiber holds fixed cells
+    of sum F and free cells of sum U > 0, with target t >= F, scales only its free cells, by (t - F) / U; a
+    fiber that cannot meet its target that way (t < F, or no free cell) is scaled whole, as plain IPF does. A fixed cell scaled down by one margin is
+    never scaled up by another, which can lock a fit: a table still off its margins by more than
+    :data:`IPF_LOCK_TOLERANCE` after ``max_iterations`` sweeps goes on as plain IPF from where it is, for at most
+    as many sweeps more (one closer than that keeps its fixed cells). Every table must have the same number of margins, the m-th
     on the same axes (e.g. the sub-margins of one level of a model, or the row then column margin of 2-D
     tables). All tables' cells form one vector; margin m of every table is one ``bincount`` over it. A table
     stops after the sweep in which it was within ``tolerance`` of each of its margins (relative to its total,
@@ -338,19 +350,40 @@ def ipf(
             table reduced to ``axes`` (non-negative; all of a table's targets should have the same total).
         tolerance: relative tolerance, > 0 (default :data:`IPF_TOLERANCE`).
         max_iterations: most sweeps, >= 1 (default :data:`IPF_ITERATIONS`).
+        fixed: per table, a bool array of its shape (True: the cell is kept unless its fiber cannot meet a
+            margin otherwise) or None (every cell free); None: plain IPF.
+        unlock: whether a locked fit goes on as plain IPF (False: fixed cells are exact and stay, and a locked
+            fit ends off its margins).
 
     Returns:
         The fitted tables (float64), in order.
     """
     out = [t.astype(np.float64, copy=True) for t in tables]
+    masks = [None] * len(out) if fixed is None else list(fixed)
     if not out or not margins[0]:
         return out
     totals = [max(float(m[0][1].sum()), 1e-300) for m in margins]
     active = list(range(len(out)))
     iterations = 0
+    # fixed cells can lock a fit (a cell scaled down by one margin is never scaled up by another): tables still
+    # off their margins by IPF_LOCK_TOLERANCE after max_iterations sweeps go on as plain IPF from where they
+    # are, as many sweeps more
+    unfix_at = max_iterations
+    if unlock and any(m is not None for m in masks):
+        max_iterations *= 2
     while active and iterations < max_iterations:
+        if iterations >= unfix_at:
+            for i in active:
+                masks[i] = None
         # the active tables' cells as one vector; per margin: cell -> margin cell, targets, totals, table starts
         x = np.concatenate([out[i].ravel() for i in active])
+        free = (
+            None
+            if all(masks[i] is None for i in active)
+            else np.concatenate(
+                [np.ones(out[i].size, dtype=bool) if masks[i] is None else ~masks[i].ravel() for i in active]
+            )
+        )
         slots = []
         for m in range(len(margins[0])):
             seg_parts, target_parts, total_parts, offset = [], [], [], 0
@@ -373,11 +406,27 @@ def ipf(
                 whole = np.bincount(seg, weights=x, minlength=target.size)
                 worst = np.maximum(worst, np.maximum.reduceat(np.abs(whole - target) / total, starts))
                 # an empty fiber (whole = 0) holds only zeros: its factor does not matter (0 here)
-                x *= (target / np.where(whole > 0, whole, np.inf))[seg]
+                factor = target / np.where(whole > 0, whole, np.inf)
+                if free is None:
+                    x *= factor[seg]
+                    continue
+                loose = np.bincount(seg, weights=np.where(free, x, 0.0), minlength=target.size)
+                kept = whole - loose
+                # the free cells take what the fixed ones leave, where that is possible
+                by_free = (target >= kept) & (loose > 0)
+                free_factor = np.where(by_free, (target - kept) / np.where(by_free, loose, 1.0), factor)
+                x *= np.where(free, free_factor[seg], np.where(by_free, 1.0, factor)[seg])
             iterations += 1
             done = worst < tolerance
+            if unlock and free is not None and iterations >= unfix_at:
+                # a fit that is close stays as it is; a locked one goes on as plain IPF
+                done = worst < IPF_LOCK_TOLERANCE
             # leave the converged tables out once they are a quarter of the active ones (or all of them)
-            if iterations >= max_iterations or done.sum() * 4 >= len(active):
+            if (
+                iterations >= max_iterations
+                or done.sum() * 4 >= len(active)
+                or (unlock and free is not None and iterations >= unfix_at)
+            ):
                 break
         offset = 0
         for i in active:

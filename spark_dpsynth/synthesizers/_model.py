@@ -226,51 +226,6 @@ def _truncated_mean(q: np.ndarray, tau2: np.ndarray, s2: float, threshold: float
     return q - tau2 / sd * mills
 
 
-def _fit_margins(
-    table: np.ndarray, fixed: np.ndarray | None, margins: list[tuple[Subset, np.ndarray]]
-) -> np.ndarray:
-    """IPF of ``table`` to ``margins``, keeping the ``fixed`` cells unless a margin cannot be met otherwise.
-
-    Per margin cell with fixed sum F, free sum U and target t: if t >= F and U > 0, the free cells are scaled by
-    (t - F) / U; otherwise (t < F, or no free cell) the whole fiber is scaled by t / (F + U) (classic IPF,
-    Deming and Stephan 1940). With ``fixed`` None every cell is free: plain IPF, the shared kernel
-    :func:`spark_dpsynth.synthesizers._kernels.ipf`.
-
-    Args:
-        table: float64 array, non-negative (not modified).
-        fixed: bool array of the same shape, or None.
-        margins: (axes, target) pairs; ``target`` has the shape of ``table`` reduced to ``axes`` (ascending).
-
-    Returns:
-        The fitted table (float64, same shape).
-    """
-    if fixed is None:
-        return ipf([table], [margins])[0]
-    out = table.astype(np.float64, copy=True)
-    if not margins:
-        return out
-    total = max(float(margins[0][1].sum()), 1e-300)
-    free = ~fixed
-    for _ in range(_IPF_ITERATIONS):
-        worst = 0.0
-        for axes, target in margins:
-            other = tuple(i for i in range(out.ndim) if i not in axes)
-            shape = tuple(out.shape[i] if i in axes else 1 for i in range(out.ndim))
-            whole = out.sum(axis=other)
-            worst = max(worst, float(np.abs(whole - target).max()))
-            u = np.where(free, out, 0.0).sum(axis=other)
-            f = whole - u
-            use_free = (target >= f) & (u > 0)
-            f_free = np.divide(target - f, u, out=np.ones_like(u), where=use_free)
-            f_all = np.divide(target, whole, out=np.ones_like(whole), where=(~use_free) & (whole > 0))
-            f_free = np.where(use_free, f_free, f_all)
-            f_fixed = np.where(use_free, 1.0, f_all)
-            out *= np.where(free, f_free.reshape(shape), f_fixed.reshape(shape))
-        if worst / total < _IPF_TOLERANCE:
-            break
-    return out
-
-
 class _Estimator:
     """The bottom-up empirical Bayes estimation of the module docstring, steps 2-3 (driver, release-sized)."""
 
@@ -470,15 +425,16 @@ class _Estimator:
             table = prior.copy()
             table[core] = self._posterior(subset, prior[core], self._pooled(subset) if pooled else [])
             tables.append(table)
-        if k <= self.r and self.s[k] == 0:
-            # measured without noise: the core is exact, only the cells with an empty value adjust
-            fitted = []
-            for (subset, shape), table, table_margins in zip(chunk, tables, margins, strict=True):
-                fixed = np.zeros(shape, dtype=bool)
-                fixed[self._core(subset)] = True
-                fitted.append(_fit_margins(table, fixed, table_margins))
-        else:
-            fitted = ipf(tables, margins)
+        # the core cells (the posterior means of the measurements) are kept; the cells with a rest value take
+        # what the margins leave (module docstring, step 3)
+        cores = []
+        for subset, shape in chunk:
+            core = np.zeros(shape, dtype=bool)
+            if subset in self.meas and k <= self.r:
+                core[self._core(subset)] = True
+            cores.append(core)
+        # measured without noise, the core is exact and never moves
+        fitted = ipf(tables, margins, fixed=cores, unlock=not (k <= self.r and self.s[k] == 0))
         for (subset, shape), table in zip(chunk, fitted, strict=True):
             total = table.sum()
             self.tables[subset] = table / total if total > 0 else np.full(shape, 1.0 / table.size)
