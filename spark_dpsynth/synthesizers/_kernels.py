@@ -333,11 +333,11 @@ def ipf(
     Each sweep scales every table by target / current sum along each of its margins in turn (an empty fiber,
     current sum 0, holds only zeros and stays 0). With ``fixed``, a margin cell whose fiber holds fixed cells
     of sum F and free cells of sum U > 0, with target t >= F, scales only its free cells, by (t - F) / U; a
-    fiber that cannot meet its target that way (t < F, or no free cell) is scaled whole, as plain IPF does. A fixed cell scaled down by one margin is
-    never scaled up by another, which can lock a fit: a table still off its margins by more than
-    :data:`IPF_LOCK_TOLERANCE` after ``max_iterations`` sweeps goes on as plain IPF from where it is, for at most
-    as many sweeps more (one closer than that keeps its fixed cells). Every table must have the same number of margins, the m-th
-    on the same axes (e.g. the sub-margins of one level of a model, or the row then column margin of 2-D
+    fiber that cannot meet its target that way (t < F, or no free cell) is scaled whole, as plain IPF does. A
+    fixed cell scaled down by one margin is never scaled up by another, which can lock a fit: with ``unlock``,
+    a table still off its margins by more than :data:`IPF_LOCK_TOLERANCE` after ``max_iterations`` sweeps goes
+    on as plain IPF from where it is, for at most as many sweeps more (one closer than that keeps its fixed
+    cells). Every table must have the same number of margins, the m-th on the same axes (e.g. the sub-margins of one level of a model, or the row then column margin of 2-D
     tables). All tables' cells form one vector; margin m of every table is one ``bincount`` over it. A table
     stops after the sweep in which it was within ``tolerance`` of each of its margins (relative to its total,
     the sum of its first margin), at most ``max_iterations`` sweeps; converged tables leave the batch once they

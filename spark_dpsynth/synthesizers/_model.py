@@ -81,7 +81,7 @@ from scipy import special
 
 from spark_dpsynth.errors import ReleaseError
 from spark_dpsynth.release.core import Release
-from spark_dpsynth.synthesizers._kernels import IPF_ITERATIONS, IPF_TOLERANCE, ipf
+from spark_dpsynth.synthesizers._kernels import ipf
 
 __all__ = ["ReleaseModel", "fit_release_model", "sample_records", "estimate_marginals", "MarginalEstimates"]
 
@@ -93,13 +93,9 @@ _EMPTY_Z = 3.0
 """Standard errors by which a column's deficit must exceed rho_1 to become an "empty" category."""
 _MAX_TABLE_CELLS = 1 << 21
 """A 3-way table with more cells than this is not estimated (its measurements are not used); see the report."""
-_IPF_ITERATIONS = IPF_ITERATIONS
-"""Most IPF sweeps (the kernel's, :data:`spark_dpsynth.synthesizers._kernels.IPF_ITERATIONS`)."""
 _BATCH_CELLS = 1 << 22
 """Cells of the tables fitted together by one batched IPF (:func:`spark_dpsynth.synthesizers._kernels.ipf`):
 32 MiB of float64."""
-_IPF_TOLERANCE = IPF_TOLERANCE
-"""Relative tolerance (share of the total) at which IPF stops (the kernel's)."""
 _TAU2_FLOOR = 1e-9
 _CHUNK_ROWS = 1 << 16
 """Records emitted per pool (a partition with more records samples several independent pools)."""
@@ -433,10 +429,11 @@ class _Estimator:
             tables.append(table)
         # the core cells (the posterior means of the measurements) are kept; the cells with a rest value take
         # what the margins leave (module docstring, step 3)
-        cores = []
+        cores: list[np.ndarray | None] = []
         for subset, shape in chunk:
-            core = np.zeros(shape, dtype=bool)
+            core = None
             if subset in self.meas and k <= self.r:
+                core = np.zeros(shape, dtype=bool)
                 core[self._core(subset)] = True
             cores.append(core)
         # measured without noise, the core is exact and never moves
