@@ -337,8 +337,9 @@ def ipf(
     fixed cell scaled down by one margin is never scaled up by another, which can lock a fit: with ``unlock``,
     a table still off its margins by more than :data:`IPF_LOCK_TOLERANCE` after ``max_iterations`` sweeps goes
     on as plain IPF from where it is, for at most as many sweeps more (one closer than that keeps its fixed
-    cells). Every table must have the same number of margins, the m-th on the same axes (e.g. the sub-margins of one level of a model, or the row then column margin of 2-D
-    tables). All tables' cells form one vector; margin m of every table is one ``bincount`` over it. A table
+    cells). Every table must have the same number of margins, the m-th on the same axes (e.g. the
+    sub-margins of one level of a model, or the row then column margin of 2-D tables). All tables' cells form
+    one vector; margin m of every table is one ``bincount`` over it. A table
     stops after the sweep in which it was within ``tolerance`` of each of its margins (relative to its total,
     the sum of its first margin), at most ``max_iterations`` sweeps; converged tables leave the batch once they
     are a quarter of it (until then they run a few sweeps more). A table's result does not depend on the other
@@ -418,15 +419,12 @@ def ipf(
                 x *= np.where(free, free_factor[seg], np.where(by_free, 1.0, factor)[seg])
             iterations += 1
             done = worst < tolerance
-            if unlock and free is not None and iterations >= unfix_at:
+            fixed_phase_over = unlock and free is not None and iterations >= unfix_at
+            if fixed_phase_over:
                 # a fit that is close stays as it is; a locked one goes on as plain IPF
                 done = worst < IPF_LOCK_TOLERANCE
             # leave the converged tables out once they are a quarter of the active ones (or all of them)
-            if (
-                iterations >= max_iterations
-                or done.sum() * 4 >= len(active)
-                or (unlock and free is not None and iterations >= unfix_at)
-            ):
+            if iterations >= max_iterations or done.sum() * 4 >= len(active) or fixed_phase_over:
                 break
         offset = 0
         for i in active:

@@ -383,8 +383,9 @@ class _Estimator:
 
         Per subset: a prior (the outer product of the 1-way tables for k = 2; for k = 3 the IPF fit of a uniform
         table to the 2-way tables), the posterior of the core cells, then IPF to the (k-1)-way tables that
-        keeps the core cells (the cells with an empty value take what the margins leave). The IPF steps of all subsets of the
-        level run together (:func:`spark_dpsynth.synthesizers._kernels.ipf`), in chunks of at most ``_BATCH_CELLS`` cells.
+        keeps the core cells (the cells with an empty value take what the margins leave). The IPF steps of all
+        subsets of the level run together (:func:`spark_dpsynth.synthesizers._kernels.ipf`), in chunks of at most
+        ``_BATCH_CELLS`` cells.
         """
         chunk: list[tuple[Subset, tuple[int, ...]]] = []
         cells = 0
