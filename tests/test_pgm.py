@@ -289,3 +289,71 @@ def test_releases_without_empty_counts_write_the_whole_category_empty(spark) -> 
     assert not after["A"].isna().any() and not after["B"].isna().any()
     assert after["C"].isna().mean() == pytest.approx(0.10, abs=0.005)
     assert any("empty category of 3 columns decoded" in m for m in messages)
+
+
+def test_codebook_range_finds_where_a_thin_tail_begins() -> None:
+    """A codebook of years: 25 years no record holds, a thin tail (1-5 a year), then the bulk, and a code for
+    "not applicable" above; 35 records of noise per cell. Over 200 draws the lower end lies past the empty
+    years in nearly all, cuts few of the tail's records, and the upper end never cuts the bulk or the code."""
+    truth = np.concatenate(
+        [
+            np.zeros(25),
+            [2, 2, 0, 0, 3, 1, 1, 2, 0, 5, 5, 14, 13, 20, 31, 40, 50, 60, 80, 100],
+            np.full(30, 300.0),
+        ]
+    )
+    truth = np.append(truth, 30_000.0)
+    std = np.full(truth.size, 35.0)
+    rng = np.random.default_rng(2026)
+    past_empty, cut = 0, []
+    for _ in range(200):
+        lower, upper = pgm.codebook_range(truth + rng.normal(0.0, 35.0, truth.size), std)
+        assert upper == truth.size - 1
+        past_empty += lower >= 25
+        cut.append(truth[:lower].sum())
+    assert past_empty >= 190
+    assert np.mean(cut) < 100 and max(cut) < 400  # of the tail's 434 records below the bulk
+
+
+def test_codebook_range_cuts_nothing_without_a_signal_and_skips_unmeasured_cells() -> None:
+    assert pgm.codebook_range(np.zeros(6), np.ones(6)) == (0, 5)
+    assert pgm.codebook_range(np.array([0.0, 0.0, 100.0, 0.0]), np.array([1.0, 1.0, 1.0, np.inf])) == (2, 2)
+
+
+def test_a_public_codebook_of_numbers_loses_its_ends_beyond_the_data() -> None:
+    """C's public codebook lists 1..30 (sorted as text: "1", "10", "11", ..); its records hold 11..25. The
+    values beyond are absent, whatever their text order; the values inside keep their cells, rare ones too. A
+    codebook of words is left alone, and so is a column whose values were discovered."""
+    years = [str(v) for v in range(1, 31)]
+    aggregates = pd.DataFrame(
+        {
+            "k": [1] * (len(years) + 2),
+            "columns": [["A"], ["B"]] + [["C"]] * len(years),
+            "values": [["a"], ["x"]] + [[v] for v in years],
+            "count": [1] * (len(years) + 2),
+        }
+    )
+    base = Release.from_pandas(aggregates, measured_release().manifest)
+    c_domain = base.domains[2]
+    truth = np.array([400.0 if 11 <= int(v) <= 25 else 0.0 for v in c_domain] + [0.0])
+    truth[c_domain.index("18")] = 3.0  # a rare value inside: kept
+    noise = np.random.default_rng(5).normal(0.0, 2.0, truth.size)
+    c_table = measurement_of(columns=(2,), values=truth + noise, std=2.0)
+
+    def release_with(public: list[str]) -> Release:
+        manifest = {**dict(base.manifest), "domain_discovery": {"public_domain_columns": public}}
+        return Release(base.columns, base.domains, base.marginals, manifest, measurements=(c_table,))
+
+    absent = pgm.absent_cells(release_with(["C"]))
+    assert set(absent) == {2}
+    judged = {v for v, cut in zip(c_domain, absent[2][:-1], strict=True) if cut}
+    assert judged == {str(v) for v in range(1, 31) if not 11 <= v <= 25}
+    assert absent[2][-1]  # the empty category: measured about zero
+    only_empty = pgm.absent_cells(release_with([]))
+    assert not only_empty[2][:-1].any()
+    words = Release.from_pandas(
+        aggregates.assign(values=[["a"], ["x"]] + [[f"y{v}"] for v in years]), base.manifest
+    )
+    manifest = {**dict(base.manifest), "domain_discovery": {"public_domain_columns": ["C"]}}
+    as_words = Release(words.columns, words.domains, words.marginals, manifest, measurements=(c_table,))
+    assert not pgm.absent_cells(as_words)[2][:-1].any()  # no order to read ends from

@@ -62,7 +62,8 @@ the network's 3-way family marginals and to the other estimated 3-way marginals 
 maximum-entropy table of their 2-way margins by more than their noise (:func:`_informative_triples`: on a
 large table, where the release measures them precisely), a 3-way table's factor never below
 :data:`_RAKE_FLOOR` (a lower bound on the calibration factor, Deville and Sarndal 1992: an empty cell of one 3-way table
-down-weights its records instead of removing them), and keeps n records by systematic resampling
+down-weights its records instead of removing them), sweep after sweep until the distance to the targets
+stalls (:data:`RAKE_STALL`, at most 10 sweeps), and keeps n records by systematic resampling
 (Kitagawa 1996). As the pool grows, the output distribution tends to the I-projection (maximum entropy
 relative to the network; Csiszar 1975) of the network onto the estimated marginals, whatever the partition:
 partitions differ only by sampling noise.
@@ -620,6 +621,12 @@ _MIN_INFORMATION = 1e-3
 than this total variation distance (on a release without noise, where every deviation is above the noise)."""
 
 
+RAKE_STALL = 0.05
+"""Raking stops after the sweep that brought the summed distance to the targets down by less than this share
+(:func:`_rake`). On Adult replicated to 6,675,005 records (epsilon 4, 318 targets, a pool of 262,144), the mean
+TVD of the pool's tables to their targets fell by 37%, 14%, 7.3%, 4.6%, 3.4%, 2.4% .. 0.8% over sweeps 1 to 11;
+500,000 records drawn were as close to the data after 5 sweeps as after 10 (2/3-way TVD .0026 / .0082 against
+.0025 / .0081) in half the time, after 3 further off (.0029 / .0087); docs/design.md section 4.1."""
 _RAKE_FLOOR = 0.5
 """The smallest factor a 3-way raking target applies to a record in one step (:func:`_rake`). Raked to a 3-way
 table's empty cells with factor 0, a pool record was gone for good, though the 2-way tables still needed it: on
@@ -724,6 +731,11 @@ def _rake(
     is then a ``bincount`` of the weights by cell, a gather of the cells' ratios and an in-place product (the
     same floating-point operations, in the same order, as recomputing the cells: the same weights).
 
+    The sweeps stop early when the raking stalls: when the summed distance of the pool's tables to their
+    targets, each read just before its step, fell by less than :data:`RAKE_STALL` over the last sweep (the
+    estimated tables are noisy and the 3-way factors bounded, so the targets are not exactly consistent and the
+    distance levels off above zero rather than vanishing).
+
     A 3-way target's ratio is at least :data:`_RAKE_FLOOR` (a lower bound on the calibration factor, as in the
     bounded distance functions of Deville and Sarndal 1992): a record in a cell that one 3-way table holds empty
     is down-weighted, not removed, so that the other tables can still draw on it (module docstring, "Sample").
@@ -737,10 +749,13 @@ def _rake(
     keys = _target_keys(model, pool)
     w = start.copy()
     factor = np.empty_like(w)
+    previous = math.inf
     for _ in range(sweeps):
+        gap = 0.0
         for (subset, table), key in zip(model.targets, keys, strict=True):
             target = table.ravel()
             current = np.bincount(key, weights=w, minlength=target.size)
+            gap += float(np.abs(current - target).sum())
             ratio = np.divide(target, current, out=np.zeros_like(current), where=current > 0)
             if len(subset) == 3:
                 np.maximum(ratio, _RAKE_FLOOR, out=ratio)
@@ -750,6 +765,9 @@ def _rake(
             if not total > 0:  # no pool record fits the targets: fall back to the network
                 return start
             w /= total
+        if gap > previous * (1.0 - RAKE_STALL):
+            break
+        previous = gap
     return w
 
 
@@ -790,7 +808,7 @@ def sample_records(
     *,
     pool_factor: int = 4,
     min_pool: int = 50_000,
-    raking_sweeps: int = 10,
+    raking_sweeps: int = 10,  # at most: the raking stops earlier when it stalls (RAKE_STALL)
 ) -> np.ndarray:
     """n synthetic records: network pool, raking, systematic resampling (module docstring, "Sample").
 
@@ -800,7 +818,7 @@ def sample_records(
         rng: the only source of randomness (same state, same records).
         pool_factor: pool size per emitted record (>= 1).
         min_pool: smallest pool (records), so that small partitions rake a large enough pool.
-        raking_sweeps: rounds of raking over all targets.
+        raking_sweeps: the most rounds of raking over all targets (fewer when it stalls: :data:`RAKE_STALL`).
 
     Returns:
         int32 array (n, d) of value codes, -1 where the record is empty in that column. Records are drawn in
