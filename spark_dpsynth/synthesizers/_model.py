@@ -808,7 +808,7 @@ def sample_records(
     *,
     pool_factor: int = 4,
     min_pool: int = 50_000,
-    raking_sweeps: int = 10,  # at most: the raking stops earlier when it stalls (RAKE_STALL)
+    raking_sweeps: int = 10,
 ) -> np.ndarray:
     """n synthetic records: network pool, raking, systematic resampling (module docstring, "Sample").
 

@@ -183,14 +183,16 @@ def codebook_range(mean: np.ndarray, std: np.ndarray) -> tuple[int, int]:
     Args:
         mean: float64 (m,) the noisy 1-way means of the codebook's values in increasing order of value (the
             empty category left out).
-        std: float64 (m,) their noise std (infinite: the cell is not measured, and adds nothing).
+        std: float64 (m,) their noise std (infinite: the cell is not measured; 0: a release without noise;
+            either adds nothing, so a release without noise keeps its whole codebook).
 
     Returns:
         (lower, upper): the cells lower..upper (indices into ``mean``) hold the records; (0, m - 1) when no end
         stands out (nothing is cut).
     """
-    z = np.where(np.isfinite(std) & (std > 0), mean / np.where(std > 0, std, 1.0), RANGE_DRIFT)
-    z = np.where(np.isfinite(std), z, RANGE_DRIFT)  # an unmeasured cell neither raises nor lowers the sum
+    # an unmeasured cell (std infinite) or an exact one (std 0) neither raises nor lowers the sum
+    noisy = np.isfinite(std) & (std > 0)
+    z = np.where(noisy, mean / np.where(noisy, std, 1.0), RANGE_DRIFT)
 
     def start(scores: np.ndarray) -> int:
         total, last_zero = 0.0, 0
