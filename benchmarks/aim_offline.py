@@ -96,9 +96,21 @@ def replicate(codes: np.ndarray, rows: int, seed: int = 1) -> tuple[np.ndarray, 
     return np.unique(table, axis=0, return_counts=True)
 
 
-def model_tvd(model, counter, names: tuple[str, ...], sizes: tuple[int, ...], n: int, k: int) -> float:  # noqa: ANN001
-    """Mean TVD of the model's exact k-way marginals against the records' (no sampling)."""
+def model_tvd(  # noqa: PLR0913
+    model,  # noqa: ANN001
+    counter,  # noqa: ANN001
+    names: tuple[str, ...],
+    sizes: tuple[int, ...],
+    n: int,
+    k: int,
+    max_subsets: int = 0,
+) -> float:
+    """Mean TVD of the model's exact k-way marginals against the records' (no sampling of records), over every
+    k-subset of the columns or, with ``max_subsets``, a seeded uniform sample of that many."""
     subsets = list(itertools.combinations(range(len(sizes)), k))
+    if max_subsets and len(subsets) > max_subsets:
+        pick = np.random.default_rng(k).choice(len(subsets), max_subsets, replace=False)
+        subsets = [subsets[i] for i in sorted(pick.tolist())]
     errors = []
     for subset, table in zip(subsets, counter.tables(subsets, 1 << 62), strict=True):
         p = np.clip(model.project(tuple(names[c] for c in subset)), 0, None)
@@ -106,7 +118,9 @@ def model_tvd(model, counter, names: tuple[str, ...], sizes: tuple[int, ...], n:
     return float(np.mean(errors))
 
 
-def run(path: str, seeds: list[int], overrides: dict, iterations: int, rows: int = 0) -> None:
+def run(  # noqa: PLR0913
+    path: str, seeds: list[int], overrides: dict, iterations: int, rows: int = 0, max_subsets: int = 0
+) -> None:
     from spark_dpsynth.estimation import Domain, estimate
     from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter
     from spark_dpsynth.mechanisms.workload import select_and_measure
@@ -146,7 +160,10 @@ def run(path: str, seeds: list[int], overrides: dict, iterations: int, rows: int
         fitted = time.process_time()
         if records is None:
             counter = LocalCliqueCounter(codes, sizes, mult)
-            means = [round(model_tvd(model, counter, names, sizes, int(mult.sum()), k), 4) for k in (1, 2, 3)]
+            means = [
+                round(model_tvd(model, counter, names, sizes, int(mult.sum()), k, max_subsets), 4)
+                for k in (1, 2, 3)
+            ]
         else:
             synthetic = model.sample(len(records), np.random.default_rng(7), rounded=True)
             means = [
@@ -194,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--replicate", type=int, default=0, help="stand the records in for a table of this many rows"
     )
+    p.add_argument(
+        "--max-subsets",
+        type=int,
+        default=0,
+        help="score a seeded sample of this many column subsets per length",
+    )
     args = parser.parse_args(argv)
     if args.command == "dump":
         dump(args.dataset, args.epsilon, args.path)
@@ -203,7 +226,12 @@ def main(argv: list[str] | None = None) -> int:
             key, value = item.split("=")
             overrides[key] = float(value) if "." in value else int(value)
         run(
-            args.path, [int(s) for s in args.seeds.split(",")], overrides, args.fit_iterations, args.replicate
+            args.path,
+            [int(s) for s in args.seeds.split(",")],
+            overrides,
+            args.fit_iterations,
+            args.replicate,
+            args.max_subsets,
         )
     return 0
 

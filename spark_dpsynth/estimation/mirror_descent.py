@@ -30,7 +30,14 @@ Accelerated Gradient Schemes", Foundations of Computational Mathematics, 2015). 
 a descent step, so the loss decreases monotonically. Measured on Adult (30 measured cliques, 94,094 cells): the
 loss that plain mirror descent reaches in 1,000 iterations is reached in about 150, each costing about one belief
 propagation. The solver stops early when the last ``WINDOW`` = 10 steps lowered the loss by less than
-``tolerance`` (default 1e-6) times the loss, or when no step lowers it any more.
+``tolerance`` (default 1e-4) per measured cell, or when no step lowers it any more. The rule is tied to the
+noise: the loss is in units of the measurements' noise variances, a noisy cell adds 1/2 to it on average at the
+true table, so the fit stops when the next steps would move it by a small fraction of the noise. A fixed number
+of iterations is not such a rule: the more records, the larger the loss of the starting model in these units
+and the more steps the fit needs (on the EU LFS replicated to 2,000,000 records, 176 measured marginals of
+93,499 cells at about 38 records of noise, the mean residual of a 1-way cell was 20 noise stds after 500
+steps, 2.4 after 3,000 and 1.3 after 6,000; on Adult's 32,561 records, 49 marginals, it is 0.56 after 500
+and the rule stops after about 1,000).
 
 When ``total`` is not given, N is estimated from the measurements: each (whole) table's sum is an unbiased
 measurement of N with variance (number of cells) x sigma_i^2, and N is their inverse-variance weighted mean (at
@@ -57,8 +64,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ITERATIONS = 300
 """Most mirror-descent iterations of :func:`estimate` when none are given."""
-DEFAULT_TOLERANCE = 1e-6
-"""Relative loss decrease over :data:`WINDOW` steps under which :func:`estimate` stops early."""
+DEFAULT_TOLERANCE = 1e-4
+"""Loss decrease over :data:`WINDOW` steps, per measured cell (in noise variances), under which :func:`estimate`
+stops early."""
 WINDOW = 10
 """Steps over which the loss decrease is measured for early stopping."""
 _MOMENTUM = True
@@ -132,7 +140,8 @@ def estimate(
             (:func:`estimate_total`).
         max_cells: the largest junction tree allowed, in float cells; None: no limit.
         tolerance: stop before ``iterations`` when the last :data:`WINDOW` steps lowered the loss by less than
-            this share of it, >= 0 (0: run every iteration that still lowers the loss).
+            this much per measured cell (the loss is in noise variances), >= 0 (0: run every iteration that
+            still lowers the loss).
 
     Returns:
         The fitted model; ``model.fit_report`` (:class:`FitReport`) says how the fit went.
@@ -219,6 +228,9 @@ def estimate(
     propagations = 1
     loss, mu, grad = evaluate(beliefs)
     steps = 0
+    measured_cells = sum(
+        int(np.count_nonzero(np.broadcast_to(w, weighted[c].shape))) for c, w in precision.items()
+    )
     if measured_cliques and iterations > 0:
         alpha = 1.0 / (total * max(float(np.max(w)) for w in precision.values()))
         previous = theta
@@ -251,7 +263,7 @@ def estimate(
                 break
             steps += 1
             history.append(loss)
-            if len(history) > WINDOW and history[-WINDOW - 1] - loss <= tolerance * abs(loss):
+            if len(history) > WINDOW and history[-WINDOW - 1] - loss <= tolerance * measured_cells:
                 break
     model = GraphicalModel._from_parts(structure, theta, total, beliefs)
     model.fit_report = FitReport(

@@ -67,6 +67,12 @@ def count_block(
 ) -> None:
     """Add one block of records to the dense tables ``out`` (one int64 flat C-order table per clique).
 
+    The cliques are visited in lexicographic order so that those sharing their first columns (the extensions
+    of one clique by every other column, as AIM's rounds ask) reuse the mixed-radix key of that prefix: a
+    k-way table then costs one multiply-add and one ``bincount`` per record. Each column is read once per block
+    as a contiguous int64 array; a block of records of multiplicity 1 (most records of a wide table) is
+    counted without weights.
+
     Args:
         codes: int (P, d) codes over the fixed domain (0..size_j - 1, the last one the empty category).
         multiplicity: int64 (P,) number of records of each pattern.
@@ -74,13 +80,36 @@ def count_block(
         sizes: domain size of every column.
         out: per clique, an int64 array of ``clique_cells`` cells (accumulated in place).
     """
-    weights = multiplicity.astype(np.float64)
+    p = codes.shape[0]
+    unit = bool((multiplicity == 1).all())
+    weights = None if unit else multiplicity.astype(np.float64)
     exact = float(multiplicity.sum()) < 2**53
-    for clique, table in zip(cliques, out, strict=True):
-        key = np.zeros(codes.shape[0], dtype=np.int64)
-        for c in clique:
-            key = key * int(sizes[c]) + codes[:, c]
-        if exact:
+    columns: dict[int, np.ndarray] = {}
+
+    def column(c: int) -> np.ndarray:
+        if c not in columns:
+            columns[c] = np.ascontiguousarray(codes[:, c], dtype=np.int64)
+        return columns[c]
+
+    prefix_of: tuple[int, ...] | None = None
+    prefix = np.zeros(p, dtype=np.int64)
+    key = np.empty(p, dtype=np.int64)
+    for i in sorted(range(len(cliques)), key=lambda i: tuple(cliques[i])):
+        clique, table = tuple(cliques[i]), out[i]
+        if not clique:
+            table[0] += int(multiplicity.sum())
+            continue
+        if clique[:-1] != prefix_of:
+            prefix_of = clique[:-1]
+            prefix = column(clique[0]).copy() if len(clique) > 1 else np.zeros(p, dtype=np.int64)
+            for c in clique[1:-1]:
+                prefix *= int(sizes[c])
+                prefix += column(c)
+        np.multiply(prefix, int(sizes[clique[-1]]), out=key)
+        key += column(clique[-1])
+        if unit:
+            table += np.bincount(key, minlength=table.shape[0])
+        elif exact:
             table += np.rint(np.bincount(key, weights=weights, minlength=table.shape[0])).astype(np.int64)
         else:
             np.add.at(table, key, multiplicity)

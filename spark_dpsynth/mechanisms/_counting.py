@@ -438,12 +438,12 @@ def bounded_counts(
 
 
 def rebatch(
-    blocks: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], rows: int = _REBATCH_ROWS
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The same (codes, multiplicity, record hash) rows in blocks of at least ``rows`` rows (the last one may be
+    blocks: Iterator[tuple[np.ndarray, ...]], rows: int = _REBATCH_ROWS
+) -> Iterator[tuple[np.ndarray, ...]]:
+    """The same rows (aligned arrays, such as codes, multiplicity and record hash) in blocks of at least ``rows`` rows (the last one may be
     smaller): Arrow batches of a few thousand rows would otherwise leave a small last chunk per batch, and the
     per-subset loop of :meth:`_Lookup.slots` costs the same for a small chunk as for a full one."""
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    parts: list[tuple[np.ndarray, ...]] = []
     held = 0
     for block in blocks:
         parts.append(block)
@@ -455,12 +455,10 @@ def rebatch(
         yield _concat(parts)
 
 
-def _concat(
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _concat(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     if len(parts) == 1:
         return parts[0]
-    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
 
 
 def batch_arrays(b, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001 - arrow batch

@@ -383,11 +383,16 @@ class SparkCliqueCounter:
 
         def task(batches: Iterator[pa.RecordBatch]) -> tuple[np.ndarray, np.ndarray]:
             tables = [np.zeros(n, dtype=np.int64) for n in cells]
-            for b in batches:
-                codes = np.empty((b.num_rows, d), dtype=np.int32)
-                for j in range(d):
-                    codes[:, j] = b.column(j).to_numpy(zero_copy_only=False)
-                mult = b.column(d).to_numpy(zero_copy_only=False).astype(np.int64)
+
+            def arrays() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                for b in batches:
+                    codes = np.empty((b.num_rows, d), dtype=np.int32)
+                    for j in range(d):
+                        codes[:, j] = b.column(j).to_numpy(zero_copy_only=False)
+                    yield codes, b.column(d).to_numpy(zero_copy_only=False).astype(np.int64)
+
+            # blocks of at least 65,536 rows: the per-clique work of a block is a few vector operations
+            for codes, mult in _counting.rebatch(arrays()):
                 count_block(codes, mult, batch_cliques, sizes, tables)
             keys = [np.zeros(0, dtype=np.int64)]
             vals = [np.zeros(0, dtype=np.int64)]
