@@ -37,7 +37,7 @@ of iterations is not such a rule: the more records, the larger the loss of the s
 and the more steps the fit needs (on the EU LFS replicated to 2,000,000 records, 176 measured marginals of
 93,499 cells at about 38 records of noise, the mean residual of a 1-way cell was 20 noise stds after 500
 steps, 2.4 after 3,000 and 1.3 after 6,000; on Adult's 32,561 records, 49 marginals, it is 0.56 after 500
-and the rule stops after about 1,000).
+and the rule stops after about 1,650).
 
 When ``total`` is not given, N is estimated from the measurements: each (whole) table's sum is an unbiased
 measurement of N with variance (number of cells) x sigma_i^2, and N is their inverse-variance weighted mean (at

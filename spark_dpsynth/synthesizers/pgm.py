@@ -80,7 +80,7 @@ log = logging.getLogger(__name__)
 FIT_ITERATIONS = 20_000
 """Most mirror-descent iterations of the synthesizer's fit, a guard: the fit stops when it has converged to
 the noise level (:data:`~spark_dpsynth.estimation.mirror_descent.DEFAULT_TOLERANCE`, docs/design.md section
-4.8), after about 1,000 steps on Adult's 32,561 records and 10,000 on 2,000,000 records of a 76-column table."""
+4.8), after about 1,650 steps on Adult's 32,561 records and 4,400 on 2,000,000 records of a 76-column table."""
 BLOCK_ROWS = 1 << 18
 """Records per block, the unit of the draws (module docstring, stage 2): the same blocks whatever the number of
 partitions; a task's memory holds one block (about 30 MB of codes at 15 columns)."""
