@@ -907,8 +907,8 @@ class WorkloadParams:
     (>= 1), else MST. A cost guard, not an accuracy one: on such a table a round's candidates (at most
     ``max_candidates_per_round``, drawn afresh each round) are counted in passes over the data, so AIM makes
     one pass per round where MST makes one in all. Measured on the EU LFS replicated to 2,000,000 records (76
-    columns, epsilon 4, local[2]): AIM's 3-way TVD .029 in 11 minutes end to end (with the fit run to the noise
-    level), MST's .066 (docs/design.md section 4.7)."""
+    columns, epsilon 4, local[2]): AIM's 3-way TVD .029 and .031 in two releases, 11-12 minutes end to end
+    (with the fit run to the noise level), MST's .066 (docs/design.md section 4.7)."""
     max_model_cells: int = 500_000
     """AIM: cap (>= 1) on the junction-tree size of the model, in cells (AIM's model-size cap of 80 MB is
     10^7 float64 cells); candidates that would exceed ``max_model_cells`` x (rho used / rho) are not scored."""

@@ -440,9 +440,10 @@ def bounded_counts(
 def rebatch(
     blocks: Iterator[tuple[np.ndarray, ...]], rows: int = _REBATCH_ROWS
 ) -> Iterator[tuple[np.ndarray, ...]]:
-    """The same rows (aligned arrays, such as codes, multiplicity and record hash) in blocks of at least ``rows`` rows (the last one may be
-    smaller): Arrow batches of a few thousand rows would otherwise leave a small last chunk per batch, and the
-    per-subset loop of :meth:`_Lookup.slots` costs the same for a small chunk as for a full one."""
+    """The same rows (aligned arrays: codes, multiplicity, record hash) in blocks of at least ``rows`` rows (the
+    last one may be smaller): Arrow batches of a few thousand rows would otherwise leave a small last chunk per
+    batch, and the per-subset loop of :meth:`_Lookup.slots` (or the per-clique loop of the counting passes) costs
+    the same for a small chunk as for a full one."""
     parts: list[tuple[np.ndarray, ...]] = []
     held = 0
     for block in blocks:
