@@ -50,12 +50,14 @@ def dump(name: str, epsilon: float, path: str) -> None:
         pass
 
     def capture(counter, names, rho, params, acct, **kw):  # noqa: ANN001, ANN003, ANN202, ARG001
+        from spark_dpsynth.mechanisms._cliques import packed_words, unpack
+
         pdf = counter.encoded.toPandas()  # the distinct patterns: a benchmark on Adult/NIST-sized data only
-        d = len(counter.sizes)
+        words = [pdf[f"w{w}"].to_numpy() for w in range(packed_words(counter.sizes))]
         with open(path, "wb") as f:
             pickle.dump(
                 {
-                    "codes": pdf[[f"c{j}" for j in range(d)]].to_numpy(),
+                    "codes": unpack(words, counter.sizes),
                     "mult": pdf["n"].to_numpy(),
                     "sizes": counter.sizes,
                     "names": names,

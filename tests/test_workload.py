@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter, passes
+from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter, pack, packed_words, packing, passes, unpack
 from spark_dpsynth.mechanisms._spark_backend import SparkCliqueCounter
 from spark_dpsynth.mechanisms.workload import check_plan, fit_workload, select_and_measure
 from spark_dpsynth.params import AggregationParams, DataConfig, Selection, WorkloadParams
@@ -100,10 +100,43 @@ def test_passes_respect_the_cell_budget() -> None:
     assert sorted(i for b in batches for i in b) == [0, 1, 2, 3]
 
 
+def test_codes_packed_into_words_come_back_whole() -> None:
+    rng = np.random.default_rng(11)
+    # widths 1, 2, ..., 31 bits, a 1-value column (1 bit), words filled to their 62 bits: several words
+    sizes = (1, 2, 3, *(2**b for b in range(2, 32)), 2**31 - 1, 7)
+    codes = np.stack([rng.integers(0, s, 1000) for s in sizes], axis=1)
+    codes[0] = [s - 1 for s in sizes]  # every column's largest code
+    layout = packing(sizes)
+    assert packed_words(sizes) > 1
+    for w in range(packed_words(sizes)):
+        assert sum(bits for word, _, bits in layout if word == w) <= 62
+    words = pack(codes, sizes)
+    assert words.dtype == np.int64 and (words >= 0).all()
+    assert np.array_equal(unpack([words[:, w] for w in range(words.shape[1])], sizes), codes)
+
+
+def test_spark_counts_equal_crosstabs_across_packed_words(spark) -> None:
+    codes, sizes = _codes(600)
+    rng = np.random.default_rng(4)
+    wide = np.concatenate([codes, rng.integers(0, 1024, (600, 30))], axis=1)  # 8 bits + 30 x 10 bits
+    wide_sizes = (*sizes, *([1024] * 30))
+    packed = pack(wide, wide_sizes)
+    assert packed.shape[1] == 6  # 8 + 5 x 10 bits, then 6 x 10 bits per word
+    pdf = pd.DataFrame({f"w{w}": packed[:, w] for w in range(packed.shape[1])})
+    pdf["n"] = rng.integers(1, 4, 600)
+    counter = SparkCliqueCounter(spark.createDataFrame(pdf).repartition(2), wide_sizes, 2)
+    cliques = [(0, 33), (1, 2, 20), (3, 10)]
+    got = counter.tables(cliques, 10**6)
+    want = LocalCliqueCounter(wide, wide_sizes, pdf["n"].to_numpy()).tables(cliques, 10**6)
+    for g, w in zip(got, want, strict=True):
+        assert np.array_equal(g, w)
+
+
 def test_spark_counts_equal_crosstabs(spark) -> None:
     codes, sizes = _codes(600)
     mult = np.ones(len(codes), dtype=np.int64)
-    pdf = pd.DataFrame({f"c{j}": codes[:, j].astype("int32") for j in range(4)})
+    packed = pack(codes, sizes)
+    pdf = pd.DataFrame({f"w{w}": packed[:, w] for w in range(packed.shape[1])})
     pdf["n"] = mult
     encoded = spark.createDataFrame(pdf).repartition(3)
     counter = SparkCliqueCounter(encoded, sizes, 3)

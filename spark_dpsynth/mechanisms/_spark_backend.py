@@ -26,7 +26,15 @@ import numpy as np
 
 from spark_dpsynth.data.session import default_parallelism
 from spark_dpsynth.mechanisms import _counting
-from spark_dpsynth.mechanisms._cliques import clique_cells, count_block, passes
+from spark_dpsynth.mechanisms._cliques import (
+    clique_cells,
+    count_block,
+    pack,
+    packed_words,
+    packing,
+    passes,
+    unpack,
+)
 from spark_dpsynth.mechanisms._counting import CandidateIndex
 
 if TYPE_CHECKING:
@@ -44,8 +52,6 @@ __all__ = [
 
 PACKED_DOMAIN_MAX = 255
 """A public domain of at most this many values is grouped as a bit field of a long key (``KeyLayout``)."""
-WORD_BITS = 62
-"""Bits used of each packed int64 key (non-negative, with a bit to spare)."""
 
 DIRECT_SUM_PAIRS = 1 << 24
 """Partitions x per-task result size up to which task results are summed on the driver (at most 256 MB)."""
@@ -67,19 +73,12 @@ class KeyLayout:
     @classmethod
     def plan(cls, d: int, public: Mapping[int, tuple[str, ...]]) -> KeyLayout:
         """The layout of ``d`` columns: the columns of ``public`` (index -> public domain) with 1 to
-        :data:`PACKED_DOMAIN_MAX` values, in column order, as many per 62-bit word as fit."""
-        fields: dict[int, tuple[int, int, int, tuple[str, ...]]] = {}
-        word, used = 0, 0
-        for j in range(d):
-            domain = public.get(j)
-            if domain is None or not 0 < len(domain) <= PACKED_DOMAIN_MAX:
-                continue
-            bits = len(domain).bit_length()
-            if used + bits > WORD_BITS:
-                word, used = word + 1, 0
-            fields[j] = (word, used, bits, tuple(domain))
-            used += bits
-        return cls(fields=fields, words=word + 1 if fields else 0)
+        :data:`PACKED_DOMAIN_MAX` values, in column order, as many per word as fit (:func:`~._cliques.packing`)."""
+        packed = [j for j in range(d) if 0 < len(public.get(j) or ()) <= PACKED_DOMAIN_MAX]
+        # codes 0 (empty) .. len(domain): a domain of len(domain) + 1 codes
+        sizes = [len(public[j]) + 1 for j in packed]
+        fields = {j: (*at, tuple(public[j])) for j, at in zip(packed, packing(sizes), strict=True)}
+        return cls(fields=fields, words=packed_words(sizes))
 
     def _domain(self, j: int):  # noqa: ANN202 - pyspark Column (array<string> literal)
         from pyspark.sql import functions as F
@@ -340,7 +339,8 @@ class SparkBackend:
 
 
 class SparkCliqueCounter:
-    """Encoded patterns in a cached Spark DataFrame (``c0 .. c{d-1} int, n long``); passes in ``mapInArrow``.
+    """Encoded patterns in a cached Spark DataFrame (``w0 .. w{k-1} long, n long``: the codes packed as
+    :func:`~._cliques.pack` lays them out); passes in ``mapInArrow``.
 
     Args:
         encoded: the cached DataFrame of patterns over the fixed domain (persisted by the caller; :meth:`release_cache` drops it).
@@ -357,7 +357,8 @@ class SparkCliqueCounter:
 
     @property
     def encoded(self):  # noqa: ANN201 - pyspark DataFrame
-        """The cached patterns over the fixed domain (``c0 .. c{d-1} int, n long``): private rows."""
+        """The cached patterns over the fixed domain (``w0 .. w{k-1} long, n long``, packed codes:
+        :func:`~._cliques.unpack`): private rows."""
         return self._encoded
 
     def release_cache(self) -> None:
@@ -375,7 +376,7 @@ class SparkCliqueCounter:
     def _pass(self, cliques: list[tuple[int, ...]]) -> list[np.ndarray]:
 
         sizes = self.sizes
-        d = len(sizes)
+        words = packed_words(sizes)
         cells = [clique_cells(sizes, c) for c in cliques]
         offsets = np.concatenate(([0], np.cumsum(cells)))
         total = int(offsets[-1])
@@ -386,10 +387,11 @@ class SparkCliqueCounter:
 
             def arrays() -> Iterator[tuple[np.ndarray, np.ndarray]]:
                 for b in batches:
-                    codes = np.empty((b.num_rows, d), dtype=np.int32)
-                    for j in range(d):
-                        codes[:, j] = b.column(j).to_numpy(zero_copy_only=False)
-                    yield codes, b.column(d).to_numpy(zero_copy_only=False).astype(np.int64)
+                    packed = [b.column(w).to_numpy(zero_copy_only=False) for w in range(words)]
+                    yield (
+                        unpack(packed, sizes),
+                        b.column(words).to_numpy(zero_copy_only=False).astype(np.int64),
+                    )
 
             # blocks of at least 65,536 rows: the per-clique work of a block is a few vector operations
             for codes, mult in _counting.rebatch(arrays()):
@@ -412,29 +414,33 @@ class SparkCliqueCounter:
 def encode_fixed_domain(encoded, luts: Sequence[np.ndarray], sizes: Sequence[int]):  # noqa: ANN001, ANN201 - DataFrame
     """Recode the marginals backend's patterns (``c_j`` dictionary codes, -1 empty; ``n``; ``h``) to codes over
     the fixed domain with per-column lookup tables (dictionary code -> fixed code; unreleased values and empty
-    cells -> the empty category ``sizes[j] - 1``). Returns ``c0 .. c{d-1} int, n long`` (not yet cached).
+    cells -> the empty category ``sizes[j] - 1``), packed into words (:func:`~._cliques.packing`). Returns
+    ``w0 .. w{k-1} long, n long`` (not yet cached).
 
     The lookup tables hold one int per value of the dictionary (release-sized, like the dictionary that the
     encoding step already ships to the tasks)."""
     import pyarrow as pa
 
     d = len(sizes)
+    sizes = tuple(int(s) for s in sizes)
     tables = [
         np.append(np.where(np.asarray(lut) < 0, s - 1, lut).astype(np.int32), np.int32(s - 1))
         for lut, s in zip(luts, sizes, strict=True)
     ]
+    words = packed_words(sizes)
 
     def recode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
-            arrays = []
+            codes = np.empty((b.num_rows, d), dtype=np.int32)
             for j in range(d):
-                c = b.column(j).to_numpy(zero_copy_only=False).astype(np.int64)
                 # -1 (empty) indexes the last entry: the empty category
-                arrays.append(pa.array(tables[j][c], pa.int32()))
+                codes[:, j] = tables[j][b.column(j).to_numpy(zero_copy_only=False).astype(np.int64)]
+            packed = pack(codes, sizes)
+            arrays = [pa.array(packed[:, w], pa.int64()) for w in range(words)]
             arrays.append(b.column(d).cast(pa.int64()))
-            yield pa.RecordBatch.from_arrays(arrays, names=[f"c{j}" for j in range(d)] + ["n"])
+            yield pa.RecordBatch.from_arrays(arrays, names=[f"w{w}" for w in range(words)] + ["n"])
 
-    schema = ", ".join(f"c{j} int" for j in range(d)) + ", n long"
+    schema = "".join(f"w{w} long, " for w in range(words)) + "n long"
     return encoded.mapInArrow(recode, schema)
 
 
