@@ -35,7 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
     d, sizes = args.columns, (args.values,) * args.columns
-    spark = SparkSession.builder.master(args.master).config("spark.driver.memory", "8g").getOrCreate()
+    spark = (
+        SparkSession.builder.master(args.master)
+        .config("spark.driver.memory", "8g")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     base = spark.range(args.rows).repartition(spark.sparkContext.defaultParallelism)
     plain = base.select(

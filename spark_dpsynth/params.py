@@ -796,8 +796,8 @@ class Selection(enum.StrEnum):
     tables AIM while the budget is large enough for the width, else MST: the noise std a 1-way table would get
     with the rounds' rho spread evenly over the d columns, sqrt(d / (2 rho)), is at most
     ``aim_max_relative_noise`` of the protected number of records n' (:meth:`relative_noise`), and n' is at
-    most ``aim_max_records`` (the cost: on a wide table each AIM round counts new candidate tables over the
-    data, MST counts its tables once). Decided from d, rho and n' only (public, or post-processing of DP
+    most ``aim_max_records`` when that cost cap is set (on a wide table each AIM round counts new candidate
+    tables over the data, MST counts its tables once). Decided from d, rho and n' only (public, or post-processing of DP
     outputs). Measured (docs/design.md section 4.7): AIM is best on 15-19 columns at epsilon 0.3, 1 and 4; on
     76 columns (EU LFS, 50,000 records) AIM is better than MST at epsilon 2 and 4 (relative noise 6.4e-4 and
     3.3e-4) and worse at epsilon 1 (1.25e-3)."""
@@ -809,7 +809,7 @@ class Selection(enum.StrEnum):
         relative_noise: float | None = None,
         max_relative_noise: float = 0.0,
         records: int | None = None,
-        max_records: int = 0,
+        max_records: int | None = None,
     ) -> Selection:
         """The selection run on ``d`` released columns (AUTO resolved; AIM and MST are themselves).
 
@@ -820,7 +820,7 @@ class Selection(enum.StrEnum):
                 than ``max_rounds / 4`` columns gets MST).
             max_relative_noise: AUTO's threshold on it for the tables of more than ``max_rounds / 4`` columns.
             records: the protected number of records n', or None when unknown (then such a table gets MST).
-            max_records: AUTO's cap on n' for the tables of more than ``max_rounds / 4`` columns.
+            max_records: AUTO's cap on n' for the tables of more than ``max_rounds / 4`` columns (None: none).
         """
         if self is not Selection.AUTO:
             return self
@@ -830,7 +830,7 @@ class Selection(enum.StrEnum):
             relative_noise is not None
             and relative_noise <= max_relative_noise
             and records is not None
-            and records <= max_records
+            and (max_records is None or records <= max_records)
         ):
             return Selection.AIM
         return Selection.MST
@@ -902,13 +902,13 @@ class WorkloadParams:
     (the rounds' rho spread evenly over the d released columns, as a share of n') is at most this (> 0), else
     MST. 9e-4 lies between the two epsilons of the EU LFS benchmark where the better of the two changes
     (docs/design.md section 4.7)."""
-    aim_max_records: int = 2_500_000
+    aim_max_records: int | None = None
     """``auto`` on tables of more than ``max_rounds`` / 4 columns: AIM only up to this many protected records
-    (>= 1), else MST. A cost guard, not an accuracy one: on such a table a round's candidates (at most
-    ``max_candidates_per_round``, drawn afresh each round) are counted in passes over the data, so AIM makes
-    one pass per round where MST makes one in all. Measured on the EU LFS replicated to 2,000,000 records (76
-    columns, epsilon 4, local[2]): AIM's 3-way TVD .029 and .031 in two releases, 11-12 minutes end to end
-    (with the fit run to the noise level), MST's .066 (docs/design.md section 4.7)."""
+    (>= 1), else MST; None (the default): no cap. A cost knob, not an accuracy one: on such a table the rounds
+    that choose a new pair count its extensions in a pass over the cached patterns (about 20-50 passes where
+    MST makes one). Measured on the EU LFS replicated (76 columns, epsilon 4, local[2], docs/design.md section
+    4.7): AIM's rounds take 1.5 minutes at 2,000,000 records and 4 minutes at 10,000,000, and its 3-way TVD at
+    2,000,000 is .029-.031 against MST's .066."""
     max_model_cells: int = 500_000
     """AIM: cap (>= 1) on the junction-tree size of the model, in cells (AIM's model-size cap of 80 MB is
     10^7 float64 cells); candidates that would exceed ``max_model_cells`` x (rho used / rho) are not scored."""
@@ -966,7 +966,8 @@ class WorkloadParams:
             v.integer("rounds", self.rounds, low=1)
         v.integer("max_rounds", self.max_rounds, low=1)
         v.positive("aim_max_relative_noise", self.aim_max_relative_noise)
-        v.integer("aim_max_records", self.aim_max_records, low=1)
+        if self.aim_max_records is not None:
+            v.integer("aim_max_records", self.aim_max_records, low=1)
         for name in (
             "max_model_cells",
             "max_clique_cells",

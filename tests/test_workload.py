@@ -369,14 +369,16 @@ def test_choose_fitting_is_the_exponential_mechanism_over_the_fitting_cliques() 
 
 def test_auto_selection_is_aim_while_its_rounds_fit_or_the_budget_suffices_else_mst() -> None:
     """Selection AUTO (the default): AIM when 4 d <= max_rounds; beyond, AIM while the rounds' 1-way noise over
-    n' is at most aim_max_relative_noise and n' at most aim_max_records, else MST; AIM and MST resolve to
-    themselves."""
+    n' is at most aim_max_relative_noise and n' at most aim_max_records (no cap by default), else MST; AIM and
+    MST resolve to themselves."""
     params = WorkloadParams()
     assert params.selection is Selection.AUTO
     top = params.aim_max_relative_noise
     assert params.selection.resolve(25, params.max_rounds) is Selection.AIM
     assert params.selection.resolve(26, params.max_rounds) is Selection.MST  # budget unknown
-    n_max = params.aim_max_records
+    assert params.aim_max_records is None
+    assert params.selection.resolve(76, params.max_rounds, top, top, 10**10) is Selection.AIM  # no cap
+    n_max = 2_500_000
     assert params.selection.resolve(25, params.max_rounds, 10 * top, top, 10 * n_max, n_max) is Selection.AIM
     assert params.selection.resolve(76, params.max_rounds, top, top, n_max, n_max) is Selection.AIM
     assert params.selection.resolve(76, params.max_rounds, 1.01 * top, top, 50_000, n_max) is Selection.MST

@@ -372,14 +372,18 @@ def fit_workload(
             params.aim_max_records,
         )
         if params.selection is Selection.AUTO:
+            cap = (
+                ""
+                if params.aim_max_records is None
+                else f" and that number at most {params.aim_max_records:,}"
+            )
             report(
                 progress,
                 log,
                 f"workload: selection auto -> {chosen.value} ({len(kept)} columns, relative 1-way noise "
                 f"{relative_noise:.2g}; AIM when 4 x columns <= "
                 f"max_rounds = {params.max_rounds}, or when the rounds' 1-way noise is at most "
-                f"{params.aim_max_relative_noise:g} of the protected number of records and that number at most "
-                f"{params.aim_max_records:,}; else MST)",
+                f"{params.aim_max_relative_noise:g} of the protected number of records{cap}; else MST)",
             )
         known, known_entries = (
             _discovery_measurements(discovery, kept, names, public, derived)
