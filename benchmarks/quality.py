@@ -47,6 +47,7 @@ Prints each row as it is done, then a markdown table, and writes every row as JS
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -188,13 +189,14 @@ def _workload_overrides(pairs: list[str]) -> dict[str, Any]:
     from spark_dpsynth.params import WorkloadParams
 
     defaults = WorkloadParams()
+    fields = {f.name: f.type for f in dataclasses.fields(WorkloadParams)}
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not hasattr(defaults, key):
             raise ValueError(f"--workload {pair!r}: expected KEY=VALUE with KEY a [workload] setting")
         current = getattr(defaults, key)
-        if isinstance(current, bool):
+        if isinstance(current, bool) or "bool" in str(fields[key]):
             out[key] = value.lower() in ("1", "true", "yes")
         elif isinstance(current, int | float) or current is None:
             out[key] = float(value) if "." in value or "e" in value.lower() else int(value)
@@ -216,7 +218,12 @@ def _cli_command(
     if delta is not None:
         argv += ["--delta", repr(delta)]
     for key, value in WORKLOAD_OVERRIDES.items():
-        argv += ["--" + key.replace("_", "-"), str(value).lower() if isinstance(value, bool) else str(value)]
+        flag = key.replace("_", "-")
+        argv += (
+            [f"--{flag}" if value else f"--no-{flag}"]
+            if isinstance(value, bool)
+            else [f"--{flag}", str(value)]
+        )
     return argv
 
 

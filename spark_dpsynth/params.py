@@ -898,6 +898,12 @@ class WorkloadParams:
     section 4.7); annealing spends the budget in fewer."""
     max_rounds: int = 100
     """AIM: the largest number of rounds (>= 1); the last round spends what is left of the budget."""
+    aim_join_columns: bool = True
+    """AIM: when the rounds' cliques leave the columns in k > 1 parts (independent of each other under the
+    model) and what is left of rho would pay for fewer than k + 1 rounds at the first rounds' budget, or the
+    next round would be the last, spend it on k - 1 pairs that join them (MST's tree, from those parts)
+    instead. On the EU LFS as it comes (77 columns, epsilon 4, one test-mode seed) AIM's rounds alone left 31
+    columns apart, 3-way TVD .062 (MST .054); with the join, .043 (docs/design.md section 4.7)."""
     aim_max_relative_noise: float = 2e-3
     """``auto`` on tables of more than ``max_rounds`` / 4 columns: AIM when :meth:`Selection.relative_noise`
     (the rounds' rho spread evenly over the d released columns, as a share of n') is at most this (> 0), else

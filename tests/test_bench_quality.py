@@ -215,6 +215,24 @@ def test_the_cli_command_of_a_mode(quality) -> None:
                      "--synthesizer", "pgm"]  # fmt: skip
 
 
+def test_workload_overrides_reach_the_cli_as_its_options(quality, monkeypatch) -> None:
+    """--workload KEY=VALUE: numbers as --key value, a switch as --key or --no-key, which is how the CLI
+    parses it."""
+    from spark_dpsynth.cli._options import build_parser
+
+    overrides = quality._workload_overrides(
+        ["aim_join_columns=false", "max_rounds=40", "discovery_measurements=1"]
+    )
+    assert overrides == {"aim_join_columns": False, "max_rounds": 40, "discovery_measurements": True}
+    monkeypatch.setattr(quality, "WORKLOAD_OVERRIDES", overrides)
+    argv = quality._cli_command("pipeline", ["--input", "t.csv"], "out", 4.0, "aim")
+    assert argv[-4:] == ["--no-aim-join-columns", "--max-rounds", "40", "--discovery-measurements"]
+    args = build_parser().parse_args(argv)
+    assert (args.aim_join_columns, args.max_rounds, args.discovery_measurements) == (False, 40, True)
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        quality._workload_overrides(["no_such_setting=1"])
+
+
 def test_a_configuration_without_dropped_columns_loads_as_the_original(quality, tmp_path: Path) -> None:
     from spark_dpsynth.config import load_config
 

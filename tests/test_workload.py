@@ -205,6 +205,82 @@ def test_mst_without_noise_picks_the_true_tree() -> None:
     assert tree == {("a", "b"), ("b", "d"), ("c", "d")}
 
 
+def _chain(n: int, d: int, seed: int = 7) -> tuple[np.ndarray, tuple[int, ...]]:
+    """A Markov chain of d 4-value columns: each keeps its predecessor's value with probability 0.7, else a
+    uniform one; the joint of columns k apart is independence plus 0.7^k of agreement, so adjacent pairs
+    differ most from independence."""
+    rng = np.random.default_rng(seed)
+    cols = [rng.integers(0, 4, n)]
+    for _ in range(d - 1):
+        keep = rng.random(n) < 0.7
+        cols.append(np.where(keep, cols[-1], rng.integers(0, 4, n)))
+    return np.stack(cols, axis=1), (4,) * d
+
+
+def test_aim_joins_the_parts_its_rounds_leave_apart_with_what_is_left() -> None:
+    """When AIM's rounds end (here at max_rounds = 3) with the columns in k > 1 parts, the last round spends
+    what is left on k - 1 pairs that join them (with the noise off, the chain's own edges), so no column is
+    sampled independent of the rest; the budget still adds up; with aim_join_columns off, no such round."""
+    d = 8
+    codes, sizes = _chain(4000, d)
+    names = tuple(f"x{i}" for i in range(d))
+    index = {x: i for i, x in enumerate(names)}
+
+    def run(**kwargs):  # noqa: ANN003, ANN202
+        acct = Accountant(4.0, 1e-6, noise=NoNoise())
+        rho = acct.convert_to_rho(4.0, 1e-6)
+        params = WorkloadParams(
+            **{"selection": "aim", "max_rounds": 3, "estimation_iterations": 20, **kwargs}
+        )
+        _, entries, rounds = select_and_measure(
+            LocalCliqueCounter(codes, sizes), names, rho, params, acct, order_key=b"k"
+        )
+        assert sum(r["rho"] for r in rounds) == pytest.approx(rho, rel=1e-9)
+        assert sum(s.rho or 0.0 for s in acct.budget().shares) == pytest.approx(rho, rel=1e-9)
+        return entries, rounds
+
+    entries, rounds = run()
+    last = rounds[-1]
+    assert "joining the parts" in last["kind"] and last["round"] == 3
+    cliques = [tuple(index[x] for x in e["columns"]) for e in entries]
+    parent = list(range(d))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for c in cliques:
+        for x in c[1:]:
+            parent[find(x)] = find(c[0])
+    assert len({find(j) for j in range(d)}) == 1  # every column joined
+    joins = [tuple(sorted(index[x] for x in e)) for e in last["chosen"]]
+    assert joins and all(b == a + 1 for a, b in joins)  # adjacent columns: the true tree's edges
+    assert sum(1 for e in entries if e["round"] == 3) == len(joins)
+    _, rounds = run(aim_join_columns=False)
+    assert all("joining" not in str(r.get("kind", "")) for r in rounds)
+    _, rounds = run(max_rounds=100)  # rounds enough to join the columns themselves: no such round
+    assert all("joining" not in str(r.get("kind", "")) for r in rounds)
+
+
+def test_a_wide_round_pool_keeps_half_for_pairs() -> None:
+    """On a wide table the extensions of measured pairs alone would fill the pool: at least half of it stays
+    pairs (so that two columns no measured clique holds can still be joined), the rest extensions."""
+    from spark_dpsynth.mechanisms._aim import aim_candidates
+    from spark_dpsynth.mechanisms._selection import all_cliques
+
+    d = 40
+    params = WorkloadParams(max_candidates_per_round=300)
+    candidates = list(all_cliques(d, 3))
+    measured = [(j,) for j in range(d)] + [(i, i + 1) for i in range(0, 30, 2)]  # 15 pairs: 570 extensions
+    pool = aim_candidates(candidates, measured, d, True, params, b"k", 3)
+    assert len(pool) == 300 == len(set(pool))
+    assert sum(len(c) == 2 for c in pool) == 150
+    assert all(len(c) == 2 or any(set(m) < set(c) for m in measured if len(m) == 2) for c in pool)
+    few = aim_candidates(candidates, measured[: d + 1], d, True, params, b"k", 3)  # 38 extensions
+    assert sum(len(c) == 3 for c in few) == 38 and sum(len(c) == 2 for c in few) == 262
+
+
 def test_plan_prunes_by_size_and_refuses_a_model_too_small() -> None:
     plan = check_plan((10, 10, 100, 2), WorkloadParams(max_clique_cells=1000))
     assert plan.candidates + plan.pruned == 4 + 6 + 4

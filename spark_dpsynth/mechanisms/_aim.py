@@ -3,7 +3,8 @@ Mechanism for Differentially Private Synthetic Data", VLDB 2022, Algorithm 1; do
 1-way tables, then rounds that choose one clique by the exponential mechanism and measure it, with the estimate
 of :mod:`spark_dpsynth.estimation` refitted after each.
 
-* :func:`aim`: the rounds, their budget (annealing) and the model-size rule;
+* :func:`aim`: the rounds, their budget (annealing) and the model-size rule; a last round that joins the
+  columns the rounds left apart (:func:`_join_round`);
 * :func:`aim_candidates`, :func:`candidate_order`, :func:`order_key`: the cliques scored in a round (public);
 * :func:`choose_fitting`: the exponential mechanism over the candidates that fit the model-size rule;
 * :class:`Projector`, :func:`model_size_rule`: post-processing of the DP model (its marginals, its size).
@@ -22,6 +23,7 @@ import numpy as np
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._cliques import clique_cells
+from spark_dpsynth.mechanisms._mst import spanning_tree
 from spark_dpsynth.mechanisms._selection import State, TrueTables, all_cliques, measure
 from spark_dpsynth.params import WorkloadParams
 from spark_dpsynth.privacy.accounting import Accountant
@@ -51,7 +53,8 @@ def aim(
     known: Sequence[Measurement] = (),
 ) -> State:
     """AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1) over the candidates of
-    :func:`aim_candidates`, with the estimator of :mod:`spark_dpsynth.estimation`."""
+    :func:`aim_candidates`, with the estimator of :mod:`spark_dpsynth.estimation`; with ``aim_join_columns``,
+    its last round joins the parts of the model its cliques leave apart (:func:`_join_round`)."""
     from spark_dpsynth.estimation import Domain, estimate
 
     state = State()
@@ -85,11 +88,34 @@ def aim(
     candidates_all = [c for c in all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
     wide = len(candidates_all) > params.max_candidates_per_round
     measured_cliques: list[tuple[int, ...]] = list(ones)
+    join = params.aim_join_columns
+    first_round_rho = 1.0 / (2 * sigma**2) + epsilon**2 / 8.0
     t = 0
     while used < rho * (1 - 1e-9) and t < params.max_rounds:
         t += 1
         remaining = rho - used
         round_rho = 1.0 / (2 * sigma**2) + epsilon**2 / 8.0
+        parts = _components(measured_cliques, d) - 1 if join else 0
+        if parts and (
+            remaining < (parts + 2) * first_round_rho or remaining < 2 * round_rho or t == params.max_rounds
+        ):
+            # What is left joins the columns the rounds left apart (:func:`_join_round`) instead of a last round.
+            _join_round(
+                tables,
+                sizes,
+                names,
+                model,
+                remaining,
+                alpha,
+                params,
+                acct,
+                state,
+                candidates_all,
+                measured_cliques,
+                t,
+            )
+            report(progress, log, f"workload (aim): round {t}: {parts} 2-way cliques join the model's parts")
+            break
         final = remaining < 2 * round_rho or t == params.max_rounds
         if final:
             sigma = math.sqrt(1.0 / (2.0 * alpha * remaining))
@@ -166,6 +192,113 @@ def aim(
         if final:
             break
     return state
+
+
+def _components(cliques: Sequence[tuple[int, ...]], d: int, parent: list[int] | None = None) -> int:
+    """The number of connected components of d columns joined by ``cliques`` (union-find in ``parent``, which
+    is filled when given)."""
+    parent = parent if parent is not None else []
+    parent[:] = range(d)
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for c in cliques:
+        for x in c[1:]:
+            parent[find(x)] = find(c[0])
+    return sum(1 for j in range(d) if find(j) == j)
+
+
+def _join_round(
+    tables: TrueTables,
+    sizes: tuple[int, ...],
+    names: tuple[str, ...],
+    model,  # noqa: ANN001 - estimation.GraphicalModel
+    remaining: float,
+    alpha: float,
+    params: WorkloadParams,
+    acct: Accountant,
+    state: State,
+    candidates: list[tuple[int, ...]],
+    measured: list[tuple[int, ...]],
+    round_no: int,
+) -> None:
+    """AIM's last round when its cliques leave the columns in k > 1 parts (connected components of the model's
+    graph, independent of each other under it): the rho left joins them with k - 1 pairs, Kruskal's algorithm
+    from those parts with one exponential-mechanism choice per pair among the pairs that join two parts (MST's
+    tree, McKenna, Miklau, Sheldon 2021, section 4), scored by AIM's score of a pair against the model
+    (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) sigma n_r; sensitivity 1, no weight); each pair gets rho left /
+    (k - 1), 1 - alpha of it for the choice and alpha for the measurement. The pairs whose table would take the
+    model beyond ``max_model_cells`` are not offered (public: sizes and the DP model's cliques)."""
+    parent: list[int] = []
+    parts = _components(measured, len(sizes), parent)
+    share = remaining / (parts - 1)
+    sigma = math.sqrt(1.0 / (2.0 * alpha * share))
+    epsilon = math.sqrt(8.0 * (1.0 - alpha) * share)
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    pairs = [c for c in candidates if len(c) == 2 and root(c[0]) != root(c[1])]
+    true2 = tables.get(pairs)
+    estimates = Projector(model).many([tuple(names[x] for x in c) for c in pairs])
+    # Scores are private: used only by the exponential mechanism, never logged or written.
+    penalty = math.sqrt(2 / math.pi) * sigma
+    scores = {
+        c: float(np.abs(true2[c] - est).sum()) - penalty * true2[c].size
+        for c, est in zip(pairs, estimates, strict=True)
+    }
+    del estimates
+    model_cliques = [tuple(c) for c in model.cliques]
+    domain = model.domain
+
+    def fits(c: tuple[int, ...], chosen: list[tuple[int, ...]]) -> bool:
+        from spark_dpsynth.estimation import junction_tree_size
+
+        named = [tuple(names[x] for x in e) for e in [*chosen, c]]
+        return junction_tree_size(domain, [*model_cliques, *named]) <= params.max_model_cells
+
+    chosen, paid = spanning_tree(
+        pairs,  # type: ignore[arg-type]
+        scores,  # type: ignore[arg-type]
+        len(sizes),
+        acct,
+        epsilon**2 / 8.0,
+        f"round_{round_no}_join",
+        "exponential mechanism (a pair joining two parts of the model, by AIM's score, sensitivity 1)",
+        fits,  # type: ignore[arg-type]
+        joined=[c for c in measured if len(c) > 1],
+    )
+    for c in chosen:
+        measure(
+            state,
+            acct,
+            true2[c],
+            c,
+            sigma,
+            names,
+            round_no,
+            f"round_{round_no}_measure_{names[c[0]]}_{names[c[1]]}",
+        )
+    del true2, scores
+    state.rounds.append(
+        {
+            "round": round_no,
+            "kind": "pairs joining the parts of the model (exponential mechanism per pair)",
+            "rho": paid * epsilon**2 / 8.0 + len(chosen) / (2 * sigma**2),
+            "rho_selection": paid * epsilon**2 / 8.0,
+            "rho_measurement": len(chosen) / (2 * sigma**2),
+            "epsilon_selection": epsilon,
+            "sigma": sigma,
+            "candidates": len(pairs),
+            "chosen": [[names[x] for x in c] for c in chosen],
+        }
+    )
 
 
 class Projector:
@@ -309,8 +442,15 @@ def aim_candidates(
                 if e in allowed:
                     ext.add(e)
     pairs = [c for c in candidates_all if len(c) == 2]
-    ordered = candidate_order(sorted(ext), key, round_no) + candidate_order(pairs, key, round_no)
-    return ordered[: params.max_candidates_per_round]
+    cap = params.max_candidates_per_round
+    # At least half of the pool is pairs (or every pair, when fewer): the extensions of a few dozen measured
+    # pairs already exceed the cap on a wide table, and a pool of extensions only never again offers a pair of
+    # two columns that no measured clique holds, which only a pair can join to the model.
+    n_pairs = min(len(pairs), max(cap - len(ext), cap // 2))
+    return (
+        candidate_order(sorted(ext), key, round_no)[: cap - n_pairs]
+        + candidate_order(pairs, key, round_no)[:n_pairs]
+    )
 
 
 def candidate_order(cliques: list[tuple[int, ...]], key: bytes, round_no: int) -> list[tuple[int, ...]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from spark_dpsynth.params import WorkloadParams
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.release.core import one_way_means
 
-__all__ = ["mst"]
+__all__ = ["mst", "spanning_tree"]
 
 log = logging.getLogger(__name__)
 
@@ -66,32 +66,17 @@ def mst(
     # Scores are private: used only by the exponential mechanism below, never logged or written.
     scores = {c: float(np.abs(true2[c] - total * np.outer(probs[c[0]], probs[c[1]])).sum()) for c in pairs}
     del true2
-    # Kruskal with DP choices: each step picks among the edges joining two components.
-    parent = list(range(d))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     steps = d - 1
     rho_step = rho * (1.0 - share) / 2.0 / steps
-    chosen: list[tuple[int, int]] = []
-    for t in range(steps):
-        options = [c for c in pairs if find(c[0]) != find(c[1])]
-        if not options:
-            break
-        acct.spend_rho(
-            f"select_tree_edge_{t + 1}",
-            rho_step,
-            "exponential mechanism (MST edge by L1 error of independent columns, sensitivity 1)",
-            epsilon=math.sqrt(8 * rho_step),
-        )
-        i = int(acct.exponential(f"select_tree_edge_{t + 1}", np.array([scores[c] for c in options]), 1.0))  # type: ignore[arg-type]
-        a, b = options[i]
-        parent[find(a)] = find(b)
-        chosen.append((a, b))
+    chosen, _ = spanning_tree(
+        pairs,
+        scores,
+        d,
+        acct,
+        rho_step,
+        "select_tree_edge",
+        "exponential mechanism (MST edge by L1 error of independent columns, sensitivity 1)",
+    )
     state.rounds.append(
         {
             "round": 1,
@@ -109,3 +94,50 @@ def mst(
             measure(state, acct, true2[c], c, sigma2, names, 2, f"measure_{'_'.join(names[x] for x in c)}")
         state.rounds.append({"round": 2, "kind": "2-way tables of the tree", "rho": left, "sigma": sigma2})
     return state
+
+
+def spanning_tree(
+    pairs: Sequence[tuple[int, int]],
+    scores: dict[tuple[int, int], float],
+    d: int,
+    acct: Accountant,
+    rho_step: float,
+    label: str,
+    mechanism: str,
+    fits: Callable[[tuple[int, int], list[tuple[int, int]]], bool] | None = None,
+    joined: Sequence[tuple[int, ...]] = (),
+) -> tuple[list[tuple[int, int]], int]:
+    """Kruskal's maximum spanning tree with DP choices (McKenna, Miklau, Sheldon 2021, section 4): each step
+    spends ``rho_step`` of ``acct`` (share ``{label}_{step}``) on one exponential-mechanism choice at
+    sensitivity 1 among the ``pairs`` that join two components of the tree so far (and that ``fits``, a
+    public test of a pair against the edges chosen before it, accepts: asked of drawn pairs only, by rejection
+    as in :meth:`~spark_dpsynth.privacy.accounting.Accountant.exponential`), starting from the components
+    that the cliques ``joined`` form; until one component is left, or no pair is. Returns the chosen pairs and
+    the number of choices paid for (one more than the pairs when the last draw fit nowhere). ``scores`` are
+    private (used by the mechanism only, never logged or written)."""
+    parent = list(range(d))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for c in joined:
+        for x in c[1:]:
+            parent[find(x)] = find(c[0])
+    chosen: list[tuple[int, int]] = []
+    for t in range(d - 1):
+        options = [c for c in pairs if find(c[0]) != find(c[1])]
+        if not options:
+            break
+        name = f"{label}_{t + 1}"
+        acct.spend_rho(name, rho_step, mechanism, epsilon=math.sqrt(8 * rho_step))
+        accept = None if fits is None else (lambda i, options=options: bool(fits(options[i], chosen)))
+        i = acct.exponential(name, np.array([scores[c] for c in options]), 1.0, accept=accept)
+        if i is None:
+            return chosen, t + 1
+        a, b = options[i]
+        parent[find(a)] = find(b)
+        chosen.append((a, b))
+    return chosen, len(chosen)

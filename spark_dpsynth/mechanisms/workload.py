@@ -449,6 +449,7 @@ def fit_workload(
             "selection_rho_proportion": params.selection_rho_proportion,
             "rounds": params.rounds,
             "max_rounds": params.max_rounds,
+            "aim_join_columns": params.aim_join_columns,
             "aim_max_relative_noise": params.aim_max_relative_noise,
             "aim_max_records": params.aim_max_records,
             "max_model_cells": params.max_model_cells,
