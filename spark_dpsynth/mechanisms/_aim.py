@@ -24,7 +24,7 @@ from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._cliques import clique_cells
 from spark_dpsynth.mechanisms._mst import spanning_tree
-from spark_dpsynth.mechanisms._selection import State, TrueTables, all_cliques, measure
+from spark_dpsynth.mechanisms._selection import Components, State, TrueTables, all_cliques, measure
 from spark_dpsynth.params import WorkloadParams
 from spark_dpsynth.privacy.accounting import Accountant
 
@@ -95,7 +95,7 @@ def aim(
         t += 1
         remaining = rho - used
         round_rho = 1.0 / (2 * sigma**2) + epsilon**2 / 8.0
-        parts = _components(measured_cliques, d) - 1 if join else 0
+        parts = Components(d, measured_cliques).count() - 1 if join else 0
         if parts and (
             remaining < (parts + 2) * first_round_rho or remaining < 2 * round_rho or t == params.max_rounds
         ):
@@ -194,24 +194,6 @@ def aim(
     return state
 
 
-def _components(cliques: Sequence[tuple[int, ...]], d: int, parent: list[int] | None = None) -> int:
-    """The number of connected components of d columns joined by ``cliques`` (union-find in ``parent``, which
-    is filled when given)."""
-    parent = parent if parent is not None else []
-    parent[:] = range(d)
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for c in cliques:
-        for x in c[1:]:
-            parent[find(x)] = find(c[0])
-    return sum(1 for j in range(d) if find(j) == j)
-
-
 def _join_round(
     tables: TrueTables,
     sizes: tuple[int, ...],
@@ -233,18 +215,13 @@ def _join_round(
     (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) sigma n_r; sensitivity 1, no weight); each pair gets rho left /
     (k - 1), 1 - alpha of it for the choice and alpha for the measurement. The pairs whose table would take the
     model beyond ``max_model_cells`` are not offered (public: sizes and the DP model's cliques)."""
-    parent: list[int] = []
-    parts = _components(measured, len(sizes), parent)
+    apart = Components(len(sizes), measured)
+    parts = apart.count()
     share = remaining / (parts - 1)
     sigma = math.sqrt(1.0 / (2.0 * alpha * share))
     epsilon = math.sqrt(8.0 * (1.0 - alpha) * share)
 
-    def root(x: int) -> int:
-        while parent[x] != x:
-            x = parent[x]
-        return x
-
-    pairs = [c for c in candidates if len(c) == 2 and root(c[0]) != root(c[1])]
+    pairs = [c for c in candidates if len(c) == 2 and apart.root(c[0]) != apart.root(c[1])]
     true2 = tables.get(pairs)
     estimates = Projector(model).many([tuple(names[x] for x in c) for c in pairs])
     # Scores are private: used only by the exponential mechanism, never logged or written.

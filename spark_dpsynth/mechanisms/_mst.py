@@ -15,7 +15,7 @@ import numpy as np
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._cliques import clique_cells
-from spark_dpsynth.mechanisms._selection import State, TrueTables, measure
+from spark_dpsynth.mechanisms._selection import Components, State, TrueTables, measure
 from spark_dpsynth.params import WorkloadParams
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.release.core import one_way_means
@@ -115,20 +115,10 @@ def spanning_tree(
     that the cliques ``joined`` form; until one component is left, or no pair is. Returns the chosen pairs and
     the number of choices paid for (one more than the pairs when the last draw fit nowhere). ``scores`` are
     private (used by the mechanism only, never logged or written)."""
-    parent = list(range(d))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for c in joined:
-        for x in c[1:]:
-            parent[find(x)] = find(c[0])
+    parts = Components(d, joined)
     chosen: list[tuple[int, int]] = []
     for t in range(d - 1):
-        options = [c for c in pairs if find(c[0]) != find(c[1])]
+        options = [c for c in pairs if parts.root(c[0]) != parts.root(c[1])]
         if not options:
             break
         name = f"{label}_{t + 1}"
@@ -138,6 +128,6 @@ def spanning_tree(
         if i is None:
             return chosen, t + 1
         a, b = options[i]
-        parent[find(a)] = find(b)
+        parts.join((a, b))
         chosen.append((a, b))
     return chosen, len(chosen)

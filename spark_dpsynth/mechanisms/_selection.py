@@ -1,5 +1,6 @@
 """What the workload mechanism's two selections (:mod:`._aim`, :mod:`._mst`) share: the candidate cliques, the
-true tables of candidates, and the measurement of a clique with its bookkeeping (docs/design.md section 4.7).
+true tables of candidates, the connected components of the columns under measured cliques, and the measurement
+of a clique with its bookkeeping (docs/design.md section 4.7).
 
 A measurement is a clique's full table plus discrete Gaussian noise on every cell (Canonne, Kamath, Steinke 2020):
 a table has L2 sensitivity 1 (every record adds 1 to exactly one cell), so noise of std sigma costs
@@ -19,13 +20,40 @@ from spark_dpsynth.estimation.domain import Measurement
 from spark_dpsynth.mechanisms._cliques import CliqueCounter
 from spark_dpsynth.privacy.accounting import Accountant
 
-__all__ = ["State", "TrueTables", "all_cliques", "measure"]
+__all__ = ["Components", "State", "TrueTables", "all_cliques", "measure"]
 
 
 def all_cliques(d: int, r: int) -> Iterable[tuple[int, ...]]:
     """Every clique (column subset, ascending) of 1 to ``r`` of ``d`` columns, by size then in lexicographic order."""
     for k in range(1, r + 1):
         yield from itertools.combinations(range(d), k)
+
+
+class Components:
+    """The connected components of d columns under edges that join the columns of each clique (union-find
+    with path halving)."""
+
+    def __init__(self, d: int, cliques: Iterable[tuple[int, ...]] = ()) -> None:
+        self._parent = list(range(d))
+        for c in cliques:
+            self.join(c)
+
+    def root(self, x: int) -> int:
+        """The representative of column x's component (equal for two columns iff they are connected)."""
+        parent = self._parent
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def join(self, clique: tuple[int, ...]) -> None:
+        """Connect the columns of ``clique``."""
+        for x in clique[1:]:
+            self._parent[self.root(x)] = self.root(clique[0])
+
+    def count(self) -> int:
+        """The number of components."""
+        return len({self.root(j) for j in range(len(self._parent))})
 
 
 @dataclass
