@@ -259,6 +259,10 @@ def test_aim_joins_the_parts_its_rounds_leave_apart_with_what_is_left() -> None:
     assert sum(1 for e in entries if e["round"] == 3) == len(joins)
     _, rounds = run(aim_join_columns=False)
     assert all("joining" not in str(r.get("kind", "")) for r in rounds)
+    # a model too small for any pair: the join chooses none, and the rounds spend the rest (run() checks it)
+    _, rounds = run(max_model_cells=20)
+    joins = [r for r in rounds if "joining" in str(r.get("kind", ""))]
+    assert len(joins) == 1 and joins[0]["chosen"] == [] and rounds[-1] is not joins[0]
     _, rounds = run(max_rounds=100)  # rounds enough to join the columns themselves: no such round
     assert all("joining" not in str(r.get("kind", "")) for r in rounds)
 

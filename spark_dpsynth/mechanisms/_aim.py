@@ -91,16 +91,15 @@ def aim(
     join = params.aim_join_columns
     first_round_rho = 1.0 / (2 * sigma**2) + epsilon**2 / 8.0
     t = 0
-    while used < rho * (1 - 1e-9) and t < params.max_rounds:
+    last = params.max_rounds
+    while used < rho * (1 - 1e-9) and t < last:
         t += 1
         remaining = rho - used
         round_rho = 1.0 / (2 * sigma**2) + epsilon**2 / 8.0
         parts = Components(d, measured_cliques).count() - 1 if join else 0
-        if parts and (
-            remaining < (parts + 2) * first_round_rho or remaining < 2 * round_rho or t == params.max_rounds
-        ):
+        if parts and (remaining < (parts + 2) * first_round_rho or remaining < 2 * round_rho or t == last):
             # What is left joins the columns the rounds left apart (:func:`_join_round`) instead of a last round.
-            _join_round(
+            used += _join_round(
                 tables,
                 sizes,
                 names,
@@ -114,9 +113,15 @@ def aim(
                 measured_cliques,
                 t,
             )
-            report(progress, log, f"workload (aim): round {t}: {parts} 2-way cliques join the model's parts")
-            break
-        final = remaining < 2 * round_rho or t == params.max_rounds
+            report(
+                progress, log, f"workload (aim): round {t}: 2-way cliques join the model's {parts + 1} parts"
+            )
+            if used >= rho * (1 - 1e-9):
+                break
+            # No pair that fits the model joined the parts (public facts): the rounds go on with the rest.
+            join, last = False, max(last, t + 1)
+            continue
+        final = remaining < 2 * round_rho or t == last
         if final:
             sigma = math.sqrt(1.0 / (2.0 * alpha * remaining))
             epsilon = math.sqrt(8.0 * (1.0 - alpha) * remaining)
@@ -207,14 +212,15 @@ def _join_round(
     candidates: list[tuple[int, ...]],
     measured: list[tuple[int, ...]],
     round_no: int,
-) -> None:
+) -> float:
     """AIM's last round when its cliques leave the columns in k > 1 parts (connected components of the model's
     graph, independent of each other under it): the rho left joins them with k - 1 pairs, Kruskal's algorithm
     from those parts with one exponential-mechanism choice per pair among the pairs that join two parts (MST's
     tree, McKenna, Miklau, Sheldon 2021, section 4), scored by AIM's score of a pair against the model
     (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) sigma n_r; sensitivity 1, no weight); each pair gets rho left /
     (k - 1), 1 - alpha of it for the choice and alpha for the measurement. The pairs whose table would take the
-    model beyond ``max_model_cells`` are not offered (public: sizes and the DP model's cliques)."""
+    model beyond ``max_model_cells`` are not offered (public: sizes and the DP model's cliques). Returns the rho
+    spent: ``remaining`` unless fewer pairs than k - 1 could be chosen."""
     apart = Components(len(sizes), measured)
     parts = apart.count()
     share = remaining / (parts - 1)
@@ -263,11 +269,12 @@ def _join_round(
             f"round_{round_no}_measure_{names[c[0]]}_{names[c[1]]}",
         )
     del true2, scores
+    spent = paid * epsilon**2 / 8.0 + len(chosen) / (2 * sigma**2)
     state.rounds.append(
         {
             "round": round_no,
             "kind": "pairs joining the parts of the model (exponential mechanism per pair)",
-            "rho": paid * epsilon**2 / 8.0 + len(chosen) / (2 * sigma**2),
+            "rho": spent,
             "rho_selection": paid * epsilon**2 / 8.0,
             "rho_measurement": len(chosen) / (2 * sigma**2),
             "epsilon_selection": epsilon,
@@ -276,6 +283,7 @@ def _join_round(
             "chosen": [[names[x] for x in c] for c in chosen],
         }
     )
+    return spent
 
 
 class Projector:
