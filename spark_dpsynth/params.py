@@ -801,7 +801,8 @@ class Selection(enum.StrEnum):
     outputs). Measured (docs/design.md section 4.7): AIM is best on 15-19 columns at epsilon 0.3, 1 and 4; on
     the wide tables of the quality benchmark (EU LFS, 76 and 77 columns; SF fire calls, 32) AIM is better than
     MST at epsilon 1 (relative noise 1.3e-3 to 1.6e-3) since the final fit runs to the noise level, and at
-    epsilon 4 but on the EU LFS as it comes (77 columns), where MST is .009 better at 3 columns."""
+    epsilon 4 (on the EU LFS as it comes, 77 columns, since AIM's last round joins the columns its rounds
+    leave apart: ``aim_join_columns``)."""
 
     def resolve(
         self,

@@ -237,12 +237,12 @@ def _join_round(
         for c, est in zip(pairs, estimates, strict=True)
     }
     del estimates
+    from spark_dpsynth.estimation import junction_tree_size
+
     model_cliques = [tuple(c) for c in model.cliques]
     domain = model.domain
 
     def fits(c: tuple[int, ...], chosen: list[tuple[int, ...]]) -> bool:
-        from spark_dpsynth.estimation import junction_tree_size
-
         named = [tuple(names[x] for x in e) for e in [*chosen, c]]
         return junction_tree_size(domain, [*model_cliques, *named]) <= params.max_model_cells
 
@@ -294,18 +294,9 @@ class Projector:
 
     def __init__(self, model) -> None:  # noqa: ANN001 - estimation.GraphicalModel
         self._model = model
-        parent: dict[str, str] = {}
-
-        def find(x: str) -> str:
-            while parent.setdefault(x, x) != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for c in model.cliques:
-            for x in c[1:]:
-                parent[find(x)] = find(c[0])
-        self._component = {x: find(x) for x in model.domain.names}
+        index = {x: i for i, x in enumerate(model.domain.names)}
+        parts = Components(len(index), [tuple(index[x] for x in c) for c in model.cliques])
+        self._component = {x: parts.root(i) for x, i in index.items()}
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
 
     def _part(self, names: tuple[str, ...]) -> np.ndarray:
