@@ -42,6 +42,7 @@ from spark_dpsynth.data.types import (
     profile_with_edges,
     profile_with_exact_values,
     text_as_number,
+    text_kind_counts,
     text_number_candidates,
     types_manifest,
     value_cells,
@@ -1349,6 +1350,20 @@ def test_text_as_number_reads_a_text_as_a_double_or_null(spark) -> None:
     df = spark.createDataFrame([(" 12 ",), ("-3.5",), ("N",), ("Infinity",), ("",), (None,)], "v string")
     got = [r[0] for r in df.select(text_as_number(F.col("v"))).collect()]
     assert got == [12.0, -3.5, None, None, None, None]
+
+
+def test_text_kind_counts_counts_each_kind_of_text_once_per_record(spark) -> None:
+    values = [" 12 ", "-7", "150", "1e3", "3.5", "+.5", "N", "NaN", "inf", "abc", None, "12", "-101"]
+    rows = [(v, "1" if i % 3 else None) for i, v in enumerate(values)] * 3
+    df = spark.createDataFrame(rows, "a string, b string")
+    # a: small whole (12 twice, -7), other whole (150, 1e3, -101), not whole (3.5, +.5), other text (N, NaN,
+    # inf: no number starts with a letter; abc); the empty value in none; three copies of each record
+    expected = np.array([[3 * 3, 3 * 3, 2 * 3, 4 * 3], [8 * 3, 0, 0, 0]])
+    np.testing.assert_array_equal(text_kind_counts(df, [F.col("a"), F.col("b")]), expected)
+    # independent of the partitioning; an expression's values (here: the second column twice, upper-cased)
+    again = text_kind_counts(df.repartition(7), [F.col("a"), F.upper(F.col("b")), F.col("b")])
+    np.testing.assert_array_equal(again, np.array([expected[0], expected[1], expected[1]]))
+    assert text_kind_counts(df, []).shape == (0, 4)
 
 
 def test_dp_text_numbers_finds_the_columns_of_numbers_written_as_text(spark) -> None:

@@ -194,6 +194,50 @@ def text_as_number(text: Column) -> Column:
     return F.when(F.substring(text, 1, 1).isin(*_NUMBER_STARTS), text.try_cast("double"))
 
 
+TEXT_KINDS = ("small whole number", "other whole number", "number that is not whole", "other text")
+"""The kinds of a non-empty text that :func:`text_kind_counts` counts, in its columns' order. A *small* whole
+number has |x| <= :data:`MAX_CODE_RANGE`; a number is a finite double as :func:`text_as_number` reads it."""
+
+
+def text_kind_counts(df: DataFrame, texts: Sequence[Column]) -> np.ndarray:
+    """How many records of ``df`` hold each kind of :data:`TEXT_KINDS` in each of ``texts``.
+
+    Args:
+        df: the records.
+        texts: string expressions over ``df``, null where the record has no value there.
+
+    Returns:
+        int64 array of shape (len(texts), 4): per expression, the records whose value is a small whole number,
+        another whole number, a finite number that is not whole, or another non-empty text (null values are
+        in none). True counts: the caller noises them or keeps them from any release.
+
+    One Spark job: each expression's distinct values with their number of records (an ``explode`` of
+    (index, value) pairs and a ``groupBy``, combined on the map side), then each distinct value read as a number
+    once, and the records summed per (index, kind); at most 4 len(texts) rows reach the driver. Reading every
+    record's value as a number in one aggregation of 4 len(texts) sums cast each value once per sum: on the EU
+    LFS replicated to 2,000,000 records (63 string columns) 77 s against 15 s this way, 2026-11-29.
+    """
+    out = np.zeros((len(texts), len(TEXT_KINDS)), dtype=np.int64)
+    if not texts:
+        return out
+    pairs = df.select(
+        F.explode(
+            F.array(
+                *[F.struct(F.lit(j).alias("j"), t.cast("string").alias("v")) for j, t in enumerate(texts)]
+            )
+        ).alias("p")
+    ).select("p.j", "p.v")
+    counted = pairs.where(F.col("v").isNotNull()).groupBy("j", "v").count()
+    number = text_as_number(F.col("v"))
+    finite = number.isNotNull() & ~F.isnan(number) & (F.abs(number) != F.lit(math.inf))
+    whole = finite & (number == F.floor(number))
+    small = whole & (F.abs(number) <= F.lit(float(MAX_CODE_RANGE)))
+    kind = F.when(small, 0).when(whole, 1).when(finite, 2).otherwise(3)
+    for r in counted.groupBy("j", kind.alias("k")).agg(F.sum("count").alias("n")).collect():
+        out[int(r["j"]), int(r["k"])] = int(r["n"])
+    return out
+
+
 def candidate_grid(scale: str) -> np.ndarray:
     """The public, sorted candidate bin edges of a scale (float64, no duplicates); independent of any data.
 

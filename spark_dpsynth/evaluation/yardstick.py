@@ -42,7 +42,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_dpsynth.data.types import text_as_number
+from spark_dpsynth.data.types import text_kind_counts
 from spark_dpsynth.errors import SchemaError
 from spark_dpsynth.evaluation._common import _quote
 from spark_dpsynth.evaluation.numeric import COLUMNS_PER_PASS, _on_scale, numeric_kind
@@ -293,18 +293,14 @@ holds numbers written as text (:func:`build_yardstick`)."""
 def _text_numbers(sensitive: DataFrame, strings: Sequence[str]) -> tuple[str, ...]:
     """The string columns of ``strings`` whose non-empty values in ``sensitive`` are more than
     :data:`TEXT_NUMBERS_SHARE` finite numbers (:func:`~spark_dpsynth.data.types.text_as_number`, as the
-    DP test reads them): one aggregation of two counts per column,
-    one row to the driver; none without a string column."""
+    DP test reads them): one Spark job (:func:`~spark_dpsynth.data.types.text_kind_counts`), 4 counts per
+    column to the driver; none without a string column."""
     if not strings:
         return ()
-    aggs = []
-    for i, c in enumerate(strings):
-        value = _text_or_value(sensitive, c)
-        x = _finite(text_as_number(value))
-        aggs += [F.count(value).alias(f"v{i}"), F.count(x).alias(f"x{i}")]
-    row = sensitive.agg(*aggs).collect()[0]
+    counts = text_kind_counts(sensitive, [_text_or_value(sensitive, c) for c in strings])
+    numbers, values = counts[:, :3].sum(axis=1), counts.sum(axis=1)
     return tuple(
-        c for i, c in enumerate(strings) if row[f"x{i}"] and row[f"x{i}"] > TEXT_NUMBERS_SHARE * row[f"v{i}"]
+        c for i, c in enumerate(strings) if numbers[i] and numbers[i] > TEXT_NUMBERS_SHARE * values[i]
     )
 
 

@@ -38,6 +38,7 @@ from spark_dpsynth.data.types import (
     profile_with_edges,
     profile_with_exact_values,
     text_as_number,
+    text_kind_counts,
     text_number_candidates,
     with_text_numbers,
 )
@@ -539,37 +540,21 @@ def dp_text_numbers(
         is not spread over it.
 
     Privacy:
-        One Spark aggregation reads, per column, four counts: the records whose value is a small whole number,
-        another whole number, a finite number that is not whole, or another non-empty text. A record added or
+        One Spark job (:func:`~spark_dpsynth.data.types.text_kind_counts`) reads, per column, four counts: the
+        records whose value is a small whole number, another whole number, a finite number that is not whole, or
+        another non-empty text. A record added or
         removed changes one of the four counts of each column by one: L2 sensitivity sqrt(s), and the discrete
         Gaussian of std sigma sqrt(s) on the 4 s counts is 1 / (2 sigma^2)-zCDP (Canonne, Kamath, Steinke 2020,
         Theorem 14), sigma that of the share ``text_numbers``; or L1 sensitivity s, and the discrete Laplace of
         scale s / epsilon is epsilon-DP [DMNS06; Ghosh, Roughgarden, Sundararajan 2009]. The decision is
         post-processing; nothing true is logged or returned.
     """
-    from spark_dpsynth.data.types import MAX_CODE_RANGE
-
     if not columns:
         return {}
     right = acct.right("text_numbers")
     s = len(columns)
-    aggs = []
-    for j, c in enumerate(columns):
-        x = F.col(f"`{c}`")
-        number = text_as_number(x)
-        finite = _finite(number)
-        whole = finite & (number == F.floor(number))
-        small = whole & (F.abs(number) <= F.lit(float(MAX_CODE_RANGE)))
-        aggs += [
-            F.sum(F.when(small, 1).otherwise(0)).alias(f"s{j}"),
-            F.sum(F.when(whole & ~small, 1).otherwise(0)).alias(f"w{j}"),
-            F.sum(F.when(finite & ~whole, 1).otherwise(0)).alias(f"f{j}"),
-            F.sum(F.when(x.isNotNull() & ~finite, 1).otherwise(0)).alias(f"t{j}"),
-        ]
-    # Private: one row of 4 s counts, noised below and deleted.
-    row = df.agg(*aggs).collect()[0]
-    true = np.array([[int(row[f"{k}{j}"] or 0) for k in "swft"] for j in range(len(columns))], dtype=np.int64)
-    del row
+    # Private: 4 s counts, noised below and deleted.
+    true = text_kind_counts(df, [F.col(f"`{c}`") for c in columns])
     if right.sigma is not None:
         noisy = acct.gaussian("text_numbers", true, math.sqrt(s)).astype(np.float64)
         std = right.sigma * math.sqrt(s)
