@@ -92,10 +92,18 @@ def test_numbers_written_as_text_are_binned_and_their_text_values_compared(spark
     y[:40] = ["-5.0"] * 20 + ["1e12"] * 20  # numbers outside the range
     y[40:50] = ["n/a"] * 10  # a text the input never holds
     syn = pd.DataFrame({"income": y})
+    # a code written as text (nine numbers): compared on its own values, as a category
+    sens["code"] = [str(v % 9 + 1) for v in range(len(sens))]
+    syn["code"] = [str(v % 7 + 1) for v in range(len(syn))]
     s_df, y_df = spark.createDataFrame(sens), spark.createDataFrame(syn)
     m = evaluate(s_df, y_df, typed_sensitive=s_df, typed_synthetic=y_df, numeric_columns=[])
     rule = m["yardstick"]["columns"]["income"]
     assert rule["rule"] == "bins" and rule["text"] and len(rule["edges"]) == 9
+    assert m["yardstick"]["columns"]["code"] == {
+        "rule": "values",
+        "kind": "category",
+        "why": "string or boolean: the input's own values",
+    }
     assert m["out_of_support"]["by_column"]["income"]["count"] == 50
     outside = outside_shares(sens, syn)["by_column"]["income"]
     assert outside * len(syn) == pytest.approx(50)

@@ -105,11 +105,14 @@ def build_yardstick(
         kinds[c] = kind or "category"
     # numbers written as text (an income column holding numbers and "N"): a string column whose non-empty values
     # are mostly finite numbers is measured as a number; its other values are cells of their own
-    texts = _text_numbers(
+    texts, numbers_of = _text_numbers(
         sensitive, [c for c in columns if kinds[c] == "category" and isinstance(types[c], T.StringType)]
     )
     for c in texts:
-        kinds[c] = "number"
+        # a few numbers written as text (at most CATEGORICAL_MAX_VALUES distinct texts that are numbers): a
+        # code, compared on its own values, without the statistics pass below
+        if numbers_of[c] > CATEGORICAL_MAX_VALUES:
+            kinds[c] = "number"
     measured = [c for c in columns if kinds[c] != "category"]
     stats: dict[str, dict[str, Any]] = {}
     probabilities = F.lit([i / QUANTILE_BINS for i in range(1, QUANTILE_BINS)])
@@ -137,8 +140,8 @@ def build_yardstick(
             }
     rules: dict[str, dict[str, Any]] = {}
     for c in columns:
-        if c in texts and stats[c]["distinct"] <= CATEGORICAL_MAX_VALUES:
-            kinds[c] = "category"  # a few numbers written as text: a code, compared on its own values
+        if c in texts and kinds[c] == "number" and stats[c]["distinct"] <= CATEGORICAL_MAX_VALUES:
+            kinds[c] = "category"  # distinct texts, fewer numbers ("1" and "01"): a code, on its own values
         if kinds[c] == "category":
             rules[c] = {
                 "rule": "values",
@@ -290,18 +293,21 @@ TEXT_NUMBERS_SHARE = 0.5
 holds numbers written as text (:func:`build_yardstick`)."""
 
 
-def _text_numbers(sensitive: DataFrame, strings: Sequence[str]) -> tuple[str, ...]:
+def _text_numbers(sensitive: DataFrame, strings: Sequence[str]) -> tuple[tuple[str, ...], dict[str, int]]:
     """The string columns of ``strings`` whose non-empty values in ``sensitive`` are more than
     :data:`TEXT_NUMBERS_SHARE` finite numbers (:func:`~spark_dpsynth.data.types.text_as_number`, as the
-    DP test reads them): one Spark job (:func:`~spark_dpsynth.data.types.text_kind_counts`), 4 counts per
-    column to the driver; none without a string column."""
+    DP test reads them), and for each of them its number of distinct texts that are numbers: one Spark job
+    (:func:`~spark_dpsynth.data.types.text_kind_counts`), 8 counts per column to the driver; none without a
+    string column."""
     if not strings:
-        return ()
-    counts = text_kind_counts(sensitive, [_text_or_value(sensitive, c) for c in strings])
-    numbers, values = counts[:, :3].sum(axis=1), counts.sum(axis=1)
-    return tuple(
-        c for i, c in enumerate(strings) if numbers[i] and numbers[i] > TEXT_NUMBERS_SHARE * values[i]
+        return (), {}
+    records, values = text_kind_counts(sensitive, [_text_or_value(sensitive, c) for c in strings])
+    numbers, non_empty = records[:, :3].sum(axis=1), records.sum(axis=1)
+    found = tuple(
+        c for i, c in enumerate(strings) if numbers[i] and numbers[i] > TEXT_NUMBERS_SHARE * non_empty[i]
     )
+    distinct = values[:, :3].sum(axis=1)
+    return found, {c: int(distinct[strings.index(c)]) for c in found}
 
 
 def _text_or_value(df: DataFrame, c: str) -> Column:

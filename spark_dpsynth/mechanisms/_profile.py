@@ -554,7 +554,7 @@ def dp_text_numbers(
     right = acct.right("text_numbers")
     s = len(columns)
     # Private: 4 s counts, noised below and deleted.
-    true = text_kind_counts(df, [F.col(f"`{c}`") for c in columns])
+    true, _ = text_kind_counts(df, [F.col(f"`{c}`") for c in columns])
     if right.sigma is not None:
         noisy = acct.gaussian("text_numbers", true, math.sqrt(s)).astype(np.float64)
         std = right.sigma * math.sqrt(s)
