@@ -258,6 +258,14 @@ def _release(n_protected: int, **manifest_entries) -> Release:
     return Release.from_pandas(aggregates, manifest)
 
 
+def test_release_coverage_counts_the_released_empty_cells():
+    # C: its released value covers 3% of the records and its released (noisy) empty count 90%: a column empty
+    # where its question does not apply is not listed; the workload mechanism's counts are its discovery's
+    assert [e["column"] for e in release_coverage(_release(100, empty_counts={"C": 90}))] == ["B"]
+    listed = release_coverage(_release(100, domain_discovery={"empty_counts": {"C": 90, "B": -4}}))
+    assert [e["column"] for e in listed] == ["B"] and listed[0]["released_share"] == 0.0
+
+
 def test_release_coverage_lists_columns_that_released_nothing_or_almost_nothing():
     listed = release_coverage(_release(100))
     assert [e["column"] for e in listed] == ["B", "C"]  # G_x is a multi-value column's binary column

@@ -1232,11 +1232,17 @@ def test_only_categories_with_values_from_the_data_are_checked() -> None:
 
 @pytest.mark.slow
 def test_workload_reports_identifier_like_columns(spark) -> None:
+    from spark_dpsynth.evaluation.coverage import release_coverage
     from spark_dpsynth.mechanisms.workload import fit_workload
     from spark_dpsynth.params import WorkloadParams
 
-    rows = [(f"id{i}", "a" if i % 3 else "b", "x" if i % 2 else "y", i % 90) for i in range(2000)]
-    df = spark.createDataFrame(rows, "id string, p string, q string, age int")
+    # job: empty where it does not apply (70% of the records), two values elsewhere: its released values
+    # cover 30% of the records and its released empty count the rest, so it is not identifier-like
+    rows = [
+        (f"id{i}", "a" if i % 3 else "b", "x" if i % 2 else "y", i % 90, None if i % 10 < 7 else f"j{i % 2}")
+        for i in range(2000)
+    ]
+    df = spark.createDataFrame(rows, "id string, p string, q string, age int, job string")
     params = WorkloadParams(epsilon=4.0, delta=1e-6, selection="mst", seed=3, estimation_iterations=20)
     lines: list[str] = []
     release = fit_workload(
@@ -1245,6 +1251,7 @@ def test_workload_reports_identifier_like_columns(spark) -> None:
     entry = release.manifest["high_cardinality"]
     assert list(entry["columns"]) == ["id"] and entry["columns"]["id"]["released_values"] == 0
     assert sum("identifier-like" in line for line in lines) == 1
+    assert [e["column"] for e in release_coverage(release)] == ["id"]
 
 
 def _pipeline(args: list[str], cwd) -> None:  # noqa: ANN001

@@ -44,7 +44,8 @@ or when its synthetic share of non-empty cells is less than this share of its se
 
 
 def release_coverage(release: Release, share: float = EMPTY_COLUMN_SHARE) -> list[dict[str, Any]]:
-    """Columns of a release that released no value or values covering less than ``share`` of n'.
+    """Columns of a release that released no value, or values covering with the column's empty cells less than
+    ``share`` of n'.
 
     Args:
         release: a release with 1-tuples (marginals or class-conditional); a release without 1-tuples
@@ -53,8 +54,10 @@ def release_coverage(release: Release, share: float = EMPTY_COLUMN_SHARE) -> lis
 
     Returns:
         One dict per listed column, in release order: ``{"column", "released_values"`` (the number of
-        released 1-tuples of the column), ``"released_share"`` (sum of their noisy counts / n', in [0, inf);
-        None without n'), ``"binned"`` (the column has public bins in the manifest), ``"advice"}``.
+        released 1-tuples of the column), ``"released_share"`` (the sum of their noisy counts and of the
+        column's released noisy count of empty cells, ``empty_counts`` or ``domain_discovery.empty_counts``, over
+        n', in [0, inf); None without n'), ``"binned"`` (the column has public bins in the manifest),
+        ``"advice"}``.
 
     Raises:
         InvalidParameterError: ``share`` is not in (0, 1).
@@ -70,6 +73,9 @@ def release_coverage(release: Release, share: float = EMPTY_COLUMN_SHARE) -> lis
     derived = set((manifest.get("multi_value_columns") or {}).keys())
     bins = set(((manifest.get("data") or {}).get("bins") or {}).keys())
     n_protected = manifest.get("protected_number_of_records")
+    # the released noisy counts of each column's empty cells (a column empty where the question does not apply):
+    # the marginals mechanism's, or the workload mechanism's domain discovery's
+    empty = manifest.get("empty_counts") or (manifest.get("domain_discovery") or {}).get("empty_counts") or {}
     counts = np.bincount(
         ones.columns[:, 0].astype(np.int64), weights=ones.counts, minlength=len(release.columns)
     )
@@ -78,7 +84,9 @@ def release_coverage(release: Release, share: float = EMPTY_COLUMN_SHARE) -> lis
     for i, column in enumerate(release.columns):
         if column in derived:
             continue
-        covered = float(counts[i]) / n_protected if n_protected else None
+        covered = (
+            (float(counts[i]) + max(0, int(empty.get(column, 0)))) / n_protected if n_protected else None
+        )
         if values[i] > 0 and (covered is None or covered >= share):
             continue
         out.append(

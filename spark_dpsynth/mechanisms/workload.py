@@ -329,19 +329,6 @@ def fit_workload(
             release_key,
             protected_n=bins.protected_n if bins.protected_n is not None else protected_n,
         )
-        # Identifier-like columns, from the released 1-way values only (docs/design.md section 2.8).
-        high_cardinality = report_high_cardinality(
-            {
-                names[j]: (
-                    len(discovery.domains[j]),
-                    float(sum(n for (jj, _), n in discovery.counts.items() if jj == j)),
-                )
-                for j in range(d)
-                if j not in public and names[j] not in derived
-            },
-            protected_n,
-            progress,
-        )
         kept = discovery.kept
         sizes = tuple(len(discovery.domains[j]) + 1 for j in kept)
         kept_names = tuple(names[j] for j in kept)
@@ -403,6 +390,22 @@ def fit_workload(
         measurements = [*known, *measurements]
         entries = [*known_entries, *entries]
         discovery.release_empty_counts(acct)
+        # Identifier-like columns, from the released 1-way values and noisy empty counts only (docs/design.md
+        # section 2.8): after the empty counts, the last draw of the release.
+        empty = discovery.manifest.get("empty_counts") or {}
+        high_cardinality = report_high_cardinality(
+            {
+                names[j]: (
+                    len(discovery.domains[j]),
+                    float(sum(n for (jj, _), n in discovery.counts.items() if jj == j))
+                    + max(0, int(empty.get(names[j], 0))),
+                )
+                for j in range(d)
+                if j not in public and names[j] not in derived
+            },
+            protected_n,
+            progress,
+        )
     finally:
         if backend is not None:
             backend.release_cache()
