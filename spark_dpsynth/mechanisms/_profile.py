@@ -542,12 +542,12 @@ def dp_text_numbers(
     Privacy:
         One Spark job (:func:`~spark_dpsynth.data.types.text_kind_counts`) reads, per column, four counts: the
         records whose value is a small whole number, another whole number, a finite number that is not whole, or
-        another non-empty text. A record added or
-        removed changes one of the four counts of each column by one: L2 sensitivity sqrt(s), and the discrete
-        Gaussian of std sigma sqrt(s) on the 4 s counts is 1 / (2 sigma^2)-zCDP (Canonne, Kamath, Steinke 2020,
-        Theorem 14), sigma that of the share ``text_numbers``; or L1 sensitivity s, and the discrete Laplace of
-        scale s / epsilon is epsilon-DP [DMNS06; Ghosh, Roughgarden, Sundararajan 2009]. The decision is
-        post-processing; nothing true is logged or returned.
+        another non-empty text. A record added or removed changes one of the four counts of each column by one:
+        L2 sensitivity sqrt(s), and the discrete Gaussian of std sigma sqrt(s) on the 4 s counts is
+        1 / (2 sigma^2)-zCDP (Canonne, Kamath, Steinke 2020, Theorem 14), sigma that of the share
+        ``text_numbers``; or L1 sensitivity s, and the discrete Laplace of scale s / epsilon is epsilon-DP
+        [DMNS06; Ghosh, Roughgarden, Sundararajan 2009]. The decision is post-processing; nothing true is logged
+        or returned.
     """
     if not columns:
         return {}
