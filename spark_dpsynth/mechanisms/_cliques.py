@@ -8,7 +8,8 @@ patterns with their multiplicity, the codes of consecutive columns packed into i
 A pass counts a batch of cliques whose tables hold at most a configured number of cells: every task builds,
 per clique, a dense ``bincount`` of its mixed-radix cell keys (C order), accumulated over its Arrow batches,
 then emits only its non-zero cells as ``(key, count)`` pairs, with ``key = offset[clique] + cell``; the pairs
-are summed over tasks (on the driver when partitions x cells is small, else by a ``groupBy``). What reaches the driver is release-sized: at most the pass's cells per task.
+are summed over tasks (on the driver when partitions x cells is small, else by a ``groupBy``). What reaches the
+driver is release-sized: at most the pass's cells per task.
 
 Every record adds exactly 1 to exactly one cell of every clique's table (empty values are a category of their
 own), so one clique's table has L2 (and L1) sensitivity 1 under adding or removing one record (one person
