@@ -29,15 +29,39 @@ a step with momentum fails the test above (adaptive restart: O'Donoghue and Cand
 Accelerated Gradient Schemes", Foundations of Computational Mathematics, 2015). The line search keeps every step
 a descent step, so the loss decreases monotonically. Measured on Adult (30 measured cliques, 94,094 cells): the
 loss that plain mirror descent reaches in 1,000 iterations is reached in about 150, each costing about one belief
-propagation. The solver stops early when the last ``WINDOW`` = 10 steps lowered the loss by less than
+propagation.
+
+**Proportional steps.** A mirror step moves the marginal of a cell of probability p by about p times its relative
+residual (mu - y) / mu, so the cells of small mass approach their measurements as many times slower than the
+largest ones, and the steps a fit needs grow with N / sigma: at 2,000,000 and 10,000,000 records the noise sees
+cells a million times smaller than the largest. Each step therefore also tries the *proportional direction*
+
+    d_C(x) = grad_C L(x) / (W_C(x) max(mu_C(x), s_C(x))) = (mu_C(x) - y_C(x)) / max(mu_C(x), s_C(x)),
+
+y_C the inverse-variance mean of the measurements of clique C and s_C = W_C^(-1/2) their combined noise std: the
+update of iterative proportional fitting, theta_C += log(y_C / mu_C) (Deming and Stephan, "On a least squares
+adjustment of a sampled frequency table when the expected marginal totals are known", Annals of Mathematical
+Statistics, 1940), to first order, for the cells above the noise, and the residual in noise stds for those
+below it (a Gauss-Newton step with the Hessian of L in theta_C taken as W_C diag(mu_C), clique by clique). It is
+not a descent direction everywhere: when the measurements disagree, grad L is not zero at the optimum, only
+the same for every record once summed over the cliques (sum_C grad_C(x_C) constant in x), which the mirror step
+turns into no change of the model and a cell-by-cell scaling does not. So it has its own step size, starting at
+1, and line search (the same test; after ``_PROPORTIONAL_BACKTRACKS`` = 4 halvings the step is left to the mirror
+trial and the size stays halved; x 1.5 after an accepted step), and each step takes the trial of lower loss. A step
+thus costs two propagations or more. Measured (``benchmarks/fit_convergence.py``, docs/design.md section 4.8):
+on the release of the EU LFS replicated to 2,000,000 records, from the cold start, the fit stops after about
+1,000 steps at half the loss at which the mirror step alone stops after 5,600; at 10,000,000 records after
+about 850 against 15,000.
+
+The solver stops early when the last ``WINDOW`` = 10 steps lowered the loss by less than
 ``tolerance`` (default 1e-4) per measured cell, or when no step lowers it any more. The rule is tied to the
 noise: the loss is in units of the measurements' noise variances, a noisy cell adds 1/2 to it on average at the
 true table, so the fit stops when the next steps would move it by a small fraction of the noise. A fixed number
 of iterations is not such a rule: the more records, the larger the loss of the starting model in these units
-and the more steps the fit needs (on the EU LFS replicated to 2,000,000 records, 176 measured marginals of
-93,499 cells at about 38 records of noise, the mean residual of a 1-way cell was 20 noise stds after 500
-steps, 2.4 after 3,000 and 1.3 after 6,000; on Adult's 32,561 records, 49 marginals, it is 0.56 after 500
-and the rule stops after about 1,650).
+and the more steps the fit needs (mirror steps alone, on the EU LFS replicated to 2,000,000 records, 176
+measured marginals of 93,499 cells at about 38 records of noise, the mean residual of a 1-way cell was 20 noise
+stds after 500 steps, 2.4 after 3,000 and 1.3 after 6,000; on Adult's 32,561 records, 49 marginals, it is 0.56
+after 500 and the rule stops after about 1,650).
 
 When ``total`` is not given, N is estimated from the measurements: each (whole) table's sum is an unbiased
 measurement of N with variance (number of cells) x sigma_i^2, and N is their inverse-variance weighted mean (at
@@ -79,6 +103,12 @@ _SHRINK = 0.5
 """Factor of the step size after a rejected step."""
 _MAX_BACKTRACKS = 30
 """Most halvings of one step before the solver stops (the loss cannot decrease further in float64)."""
+_PROPORTIONAL = True
+"""Whether each step also tries the proportional direction (module docstring)."""
+_PROPORTIONAL_BACKTRACKS = 4
+"""Most halvings of a proportional step before the step is left to the mirror step."""
+_PROPORTIONAL_GROW = 1.5
+"""Factor of the proportional step size after an accepted step (it is halved, and kept so, after a failure)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +118,9 @@ class FitReport:
     iterations: int
     """Mirror-descent steps taken (fewer than asked when the loss stopped decreasing)."""
     propagations: int
-    """Belief propagations run (steps plus rejected trials)."""
+    """Belief propagations run (two trials per step, plus rejected trials)."""
+    proportional_steps: int
+    """Steps taken along the proportional direction rather than the mirror step (module docstring)."""
     loss: float
     """The final loss L(mu) (module docstring), in squared standard deviations (halved)."""
     seconds: float
@@ -231,17 +263,38 @@ def estimate(
     measured_cells = sum(
         int(np.count_nonzero(np.broadcast_to(w, weighted[c].shape))) for c, w in precision.items()
     )
+    proportional_steps = 0
     if measured_cliques and iterations > 0:
-        alpha = 1.0 / (total * max(float(np.max(w)) for w in precision.values()))
+        # the noise std of each clique's combined measurements, cell by cell (cells no measurement covers: 0)
+        with np.errstate(divide="ignore"):
+            noise = {c: np.where(w > 0, 1.0 / np.sqrt(w), 0.0) for c, w in precision.items()}
+
+        def proportional_direction(
+            grad: dict[Clique, np.ndarray], mu: dict[Clique, np.ndarray]
+        ) -> dict[Clique, np.ndarray]:
+            """The proportional direction (module docstring): grad_C / (W_C max(mu_C, s_C)), 0 where W_C = 0."""
+            out = {}
+            for c, g in grad.items():
+                w = np.broadcast_to(precision[c], g.shape)
+                out[c] = np.divide(g, w * np.maximum(mu[c], noise[c]), out=np.zeros_like(g), where=w > 0)
+            return out
+
+        alphas = {
+            "mirror": 1.0 / (total * max(float(np.max(w)) for w in precision.values())),
+            "proportional": 1.0,
+        }
         previous = theta
         history = [loss]
         run = 0  # accepted momentum steps since the last restart
-        for _ in range(iterations):
-            accepted = False
+
+        def line_search(kind: str, direction: dict[Clique, np.ndarray]) -> tuple | None:
+            """The first trial step along ``direction`` that passes the Armijo test (module docstring), or None."""
+            nonlocal propagations
+            alpha = alphas[kind]
             beta = run / (run + 3.0) if _MOMENTUM else 0.0
-            for _ in range(_MAX_BACKTRACKS):
+            for _ in range(_MAX_BACKTRACKS if kind == "mirror" else _PROPORTIONAL_BACKTRACKS):
                 trial = {
-                    c: v - alpha * grad[c] + beta * (v - previous[c]) if c in grad else v
+                    c: v - alpha * direction[c] + beta * (v - previous[c]) if c in grad else v
                     for c, v in theta.items()
                 }
                 trial_beliefs = structure.calibrate(structure.clique_potentials(trial), total)
@@ -249,18 +302,27 @@ def estimate(
                 trial_loss, trial_mu, trial_grad = evaluate(trial_beliefs)
                 predicted = sum(float(np.vdot(grad[c], mu[c] - trial_mu[c])) for c in measured_cliques)
                 if trial_loss <= loss and loss - trial_loss >= _ARMIJO * predicted:
-                    previous = theta
-                    theta, beliefs, loss, mu, grad = trial, trial_beliefs, trial_loss, trial_mu, trial_grad
-                    alpha *= _GROW
-                    accepted = True
-                    run += 1
-                    break
+                    alphas[kind] = alpha * (_GROW if kind == "mirror" else _PROPORTIONAL_GROW)
+                    return trial_loss, trial, trial_beliefs, trial_mu, trial_grad, beta > 0
                 if beta > 0:  # restart the momentum (O'Donoghue and Candes 2015), same step size
-                    beta, run = 0.0, 0
+                    beta = 0.0
                     continue
                 alpha *= _SHRINK
-            if not accepted:
+            alphas[kind] = alpha
+            return None
+
+        for _ in range(iterations):
+            mirror = line_search("mirror", grad)
+            proportional = (
+                line_search("proportional", proportional_direction(grad, mu)) if _PROPORTIONAL else None
+            )
+            best = min((t for t in (mirror, proportional) if t is not None), key=lambda t: t[0], default=None)
+            if best is None:
                 break
+            proportional_steps += best is proportional
+            previous = theta
+            loss, theta, beliefs, mu, grad, momentum = best
+            run = run + 1 if momentum else 1
             steps += 1
             history.append(loss)
             if len(history) > WINDOW and history[-WINDOW - 1] - loss <= tolerance * measured_cells:
@@ -269,6 +331,7 @@ def estimate(
     model.fit_report = FitReport(
         iterations=steps,
         propagations=propagations,
+        proportional_steps=proportional_steps,
         loss=float(loss),
         seconds=time.perf_counter() - started,
         cells=structure.tree.size(),
