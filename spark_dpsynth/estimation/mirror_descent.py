@@ -50,8 +50,8 @@ turns into no change of the model and a cell-by-cell scaling does not. So it has
 trial and the size stays halved; x 1.5 after an accepted step), and each step takes the trial of lower loss. A step
 thus costs two propagations or more. Measured (``benchmarks/fit_convergence.py``, docs/design.md section 4.8):
 on the release of the EU LFS replicated to 2,000,000 records, from the cold start, the fit stops after about
-1,000 steps at half the loss at which the mirror step alone stops after 5,600; at 10,000,000 records after
-about 850 against 15,000.
+1,050 steps at less than half the loss at which the mirror step alone stops after 6,200; at 10,000,000 records
+after about 850 against 15,000.
 
 The solver stops early when the last ``WINDOW`` = 10 steps lowered the loss by less than
 ``tolerance`` (default 1e-4) per measured cell, or when no step lowers it any more. The rule is tied to the
