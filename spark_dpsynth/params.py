@@ -930,9 +930,10 @@ class WorkloadParams:
     recounted per round in bounded Spark passes (int64 cells: 8 bytes each)."""
     max_cells_per_pass: int = 4_000_000
     """Cells (>= 1) of clique tables counted in one Spark pass (bounds each task's and the driver's arrays)."""
-    estimation_iterations: int = 50
-    """AIM: iterations (>= 1) of the estimator in each round, warm-started from the previous round's model
-    (the synthesizer makes its own final fit)."""
+    estimation_iterations: int | None = None
+    """AIM: the most steps (>= 1) of the estimator in each round, warm-started from the previous round's model
+    (the synthesizer makes its own final fit); None: 300 where the counts hold few noise stds, down to 50 at
+    scale (``mechanisms._aim.refit_steps``, docs/design.md section 4.8)."""
     bins_epsilon_proportion: float = 0.075
     """B_p in (0, 1): share of rho spent on the DP profile (code or measurement, range, bin edges) of numeric,
     date and timestamp columns without public bins (from ``[aggregate]``; spent only when there is one,
@@ -983,9 +984,10 @@ class WorkloadParams:
             "max_candidates_per_round",
             "max_candidate_cells",
             "max_cells_per_pass",
-            "estimation_iterations",
         ):
             v.integer(name, getattr(self, name), low=1)
+        if self.estimation_iterations is not None:
+            v.integer("estimation_iterations", self.estimation_iterations, low=1)
         if self.max_clique_cells > self.max_cells_per_pass:
             raise InvalidParameterError(
                 f"max_clique_cells must be <= max_cells_per_pass ({self.max_cells_per_pass}), "

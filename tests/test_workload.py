@@ -267,6 +267,35 @@ def test_aim_joins_the_parts_its_rounds_leave_apart_with_what_is_left() -> None:
     assert all("joining" not in str(r.get("kind", "")) for r in rounds)
 
 
+def test_aim_refits_take_more_steps_where_the_counts_hold_few_noise_stds() -> None:
+    """The rounds' refits may take 300 steps while N / sigma <= 3,000, a cap that falls as sigma / N above
+    it and stays at 50 from N / sigma = 18,000; a user's ``estimation_iterations`` is kept. In a run with
+    seeded noise, each round records the steps its refit took, within the cap, and some refit of this small
+    table takes more than the 50 steps of a fixed cap."""
+    from spark_dpsynth.mechanisms._aim import REFIT_STEPS_MAX, REFIT_STEPS_MIN, refit_steps
+
+    assert refit_steps(20_062, 18.0, None) == REFIT_STEPS_MAX == 300  # the SF fire calls at eps 4
+    assert refit_steps(300_000, 37.0, None) == int(300 * 3_000 * 37.0 / 300_000) == 111
+    assert refit_steps(2_000_000, 37.6, None) == REFIT_STEPS_MIN == 50  # the EU LFS replicated to 2M
+    assert refit_steps(2_000_000, 37.6, 20) == 20
+    caps = [refit_steps(n, 10.0, None) for n in (1e3, 1e4, 3e4, 6e4, 1e5, 1e6)]
+    assert caps == sorted(caps, reverse=True)
+
+    d = 6
+    codes, sizes = _chain(3000, d)
+    names = tuple(f"x{i}" for i in range(d))
+    acct = Accountant(1.0, 1e-6, noise=SeededNoise(11))
+    rho = acct.convert_to_rho(1.0, 1e-6)
+    params = WorkloadParams(selection="aim", max_rounds=8, aim_join_columns=False)
+    assert params.estimation_iterations is None
+    _, _, rounds = select_and_measure(
+        LocalCliqueCounter(codes, sizes), names, rho, params, acct, order_key=b"k"
+    )
+    refits = [r for r in rounds if "refit_steps" in r]
+    assert refits and all(1 <= r["refit_steps"] <= refit_steps(3000, r["sigma"], None) for r in refits)
+    assert max(r["refit_steps"] for r in refits) > REFIT_STEPS_MIN
+
+
 def test_a_wide_round_pool_keeps_half_for_pairs() -> None:
     """On a wide table the extensions of measured pairs alone would fill the pool: at least half of it stays
     pairs (so that two columns no measured clique holds can still be joined), the rest extensions."""

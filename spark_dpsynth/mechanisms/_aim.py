@@ -7,6 +7,7 @@ of :mod:`spark_dpsynth.estimation` refitted after each.
   columns the rounds left apart (:func:`_join_round`);
 * :func:`aim_candidates`, :func:`candidate_order`, :func:`order_key`: the cliques scored in a round (public);
 * :func:`choose_fitting`: the exponential mechanism over the candidates that fit the model-size rule;
+* :func:`refit_steps`: the step cap of the rounds' refits;
 * :class:`Projector`, :func:`model_size_rule`: post-processing of the DP model (its marginals, its size).
 """
 
@@ -36,7 +37,37 @@ __all__ = [
     "choose_fitting",
     "model_size_rule",
     "order_key",
+    "refit_steps",
 ]
+
+REFIT_STEPS_MAX = 300
+"""The rounds' refits take at most this many steps where the counts hold few noise stds (:func:`refit_steps`)."""
+REFIT_STEPS_MIN = 50
+"""... and at least this many, however many noise stds the counts hold."""
+REFIT_FULL_RATIO = 3_000.0
+"""N / sigma up to which a refit may take :data:`REFIT_STEPS_MAX` steps; above it the cap falls as sigma / N."""
+
+
+def refit_steps(total: float, sigma: float, iterations: int | None) -> int:
+    """The step cap of one of AIM's warm-started refits (docs/design.md section 4.8, "The rounds' refits"):
+    ``iterations`` when set, else REFIT_STEPS_MAX x min(1, REFIT_FULL_RATIO / (N / sigma)), at least
+    REFIT_STEPS_MIN. The steps a refit needs grow with N / sigma, the number of noise stds the counts hold (a
+    mirror step moves a cell by its relative residual); where N / sigma is small the fit's stopping rule ends most
+    refits well before the cap, and where it is large none, so the cap is what bounds the rounds' time there.
+
+    Args:
+        total: N, the model's number of records (> 0; DP: estimated from the measurements).
+        sigma: the noise std of the round's measurement, in records (> 0; public).
+        iterations: the user's fixed cap (``[workload] estimation_iterations``), or None for the rule.
+
+    Returns:
+        The cap, in [REFIT_STEPS_MIN, REFIT_STEPS_MAX] by the rule. Post-processing of DP values: it spends nothing.
+    """
+    if iterations is not None:
+        return iterations
+    cap = REFIT_STEPS_MAX * min(1.0, REFIT_FULL_RATIO * sigma / total)
+    return max(REFIT_STEPS_MIN, int(cap))
+
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +86,7 @@ def aim(
     """AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1) over the candidates of
     :func:`aim_candidates`, with the estimator of :mod:`spark_dpsynth.estimation`; with ``aim_join_columns``,
     its last round joins the parts of the model its cliques leave apart (:func:`_join_round`)."""
-    from spark_dpsynth.estimation import Domain, estimate
+    from spark_dpsynth.estimation import Domain, estimate, estimate_total
 
     state = State()
     d = len(sizes)
@@ -84,7 +115,8 @@ def aim(
         used += 1.0 / (2 * sigma0**2)
     state.rounds.append({"round": 0, "kind": "1-way tables", "rho": used, "sigma": sigma0})
     report(progress, log, f"workload (aim): 1-way tables measured (sigma {sigma0:.3g}); fitting the model")
-    model = estimate(domain, as_measurements(), iterations=params.estimation_iterations)
+    steps = refit_steps(estimate_total(as_measurements()), sigma0, params.estimation_iterations)
+    model = estimate(domain, as_measurements(), iterations=steps)
     candidates_all = [c for c in all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
     wide = len(candidates_all) > params.max_candidates_per_round
     measured_cliques: list[tuple[int, ...]] = list(ones)
@@ -185,7 +217,10 @@ def aim(
             f"workload (aim): round {t}: {[names[x] for x in chosen]} of {len(pool)} candidates "
             f"(sigma {sigma:.3g}, rho used {used / rho:.0%})",
         )
-        model = estimate(domain, as_measurements(), iterations=params.estimation_iterations, warm_start=model)
+        steps = refit_steps(model.total, sigma, params.estimation_iterations)
+        model = estimate(domain, as_measurements(), iterations=steps, warm_start=model)
+        if model.fit_report is not None:
+            state.rounds[-1]["refit_steps"] = model.fit_report.iterations
         after = model.project(tuple(names[x] for x in chosen))
         # Annealing (AIM, Algorithm 1, lines 14-16): both estimates are DP, so this test is post-processing.
         if (
