@@ -43,7 +43,7 @@ __all__ = [
 REFIT_STEPS_MAX = 300
 """The rounds' refits take at most this many steps where the counts hold few noise stds (:func:`refit_steps`)."""
 REFIT_STEPS_MIN = 50
-"""... and at least this many, however many noise stds the counts hold."""
+"""The rounds' refits may take at least this many steps, however many noise stds the counts hold."""
 REFIT_FULL_RATIO = 3_000.0
 """N / sigma up to which a refit may take :data:`REFIT_STEPS_MAX` steps; above it the cap falls as sigma / N."""
 
@@ -115,8 +115,9 @@ def aim(
         used += 1.0 / (2 * sigma0**2)
     state.rounds.append({"round": 0, "kind": "1-way tables", "rho": used, "sigma": sigma0})
     report(progress, log, f"workload (aim): 1-way tables measured (sigma {sigma0:.3g}); fitting the model")
-    steps = refit_steps(estimate_total(as_measurements()), sigma0, params.estimation_iterations)
-    model = estimate(domain, as_measurements(), iterations=steps)
+    total = estimate_total(as_measurements())
+    steps = refit_steps(total, sigma0, params.estimation_iterations)
+    model = estimate(domain, as_measurements(), iterations=steps, total=total)
     candidates_all = [c for c in all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
     wide = len(candidates_all) > params.max_candidates_per_round
     measured_cliques: list[tuple[int, ...]] = list(ones)
