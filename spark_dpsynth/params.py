@@ -31,6 +31,8 @@ __all__ = [
     "MIN_DELTA",
     "MAX_HASH_BUCKETS",
     "MAX_MULTI_VALUES",
+    "MAX_ROWS_PER_PERSON_BOUND",
+    "PersonRows",
     "MAX_PARTITIONS",
     "MAX_RECORDS_PER_PARTITION",
     "MAX_SYNTHETIC_RECORDS",
@@ -104,6 +106,25 @@ class Accounting(enum.StrEnum):
     TIGHT_ZCDP = "tight_zcdp"
     """The largest rho whose exact zCDP -> (epsilon, delta) conversion (Canonne, Kamath, Steinke 2020,
     Proposition 12, computed by OpenDP) gives epsilon_M at delta/2: same guarantee, larger rho, smaller sigma."""
+
+
+class PersonRows(enum.StrEnum):
+    """What a privacy unit does with a person's rows (``DataConfig.person_rows``; docs/design.md section 2.10)."""
+
+    AUTO = "auto"
+    """``events``, unless multi-value columns are declared (then ``merge``, SDS's record of a person)."""
+    EVENTS = "events"
+    """Person-level DP over the event rows: each person keeps at most L rows (``max_rows_per_person``, or a DP
+    percentile), the rows are measured at the row-level budget that group privacy over L rows allows, and the
+    synthetic table holds persons with their rows under one surrogate key."""
+    MERGE = "merge"
+    """A person's rows are merged into one record (SDS's ``subject_id``); the synthetic table holds one record
+    per person."""
+
+
+MAX_ROWS_PER_PERSON_BOUND = 100_000
+"""Largest ``DataConfig.rows_per_person_bound``: the DP percentile of rows per person scores every candidate
+0..bound in one array on the driver."""
 
 
 TEXT_NUMBERS_EPSILON_PROPORTION = 0.01
@@ -288,6 +309,26 @@ class DataConfig:
     """Public bin edges for numeric columns: column name -> :class:`BinSpec`."""
     privacy_unit: str | None = None
     """Column naming the person whose rows form one record (the privacy unit); None: each row is a record."""
+    person_rows: PersonRows = PersonRows.AUTO
+    """With ``privacy_unit``: ``events`` keeps a person's rows (person-level DP over event rows, each person
+    bounded to L rows), ``merge`` merges them into one record (SDS's semantics), ``auto`` is ``merge`` when
+    multi-value columns are declared, else ``events`` (docs/design.md section 2.10)."""
+    max_rows_per_person: int | None = None
+    """L, the public cap on the rows one person contributes (``person_rows = events``), 1..100000: a person with
+    more keeps L of them, chosen by a keyed hash. None: a DP percentile of the rows per person chooses it
+    (``rows_per_person_percentile``, searched in 1..``rows_per_person_bound``)."""
+    rows_per_person_percentile: float = 0.75
+    """The percentile, in (0, 1), of the persons' numbers of rows that the DP choice of L aims at."""
+    rows_per_person_bound: int = 1000
+    """The public upper end, 1..100000, of the DP search for L: L is at most this (a range that must not depend
+    on the data)."""
+    person_columns: tuple[str, ...] | None = None
+    """Columns whose value is one per person (birth year, home region), declared: a synthetic person's rows share
+    them. None: a DP test finds them (a column is a person column when the noisy number of persons whose rows
+    hold two values is at most 5% of the noisy number of persons)."""
+    time_column: str | None = None
+    """The event time (a date or timestamp column) along which a synthetic person's rows are ordered; None: the
+    first date or timestamp column of the input, if any."""
     multi_value: Mapping[str, str] = field(default_factory=dict)
     """Multi-value columns: column name -> the delimiter (non-empty) between its values in a cell."""
     max_multi_values: int = 64
@@ -364,6 +405,22 @@ class DataConfig:
                     raise InvalidParameterError(
                         f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from {what}"
                     )
+        object.__setattr__(self, "person_rows", PersonRows(self.person_rows))
+        if self.max_rows_per_person is not None:
+            v.integer("max_rows_per_person", self.max_rows_per_person, low=1, high=MAX_ROWS_PER_PERSON_BOUND)
+        v.open_unit("rows_per_person_percentile", self.rows_per_person_percentile)
+        v.integer("rows_per_person_bound", self.rows_per_person_bound, low=1, high=MAX_ROWS_PER_PERSON_BOUND)
+        if self.person_columns is not None:
+            if isinstance(self.person_columns, str):
+                raise InvalidParameterError(
+                    f"person_columns must be a list of column names, got {self.person_columns!r}"
+                )
+            object.__setattr__(self, "person_columns", tuple(self.person_columns))
+            if self.privacy_unit is not None and self.privacy_unit in self.person_columns:
+                raise InvalidParameterError(
+                    f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from "
+                    "person_columns"
+                )
         v.integer("max_multi_values", self.max_multi_values, low=1, high=MAX_MULTI_VALUES)
         v.integer("dp_bins", self.dp_bins, low=2)
         if self.text_numbers is not None and not isinstance(self.text_numbers, bool):
@@ -491,6 +548,16 @@ class DataConfig:
     def merges_rows(self) -> bool:
         """True when records are not rows: a privacy unit merges rows, or multi-value columns expand cells."""
         return self.privacy_unit is not None or bool(self.multi_value)
+
+    @property
+    def keeps_events(self) -> bool:
+        """True when a privacy unit keeps its persons' event rows (``person_rows`` ``events``, or ``auto``
+        without multi-value columns): person-level DP with event rows out (docs/design.md section 2.10)."""
+        if self.privacy_unit is None:
+            return False
+        if self.person_rows is PersonRows.AUTO:
+            return not self.multi_value
+        return self.person_rows is PersonRows.EVENTS
 
 
 def hash_bucket_labels(buckets: int) -> tuple[str, ...]:

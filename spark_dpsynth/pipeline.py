@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from spark_dpsynth._progress import Progress
+    from spark_dpsynth.privacy.noise import NoiseSource
     from spark_dpsynth.release.core import Release
 
 log = logging.getLogger("spark_dpsynth.pipeline")
@@ -65,6 +66,7 @@ __all__ = [
     "evaluate_tables",
     "fit",
     "fit_release",
+    "fit_rows",
     "job_config",
     "load",
     "read_table",
@@ -365,7 +367,8 @@ def check_synthetic_columns(release, synthetic) -> None:  # noqa: ANN001
     if release.manifest.get("multi_value_columns"):
         return  # its joined columns are split back by name (data.prepare.split_multi_value), checked there
     have = {c.lower() for c in synthetic.columns}
-    missing = [c for c in release.columns if c.lower() not in have]
+    derived = {"rows_per_person"} if release.manifest.get("persons") else set()  # from the key (design 2.10)
+    missing = [c for c in release.columns if c.lower() not in have and c not in derived]
     if missing:
         raise SchemaError(
             f"the synthetic data lacks the release's column{'s' if len(missing) > 1 else ''} "
@@ -375,6 +378,34 @@ def check_synthetic_columns(release, synthetic) -> None:  # noqa: ANN001
 
 def fit_release(
     df: DataFrame, config: JobConfig, spark: SparkSession, *, progress: Progress | None = None
+) -> registry.Fitted:
+    """The DP release of ``df``: with a privacy unit that keeps its event rows (``DataConfig.keeps_events``), the
+    person-level release of :mod:`spark_dpsynth.mechanisms.persons` around :func:`fit_rows`; else
+    :func:`fit_rows` itself (docs/design.md sections 2.10 and 4.7).
+
+    Raises:
+        SchemaError: a schema check (privacy unit, person or time column) before any data is read.
+    """
+    spec = registry.mechanism(config.mechanism_name())
+    if config.data.keeps_events and not spec.keeps_rows:
+        from spark_dpsynth.mechanisms.persons import fit_events
+
+        return fit_events(
+            df,
+            config,
+            lambda rows, row_config, noise: fit_rows(rows, row_config, spark, progress=progress, noise=noise),
+            progress=progress,
+        )
+    return fit_rows(df, config, spark, progress=progress)
+
+
+def fit_rows(
+    df: DataFrame,
+    config: JobConfig,
+    spark: SparkSession,
+    *,
+    progress: Progress | None = None,
+    noise: NoiseSource | None = None,
 ) -> registry.Fitted:
     """The DP release of ``df`` (its rows after ``row_filter``) by the configured mechanism, or by the default's
     choice between the marginals and the workload (docs/design.md section 4.7): the one step that reads the
@@ -406,7 +437,7 @@ def fit_release(
         spark=spark,
         read_public=read_public if spec.needs_public else None,
         progress=progress,
-        accountant=release_accountant(params),
+        accountant=release_accountant(params, noise),
     )
     if config.chooses_mechanism():
         from spark_dpsynth.mechanisms.choice import fit_auto
@@ -459,6 +490,17 @@ def synthesize(
     from spark_dpsynth.synthesizers._types import restore_types
 
     spec = registry.resolve_synthesizer(release.manifest, config.requested_synthesizer())
+    persons = release.manifest.get("persons")
+    if persons is not None:
+        # An event table (docs/design.md section 2.10): a pool of event rows, from which persons are cut.
+        from spark_dpsynth.mechanisms.persons import pool_size
+
+        target_rows = config.synthesize.target_number_of_records
+        pool = dataclasses.replace(
+            config.synthesize, target_number_of_records=pool_size(persons, target_rows)
+        )
+        config = dataclasses.replace(config, synthesize=pool)
+        partitions = max(partitions or 1, synthesis_plan(spark, config, release, adapt=True))
     if partitions is None:
         partitions = synthesis_plan(spark, config, release, adapt=True)
     params = dataclasses.replace(config.synthesize, partitions=partitions)
@@ -474,7 +516,14 @@ def synthesize(
 
         synthetic = join_multi_value(synthetic, release.columns, release.manifest)
     # The input's column types (docs/design.md section 2.8), for every synthesizer: bin labels never reach the output.
-    return restore_types(synthetic, release.manifest, seed=config.synthesize.seed)
+    synthetic = restore_types(synthetic, release.manifest, seed=config.synthesize.seed)
+    if persons is not None:
+        from spark_dpsynth.mechanisms.persons import assemble_persons
+
+        synthetic = assemble_persons(
+            synthetic, dict(persons), target_rows=target_rows, seed=config.synthesize.seed, progress=progress
+        )
+    return synthetic
 
 
 def write_synthetic(
@@ -535,6 +584,20 @@ def evaluate_tables(
     from spark_dpsynth.evaluation.metrics import evaluate as evaluate_records
     from spark_dpsynth.evaluation.numeric import typed_sensitive_table
 
+    persons = release.manifest.get("persons")
+    if persons is not None:
+        # An event table: rows compared with rows, each with its person's number of rows capped at L (design 2.10).
+        from spark_dpsynth.mechanisms.persons import ROWS_COLUMN, with_rows_column
+
+        unit, cap = persons["privacy_unit_column"], int(persons["max_rows_per_person"])
+        df = sensitive_persons = with_rows_column(df, unit, cap)
+        synthetic = synthetic_persons = with_rows_column(synthetic, unit, cap)
+        config = dataclasses.replace(
+            config,
+            data=dataclasses.replace(
+                config.data, privacy_unit=None, columns=tuple(release.columns), person_columns=None
+            ),
+        )
     check_synthetic_columns(release, synthetic)
     data = resolve_columns(df.columns, config.data)
     # Identifier columns are never compared (left out of the measurement, surrogate keys; design 2.8): the
@@ -598,6 +661,13 @@ def evaluate_tables(
     )
     if not release.marginals:
         metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
+    if persons is not None:
+        from spark_dpsynth.evaluation.persons import person_metrics
+
+        events = [c for c in release.columns if c != ROWS_COLUMN]
+        metrics["persons"] = person_metrics(
+            sensitive_persons, synthetic_persons, unit, cap, list(persons.get("person_columns") or ()), events
+        )
     return metrics
 
 

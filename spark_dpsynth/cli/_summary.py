@@ -7,7 +7,7 @@ import os
 
 from spark_dpsynth.data.publish import OutputStage
 
-__all__ = ["describe_meanings", "summary"]
+__all__ = ["describe_meanings", "describe_person_guarantee", "describe_person_metrics", "summary"]
 
 
 def describe_meanings(meanings: dict) -> str:  # type: ignore[type-arg]
@@ -25,6 +25,34 @@ def describe_meanings(meanings: dict) -> str:  # type: ignore[type-arg]
         return " (DP profile: " + ", ".join(shown[:8]) + more + ")"
 
     return f"{len(codes)} codes{names(codes)}, {len(measures)} measurements{names(measures)}"
+
+
+def describe_person_guarantee(persons: dict) -> str:  # type: ignore[type-arg]
+    """The person-level guarantee of an event release, from the manifest's ``persons`` block (public): the
+    privacy unit, (epsilon, delta) per person, the cap L and how it was chosen, the row-level budget of the
+    events (group privacy over L rows)."""
+    source, percentile = persons.get("cap_source"), persons.get("cap_percentile")
+    if source == "dp_percentile":
+        how = "DP percentile" + ("" if percentile is None else f" {percentile:g}")
+    else:
+        how = str(source or "given")
+    return (
+        f"{persons.get('privacy_unit_column')}: epsilon {persons['epsilon']:g} per person, delta "
+        f"{persons['delta']:.3g}, at most {persons['max_rows_per_person']} rows per person ({how}); events "
+        f"measured at epsilon {persons['event_epsilon_per_row']:.4g}, delta {persons['event_delta_per_row']:.3g} "
+        "per row"
+    )
+
+
+def describe_person_metrics(persons: dict) -> str:  # type: ignore[type-arg]
+    """One line of the evaluation's ``persons`` metrics (NOT private): persons real / synthetic, the TVD of
+    rows per person (capped at L) and the share of real persons above L."""
+    tvd, share = persons.get("rows_per_person_tvd"), persons.get("share_above_cap")
+    return (
+        f"real {persons['persons']['sensitive']:,} / synthetic {persons['persons']['synthetic']:,}, rows-per-person "
+        f"TVD {'n/a' if tvd is None else f'{tvd:.4f}'}, share above L={persons['cap']} "
+        f"{'n/a' if share is None else f'{share:.1%}'} (not private)"
+    )
 
 
 def summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | None = None) -> str:  # noqa: ANN001
@@ -51,6 +79,10 @@ def summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | No
             "  person histograms      "
             + ", ".join(f"{h}: {d['bins']} bins, sigma {d['sigma']:.3g}" for h, d in m["histograms"].items()),
         ]
+    persons = m.get("persons")
+    if persons:
+        lines[2] = f"  privacy unit           {describe_person_guarantee(persons)}"
+        lines.insert(3, f"  protected persons      {persons.get('protected_number_of_persons')}")
     choice = m.get("mechanism_choice")
     if choice:
         lines.insert(3, f"  mechanism (auto)       {choice['mechanism']}: {choice['reason']}")
@@ -87,6 +119,8 @@ def summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | No
         lines += [f"  subsets compared       {line}" for line in describe_sampling(metrics)]
         lines += [f"  rows compared          {line}" for line in describe_row_sampling(metrics)]
         lines.append(f"  synthetic rows         {metrics['rows']['synthetic']}")
+        if metrics.get("persons"):
+            lines.append(f"  persons                {describe_person_metrics(metrics['persons'])}")
         blank = metrics.get("blank_cell_share") or {}
         if blank.get("synthetic") is not None and blank.get("sensitive") is not None:
             lines.append(
@@ -127,6 +161,11 @@ def summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | No
             f"  identifier columns     {', '.join(identifiers)}: left out of the measurement by configuration, "
             "synthetic surrogate keys"
         )
+    from spark_dpsynth.evaluation.persons import row_level_identifier_note
+
+    note = row_level_identifier_note(m)
+    if note:
+        lines.append(f"  note: {note}")
     from spark_dpsynth.evaluation.coverage import column_warnings
 
     lines += [f"  EMPTY COLUMN           {line}" for line in column_warnings(release, metrics)]

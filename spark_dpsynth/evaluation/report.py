@@ -3,7 +3,8 @@
 ``write_report(metrics, directory)`` writes ``directory/report.html`` from the dict :func:`spark_dpsynth.evaluation.metrics.
 evaluate` returns (the content of ``metrics.json``): a banner saying the page compares against the sensitive data
 and is not private, the privacy parameters of the release (copied from its manifest into ``metrics["privacy"]``),
-the headline numbers (:func:`headline_numbers`), the columns that released nothing or almost nothing, SDS's
+the headline numbers (:func:`headline_numbers`), the persons of an event release (``metrics["persons"]``:
+rows per person, person columns), the columns that released nothing or almost nothing, SDS's
 evaluator tables, the numeric columns' distances (KS, Wasserstein-1, overlaid CDFs of the worst columns,
 sensitive / synthetic / difference correlation heatmaps; docs/design.md section 5.4), and plots drawn with matplotlib's Agg
 renderer (no display, no global pyplot state) and embedded as base64 PNG ``data:`` URIs, so the page has no
@@ -106,6 +107,7 @@ def render_report(metrics: dict[str, Any], *, title: str = "spark_dpsynth evalua
         _banner(metrics),
         _privacy_section(metrics.get("privacy")),
         _headline_section(metrics),
+        _persons_section(metrics.get("persons")),
         _empty_columns_section(metrics.get("empty_columns")),
         _identifiers_section(metrics.get("identifier_columns")),
         _failed_section(metrics.get("failed_metrics")),
@@ -334,6 +336,56 @@ def _headline_section(metrics: dict[str, Any]) -> str:
         '<table class="headline"><thead><tr><th>metric</th><th>value</th></tr></thead><tbody>'
         + "".join(rows)
         + "</tbody></table></section>"
+    )
+
+
+def _persons_section(persons: dict[str, Any] | None) -> str:
+    """Persons of an event release (:func:`spark_dpsynth.evaluation.persons.person_metrics`): the headline
+    figures and the rows per person, real vs synthetic."""
+    if not persons:
+        return ""
+    cap, counts, shares = persons["cap"], persons["persons"], persons["rows_per_person"]
+    means = " / ".join(
+        _format(persons["mean_rows_per_person"][k], "dec2")
+        for k in ("sensitive", "sensitive_uncapped", "synthetic")
+    )
+    rows = [
+        (
+            "persons, sensitive / synthetic",
+            " / ".join(_format(counts[k], "int") for k in ("sensitive", "synthetic")),
+        ),
+        ("L, the cap on the rows of one person", _format(cap, "int")),
+        ("sensitive persons with more than L rows (NOT private)", _format(persons["share_above_cap"], "pct")),
+        ("mean rows per person: sensitive capped at L / uncapped / synthetic", means),
+        ("TVD of rows per person (capped at L)", _format(persons["rows_per_person_tvd"], "dec")),
+    ]
+    rows += [
+        (f"TVD of person column {c}", _format(v, "dec")) for c, v in persons["person_columns_tvd"].items()
+    ]
+    rows += [
+        (f"TVD of the mean rows per person by value of {c}", _format(e["tvd_of_means"], "dec"))
+        for c, e in persons["events_by_category"].items()
+    ]
+    fig = Figure(figsize=(min(max(6.4, 0.3 * cap + 2.0), 12.0), 3.2))
+    ax = fig.add_subplot()
+    x = np.asarray(shares["values"])
+    ax.bar(x - 0.2, [_nan(v) for v in shares["sensitive"]], width=0.4, color=_REAL_COLOR, label="sensitive")
+    ax.bar(
+        x + 0.2, [_nan(v) for v in shares["synthetic"]], width=0.4, color=_SYNTHETIC_COLOR, label="synthetic"
+    )
+    ax.set_xticks(x if cap <= 30 else x[:: math.ceil(cap / 30)])
+    ax.set_xlabel(f"rows per person (at most L = {cap})")
+    ax.set_ylabel("share of persons")
+    ax.set_title(f"Rows per person (TVD {_format(persons['rows_per_person_tvd'], 'dec')})")
+    ax.legend()
+    return (
+        '<section id="persons"><h2>Persons</h2><p>An event table: many rows per person. The release keeps at most L '
+        "rows of each person (person-level DP); the synthetic table holds synthetic persons of at most L rows. "
+        "TVD: half the L1 distance of two distributions. Computed from the sensitive persons without noise: NOT "
+        "private.</p>"
+        + _table(["metric", "value"], [[_e(a), _e(b)] for a, b in rows], "headline")
+        + _png(fig, "rows per person, sensitive vs synthetic", "plot-persons-rows")
+        + "</section>"
     )
 
 
