@@ -314,14 +314,17 @@ class DataConfig:
     bounded to L rows), ``merge`` merges them into one record (SDS's semantics), ``auto`` is ``merge`` when
     multi-value columns are declared, else ``events`` (docs/design.md section 2.10)."""
     max_rows_per_person: int | None = None
-    """L, the public cap on the rows one person contributes (``person_rows = events``), 1..100000: a person with
-    more keeps L of them, chosen by a keyed hash. None: a DP percentile of the rows per person chooses it
-    (``rows_per_person_percentile``, searched in 1..``rows_per_person_bound``)."""
-    rows_per_person_percentile: float = 0.75
-    """The percentile, in (0, 1), of the persons' numbers of rows that the DP choice of L aims at."""
+    """L, the cap on the rows of one person that the event measurements read (``person_rows = events``),
+    1..100000: a person with more keeps L of them, chosen by a keyed hash. None: read off the noisy histogram of
+    rows per person at ``rows_per_person_percentile`` (post-processing, no further budget)."""
+    rows_per_person_percentile: float = 0.2
+    """The percentile, in (0, 1), of the persons' numbers of rows at which L is read off the noisy histogram of
+    rows per person. Low by default: the event noise grows as L, while the synthetic persons' numbers of rows
+    come from the histogram whatever L (docs/design.md section 2.10 gives the measurement behind 0.2)."""
     rows_per_person_bound: int = 1000
-    """The public upper end, 1..100000, of the DP search for L: L is at most this (a range that must not depend
-    on the data)."""
+    """The public upper end, 1..100000, of the bins of the histogram of rows per person (a person with more rows
+    is counted in the last bin; synthetic persons have at most this many rows); a range that must not depend on
+    the data."""
     person_columns: tuple[str, ...] | None = None
     """Columns whose value is one per person (birth year, home region), declared: a synthetic person's rows share
     them. None: a DP test finds them (a column is a person column when the noisy number of persons whose rows

@@ -493,12 +493,14 @@ def synthesize(
     persons = release.manifest.get("persons")
     if persons is not None:
         # An event table (docs/design.md section 2.10): a pool of event rows, from which persons are cut.
-        from spark_dpsynth.mechanisms.persons import pool_size
+        import numpy as np
 
-        target_rows = config.synthesize.target_number_of_records
-        pool = dataclasses.replace(
-            config.synthesize, target_number_of_records=pool_size(persons, target_rows)
-        )
+        from spark_dpsynth.mechanisms.persons import persons_wanted, pool_size, stratum_shares
+
+        rng = np.random.default_rng(config.synthesize.seed)
+        wanted = persons_wanted(dict(persons), config.synthesize.target_number_of_records, rng)
+        size = pool_size(dict(persons), stratum_shares(release), wanted)
+        pool = dataclasses.replace(config.synthesize, target_number_of_records=size)
         config = dataclasses.replace(config, synthesize=pool)
         partitions = max(partitions or 1, synthesis_plan(spark, config, release, adapt=True))
     if partitions is None:
@@ -521,7 +523,7 @@ def synthesize(
         from spark_dpsynth.mechanisms.persons import assemble_persons
 
         synthetic = assemble_persons(
-            synthetic, dict(persons), target_rows=target_rows, seed=config.synthesize.seed, progress=progress
+            synthetic, dict(persons), wanted, seed=config.synthesize.seed, progress=progress
         )
     return synthetic
 
@@ -666,7 +668,13 @@ def evaluate_tables(
 
         events = [c for c in release.columns if c != ROWS_COLUMN]
         metrics["persons"] = person_metrics(
-            sensitive_persons, synthetic_persons, unit, cap, list(persons.get("person_columns") or ()), events
+            sensitive_persons,
+            synthetic_persons,
+            unit,
+            cap,
+            list(persons.get("person_columns") or ()),
+            events,
+            grid=persons.get("rows_grid"),
         )
     return metrics
 

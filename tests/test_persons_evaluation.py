@@ -3,7 +3,11 @@ person-level release and of the report's Persons section, on small hand-made eve
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -12,6 +16,7 @@ from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation.persons import person_metrics, row_level_identifier_note
 from spark_dpsynth.evaluation.report import render_report
 from spark_dpsynth.release.core import Release
+from tests.conftest import ROOT
 
 SENSITIVE = [
     # pid, birth, kind, amount
@@ -44,25 +49,42 @@ def metrics(spark):
     sensitive = spark.createDataFrame(SENSITIVE, SCHEMA.format("string"))
     synthetic = spark.createDataFrame(SYNTHETIC, SCHEMA.format("bigint"))
     return person_metrics(
-        sensitive, synthetic, "pid", 2, person_columns=["birth"], event_columns=["pid", "kind", "amount"]
+        sensitive,
+        synthetic,
+        "pid",
+        2,
+        person_columns=["birth"],
+        event_columns=["pid", "kind", "amount"],
+        grid=[1, 2, 3],
     )
 
 
 def test_persons_rows_per_person_and_share_above_the_cap(metrics):
-    # sensitive rows per person 1, 2, 4 (capped at L = 2: 1, 2, 2); synthetic 1, 1, 2, 2
+    # sensitive rows per person 1, 2, 4 (bins 1 | 2 | 3+ of the grid [1, 2, 3]); synthetic 1, 1, 2, 2
     assert metrics["cap"] == 2
     assert metrics["persons"] == {"sensitive": 3, "synthetic": 4}
     assert metrics["share_above_cap"] == pytest.approx(1 / 3, abs=1e-15)
     assert metrics["mean_rows_per_person"] == pytest.approx(
-        {"sensitive": 5 / 3, "sensitive_uncapped": 7 / 3, "synthetic": 6 / 4}, abs=1e-15
+        {"sensitive": 7 / 3, "synthetic": 6 / 4}, abs=1e-15
     )
+    third = pytest.approx(1 / 3, abs=1e-15)
     assert metrics["rows_per_person"] == {
-        "values": [1, 2],
-        "sensitive": [pytest.approx(1 / 3, abs=1e-15), pytest.approx(2 / 3, abs=1e-15)],
-        "synthetic": [0.5, 0.5],
+        "bins": [[1, 1], [2, 2], [3, None]],
+        "sensitive": [third, third, third],
+        "synthetic": [0.5, 0.5, 0.0],
     }
-    # (1/2) (|1/3 - 1/2| + |2/3 - 1/2|)
-    assert metrics["rows_per_person_tvd"] == pytest.approx(1 / 6, abs=1e-15)
+    # (1/2) (|1/3 - 1/2| + |1/3 - 1/2| + 1/3)
+    assert metrics["rows_per_person_tvd"] == pytest.approx(1 / 3, abs=1e-15)
+
+
+def test_rows_per_person_default_to_one_bin_a_number_up_to_the_cap(spark):
+    sensitive = spark.createDataFrame(SENSITIVE, SCHEMA.format("string"))
+    synthetic = spark.createDataFrame(SYNTHETIC, SCHEMA.format("bigint"))
+    out = person_metrics(sensitive, synthetic, "pid", 2)
+    assert out["rows_per_person"]["bins"] == [[1, 1], [2, None]]
+    assert out["rows_per_person_tvd"] == pytest.approx(1 / 6, abs=1e-15)
+    with pytest.raises(InvalidParameterError, match="grid"):
+        person_metrics(sensitive, synthetic, "pid", 2, grid=[2, 3])
 
 
 def test_person_columns_compare_one_value_per_person(metrics):
@@ -70,21 +92,25 @@ def test_person_columns_compare_one_value_per_person(metrics):
     assert metrics["person_columns_tvd"] == {"birth": pytest.approx(0.25, abs=1e-15)}
 
 
-def test_events_by_category_weigh_a_persons_rows_by_the_cap(metrics):
+def test_events_by_category_count_a_persons_rows(metrics):
     # the key is skipped; amount holds 7 + 6 distinct values over the keyed rows: at most 20, so compared;
-    # kind: sensitive p1 a, p2 a b (weight 1), p3 a a b "" (weight 2/4): a 3, b 1.5, "" 0.5 over 3 persons;
+    # kind: sensitive p1 a, p2 a b, p3 a a b "": a 4, b 2, "" 1 over 3 persons;
     # synthetic a 2, b 3, "" 1 over 4 persons. The sensitive null-key rows' "z" is not there.
     assert list(metrics["events_by_category"]) == ["kind", "amount"]
     kind = metrics["events_by_category"]["kind"]
-    assert kind["values"] == {"a": [1.0, 0.5], "b": [0.5, 0.75], "": [pytest.approx(1 / 6), 0.25]}
+    assert kind["values"] == {
+        "a": [pytest.approx(4 / 3), 0.5],
+        "b": [pytest.approx(2 / 3), 0.75],
+        "": [pytest.approx(1 / 3), 0.25],
+    }
     assert list(kind["values"]) == ["a", "b", ""]  # by decreasing sensitive mean
-    # normalised: sensitive (3/5, 3/10, 1/10), synthetic (1/3, 1/2, 1/6)
-    assert kind["tvd_of_means"] == pytest.approx(4 / 15)
+    # normalised: sensitive (4/7, 2/7, 1/7), synthetic (1/3, 1/2, 1/6)
+    assert kind["tvd_of_means"] == pytest.approx(0.5 * (5 / 21 + 3 / 14 + 1 / 42))
     means = kind["values"].values()
     assert sum(s for s, _ in means) == pytest.approx(metrics["mean_rows_per_person"]["sensitive"])
     amount = metrics["events_by_category"]["amount"]
     assert "17" not in amount["values"] and "18" not in amount["values"]
-    assert amount["values"]["16"] == [pytest.approx(0.5 / 3), 0.0] and amount["values"]["25"] == [0.0, 0.25]
+    assert amount["values"]["16"] == [pytest.approx(1 / 3), 0.0] and amount["values"]["25"] == [0.0, 0.25]
     assert amount["tvd_of_means"] == 1.0  # no value in common
 
 
@@ -94,7 +120,9 @@ def test_null_keys_are_left_out(spark, metrics):
         [r for r in SENSITIVE if r[0] and r[0].strip()], SCHEMA.format("string")
     )
     synthetic = spark.createDataFrame(SYNTHETIC, SCHEMA.format("bigint"))
-    again = person_metrics(sensitive, synthetic, "pid", 2, ["birth"], ["pid", "kind", "amount"])
+    again = person_metrics(
+        sensitive, synthetic, "pid", 2, ["birth"], ["pid", "kind", "amount"], grid=[1, 2, 3]
+    )
     assert again == metrics
 
 
@@ -118,8 +146,42 @@ def test_event_columns_with_more_than_20_values_are_skipped_and_at_most_5_are_ke
     assert list(out["events_by_category"]) == ["c20", "s1", "s2", "s3", "s4"]
     assert len(out["events_by_category"]["c20"]["values"]) == 20
     assert all(e["tvd_of_means"] == 0.0 for e in out["events_by_category"].values())
-    assert out["rows_per_person"] == {"values": [1], "sensitive": [1.0], "synthetic": [1.0]}
+    assert out["rows_per_person"] == {"bins": [[1, None]], "sensitive": [1.0], "synthetic": [1.0]}
     assert (out["share_above_cap"], out["rows_per_person_tvd"], out["person_columns_tvd"]) == (0.0, 0.0, {})
+
+
+_CONNECT_SCRIPT = """
+import json
+from pyspark.sql import SparkSession
+from spark_dpsynth.evaluation.persons import person_metrics
+from tests.test_persons_evaluation import SCHEMA, SENSITIVE, SYNTHETIC
+
+spark = SparkSession.builder.remote("local[2]").getOrCreate()
+sensitive = spark.createDataFrame(SENSITIVE, SCHEMA.format("string"))
+synthetic = spark.createDataFrame(SYNTHETIC, SCHEMA.format("bigint"))
+print(json.dumps(person_metrics(sensitive, synthetic, "pid", 2, ["birth"], ["pid", "kind", "amount"], grid=[1, 2, 3])))
+"""
+
+
+@pytest.mark.connect
+def test_person_metrics_on_spark_connect(metrics):
+    # a process holds a classic or a Connect session: the Connect run is a subprocess (tests/test_connect.py)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    env.update(
+        PYTHONPATH=str(ROOT),
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_SUBMIT_ARGS="--conf spark.sql.shuffle.partitions=4 --conf spark.ui.enabled=false pyspark-shell",
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", _CONNECT_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == json.loads(json.dumps(metrics))
 
 
 @pytest.mark.parametrize(
@@ -142,8 +204,8 @@ PERSONS_BLOCK = {
     "privacy_unit_column": "idcode",
     "rows_column": "rows_per_person",
     "max_rows_per_person": 13,
-    "cap_source": "dp_percentile",
-    "cap_percentile": 0.9,
+    "cap_source": "dp_histogram_percentile",
+    "cap_percentile": 0.25,
     "protected_number_of_persons": 4702,
     "person_columns": ["birth_yr", "race"],
     "epsilon": 4.0,
@@ -176,19 +238,19 @@ def test_summary_states_the_person_level_guarantee_first(metrics):
     evaluation = {"rows": {"sensitive": 7, "synthetic": 6}, "tvd": {}, "persons": metrics}
     lines = summary(release, evaluation, "/tmp/out").splitlines()
     assert lines[2] == (
-        "  privacy unit           idcode: epsilon 4 per person, delta 1e-06, at most 13 rows per person "
-        "(DP percentile 0.9); events measured at epsilon 0.25, delta 1e-09 per row"
+        "  privacy unit           idcode: epsilon 4 per person, delta 1e-06, events measured on at most 13 rows "
+        "per person (percentile 0.25 of the DP histogram) at epsilon 0.25, delta 1e-09 per row"
     )
     assert lines[3] == "  protected persons      4702"
     assert not any("privacy spent" in line for line in lines)
     assert (
-        "  persons                real 3 / synthetic 4, rows-per-person TVD 0.1667, share above L=2 33.3% "
+        "  persons                real 3 / synthetic 4, rows-per-person TVD 0.3333, share above L=2 33.3% "
         "(not private)"
     ) in lines
     assert not any(line.startswith("  note: ") for line in lines)
     given = {**PERSONS_BLOCK, "cap_source": "given", "cap_percentile": None}
     text = summary(_release(privacy_unit="person", persons=given), None, "/tmp/out")
-    assert "at most 13 rows per person (given); events" in text
+    assert "on at most 13 rows per person (given) at epsilon" in text
 
 
 def test_summary_notes_identifier_columns_of_a_row_level_release():
@@ -211,6 +273,8 @@ def test_summary_notes_identifier_columns_of_a_row_level_release():
     [
         ({"identifier_columns": {"a": {}, "b": {}}}, "if one of 'a', 'b' names a person"),
         ({"privacy_unit": "record"}, None),
+        ({"columns": ["userId", "rating", "valid"]}, "if 'userId' names a person"),
+        ({"columns": ["occ_code", "grid", "paid"]}, None),
         ({"privacy_unit": "person", "identifier_columns": {"a": {}}}, None),
         ({"privacy_unit": "unknown", "identifier_columns": {"a": {}}}, None),
     ],
@@ -231,11 +295,11 @@ def test_report_has_a_persons_section_with_its_plot(metrics):
     )
     for label, value in (
         ("persons, sensitive / synthetic", "3 / 4"),
-        ("L, the cap on the rows of one person", "2"),
+        ("L, the most rows of one person the event measurements read", "2"),
         ("sensitive persons with more than L rows (NOT private)", "33.33%"),
-        ("TVD of rows per person (capped at L)", "0.1667"),
+        ("TVD of rows per person (public bins)", "0.3333"),
         ("TVD of person column birth", "0.2500"),
-        ("TVD of the mean rows per person by value of kind", "0.2667"),
+        ("TVD of the mean rows per person by value of kind", "0.2381"),
     ):
         assert f"<td>{label}</td><td>{value}</td>" in section
     assert 'id="persons"' not in render_report({"rows": {}, "tvd": {}, "columns": []})

@@ -116,7 +116,7 @@ def _add_options(p: argparse.ArgumentParser, keys: list[ConfigKey]) -> None:
         kwargs: dict[str, Any] = {
             "dest": flag[2:].replace("-", "_"),
             "default": argparse.SUPPRESS,
-            "help": _SEED_HELP if flag == "--seed" else f"{key.help} [{key.name}]",
+            "help": _SEED_HELP if flag == "--seed" else f"{key.help} [{key.name}]".replace("%", "%%"),
         }
         if key.kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction

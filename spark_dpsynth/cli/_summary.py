@@ -32,21 +32,21 @@ def describe_person_guarantee(persons: dict) -> str:  # type: ignore[type-arg]
     privacy unit, (epsilon, delta) per person, the cap L and how it was chosen, the row-level budget of the
     events (group privacy over L rows)."""
     source, percentile = persons.get("cap_source"), persons.get("cap_percentile")
-    if source == "dp_percentile":
-        how = "DP percentile" + ("" if percentile is None else f" {percentile:g}")
+    if source == "dp_histogram_percentile":
+        how = "percentile" + ("" if percentile is None else f" {percentile:g}") + " of the DP histogram"
     else:
         how = str(source or "given")
     return (
         f"{persons.get('privacy_unit_column')}: epsilon {persons['epsilon']:g} per person, delta "
-        f"{persons['delta']:.3g}, at most {persons['max_rows_per_person']} rows per person ({how}); events "
-        f"measured at epsilon {persons['event_epsilon_per_row']:.4g}, delta {persons['event_delta_per_row']:.3g} "
+        f"{persons['delta']:.3g}, events measured on at most {persons['max_rows_per_person']} rows per person "
+        f"({how}) at epsilon {persons['event_epsilon_per_row']:.4g}, delta {persons['event_delta_per_row']:.3g} "
         "per row"
     )
 
 
 def describe_person_metrics(persons: dict) -> str:  # type: ignore[type-arg]
     """One line of the evaluation's ``persons`` metrics (NOT private): persons real / synthetic, the TVD of
-    rows per person (capped at L) and the share of real persons above L."""
+    rows per person (public bins) and the share of real persons above L."""
     tvd, share = persons.get("rows_per_person_tvd"), persons.get("share_above_cap")
     return (
         f"real {persons['persons']['sensitive']:,} / synthetic {persons['persons']['synthetic']:,}, rows-per-person "

@@ -1,18 +1,18 @@
 """Persons: how the synthetic persons of an event release compare with the sensitive ones (NOT private).
 
 An event table holds many rows per person, the person named by a key column (the privacy unit). A person-level
-release caps every person at L rows (``manifest["persons"]["max_rows_per_person"]``, docs/design.md section
-2.10) and its synthetic table holds synthetic persons, each with at most L rows under one surrogate key.
-:func:`person_metrics` compares the two tables person by person:
+release measures at most L rows of every person (``manifest["persons"]["max_rows_per_person"]``) and its
+synthetic table holds synthetic persons, each with its rows under one surrogate key (docs/design.md section
+2.10). :func:`person_metrics` compares the two tables person by person:
 
 * the number of persons and the share of sensitive persons with more than L rows (what the cap cuts off);
-* the distribution of min(rows, L) over the persons of each table and its total variation distance;
+* the distribution of the persons' numbers of rows over public bins and its total variation distance;
 * per person column (a value per person: birth year, home region), the distribution of the persons' values and
   its total variation distance;
 * per event column with few values, the mean number of rows per person holding each value.
 
 The total variation distance (TVD) of two distributions p and q over the same values is half their L1 distance,
-TVD(p, q) = (1/2) sum_v |p(v) - q(v)|, in [0, 1] [LPW09, section 4.1]; it is computed exactly from integer
+TVD(p, q) = (1/2) sum_v |p(v) - q(v)|, in [0, 1] [LPW09, Proposition 4.2]; it is computed exactly from integer
 counts where the counts are integers (one rounding).
 
 :func:`row_level_identifier_note` is the public side: from a release manifest alone, a sentence for a row-level
@@ -26,6 +26,8 @@ Reference: [LPW09] D. A. Levin, Y. Peres, E. L. Wilmer, "Markov Chains and Mixin
 
 from __future__ import annotations
 
+import bisect
+import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -47,6 +49,9 @@ _SCREEN_FACTOR = 2
 """An event column whose approximate distinct count (HyperLogLog++) is above ``MAX_EVENT_VALUES`` times this is
 not counted exactly: a margin far above the estimator's error at these sizes."""
 
+_ID_NAME = re.compile(r"(?i:^id($|[_ .-]|code|num|no)|[_ .-]id$|(^|[_ .-])key$)|[a-z0-9](Id|ID)$")
+"""A column name that reads as a key: ``id``, ``idcode``, ``customer_id``, ``userId``, ``Unit ID``, ``key``."""
+
 _SIDE, _ROWS, _WEIGHT = "__side", "__rows", "__weight"
 _SENSITIVE, _SYNTHETIC = 0, 1
 
@@ -58,6 +63,7 @@ def person_metrics(
     cap: int,
     person_columns: Sequence[str] = (),
     event_columns: Sequence[str] = (),
+    grid: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Compare the persons of a synthetic event table with those of the sensitive one.
 
@@ -77,6 +83,8 @@ def person_metrics(
         person_columns: columns with one value per person; a person's value is the least (as strings) of its
             non-empty values, ``""`` when it has none.
         event_columns: candidate columns for ``events_by_category``, in order (``unit`` is skipped).
+        grid: increasing lower edges of the bins of rows per person, from 1 (the release's public
+            ``rows_grid``); None: one bin per number 1..L - 1 and a last bin of L and more.
 
     Returns:
         A JSON-able dict (shares in [0, 1], rows and persons as counts; None where a table has no person):
@@ -84,25 +92,22 @@ def person_metrics(
         * ``cap``: L.
         * ``persons``: ``{"sensitive": int, "synthetic": int}``, the numbers of persons (distinct keys).
         * ``share_above_cap``: the share of sensitive persons with more than L rows.
-        * ``mean_rows_per_person``: ``{"sensitive": mean of min(rows, L), "sensitive_uncapped": mean of rows,
-          "synthetic": mean of rows}`` over the persons of each table (rows per person).
-        * ``rows_per_person``: ``{"values": [1, ..., L], "sensitive": [share], "synthetic": [share]}``, the
-          share of each table's persons with min(rows, L) = v, for each v of ``values``.
+        * ``mean_rows_per_person``: ``{"sensitive": float, "synthetic": float}``, the mean rows per person.
+        * ``rows_per_person``: ``{"bins": [[lo, hi], ...], "sensitive": [share], "synthetic": [share]}``, the
+          share of each table's persons whose number of rows falls in each bin of ``grid`` (``hi`` None: the
+          last bin, lo rows and more).
         * ``rows_per_person_tvd``: the TVD of those two distributions.
         * ``person_columns_tvd``: ``{column: TVD}``, per person column the TVD of the distributions of the
           persons' values in the two tables.
         * ``events_by_category``: ``{column: {"tvd_of_means": float, "values": {value: [sensitive mean,
           synthetic mean]}}}`` for the first :data:`MAX_EVENT_COLUMNS` event columns whose two tables hold at
           most :data:`MAX_EVENT_VALUES` distinct values: per value, the mean number of rows per person that hold
-          it. The sensitive mean counts the rows a person keeps under the cap, in expectation over a uniform
-          choice of its kept rows (each row weighs min(rows, L) / rows; the release keeps L of a person's rows
-          chosen by a keyed hash), so that the means of a column sum to ``mean_rows_per_person.sensitive``; the
-          synthetic rows are weighed alike. ``tvd_of_means`` is the TVD of the two mean vectors each divided by
-          its sum (the distributions of the column's values over the kept rows). Values are sorted by
-          decreasing sensitive mean; Spark-summed means are rounded to 10 significant digits.
+          it (the means of a column sum to the mean rows per person). ``tvd_of_means`` is the TVD of the two
+          mean vectors each divided by its sum. Values are sorted by decreasing sensitive mean; Spark-summed
+          means are rounded to 10 significant digits.
 
     Raises:
-        InvalidParameterError: ``cap`` is not an integer >= 1.
+        InvalidParameterError: ``cap`` is not an integer >= 1, or ``grid`` is not increasing from 1.
         SchemaError: ``unit``, a person column or an event column is missing from a table. Checked on the
             schemas, before any data is read.
 
@@ -112,6 +117,9 @@ def person_metrics(
     """
     if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
         raise InvalidParameterError(f"cap must be an integer >= 1 (max_rows_per_person), got {cap!r}")
+    lows = [int(x) for x in grid] if grid is not None else list(range(1, cap + 1))
+    if not lows or lows[0] != 1 or any(b <= a for a, b in zip(lows, lows[1:], strict=False)):
+        raise InvalidParameterError(f"grid must be increasing lower edges starting at 1, got {grid!r}")
     person_columns = [c for c in person_columns if c != unit]
     event_columns = [c for c in event_columns if c != unit and c not in person_columns]
     for name, df in (("sensitive", sensitive), ("synthetic", synthetic)):
@@ -120,35 +128,36 @@ def person_metrics(
             raise SchemaError(f"the {name} table lacks the person metrics' column(s) {missing}")
 
     sides = [_keyed(sensitive, unit), _keyed(synthetic, unit)]
-    histogram = _rows_histogram(sides, unit, cap)
+    histogram = _rows_histogram(sides, unit)
     persons = {side: sum(count for count, _ in histogram[side].values()) for side in (_SENSITIVE, _SYNTHETIC)}
     n_s, n_y = persons[_SENSITIVE], persons[_SYNTHETIC]
 
-    def capped(side: int) -> list[int]:
-        counts = [histogram[side].get(v, (0, 0))[0] for v in range(1, cap + 2)]
-        return [*counts[: cap - 1], counts[cap - 1] + counts[cap]]  # more than L rows: L rows kept
+    def binned(side: int) -> list[int]:
+        out = [0] * len(lows)
+        for rows_, (count, _) in histogram[side].items():
+            out[bisect.bisect_right(lows, rows_) - 1] += count
+        return out
 
-    capped_s, capped_y = capped(_SENSITIVE), capped(_SYNTHETIC)
+    binned_s, binned_y = binned(_SENSITIVE), binned(_SYNTHETIC)
     rows = {side: sum(total for _, total in histogram[side].values()) for side in (_SENSITIVE, _SYNTHETIC)}
-    kept_s = sum(v * count for v, count in enumerate(capped_s, start=1))
-    above = histogram[_SENSITIVE].get(cap + 1, (0, 0))[0]
+    above = sum(count for r, (count, _) in histogram[_SENSITIVE].items() if r > cap)
+    uppers = [*(b - 1 for b in lows[1:]), None]
     return {
         "cap": cap,
         "persons": {"sensitive": n_s, "synthetic": n_y},
         "share_above_cap": _ratio(above, n_s),
         "mean_rows_per_person": {
-            "sensitive": _ratio(kept_s, n_s),
-            "sensitive_uncapped": _ratio(rows[_SENSITIVE], n_s),
+            "sensitive": _ratio(rows[_SENSITIVE], n_s),
             "synthetic": _ratio(rows[_SYNTHETIC], n_y),
         },
         "rows_per_person": {
-            "values": list(range(1, cap + 1)),
-            "sensitive": [_ratio(c, n_s) for c in capped_s],
-            "synthetic": [_ratio(c, n_y) for c in capped_y],
+            "bins": [[lo, hi] for lo, hi in zip(lows, uppers, strict=True)],
+            "sensitive": [_ratio(c, n_s) for c in binned_s],
+            "synthetic": [_ratio(c, n_y) for c in binned_y],
         },
-        "rows_per_person_tvd": _exact_tvd(zip(capped_s, capped_y, strict=True), n_s, n_y),
+        "rows_per_person_tvd": _exact_tvd(zip(binned_s, binned_y, strict=True), n_s, n_y),
         "person_columns_tvd": _person_columns_tvd(sides, unit, person_columns, n_s, n_y),
-        "events_by_category": _events_by_category(sides, unit, cap, event_columns, n_s, n_y),
+        "events_by_category": _events_by_category(sides, unit, event_columns, n_s, n_y),
     }
 
 
@@ -157,14 +166,16 @@ def row_level_identifier_note(manifest: Mapping[str, Any]) -> str | None:
 
     When the release's privacy unit is the record (``manifest["privacy_unit"] == "record"``, the default of a
     manifest without the key) and the manifest lists identifier columns (its ``identifier_columns`` block,
-    :func:`spark_dpsynth.data.types.identifiers_manifest`), such a column may name a person with many rows, who
+    :func:`spark_dpsynth.data.types.identifiers_manifest`) or attribute columns named like a key (``id``,
+    ``idcode``, ``customer_id``, ``userId``, ``Unit ID``, ``key``), such a column may name a person with many rows, who
     is less protected than the guarantee per row suggests: the sentence says so and how to run at person level.
     None for a person-level release (or one whose unit is unknown, read from SDS files) or without identifier
     columns. From the manifest alone (public).
     """
     if manifest.get("privacy_unit", "record") != "record" or manifest.get("persons"):
         return None
-    names = list(manifest.get("identifier_columns") or {})
+    named = [c for c in manifest.get("columns") or () if _ID_NAME.search(str(c))]
+    names = list(dict.fromkeys([*(manifest.get("identifier_columns") or {}), *named]))
     if not names:
         return None
     if len(names) == 1:
@@ -201,7 +212,7 @@ def _persons(keyed: DataFrame, unit: str, person_columns: Sequence[str], side: i
         for i, c in enumerate(person_columns)
     ]
     return (
-        keyed.groupBy(F.col(_quote(unit)))
+        keyed.groupBy(F.col(_quote(unit)).alias("__key"))
         .agg(F.count(F.lit(1)).alias(_ROWS), *values)
         .select(F.lit(side).alias(_SIDE), _ROWS, *[f"p{i}" for i in range(len(person_columns))])
     )
@@ -213,14 +224,13 @@ def _stacked_persons(sides: list[DataFrame], unit: str, person_columns: Sequence
     return sensitive.unionByName(synthetic)
 
 
-def _rows_histogram(sides: list[DataFrame], unit: str, cap: int) -> dict[int, dict[int, tuple[int, int]]]:
-    """side -> min(rows, L + 1) -> (persons, their rows), from one aggregation."""
-    bucket = F.least(F.col(_ROWS), F.lit(cap + 1)).alias("bucket")
-    grouped = _stacked_persons(sides, unit, ()).groupBy(_SIDE, bucket)
+def _rows_histogram(sides: list[DataFrame], unit: str) -> dict[int, dict[int, tuple[int, int]]]:
+    """side -> rows -> (persons with that many rows, their rows), from one aggregation (one driver row per
+    distinct number of rows: fewer than sqrt(2 x rows))."""
+    grouped = _stacked_persons(sides, unit, ()).groupBy(_SIDE, F.col(_ROWS).alias("bucket"))
     out: dict[int, dict[int, tuple[int, int]]] = {_SENSITIVE: {}, _SYNTHETIC: {}}
-    # at most 2 (L + 1) rows: one per side and bucket
     for r in grouped.agg(F.count(F.lit(1)).alias("persons"), F.sum(_ROWS).alias("rows")).collect():
-        out[r[_SIDE]][r["bucket"]] = (int(r["persons"]), int(r["rows"]))
+        out[r[_SIDE]][int(r["bucket"])] = (int(r["persons"]), int(r["rows"]))
     return out
 
 
@@ -247,18 +257,17 @@ def _person_columns_tvd(
 
 
 def _events_by_category(
-    sides: list[DataFrame], unit: str, cap: int, event_columns: Sequence[str], n_s: int, n_y: int
+    sides: list[DataFrame], unit: str, event_columns: Sequence[str], n_s: int, n_y: int
 ) -> dict[str, dict[str, Any]]:
     """``events_by_category`` of :func:`person_metrics`: a screen by approximate distinct counts (one pass), then
     the weighed value counts of the screened columns (one pass), cut on Spark to the columns with at most
     :data:`MAX_EVENT_VALUES` values."""
     if not event_columns or not n_s or not n_y:
         return {}
-    rows = F.count(F.lit(1)).over(Window.partitionBy(F.col(_quote(unit))))  # the row's person's rows
     events = [
-        df.withColumn(_ROWS, rows).select(
+        df.select(
             F.lit(side).alias(_SIDE),
-            (F.least(F.col(_ROWS), F.lit(cap)) / F.col(_ROWS)).alias(_WEIGHT),
+            F.lit(1.0).alias(_WEIGHT),
             *[_text(c).alias(f"e{i}") for i, c in enumerate(event_columns)],
         )
         for side, df in enumerate(sides)

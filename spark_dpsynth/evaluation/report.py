@@ -346,18 +346,17 @@ def _persons_section(persons: dict[str, Any] | None) -> str:
         return ""
     cap, counts, shares = persons["cap"], persons["persons"], persons["rows_per_person"]
     means = " / ".join(
-        _format(persons["mean_rows_per_person"][k], "dec2")
-        for k in ("sensitive", "sensitive_uncapped", "synthetic")
+        _format(persons["mean_rows_per_person"][k], "dec2") for k in ("sensitive", "synthetic")
     )
     rows = [
         (
             "persons, sensitive / synthetic",
             " / ".join(_format(counts[k], "int") for k in ("sensitive", "synthetic")),
         ),
-        ("L, the cap on the rows of one person", _format(cap, "int")),
+        ("L, the most rows of one person the event measurements read", _format(cap, "int")),
         ("sensitive persons with more than L rows (NOT private)", _format(persons["share_above_cap"], "pct")),
-        ("mean rows per person: sensitive capped at L / uncapped / synthetic", means),
-        ("TVD of rows per person (capped at L)", _format(persons["rows_per_person_tvd"], "dec")),
+        ("mean rows per person: sensitive / synthetic", means),
+        ("TVD of rows per person (public bins)", _format(persons["rows_per_person_tvd"], "dec")),
     ]
     rows += [
         (f"TVD of person column {c}", _format(v, "dec")) for c, v in persons["person_columns_tvd"].items()
@@ -366,23 +365,26 @@ def _persons_section(persons: dict[str, Any] | None) -> str:
         (f"TVD of the mean rows per person by value of {c}", _format(e["tvd_of_means"], "dec"))
         for c, e in persons["events_by_category"].items()
     ]
-    fig = Figure(figsize=(min(max(6.4, 0.3 * cap + 2.0), 12.0), 3.2))
+    labels = [str(lo) if hi == lo else f"{lo}+" if hi is None else f"{lo}-{hi}" for lo, hi in shares["bins"]]
+    x = np.arange(len(labels))
+    fig = Figure(figsize=(min(max(6.4, 0.3 * len(labels) + 2.0), 12.0), 3.2))
     ax = fig.add_subplot()
-    x = np.asarray(shares["values"])
     ax.bar(x - 0.2, [_nan(v) for v in shares["sensitive"]], width=0.4, color=_REAL_COLOR, label="sensitive")
     ax.bar(
         x + 0.2, [_nan(v) for v in shares["synthetic"]], width=0.4, color=_SYNTHETIC_COLOR, label="synthetic"
     )
-    ax.set_xticks(x if cap <= 30 else x[:: math.ceil(cap / 30)])
-    ax.set_xlabel(f"rows per person (at most L = {cap})")
+    step = max(1, math.ceil(len(labels) / 30))
+    ax.set_xticks(x[::step], labels[::step], rotation=45 if len(labels) > 12 else 0)
+    ax.set_xlabel("rows per person (public bins)")
     ax.set_ylabel("share of persons")
     ax.set_title(f"Rows per person (TVD {_format(persons['rows_per_person_tvd'], 'dec')})")
     ax.legend()
+    fig.tight_layout()
     return (
-        '<section id="persons"><h2>Persons</h2><p>An event table: many rows per person. The release keeps at most L '
-        "rows of each person (person-level DP); the synthetic table holds synthetic persons of at most L rows. "
-        "TVD: half the L1 distance of two distributions. Computed from the sensitive persons without noise: NOT "
-        "private.</p>"
+        '<section id="persons"><h2>Persons</h2><p>An event table: many rows per person. The event measurements '
+        "read at most L rows of each person (person-level DP); the synthetic persons' numbers of rows come from a "
+        "noisy histogram of the persons' numbers of rows, and their rows from the event model. TVD: half the L1 "
+        "distance of two distributions. Computed from the sensitive persons without noise: NOT private.</p>"
         + _table(["metric", "value"], [[_e(a), _e(b)] for a, b in rows], "headline")
         + _png(fig, "rows per person, sensitive vs synthetic", "plot-persons-rows")
         + "</section>"

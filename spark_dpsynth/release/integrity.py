@@ -20,6 +20,9 @@ as the privacy spent nor synthesized from:
   1 / epsilon per histogram; the archetype mechanism: the two histograms' rho add up to rho and each sigma is
   1 / sqrt(2 rho_h); the measured marginals' rho is 1 / (2 std^2) (or 0 for post-processed counts) and adds up to
   at most rho;
+* person-level DP over event rows (docs/design.md section 2.10): the ``persons`` block's pure-DP shares add up
+  to its epsilon and its delta share to its delta, the event share epsilon_e is L x the event mechanism's
+  epsilon, and the event mechanism's delta is delta / (L e^((L - 1) epsilon_e / L)) (group privacy);
 * counts: the protected number of records is an integer >= 1 (every mechanism clamps its noisy count at 1; a
   release read from SDS's files may say 0, an empty table), released counts and noisy person counts are >= 0.
 
@@ -77,6 +80,7 @@ def _first_problem(release: Release) -> str | None:
             lambda: _class_conditional(m),
             lambda: _archetype(m),
             lambda: _measurements(m),
+            lambda: _persons(m),
         ]
     for check in checks:
         problem = check()
@@ -294,6 +298,39 @@ def _class_conditional(m: Manifest) -> str | None:
     scale, per = _number(m.get("laplace_scale")), _number(m.get("epsilon_per_histogram"))
     if scale is not None and per is not None and (per <= 0 or not _close(scale, 1.0 / per)):
         return f"the Laplace scale {scale:.6g} differs from 1 / epsilon per histogram"
+    return None
+
+
+def _persons(m: Manifest) -> str | None:
+    block = m.get("persons")
+    if not isinstance(block, Mapping):
+        return None
+    eps, delta, cap = (
+        _number(block.get("epsilon")),
+        _number(block.get("delta")),
+        _integer(block.get("max_rows_per_person")),
+    )
+    if eps is None or eps <= 0 or delta is None or not 0 < delta < 1 or cap is None or cap < 1:
+        return "the persons block needs epsilon > 0, delta in (0, 1) and max_rows_per_person >= 1"
+    shares = (block.get("budget") or {}).get("shares") or ()
+    pure = sum(float(s.get("epsilon") or 0.0) for s in shares)
+    if not _close(pure, eps):
+        return f"the persons block's shares add up to epsilon {pure:.6g}, not epsilon {eps:g}"
+    spent_delta = sum(float(s.get("delta") or 0.0) for s in shares)
+    if not _close(spent_delta, delta):
+        return f"the persons block's delta shares add up to {spent_delta:.3g}, not delta {delta:.3g}"
+    event = next((s for s in shares if s.get("name") == "event_rows"), None)
+    row_eps, row_delta = m.budget.epsilon if m.budget else None, m.budget.delta if m.budget else None
+    if event is None or row_eps is None:
+        return "the persons block lacks the event share or the event mechanism its budget"
+    if not _close(float(event["epsilon"]), cap * row_eps):
+        return (
+            f"the event share epsilon {event['epsilon']:.6g} is not L x the row-level epsilon {row_eps:.6g}"
+        )
+    if row_delta is not None and not _close(row_delta, delta / (cap * math.exp((cap - 1) * row_eps))):
+        return (
+            f"the row-level delta {row_delta:.3g} is not the group-privacy delta of {delta:.3g} over L rows"
+        )
     return None
 
 

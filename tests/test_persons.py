@@ -1,0 +1,292 @@
+"""Person-level DP over event tables (spark_dpsynth.mechanisms.persons; docs/design.md section 2.10).
+
+The event tables here are made by the tests from a seeded generator (not real data): persons with 1 to 12
+rows, a region per person and an event kind that depends on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import beta
+
+import spark_dpsynth as dps
+from spark_dpsynth.errors import InvalidParameterError, SchemaError
+from spark_dpsynth.mechanisms import persons as P
+from spark_dpsynth.params import DataConfig, PersonRows
+from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.noise import CryptographicNoise
+
+
+def _events(persons: int = 1000, seed: int = 5) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for pid in range(1, persons + 1):
+        region = ["north", "south", "east"][pid % 3]
+        for _ in range(int(rng.integers(1, 13))):
+            kind = rng.choice(
+                ["visit", "call", "claim"], p=[0.7, 0.2, 0.1] if region == "north" else [0.2, 0.4, 0.4]
+            )
+            rows.append((pid, region, str(kind), int(rng.integers(0, 5))))
+    return pd.DataFrame(rows, columns=["pid", "region", "kind", "items"])
+
+
+@pytest.fixture(scope="module")
+def events(spark):
+    return spark.createDataFrame(_events())
+
+
+# ---------------------------------------------------------------------------------------------- parameters
+
+
+def test_parameters_are_checked_when_the_config_is_made() -> None:
+    with pytest.raises(InvalidParameterError, match="max_rows_per_person"):
+        DataConfig(privacy_unit="pid", max_rows_per_person=0)
+    with pytest.raises(InvalidParameterError, match="rows_per_person_percentile"):
+        DataConfig(privacy_unit="pid", rows_per_person_percentile=1.0)
+    with pytest.raises(InvalidParameterError, match="rows_per_person_bound"):
+        DataConfig(privacy_unit="pid", rows_per_person_bound=0)
+    with pytest.raises(InvalidParameterError, match="never an attribute"):
+        DataConfig(privacy_unit="pid", person_columns=("pid",))
+    with pytest.raises(ValueError):
+        DataConfig(privacy_unit="pid", person_rows="rows")
+    assert DataConfig(privacy_unit="pid").keeps_events
+    assert not DataConfig(privacy_unit="pid", multi_value={"t": "|"}).keeps_events
+    assert DataConfig(privacy_unit="pid", multi_value={"t": "|"}, person_rows="events").keeps_events
+    assert not DataConfig(privacy_unit="pid", person_rows=PersonRows.MERGE).keeps_events
+    assert not DataConfig().keeps_events
+
+
+def test_schema_errors_come_before_any_budget_is_spent(events) -> None:
+    with pytest.raises(SchemaError, match="unknown privacy unit column 'person'"):
+        dps.fit(events, epsilon=1.0, privacy_unit="person", seed=1)
+    with pytest.raises(SchemaError, match="unknown person column"):
+        dps.fit(events, epsilon=1.0, privacy_unit="pid", person_columns=["home"], seed=1)
+    with pytest.raises(SchemaError, match="not a date or timestamp"):
+        dps.fit(events, epsilon=1.0, privacy_unit="pid", time_column="kind", seed=1)
+    with pytest.raises(SchemaError, match="rows_per_person"):
+        dps.fit(events.withColumnRenamed("items", "rows_per_person"), epsilon=1.0, privacy_unit="pid", seed=1)
+
+
+# ---------------------------------------------------------------------------------------------- pure parts
+
+
+def test_rows_grid_is_public_and_about_ten_bins_a_decade() -> None:
+    assert P.rows_grid(5) == (1, 2, 3, 4, 5)
+    assert P.rows_grid(1000) == (
+        *range(1, 11), 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500, 600, 800, 1000,
+    )  # fmt: skip
+    assert P.rows_grid(33) == (*range(1, 11), 12, 15, 20, 25, 30)  # the last bin: 30 to 33 rows
+
+
+def test_group_privacy_per_row_is_vadhans_lemma() -> None:
+    eps, delta = P.group_privacy_per_row(3.0, 1e-6, 10)
+    assert eps == pytest.approx(0.3)
+    assert delta == pytest.approx(1e-6 / (10 * math.exp(9 * 0.3)))
+    assert P.group_privacy_per_row(2.0, 1e-6, 1) == pytest.approx((2.0, 1e-6))
+    with pytest.raises(InvalidParameterError, match="row-level delta"):
+        P.group_privacy_per_row(1000.0, 1e-6, 5000)
+
+
+def test_cap_is_the_percentile_of_the_noisy_histogram() -> None:
+    grid = P.rows_grid(1000)
+    noisy = np.zeros(len(grid), dtype=np.int64)
+    noisy[0], noisy[2], noisy[11] = (
+        30,
+        -5,
+        70,
+    )  # 1 row: 30 persons, 3 rows: negative (clipped), 15-19 rows: 70
+    assert P.cap_from_histogram(noisy, grid, 0.25) == 1
+    assert P.cap_from_histogram(noisy, grid, 0.5) == 15
+    assert P.cap_from_histogram(np.zeros(len(grid)), grid, 0.5) == 1
+
+
+def test_persons_wanted_follow_the_noisy_histogram() -> None:
+    grid = P.rows_grid(20)
+    noisy = [0] * len(grid)
+    noisy[0], noisy[4], noisy[-1] = 100, 50, 20  # 1 row, 5 rows, 20 rows (the last bin: 20 and more)
+    block = {
+        "rows_grid": list(grid),
+        "rows_per_person_bound": 20,
+        "noisy_persons_by_rows": noisy,
+        "budget": {
+            "shares": [{"name": "persons_by_rows", "epsilon": 0.4}]
+        },  # threshold ln(20 x 13) / 0.4 = 13.9
+    }
+    wanted = P.persons_wanted(block, rng=np.random.default_rng(1))
+    assert wanted.shape == (20,) and wanted.sum() == 170
+    assert (wanted[0], wanted[4], wanted[19]) == (100, 50, 20)
+    noisy[1] = 13  # below the threshold: dropped
+    assert P.persons_wanted(block, rng=np.random.default_rng(1))[1] == 0
+    scaled = P.persons_wanted(block, target_rows=2 * (100 + 250 + 400), rng=np.random.default_rng(1))
+    assert scaled.sum() == 340
+
+
+def test_bounding_keeps_at_most_l_rows_by_keyed_hash_whatever_the_partitioning(events) -> None:
+    one = P._bounded(events.repartition(1), "pid", 4, key=11)
+    many = P._bounded(events.repartition(7, "kind"), "pid", 4, key=11)
+    rows = lambda df: sorted(map(tuple, df.toPandas().astype(str).values.tolist()))  # noqa: E731
+    assert rows(one) == rows(many)
+    kept = one.toPandas()
+    per_person = kept.groupby("pid").size()
+    assert per_person.max() == 4
+    assert (kept.groupby("pid")["rows_per_person"].first().astype(int) == per_person).all()
+    truth = _events().groupby("pid").size().clip(upper=4)
+    assert (per_person.sort_index() == truth.sort_index()).all()
+    other = P._bounded(events, "pid", 4, key=12).toPandas()
+    assert rows(one) != sorted(map(tuple, other.astype(str).values.tolist()))  # another key, other rows
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def fitted(events):
+    with_empty = events.unionByName(
+        events.limit(3).selectExpr("CAST(NULL AS BIGINT) AS pid", "region", "kind", "items")
+    )
+    return dps.fit(with_empty, epsilon=4.0, privacy_unit="pid", seed=3)
+
+
+def test_release_states_the_person_level_budget(fitted) -> None:
+    m = fitted.manifest
+    block = m["persons"]
+    assert m["privacy_unit"] == "person" and m["privacy_unit_column"] == "pid"
+    assert block["epsilon"] == 4.0 and block["cap_source"] == "dp_histogram_percentile"
+    cap = block["max_rows_per_person"]
+    assert 1 <= cap <= 12
+    shares = {s["name"]: s for s in block["budget"]["shares"]}
+    assert shares["persons_by_rows"]["epsilon"] == pytest.approx(0.4)
+    assert shares["person_columns"]["epsilon"] == pytest.approx(0.2)
+    assert sum(s.get("epsilon") or 0 for s in shares.values()) == pytest.approx(4.0)
+    assert m.budget.epsilon == pytest.approx(3.4 / cap)  # the event mechanism's row-level budget
+    assert block["event_epsilon_per_row"] == pytest.approx(3.4 / cap)
+    assert m.budget.delta == pytest.approx(block["delta"] / (cap * math.exp((cap - 1) * 3.4 / cap)))
+    assert block["person_columns"] == ["region"]
+    assert "pid" not in fitted.release.columns and P.ROWS_COLUMN in fitted.release.columns
+    assert m["protected_number_of_persons"] == block["protected_number_of_persons"]
+
+
+def test_synthetic_persons_keep_their_rows_under_one_key(fitted, events) -> None:
+    synthetic = fitted.sample(seed=2)
+    assert synthetic.schema == events.schema  # the input's columns and types, the key an integer again
+    out = synthetic.toPandas()
+    sizes = out.groupby("pid").size()
+    assert sizes.min() >= 1 and set(out["pid"]) == set(range(1, len(sizes) + 1))
+    assert (out.groupby("pid")["region"].nunique() == 1).all()  # a person column is one value per person
+    # persons by number of rows: the noisy histogram's (1..12 rows, about 1000 persons)
+    assert 900 <= len(sizes) <= 1100 and sizes.max() <= 12 + 2
+    north = out[out["region"] == "north"]["kind"].value_counts(normalize=True)
+    assert north.get("visit", 0) > 0.4  # the event model kept the dependence of the kind on the region
+
+
+def test_a_saved_person_release_is_checked_and_synthesized_again(fitted, tmp_path, spark) -> None:
+    fitted.save(str(tmp_path / "release"))
+    loaded = dps.load(str(tmp_path / "release"), spark=spark)
+    assert loaded.manifest["persons"] == fitted.manifest["persons"]
+    doc = json.loads((tmp_path / "release" / "manifest.json").read_text())
+    doc["persons"]["epsilon"] = 1.0  # an edited guarantee
+    (tmp_path / "release" / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(Exception, match="persons block"):
+        dps.load(str(tmp_path / "release"), spark=spark)
+
+
+def test_the_evaluation_compares_persons_and_rows(fitted, events) -> None:
+    metrics = dps.evaluate(events, fitted.sample(seed=4), fitted)
+    persons = metrics["persons"]
+    assert persons["cap"] == fitted.manifest["persons"]["max_rows_per_person"]
+    assert persons["persons"]["sensitive"] == 1000
+    assert persons["rows_per_person_tvd"] < 0.35
+    assert persons["person_columns_tvd"]["region"] < 0.2
+    assert metrics["tvd"]["1"]["mean"] < 0.2
+
+
+def test_a_table_without_a_privacy_unit_says_the_guarantee_is_per_row(events) -> None:
+    from spark_dpsynth.evaluation.persons import row_level_identifier_note
+
+    release = dps.fit(events.withColumnRenamed("pid", "customer_id"), epsilon=4.0, seed=3)
+    note = row_level_identifier_note(release.manifest)
+    assert note is not None and "customer_id" in note and "per row" in note
+
+
+# ---------------------------------------------------------------------------------------------- privacy
+
+
+def test_a_person_changes_the_bounded_rows_by_at_most_l(events) -> None:
+    """Stability of the bounding: removing one person removes exactly that person's kept rows (at most L) and
+    leaves every other person's kept rows as they were, so a k-way table moves by at most L in L1."""
+    heavy = int(_events().groupby("pid").size().idxmax())
+    full = P._bounded(events, "pid", 5, key=7).toPandas()
+    without = P._bounded(events.where(f"pid != {heavy}"), "pid", 5, key=7).toPandas()
+    assert len(full) - len(without) == 5
+    rest = full[full["pid"] != heavy].drop(columns="rows_per_person")
+    assert sorted(map(tuple, rest.values.tolist())) == sorted(
+        map(tuple, without.drop(columns="rows_per_person").values.tolist())
+    )
+    for cols in (["kind"], ["region", "kind"], ["region", "kind", "items"]):
+        a = full.groupby(cols).size()
+        b = without.groupby(cols).size().reindex(a.index, fill_value=0)
+        assert int((a - b).abs().sum()) <= 5
+
+
+def _epsilon_lower_bound(hits_d: int, hits_d2: int, n: int, delta: float) -> float:
+    """ln((P_D'(S)_low - delta) / P_D(S)_high), Clopper-Pearson bounds at confidence 1 - 1e-6 each."""
+    low = beta.ppf(1e-6, hits_d2, n - hits_d2 + 1) if hits_d2 else 0.0
+    high = beta.ppf(1 - 1e-6, hits_d + 1, n - hits_d)
+    return math.log(max(low - delta, 1e-300) / high)
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_a_cell_moved_by_l_rows_stays_within_the_person_level_epsilon(grouped: bool) -> None:
+    """One 1-way cell measured with the discrete Gaussian at the row-level budget of group privacy; the worst
+    person puts all L rows in it (count c vs c + L). The Clopper-Pearson lower bound on epsilon stays below the
+    person-level epsilon_e; measured at the person-level budget as if a person were a row (``grouped`` False),
+    the bound exceeds it: the test can fail. Its false-positive rate is below 2e-6 per cut."""
+    eps_e, delta, cap = 2.0, 1e-6, 8
+    eps_row, delta_row = P.group_privacy_per_row(eps_e, delta, cap) if grouped else (eps_e, delta)
+    acct = Accountant(eps_row, delta_row, noise=CryptographicNoise())
+    rho = acct.convert_to_rho(eps_row, delta_row)
+    sigma = 1.0 / math.sqrt(2.0 * rho)
+    acct.spend_rho("cell", rho, "discrete Gaussian", sigma=sigma, parts=2)
+    draws, c = 300_000, 1_000
+    d = acct.gaussian("cell", np.full(draws, c))
+    d2 = acct.gaussian("cell", np.full(draws, c + cap))
+    bounds = [
+        _epsilon_lower_bound(int((d > cut).sum()), int((d2 > cut).sum()), draws, delta)
+        for cut in (c + cap + k * sigma for k in (1.0, 2.0, 3.0))
+    ]
+    if grouped:
+        assert max(bounds) <= eps_e
+    else:
+        assert max(bounds) > eps_e
+
+
+@pytest.mark.slow
+def test_movielens_the_heaviest_user_moves_the_release_within_dp(shared_data, spark, tmp_path) -> None:
+    """MovieLens (100,004 ratings by 671 users) with userId as the privacy unit, no config: the release runs,
+    states L, how it was chosen and what it cost; the user with the most ratings (2,391) keeps L rows; the rows
+    of everyone else are the same with and without that user."""
+    from spark_dpsynth.config import JobConfig
+    from spark_dpsynth.data.io import read_table
+
+    df = read_table(spark, JobConfig(input_path=str(shared_data / "rdatasets_dslabs_movielens.csv.gz")))
+    release = dps.fit(df, epsilon=4.0, privacy_unit="userId", seed=9)
+    block = release.manifest["persons"]
+    cap = block["max_rows_per_person"]
+    assert block["cap_source"] == "dp_histogram_percentile" and 20 <= cap <= 1000
+    assert {s["name"] for s in block["budget"]["shares"]} >= {"persons_by_rows", "event_rows"}
+    assert 500 <= block["protected_number_of_persons"] <= 850
+    counts = df.groupBy("userId").count().toPandas()
+    heavy = counts.sort_values("count").iloc[-1]["userId"]
+    keyed = df.select("userId", "movieId", "rating")
+    full = P._bounded(keyed, "userId", cap, key=3)
+    without = P._bounded(keyed.where(keyed.userId != heavy), "userId", cap, key=3)
+    assert full.count() - without.count() == cap
+    assert full.where(full.userId != heavy).exceptAll(without).count() == 0
+    synthetic = release.sample(seed=1).toPandas()
+    sizes = synthetic.groupby("userId").size()
+    assert 400 <= len(sizes) <= 1000 and sizes.min() >= 1
