@@ -495,7 +495,7 @@ def synthesize(
         # An event table (docs/design.md section 2.10): a pool of event rows, from which persons are cut.
         import numpy as np
 
-        from spark_dpsynth.mechanisms.persons import persons_wanted, pool_size, stratum_shares
+        from spark_dpsynth.synthesizers.persons import persons_wanted, pool_size, stratum_shares
 
         rng = np.random.default_rng(config.synthesize.seed)
         wanted = persons_wanted(dict(persons), config.synthesize.target_number_of_records, rng)
@@ -520,7 +520,7 @@ def synthesize(
     # The input's column types (docs/design.md section 2.8), for every synthesizer: bin labels never reach the output.
     synthetic = restore_types(synthetic, release.manifest, seed=config.synthesize.seed)
     if persons is not None:
-        from spark_dpsynth.mechanisms.persons import assemble_persons
+        from spark_dpsynth.synthesizers.persons import assemble_persons
 
         synthetic = assemble_persons(
             synthetic, dict(persons), wanted, seed=config.synthesize.seed, progress=progress

@@ -20,6 +20,7 @@ from spark_dpsynth.mechanisms import persons as P
 from spark_dpsynth.params import DataConfig, PersonRows
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.noise import CryptographicNoise
+from spark_dpsynth.synthesizers import persons as S
 
 
 def _events(persons: int = 1000, seed: int = 5) -> pd.DataFrame:
@@ -117,12 +118,12 @@ def test_persons_wanted_follow_the_noisy_histogram() -> None:
             "shares": [{"name": "persons_by_rows", "epsilon": 0.4}]
         },  # threshold ln(20 x 13) / 0.4 = 13.9
     }
-    wanted = P.persons_wanted(block, rng=np.random.default_rng(1))
+    wanted = S.persons_wanted(block, rng=np.random.default_rng(1))
     assert wanted.shape == (20,) and wanted.sum() == 170
     assert (wanted[0], wanted[4], wanted[19]) == (100, 50, 20)
     noisy[1] = 13  # below the threshold: dropped
-    assert P.persons_wanted(block, rng=np.random.default_rng(1))[1] == 0
-    scaled = P.persons_wanted(block, target_rows=2 * (100 + 250 + 400), rng=np.random.default_rng(1))
+    assert S.persons_wanted(block, rng=np.random.default_rng(1))[1] == 0
+    scaled = S.persons_wanted(block, target_rows=2 * (100 + 250 + 400), rng=np.random.default_rng(1))
     assert scaled.sum() == 340
 
 

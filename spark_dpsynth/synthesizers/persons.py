@@ -1,0 +1,271 @@
+"""Synthetic persons of an event release: persons drawn from the noisy histogram of rows per person, their rows
+from the event model (post-processing of a person-level release; docs/design.md section 2.10).
+
+The release (:mod:`spark_dpsynth.mechanisms.persons`) holds a noisy histogram of the persons by number of rows
+over a public grid, the cap L of the rows per person the event measurements read, the person columns, and an
+event model whose records carry :data:`ROWS_COLUMN`, their person's number of measured rows s = min(n, L).
+
+:func:`persons_wanted` draws the synthetic persons' numbers of rows n from the histogram (uniformly within a
+bin), each person in the stratum s = min(n, L). A pool of event rows is sampled from the event model
+(:func:`pool_size` rows); :func:`assemble_persons` gives each person one random pool row of its stratum as its
+seed, whose person columns become the person's, then n pool rows of its stratum that share those person columns
+(the model given the stratum and the person columns). Where a (stratum, person columns) group runs short, the
+person takes other rows of its stratum with its person columns written over theirs; where a stratum runs short,
+rows of any stratum. A person's rows share one surrogate key in the key column's type, ordered by the event time
+when there is one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+
+from spark_dpsynth._progress import Progress, report
+
+__all__ = [
+    "ROWS_COLUMN",
+    "POOL_FACTOR",
+    "MAX_POOL_FACTOR",
+    "persons_wanted",
+    "pool_size",
+    "stratum_shares",
+    "assemble_persons",
+]
+
+log = logging.getLogger(__name__)
+
+ROWS_COLUMN = "rows_per_person"
+"""The column added to every kept row: its person's number of kept rows, ``"1"`` .. ``"L"`` (public domain)."""
+POOL_FACTOR = 1.5
+"""Event rows sampled from the model per synthetic row its stratum needs, at the model's share of the stratum
+(:func:`pool_size`)."""
+MAX_POOL_FACTOR = 4
+"""A stratum rarer in the model than the persons need is oversampled at most this many times (times
+:data:`POOL_FACTOR`); the rows it still lacks come from the fallback of :func:`assemble_persons`."""
+
+
+def _bin_upper(grid: tuple[int, ...], bound: int) -> np.ndarray:
+    return np.asarray([*(e - 1 for e in grid[1:]), bound], dtype=np.int64)
+
+
+def persons_wanted(
+    block: dict[str, Any], target_rows: int | None = None, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """The synthetic persons by number of rows: ``out[n - 1]`` persons with n rows, n = 1..bound (int64).
+
+    The noisy histogram (post-processing): bins below b ln(20 B) (b = 1 / epsilon of its share, B bins; an empty
+    bin passes with probability 1 / (40 B)) set to 0 unless that empties it, scaled so that the rows add up to about ``target_rows`` when given, rounded to whole
+    persons by largest remainders, and each bin's persons spread uniformly at random over its numbers of rows.
+    """
+    rng = rng if rng is not None else np.random.default_rng()
+    grid = tuple(int(x) for x in block["rows_grid"])
+    bound = int(block["rows_per_person_bound"])
+    upper = _bin_upper(grid, bound)
+    h = np.clip(np.asarray(block["noisy_persons_by_rows"], dtype=np.float64), 0, None)
+    share = next(
+        (s for s in (block.get("budget") or {}).get("shares", ()) if s.get("name") == "persons_by_rows"), None
+    )
+    if share is not None and share.get("epsilon"):
+        # bins below b ln(20 B) (b = 1 / epsilon, B bins) are dropped: an empty bin passes with probability
+        # (1/2) e^(-t/b) = 1 / (40 B), so no empty bin at all in 39 of 40 releases
+        threshold = math.log(20.0 * len(h)) / float(share["epsilon"])
+        kept = np.where(h >= threshold, h, 0.0)
+        h = kept if kept.sum() > 0 else h
+    if h.sum() <= 0:
+        h = np.zeros_like(h)
+        h[0] = 1.0
+    lows = np.asarray(grid, dtype=np.float64)
+    if target_rows is not None:
+        h = h * (target_rows / float((h * (lows + upper) / 2.0).sum()))
+    total = max(1, int(round(h.sum())))
+    raw = h / h.sum() * total
+    per_bin = np.floor(raw).astype(np.int64)
+    rest = total - int(per_bin.sum())
+    if rest > 0:
+        per_bin[np.argsort(-(raw - per_bin), kind="stable")[:rest]] += 1
+    out = np.zeros(bound, dtype=np.int64)
+    for lo, hi, m in zip(grid, upper, per_bin, strict=True):
+        if m:
+            out[lo - 1 : hi] += rng.multinomial(int(m), np.full(hi - lo + 1, 1.0 / (hi - lo + 1)))
+    return out
+
+
+def _strata(wanted: np.ndarray, cap: int) -> np.ndarray:
+    """Rows needed per stratum s = min(n, L), s = 1..L."""
+    n = np.arange(1, len(wanted) + 1)
+    need = np.zeros(cap, dtype=np.int64)
+    np.add.at(need, np.minimum(n, cap) - 1, n * wanted)
+    return need
+
+
+def pool_size(block: dict[str, Any], stratum_shares: np.ndarray | None, wanted: np.ndarray) -> int:
+    """The event rows to sample for :func:`assemble_persons`: :data:`POOL_FACTOR` x the synthetic rows, x the
+    largest ratio (at most :data:`MAX_POOL_FACTOR`) of a stratum's share of the synthetic rows to its share in
+    the model (``stratum_shares``, s = 1..L, from the release's 1-way table of :data:`ROWS_COLUMN`)."""
+    cap = int(block["max_rows_per_person"])
+    need = _strata(wanted, cap).astype(np.float64)
+    rows = max(1.0, need.sum())
+    if stratum_shares is None:
+        return int(math.ceil(POOL_FACTOR * rows))
+    shares = np.asarray(stratum_shares, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(need > 0, (need / rows) / np.maximum(shares, 1e-12), 0.0)
+    # a stratum the model makes 4 times rarer than the persons need is left to the fallback, not oversampled
+    return int(math.ceil(POOL_FACTOR * rows * min(MAX_POOL_FACTOR, max(1.0, ratio.max(initial=1.0)))))
+
+
+def stratum_shares(release: Any) -> np.ndarray | None:  # noqa: ANN401 - Release
+    """The model's share of each stratum s = 1..L: the release's noisy 1-way counts of :data:`ROWS_COLUMN`,
+    clipped at 0 and normalised (post-processing); None when the release has none."""
+    cap = int(release.manifest["persons"]["max_rows_per_person"])
+    if ROWS_COLUMN not in release.columns or 1 not in release.marginals:
+        return None
+    c = release.columns.index(ROWS_COLUMN)
+    ones = release.marginals[1]
+    counts = np.zeros(cap, dtype=np.float64)
+    domain = release.domains[c]
+    for v, n in zip(
+        ones.values[ones.columns[:, 0] == c, 0], ones.counts[ones.columns[:, 0] == c], strict=True
+    ):
+        s = int(domain[int(v)])
+        if 1 <= s <= cap:
+            counts[s - 1] += max(float(n), 0.0)
+    return counts / counts.sum() if counts.sum() > 0 else None
+
+
+def assemble_persons(
+    pool,  # noqa: ANN001 - pyspark DataFrame
+    block: dict[str, Any],
+    wanted: np.ndarray,
+    *,
+    seed: int | None = None,
+    progress: Progress | None = None,
+):  # noqa: ANN201 - DataFrame
+    """Synthetic persons cut from a pool of synthetic event rows (module docstring; post-processing).
+
+    Args:
+        pool: synthetic event rows in the input's types with :data:`ROWS_COLUMN` (``"1"`` .. ``"L"``), about
+            :func:`pool_size` of them.
+        block: the release manifest's ``persons`` block.
+        wanted: the persons by number of rows (:func:`persons_wanted`).
+        seed: the random order of the pool and of the keys (None: fresh randomness).
+        progress: receives one short message per stage.
+
+    Returns:
+        The event table: the input's columns in order (``block["columns"]``), the person key a surrogate
+        1..M in the key's type (``"syn-"`` and the zero-padded number for a string key), each person's rows
+        together and ordered by the time column when there is one. A person whose stratum of the pool ran out
+        of rows has fewer rows (logged).
+    """
+    import pandas as pd
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from spark_dpsynth.synthesizers._types import SURROGATE_PREFIX
+
+    unit = block["privacy_unit_column"]
+    cap = int(block["max_rows_per_person"])
+    spark = pool.sparkSession
+    rng = np.random.default_rng(seed)
+    person_cols = [c for c in block.get("person_columns") or () if c in pool.columns]
+    value_cols = [c for c in pool.columns if c != ROWS_COLUMN]
+    n = np.repeat(np.arange(1, len(wanted) + 1), wanted)
+    m = len(n)
+    persons = pd.DataFrame({"__id": rng.permutation(m) + 1, "__len": n, "__s": np.minimum(n, cap)})
+    persons["__k"] = persons.groupby("__s").cumcount() + 1  # the person's seed row in its stratum
+    people = spark.createDataFrame(persons.astype("int64"))
+    pool = (
+        pool.withColumn("__s", F.col(ROWS_COLUMN).cast("long"))
+        .where(F.col("__s").between(1, cap))
+        .withColumn("__r", F.rand(seed))
+        .withColumn("__g", F.xxhash64(*[F.col(f"`{c}`") for c in person_cols]) if person_cols else F.lit(0))
+        .drop(ROWS_COLUMN)
+        .persist()
+    )
+    try:
+        keep = [f"__p{i}" for i in range(len(person_cols))]
+        as_p = [F.col(f"`{c}`").alias(f"__p{i}") for i, c in enumerate(person_cols)]
+        # Seeds: the k-th person of stratum s takes the k-th pool row of s in random order: its person columns;
+        # a person whose stratum has too few rows takes a row of any stratum.
+        by_stratum = pool.withColumn("__k", F.row_number().over(Window.partitionBy("__s").orderBy("__r")))
+        seeded = people.join(by_stratum.select("__s", "__k", "__g", *as_p), ["__s", "__k"], "left").drop(
+            "__k"
+        )
+        unseeded = seeded.where(F.col("__g").isNull()).select(
+            "__id", "__len", "__s", F.row_number().over(Window.orderBy("__id")).alias("__k")
+        )
+        anywhere = pool.select(F.row_number().over(Window.orderBy("__r")).alias("__k"), "__g", *as_p)
+        seeds = seeded.where(F.col("__g").isNotNull()).unionByName(unseeded.join(anywhere, "__k").drop("__k"))
+        # Each person's slots i in its group (s, g): offsets cumulated in id order.
+        group = Window.partitionBy("__s", "__g").orderBy("__id")
+        seeds = seeds.withColumn(
+            "__end", F.sum("__len").over(group.rowsBetween(Window.unboundedPreceding, 0))
+        )
+        slots = seeds.select(
+            "__id", "__s", "__g", *keep,
+            F.explode(F.sequence(F.col("__end") - F.col("__len"), F.col("__end") - 1)).alias("__i"),
+        )  # fmt: skip
+        ranked = pool.withColumn(
+            "__i", F.row_number().over(Window.partitionBy("__s", "__g").orderBy("__r")) - 1
+        )
+        matched = slots.join(ranked, ["__s", "__g", "__i"], "left")
+        first = matched.where(F.col("__r").isNotNull()).select("__id", *[f"`{c}`" for c in value_cols], "__r")
+
+        def overwritten(df):  # noqa: ANN001, ANN202 - a slot's person columns written over its row's
+            return df.select(
+                "__id",
+                *[F.col(f"__p{person_cols.index(c)}").alias(c) if c in person_cols else F.col(f"`{c}`") for c in value_cols],
+                "__r",
+            )  # fmt: skip
+
+        # Slots whose group ran short: the rows of the same stratum no slot took, person columns written over.
+        taken = slots.groupBy("__s", "__g").agg(F.count(F.lit(1)).alias("__used"))
+        spare = ranked.join(taken, ["__s", "__g"], "left").where(
+            F.col("__used").isNull() | (F.col("__i") >= F.col("__used"))
+        )
+        open_slots = matched.where(F.col("__r").isNull()).select("__id", "__s", "__i", *keep)
+        second = open_slots.withColumn(
+            "__j", F.row_number().over(Window.partitionBy("__s").orderBy("__id", "__i"))
+        ).join(
+            spare.withColumn("__j", F.row_number().over(Window.partitionBy("__s").orderBy("__r"))).drop(
+                "__i", "__used", *person_cols
+            ),
+            ["__s", "__j"],
+        )
+        parts = [first, overwritten(second)]
+        # Slots whose stratum ran short: rows of any stratum no slot took (a single ordering: rare, logged).
+        still = open_slots.join(second.select("__id", "__i"), ["__id", "__i"], "left_anti")
+        if still.limit(1).count():
+            report(progress, log, "persons: some strata of the pool ran short; their persons take other rows")
+            rest = spare.join(second.select("__r"), "__r", "left_anti").drop(*person_cols)
+            third = still.withColumn("__j", F.row_number().over(Window.orderBy("__id", "__i"))).join(
+                rest.withColumn("__j", F.row_number().over(Window.orderBy("__r"))).drop(
+                    "__s", "__i", "__used"
+                ),
+                "__j",
+            )
+            parts.append(overwritten(third))
+        rows = parts[0]
+        for part in parts[1:]:
+            rows = rows.unionByName(part)
+        key_type = str(block.get("key_type") or "bigint")
+        if key_type == "string":
+            key = F.concat(F.lit(SURROGATE_PREFIX), F.lpad(F.col("__id").cast("string"), len(str(m)), "0"))
+        else:
+            key = F.col("__id").cast(key_type)
+        time_column = block.get("time_column")
+        order = [F.col("__id")] + ([F.col(f"`{time_column}`")] if time_column in value_cols else [])
+        columns = [c for c in block.get("columns") or [unit, *value_cols] if c == unit or c in value_cols]
+        out = (
+            rows.withColumn(unit, key)
+            .orderBy(*order, F.col("__r"))
+            .select(*[F.col(f"`{c}`") for c in columns])
+            .localCheckpoint()
+        )
+    finally:
+        pool.unpersist()
+    report(progress, log, f"persons: {m:,} synthetic persons, {int((n).sum()):,} rows wanted")
+    return out
