@@ -6,8 +6,8 @@ For each event table, the default command (`spark-dpsynth pipeline`, no configur
 * `person`: with `--privacy-unit KEY` (person-level DP over the event rows, docs/design.md section 2.10);
 * `person_independent`: the same with `--synthesizer independent` (each column drawn on its own: a baseline).
 
-Each run is measured as a subprocess (wall time, peak RSS of the process tree from `/usr/bin/time -v`, which
-counts the JVM) and scored by its own evaluation (`metrics.json`: mean 1/2/3-way TVD of the event rows, and for
+Each run is measured as a subprocess (wall time, CPU seconds and the peak RSS of its whole process tree, JVM and
+Python workers included, sampled every 0.1 s by `scale_measure.TreeSampler`) and scored by its own evaluation (`metrics.json`: mean 1/2/3-way TVD of the event rows, and for
 the person-level runs the persons block: rows-per-person TVD, person-column TVD). Test mode (`--seed`): the
 outputs are NOT private; the figures are for comparing the modes.
 
@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import subprocess
+import os
 import sys
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_measure import run_measured  # noqa: E402 - the benchmarks' process-tree sampler
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -51,20 +52,12 @@ def run(table: str, mode: str, out: Path, epsilon: float, seed: int, extra: list
         "--output", str(target), "--epsilon", str(epsilon), "--seed", str(seed), "--overwrite", "--quiet",
         *args, *extra,
     ]  # fmt: skip
-    started = time.perf_counter()
-    done = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - started
-    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
-    row = {
-        "table": table,
-        "mode": mode,
-        "epsilon": epsilon,
-        "wall_s": round(wall, 1),
-        "exit": done.returncode,
-    }
-    row["peak_rss_mb"] = round(int(peak.group(1)) / 1024) if peak else None
-    if done.returncode != 0:
-        row["error"] = done.stderr.strip().splitlines()[-1:] if done.stderr else []
+    done = run_measured(command, dict(os.environ), 3600.0, out / "logs" / f"{target.name}.log")
+    peak = done["sampled_peak_rss_mb"]["total"]
+    row = {"table": table, "mode": mode, "epsilon": epsilon, "wall_s": round(done["wall_seconds"], 1)}
+    row.update(exit=done["returncode"], peak_rss_mb=round(peak), cpu_s=round(done["cpu_seconds"], 1))
+    if done["returncode"] != 0:
+        row["error"] = Path(done["log"]).read_text().strip().splitlines()[-1:]
         return row
     metrics = json.loads((target / "evaluation" / "metrics.json").read_text())
     manifest = json.loads((target / "release" / "manifest.json").read_text())

@@ -330,8 +330,8 @@ class DataConfig:
     them. None: a DP test finds them (a column is a person column when the noisy number of persons whose rows
     hold two values is at most 5% of the noisy number of persons)."""
     time_column: str | None = None
-    """The event time (a date or timestamp column) along which a synthetic person's rows are ordered; None: the
-    first date or timestamp column of the input, if any."""
+    """The event time (a date, timestamp or number column, e.g. a year) along which a synthetic person's rows are
+    ordered; None: the first date or timestamp column of the input, if any."""
     multi_value: Mapping[str, str] = field(default_factory=dict)
     """Multi-value columns: column name -> the delimiter (non-empty) between its values in a cell."""
     max_multi_values: int = 64

@@ -67,7 +67,7 @@ def test_schema_errors_come_before_any_budget_is_spent(events) -> None:
         dps.fit(events, epsilon=1.0, privacy_unit="person", seed=1)
     with pytest.raises(SchemaError, match="unknown person column"):
         dps.fit(events, epsilon=1.0, privacy_unit="pid", person_columns=["home"], seed=1)
-    with pytest.raises(SchemaError, match="not a date or timestamp"):
+    with pytest.raises(SchemaError, match="not a date, timestamp or number"):
         dps.fit(events, epsilon=1.0, privacy_unit="pid", time_column="kind", seed=1)
     with pytest.raises(SchemaError, match="rows_per_person"):
         dps.fit(events.withColumnRenamed("items", "rows_per_person"), epsilon=1.0, privacy_unit="pid", seed=1)
@@ -291,3 +291,43 @@ def test_movielens_the_heaviest_user_moves_the_release_within_dp(shared_data, sp
     synthetic = release.sample(seed=1).toPandas()
     sizes = synthetic.groupby("userId").size()
     assert 400 <= len(sizes) <= 1000 and sizes.min() >= 1
+
+
+@pytest.mark.connect
+def test_an_event_table_runs_end_to_end_on_spark_connect(tmp_path) -> None:
+    """The command line through a local Spark Connect server (a subprocess: a process holds one kind of
+    session): the person-level release, its synthetic persons and their evaluation."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    source = tmp_path / "events.csv"
+    _events(600).to_csv(source, index=False)
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    env.update(
+        PYTHONPATH=str(ROOT),
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_SUBMIT_ARGS="--conf spark.sql.shuffle.partitions=4 --conf spark.ui.enabled=false pyspark-shell",
+    )
+    args = ["pipeline", "--remote", "local[2]", "--input", str(source), "--output", str(out),
+            "--privacy-unit", "pid", "--max-rows-per-person", "3", "--seed", "11", "--quiet"]  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_dpsynth", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "pid: epsilon 4 per person" in result.stdout
+    synthetic = pd.read_csv(out / "synthetic.csv")
+    assert list(synthetic.columns) == ["pid", "region", "kind", "items"]
+    assert synthetic["pid"].nunique() < len(synthetic)  # persons with several rows
+    manifest = json.loads((out / "release" / "manifest.json").read_text())
+    assert manifest["persons"]["max_rows_per_person"] == 3 and manifest["persons"]["cap_source"] == "given"
+    metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
+    assert metrics["persons"]["persons"]["sensitive"] == 600

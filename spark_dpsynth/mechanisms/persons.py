@@ -35,8 +35,8 @@ Basic composition of the pure shares of steps 2 and 5 and of step 6 gives (epsil
 manifest's ``persons`` block records L and how it was chosen, the noisy histogram, the person columns and the
 person-level ledger; the event mechanism's own ``budget`` is its row-level one.
 
-**Synthesis** (post-processing, :mod:`spark_dpsynth.synthesizers.persons`): the synthetic persons' numbers of rows n are drawn
-from the noisy histogram (uniformly within a bin), each person in the stratum s = min(n, L). A pool of event
+**Synthesis** (post-processing, :mod:`spark_dpsynth.synthesizers.persons`): the synthetic persons' numbers of
+rows n are drawn from the noisy histogram (uniformly within a bin), each person in the stratum s = min(n, L). A pool of event
 rows is sampled from the event model; each person takes one random pool row of its stratum as its seed, whose
 person columns become the person's, then n pool rows of its stratum that share those person columns (the model
 given the stratum and the person columns). Where a (stratum, person columns) group runs short, the person takes
@@ -85,6 +85,7 @@ PERSON_COLUMN_SHARE = 0.05
 """A column is a person column when the noisy number of persons whose rows hold two of its values is at most
 this share of the protected number of persons."""
 _TIME_TYPES = ("date", "timestamp", "timestamp_ntz")
+_NUMBER_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double")
 _STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
 
 
@@ -106,7 +107,7 @@ def check_event_table(schema: Any, data: DataConfig) -> str | None:  # noqa: ANN
 
     Raises:
         SchemaError: the privacy unit, a person column or the time column is not an input column; the input
-            already has a column named :data:`ROWS_COLUMN`; the time column is not a date or timestamp.
+            already has a column named :data:`ROWS_COLUMN`; the time column is not a date, timestamp or number.
     """
     names = [f.name for f in schema.fields]
     unit = data.privacy_unit
@@ -124,9 +125,10 @@ def check_event_table(schema: Any, data: DataConfig) -> str | None:  # noqa: ANN
     if data.time_column is not None:
         if data.time_column not in names:
             raise SchemaError(f"unknown time column {data.time_column!r}")
-        if types[data.time_column] not in _TIME_TYPES:
+        if types[data.time_column] not in (*_TIME_TYPES, *_NUMBER_TYPES):
             raise SchemaError(
-                f"the time column {data.time_column!r} is {types[data.time_column]}, not a date or timestamp"
+                f"the time column {data.time_column!r} is {types[data.time_column]}, not a date, timestamp or "
+                "number"
             )
         return data.time_column
     return next((c for c in names if c != unit and types[c] in _TIME_TYPES), None)
@@ -240,7 +242,9 @@ def fit_events(
     noise = noise_source_for(agg.seed)
     acct = Accountant(float(agg.epsilon), agg.delta, accounting=agg.accounting, noise=noise)
     key = secrets.randbits(62) if agg.seed is None else int(agg.seed) % (1 << 62)
-    rows = df.where(_nonempty(F.col(f"`{unit}`"))).select(f"`{unit}`", *[f"`{c}`" for c in attributes])
+    # identifier columns (row keys) are carried along, never measured: the event release writes fresh keys
+    row_keys = [c for c in data.identifiers if c != unit]
+    rows = df.where(_nonempty(F.col(f"`{unit}`"))).select(*[f"`{c}`" for c in (unit, *attributes, *row_keys)])
     report(progress, log, f"persons: rows without a person ({unit!r} empty) are left out")
     bound = data.rows_per_person_bound
     grid = rows_grid(bound)
@@ -333,7 +337,8 @@ def fit_events(
             data=event_data,
             aggregate=dataclasses.replace(agg, epsilon=eps_row, delta=delta_row),
         )
-        fitted = fit_rows(bounded.select(*[f"`{c}`" for c in event_data.columns]), event_config, noise)
+        kept = bounded.select(*[f"`{c}`" for c in (*event_data.columns, *row_keys)])
+        fitted = fit_rows(kept, event_config, noise)
     finally:
         bounded.unpersist()
     block.update(

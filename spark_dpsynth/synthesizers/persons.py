@@ -57,8 +57,9 @@ def persons_wanted(
     """The synthetic persons by number of rows: ``out[n - 1]`` persons with n rows, n = 1..bound (int64).
 
     The noisy histogram (post-processing): bins below b ln(20 B) (b = 1 / epsilon of its share, B bins; an empty
-    bin passes with probability 1 / (40 B)) set to 0 unless that empties it, scaled so that the rows add up to about ``target_rows`` when given, rounded to whole
-    persons by largest remainders, and each bin's persons spread uniformly at random over its numbers of rows.
+    bin passes with probability 1 / (40 B)) set to 0 unless that empties it, scaled so that the rows add up to
+    about ``target_rows`` when given, rounded to whole persons by largest remainders, and each bin's persons
+    spread uniformly at random over its numbers of rows (``rng``; default fresh randomness).
     """
     rng = rng if rng is not None else np.random.default_rng()
     grid = tuple(int(x) for x in block["rows_grid"])
@@ -215,11 +216,11 @@ def assemble_persons(
         first = matched.where(F.col("__r").isNotNull()).select("__id", *[f"`{c}`" for c in value_cols], "__r")
 
         def overwritten(df):  # noqa: ANN001, ANN202 - a slot's person columns written over its row's
-            return df.select(
-                "__id",
-                *[F.col(f"__p{person_cols.index(c)}").alias(c) if c in person_cols else F.col(f"`{c}`") for c in value_cols],
-                "__r",
-            )  # fmt: skip
+            values = [
+                F.col(f"__p{person_cols.index(c)}").alias(c) if c in person_cols else F.col(f"`{c}`")
+                for c in value_cols
+            ]
+            return df.select("__id", *values, "__r")
 
         # Slots whose group ran short: the rows of the same stratum no slot took, person columns written over.
         taken = slots.groupBy("__s", "__g").agg(F.count(F.lit(1)).alias("__used"))
