@@ -127,6 +127,17 @@ def test_persons_wanted_follow_the_noisy_histogram() -> None:
     assert scaled.sum() == 340
 
 
+def test_the_pool_covers_the_strata_of_95_percent_of_the_rows() -> None:
+    block = {"max_rows_per_person": 3}
+    wanted = np.zeros(10, dtype=np.int64)
+    wanted[0], wanted[1], wanted[5] = 10, 10, 100  # rows needed by stratum: 10, 20, 600 (of 630)
+    assert S.pool_size(block, None, wanted) == 945  # 1.5 x 630
+    # the model makes stratum 1 rarer than needed (ratio 1.6), but strata 2 and 3 hold 98% of the rows
+    assert S.pool_size(block, np.array([0.01, 0.09, 0.9]), wanted) == math.ceil(1.5 * 630 * (600 / 630) / 0.9)
+    assert S.pool_size(block, np.array([0.3, 0.3, 0.4]), wanted) == math.ceil(1.5 * 630 * (600 / 630) / 0.4)
+    assert S.pool_size(block, np.array([0.9, 0.09, 0.01]), wanted) == math.ceil(1.5 * 630 * 4)  # at most 4
+
+
 def test_bounding_keeps_at_most_l_rows_by_keyed_hash_whatever_the_partitioning(events) -> None:
     one = P._bounded(events.repartition(1), "pid", 4, key=11)
     many = P._bounded(events.repartition(7, "kind"), "pid", 4, key=11)

@@ -29,6 +29,7 @@ __all__ = [
     "ROWS_COLUMN",
     "POOL_FACTOR",
     "MAX_POOL_FACTOR",
+    "COVERED_SHARE",
     "persons_wanted",
     "pool_size",
     "stratum_shares",
@@ -45,6 +46,9 @@ POOL_FACTOR = 1.5
 MAX_POOL_FACTOR = 4
 """A stratum rarer in the model than the persons need is oversampled at most this many times (times
 :data:`POOL_FACTOR`); the rows it still lacks come from the fallback of :func:`assemble_persons`."""
+COVERED_SHARE = 0.95
+"""The pool is sized for the strata that hold this share of the synthetic rows, those the model makes least
+rare first (:func:`pool_size`)."""
 
 
 def _bin_upper(grid: tuple[int, ...], bound: int) -> np.ndarray:
@@ -104,8 +108,10 @@ def _strata(wanted: np.ndarray, cap: int) -> np.ndarray:
 
 def pool_size(block: dict[str, Any], stratum_shares: np.ndarray | None, wanted: np.ndarray) -> int:
     """The event rows to sample for :func:`assemble_persons`: :data:`POOL_FACTOR` x the synthetic rows, x the
-    largest ratio (at most :data:`MAX_POOL_FACTOR`) of a stratum's share of the synthetic rows to its share in
-    the model (``stratum_shares``, s = 1..L, from the release's 1-way table of :data:`ROWS_COLUMN`)."""
+    ratio r (1 to :data:`MAX_POOL_FACTOR`) of a stratum's share of the synthetic rows to its share in the model
+    (``stratum_shares``, s = 1..L, from the release's 1-way table of :data:`ROWS_COLUMN`) that covers the strata
+    of :data:`COVERED_SHARE` of the synthetic rows (the smallest r such that the strata of ratio <= r hold that
+    share)."""
     cap = int(block["max_rows_per_person"])
     need = _strata(wanted, cap).astype(np.float64)
     rows = max(1.0, need.sum())
@@ -114,8 +120,11 @@ def pool_size(block: dict[str, Any], stratum_shares: np.ndarray | None, wanted: 
     shares = np.asarray(stratum_shares, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(need > 0, (need / rows) / np.maximum(shares, 1e-12), 0.0)
-    # a stratum the model makes 4 times rarer than the persons need is left to the fallback, not oversampled
-    return int(math.ceil(POOL_FACTOR * rows * min(MAX_POOL_FACTOR, max(1.0, ratio.max(initial=1.0)))))
+    # the oversampling that serves the strata of 95% of the rows; the others are left to the fallback
+    order = np.argsort(ratio, kind="stable")
+    covered = np.cumsum(need[order]) / rows
+    enough = float(ratio[order][int(np.searchsorted(covered, COVERED_SHARE - 1e-12))])
+    return int(math.ceil(POOL_FACTOR * rows * min(MAX_POOL_FACTOR, max(1.0, enough))))
 
 
 def stratum_shares(release: Any) -> np.ndarray | None:  # noqa: ANN401 - Release
