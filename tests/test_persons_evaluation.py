@@ -275,6 +275,7 @@ def test_summary_notes_identifier_columns_of_a_row_level_release():
         ({"privacy_unit": "record"}, None),
         ({"columns": ["userId", "rating", "valid"]}, "if 'userId' names a person"),
         ({"columns": ["occ_code", "grid", "paid"]}, None),
+        ({"columns": ["Unit ID", "Priority"]}, "run with --privacy-unit 'Unit ID' (person-level DP)"),
         ({"privacy_unit": "person", "identifier_columns": {"a": {}}}, None),
         ({"privacy_unit": "unknown", "identifier_columns": {"a": {}}}, None),
     ],

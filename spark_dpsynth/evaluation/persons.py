@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -179,7 +180,7 @@ def row_level_identifier_note(manifest: Mapping[str, Any]) -> str | None:
     if not names:
         return None
     if len(names) == 1:
-        which, column = f"'{names[0]}' names", names[0]
+        which, column = f"'{names[0]}' names", shlex.quote(names[0])
     else:
         which, column = "one of " + ", ".join(f"'{n}'" for n in names) + " names", "COLUMN"
     return (

@@ -366,6 +366,13 @@ def _persons_section(persons: dict[str, Any] | None) -> str:
         for c, e in persons["events_by_category"].items()
     ]
     labels = [str(lo) if hi == lo else f"{lo}+" if hi is None else f"{lo}-{hi}" for lo, hi in shares["bins"]]
+    # the bins past the last one either table fills are left off the plot
+    filled = [
+        i for i, pair in enumerate(zip(shares["sensitive"], shares["synthetic"], strict=True)) if any(pair)
+    ]
+    shown = (filled[-1] + 1) if filled else len(labels)
+    labels = labels[:shown]
+    shares = {k: shares[k][:shown] for k in ("sensitive", "synthetic")}
     x = np.arange(len(labels))
     fig = Figure(figsize=(min(max(6.4, 0.3 * len(labels) + 2.0), 12.0), 3.2))
     ax = fig.add_subplot()
