@@ -366,8 +366,12 @@ def check_synthetic_columns(release, synthetic) -> None:  # noqa: ANN001
     """
     if release.manifest.get("multi_value_columns"):
         return  # its joined columns are split back by name (data.prepare.split_multi_value), checked there
+    from spark_dpsynth.synthesizers.persons import ROWS_COLUMN
+
     have = {c.lower() for c in synthetic.columns}
-    derived = {"rows_per_person"} if release.manifest.get("persons") else set()  # from the key (design 2.10)
+    derived = (
+        {ROWS_COLUMN} if release.manifest.get("persons") else set()
+    )  # counted from the key (design 2.10)
     missing = [c for c in release.columns if c.lower() not in have and c not in derived]
     if missing:
         raise SchemaError(
