@@ -369,9 +369,8 @@ def check_synthetic_columns(release, synthetic) -> None:  # noqa: ANN001
     from spark_dpsynth.synthesizers.persons import ROWS_COLUMN
 
     have = {c.lower() for c in synthetic.columns}
-    derived = (
-        {ROWS_COLUMN} if release.manifest.get("persons") else set()
-    )  # counted from the key (design 2.10)
+    # an event release's rows_per_person is counted from the key (docs/design.md section 2.10)
+    derived = {ROWS_COLUMN} if release.manifest.get("persons") else set()
     missing = [c for c in release.columns if c.lower() not in have and c not in derived]
     if missing:
         raise SchemaError(
