@@ -55,14 +55,43 @@ def _bin_upper(grid: tuple[int, ...], bound: int) -> np.ndarray:
     return np.asarray([*(e - 1 for e in grid[1:]), bound], dtype=np.int64)
 
 
+def _denoised(noisy: np.ndarray, epsilon: float) -> np.ndarray:
+    """The noisy histogram without the bins its noise alone fills (post-processing).
+
+    t = b ln(20 B), b = 1 / epsilon, B bins: a bin of at least t persons is kept; an empty bin passes with
+    probability (1/2) e^(-t/b) = 1 / (40 B), so no empty bin at all in 39 releases of 40. Each maximal run of k
+    consecutive bins below t is kept as a whole when its noisy sum reaches t sqrt(k) (the sum of k Laplace draws
+    has std b sqrt(2 k): an empty run passes at more than 4 stds), its sum spread over its bins as their clipped
+    values (evenly when none is positive); otherwise it is dropped. Many bins of a few persons each (a long tail)
+    are kept together where one by one they would not pass.
+    """
+    b = 1.0 / epsilon
+    t = b * math.log(20.0 * len(noisy))
+    out = np.where(noisy >= t, noisy, 0.0)
+    i = 0
+    while i < len(noisy):
+        if noisy[i] >= t:
+            i += 1
+            continue
+        j = i
+        while j < len(noisy) and noisy[j] < t:
+            j += 1
+        total = float(noisy[i:j].sum())
+        if total >= t * math.sqrt(j - i):
+            weights = np.clip(noisy[i:j], 0, None)
+            weights = weights if weights.sum() > 0 else np.ones(j - i)
+            out[i:j] = total * weights / weights.sum()
+        i = j
+    return out
+
+
 def persons_wanted(
     block: dict[str, Any], target_rows: int | None = None, rng: np.random.Generator | None = None
 ) -> np.ndarray:
     """The synthetic persons by number of rows: ``out[n - 1]`` persons with n rows, n = 1..bound (int64).
 
-    The noisy histogram (post-processing): bins below b ln(20 B) (b = 1 / epsilon of its share, B bins; an empty
-    bin passes with probability 1 / (40 B)) set to 0 unless that empties it, scaled so that the rows add up to
-    about ``target_rows`` when given, rounded to whole persons by largest remainders, and each bin's persons
+    The noisy histogram (post-processing) without the bins its noise alone fills (:func:`_denoised`; kept as it
+    is, clipped at 0, if that empties it), scaled so that the rows add up to about ``target_rows`` when given, rounded to whole persons by largest remainders, and each bin's persons
     spread uniformly at random over its numbers of rows (``rng``; default fresh randomness).
     """
     rng = rng if rng is not None else np.random.default_rng()
@@ -74,10 +103,9 @@ def persons_wanted(
         (s for s in (block.get("budget") or {}).get("shares", ()) if s.get("name") == "persons_by_rows"), None
     )
     if share is not None and share.get("epsilon"):
-        # bins below b ln(20 B) (b = 1 / epsilon, B bins) are dropped: an empty bin passes with probability
-        # (1/2) e^(-t/b) = 1 / (40 B), so no empty bin at all in 39 of 40 releases
-        threshold = math.log(20.0 * len(h)) / float(share["epsilon"])
-        kept = np.where(h >= threshold, h, 0.0)
+        kept = _denoised(
+            np.asarray(block["noisy_persons_by_rows"], dtype=np.float64), float(share["epsilon"])
+        )
         h = kept if kept.sum() > 0 else h
     if h.sum() <= 0:
         h = np.zeros_like(h)
