@@ -603,6 +603,18 @@ def evaluate_tables(
                 config.data, privacy_unit=None, columns=tuple(release.columns), person_columns=None
             ),
         )
+        from spark_dpsynth.evaluation.persons import person_metrics
+
+        # the persons first, on the tables as read (the evaluation below samples and caches them)
+        person_figures = person_metrics(
+            sensitive_persons,
+            synthetic_persons,
+            unit,
+            cap,
+            list(persons.get("person_columns") or ()),
+            [c for c in release.columns if c != ROWS_COLUMN],
+            grid=persons.get("rows_grid"),
+        )
     check_synthetic_columns(release, synthetic)
     data = resolve_columns(df.columns, config.data)
     # Identifier columns are never compared (left out of the measurement, surrogate keys; design 2.8): the
@@ -667,18 +679,7 @@ def evaluate_tables(
     if not release.marginals:
         metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
     if persons is not None:
-        from spark_dpsynth.evaluation.persons import person_metrics
-
-        events = [c for c in release.columns if c != ROWS_COLUMN]
-        metrics["persons"] = person_metrics(
-            sensitive_persons,
-            synthetic_persons,
-            unit,
-            cap,
-            list(persons.get("person_columns") or ()),
-            events,
-            grid=persons.get("rows_grid"),
-        )
+        metrics["persons"] = person_figures
     return metrics
 
 

@@ -261,8 +261,8 @@ def _events_by_category(
     sides: list[DataFrame], unit: str, event_columns: Sequence[str], n_s: int, n_y: int
 ) -> dict[str, dict[str, Any]]:
     """``events_by_category`` of :func:`person_metrics`: a screen by approximate distinct counts (one pass), then
-    the weighed value counts of the screened columns (one pass), cut on Spark to the columns with at most
-    :data:`MAX_EVENT_VALUES` values."""
+    the value counts of the first 2 x :data:`MAX_EVENT_COLUMNS` screened columns (one pass), cut on Spark to the
+    columns with at most :data:`MAX_EVENT_VALUES` values."""
     if not event_columns or not n_s or not n_y:
         return {}
     events = [
@@ -279,9 +279,11 @@ def _events_by_category(
         *[F.approx_count_distinct(f"e{i}", 0.01).alias(f"e{i}") for i in range(len(event_columns))]
     ).first()
     assert estimates is not None
+    # the first columns that pass the screen, twice as many as are kept (a screened column may still hold more
+    # than MAX_EVENT_VALUES values): the exact counts below explode each row once per screened column
     screened = [
         i for i in range(len(event_columns)) if estimates[f"e{i}"] <= MAX_EVENT_VALUES * _SCREEN_FACTOR
-    ]
+    ][: 2 * MAX_EVENT_COLUMNS]
     if not screened:
         return {}
     pairs = [F.struct(F.lit(i).alias("c"), F.col(f"e{i}").alias("v")) for i in screened]
