@@ -45,7 +45,8 @@ MAX_EVENT_VALUES = 20
 """An event column is compared in ``events_by_category`` when both tables together hold at most this many
 distinct values in it (the empty value counted)."""
 MAX_EVENT_COLUMNS = 5
-"""At most this many event columns are compared in ``events_by_category``: the first ones, in the order given."""
+"""At most this many event columns are compared in ``events_by_category``: the first ones, in the order given,
+among the first 2 x this many candidates."""
 _SCREEN_FACTOR = 2
 """An event column whose approximate distinct count (HyperLogLog++) is above ``MAX_EVENT_VALUES`` times this is
 not counted exactly: a margin far above the estimator's error at these sizes."""
@@ -261,8 +262,11 @@ def _events_by_category(
     sides: list[DataFrame], unit: str, event_columns: Sequence[str], n_s: int, n_y: int
 ) -> dict[str, dict[str, Any]]:
     """``events_by_category`` of :func:`person_metrics`: a screen by approximate distinct counts (one pass), then
-    the value counts of the first 2 x :data:`MAX_EVENT_COLUMNS` screened columns (one pass), cut on Spark to the
-    columns with at most :data:`MAX_EVENT_VALUES` values."""
+    the value counts of the screened columns (one pass), cut on Spark to the columns with at most
+    :data:`MAX_EVENT_VALUES` values. Only the first 2 x :data:`MAX_EVENT_COLUMNS` candidates are screened."""
+    # the first candidates only: one aggregation over many HyperLogLog sketches generates code too large for a
+    # small driver heap (seen on 32 columns at 1 GB)
+    event_columns = list(event_columns)[: _SCREEN_FACTOR * MAX_EVENT_COLUMNS]
     if not event_columns or not n_s or not n_y:
         return {}
     events = [
@@ -279,11 +283,9 @@ def _events_by_category(
         *[F.approx_count_distinct(f"e{i}", 0.01).alias(f"e{i}") for i in range(len(event_columns))]
     ).first()
     assert estimates is not None
-    # the first columns that pass the screen, twice as many as are kept (a screened column may still hold more
-    # than MAX_EVENT_VALUES values): the exact counts below explode each row once per screened column
     screened = [
         i for i in range(len(event_columns)) if estimates[f"e{i}"] <= MAX_EVENT_VALUES * _SCREEN_FACTOR
-    ][: 2 * MAX_EVENT_COLUMNS]
+    ]
     if not screened:
         return {}
     pairs = [F.struct(F.lit(i).alias("c"), F.col(f"e{i}").alias("v")) for i in screened]
