@@ -132,10 +132,10 @@ def test_a_long_tail_of_small_bins_is_kept_together_and_an_empty_one_dropped() -
     noisy = np.array([200.0, 150, 8, 9, 7, 8, 9, 10, 3, -2, 1, 0])  # bins 2..7: 51 persons, none above t
     out = S._denoised(noisy, 0.5)
     assert out[:2].tolist() == [200, 150]
-    assert out[2:].sum() == pytest.approx(noisy[2:].sum())  # one run of 10 bins: 53 >= t sqrt(10) = 34.7
+    assert out[2:].sum() == pytest.approx(noisy[2:].sum())  # one run of 10 bins: 53 >= 3 x 2 sqrt(20) = 26.8
     assert out[8] == pytest.approx(3 * 53 / 55)  # spread as the clipped values (they sum to 55)
     empty = np.array([200.0, 150, 3, -2, 4, 1, 0, -5, 2, 6, -1, 0])
-    assert S._denoised(empty, 0.5)[2:].sum() == 0  # 8 < t sqrt(10): noise, dropped
+    assert S._denoised(empty, 0.5)[2:].sum() == 0  # 8 < 26.8: noise, dropped
     assert t > 10
 
 

@@ -60,10 +60,10 @@ def _denoised(noisy: np.ndarray, epsilon: float) -> np.ndarray:
 
     t = b ln(20 B), b = 1 / epsilon, B bins: a bin of at least t persons is kept; an empty bin passes with
     probability (1/2) e^(-t/b) = 1 / (40 B), so no empty bin at all in 39 releases of 40. Each maximal run of k
-    consecutive bins below t is kept as a whole when its noisy sum reaches t sqrt(k) (the sum of k Laplace draws
-    has std b sqrt(2 k): an empty run passes at more than 4 stds), its sum spread over its bins as their clipped
-    values (evenly when none is positive); otherwise it is dropped. Many bins of a few persons each (a long tail)
-    are kept together where one by one they would not pass.
+    consecutive bins below t is kept as a whole when its noisy sum reaches 3 b sqrt(2 k), three stds of the sum
+    of k Laplace draws (an empty run passes with probability below 0.5%), its sum spread over its bins as their
+    clipped values (evenly when none is positive); otherwise it is dropped. Many bins of a few persons each (a
+    long tail) are kept together where one by one they would not pass.
     """
     b = 1.0 / epsilon
     t = b * math.log(20.0 * len(noisy))
@@ -77,7 +77,7 @@ def _denoised(noisy: np.ndarray, epsilon: float) -> np.ndarray:
         while j < len(noisy) and noisy[j] < t:
             j += 1
         total = float(noisy[i:j].sum())
-        if total >= t * math.sqrt(j - i):
+        if total >= 3.0 * b * math.sqrt(2.0 * (j - i)):
             weights = np.clip(noisy[i:j], 0, None)
             weights = weights if weights.sum() > 0 else np.ones(j - i)
             out[i:j] = total * weights / weights.sum()
