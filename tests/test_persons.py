@@ -320,21 +320,15 @@ def test_movielens_the_heaviest_user_moves_the_release_within_dp(shared_data, sp
 def test_an_event_table_runs_end_to_end_on_spark_connect(tmp_path) -> None:
     """The command line through a local Spark Connect server (a subprocess: a process holds one kind of
     session): the person-level release, its synthetic persons and their evaluation."""
-    import os
     import subprocess
     import sys
 
-    from tests.conftest import ROOT
+    from tests.test_connect import _env
 
     source = tmp_path / "events.csv"
     _events(600).to_csv(source, index=False)
     out = tmp_path / "out"
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
-    env.update(
-        PYTHONPATH=str(ROOT),
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_SUBMIT_ARGS="--conf spark.sql.shuffle.partitions=4 --conf spark.ui.enabled=false pyspark-shell",
-    )
+    env = _env()  # the local Connect server's settings of tests/test_connect.py
     args = ["pipeline", "--remote", "local[2]", "--input", str(source), "--output", str(out),
             "--privacy-unit", "pid", "--max-rows-per-person", "3", "--seed", "11", "--quiet"]  # fmt: skip
     result = subprocess.run(
