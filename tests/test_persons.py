@@ -348,3 +348,31 @@ def test_an_event_table_runs_end_to_end_on_spark_connect(tmp_path) -> None:
     assert manifest["persons"]["max_rows_per_person"] == 3 and manifest["persons"]["cap_source"] == "given"
     metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
     assert metrics["persons"]["persons"]["sensitive"] == 600
+
+
+def test_assemble_persons_cuts_persons_from_the_pool_with_string_keys(spark) -> None:
+    """A hand-made pool (post-processing only): stratum 1 holds one region, stratum 2 two; persons of 1, 2 and
+    3 rows (3 rows: stratum 2 with L = 2). Every person gets its rows, one region each, a "syn-" key."""
+    pool = pd.DataFrame(
+        {
+            "region": ["a"] * 6 + ["b"] * 20 + ["c"] * 20,
+            "kind": [f"k{i % 3}" for i in range(46)],
+            "rows_per_person": ["1"] * 6 + ["2"] * 40,
+        }
+    )
+    block = {
+        "privacy_unit_column": "pid",
+        "max_rows_per_person": 2,
+        "person_columns": ["region"],
+        "key_type": "string",
+        "columns": ["pid", "region", "kind"],
+        "time_column": None,
+    }
+    wanted = np.array([3, 4, 2])  # 3 persons of 1 row, 4 of 2, 2 of 3
+    out = S.assemble_persons(spark.createDataFrame(pool), block, wanted, seed=5).toPandas()
+    assert list(out.columns) == ["pid", "region", "kind"]
+    sizes = out.groupby("pid").size()
+    assert sorted(sizes.tolist()) == [1, 1, 1, 2, 2, 2, 2, 3, 3]
+    assert set(out["pid"]) == {f"syn-{i}" for i in range(1, 10)}
+    assert (out.groupby("pid")["region"].nunique() == 1).all()
+    assert set(out[out["pid"].isin(sizes[sizes == 1].index)]["region"]) == {"a"}  # stratum 1's rows
