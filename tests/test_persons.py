@@ -93,6 +93,11 @@ def test_group_privacy_per_row_is_vadhans_lemma() -> None:
         P.group_privacy_per_row(1000.0, 1e-6, 5000)
 
 
+def test_a_cap_too_large_for_the_row_level_delta_is_lowered_not_refused() -> None:
+    assert P._fits(3.4, 1e-6, 10)
+    assert not P._fits(400.0, 1e-6, 5000) and P._fits(400.0, 1e-6, 1)
+
+
 def test_cap_is_the_percentile_of_the_noisy_histogram() -> None:
     grid = P.rows_grid(1000)
     noisy = np.zeros(len(grid), dtype=np.int64)

@@ -153,6 +153,11 @@ def group_privacy_per_row(epsilon: float, delta: float, cap: int) -> tuple[float
     return eps_row, delta_row
 
 
+def _fits(epsilon: float, delta: float, cap: int) -> bool:
+    """True when :func:`group_privacy_per_row` gives a row-level delta a mechanism takes."""
+    return math.log(delta) - math.log(cap) - (cap - 1) * epsilon / cap >= math.log(MIN_DELTA)
+
+
 def cap_from_histogram(noisy: np.ndarray, grid: tuple[int, ...], percentile: float) -> int:
     """L: the lower edge of the first bin of ``grid`` where the noisy persons (clipped at 0), cumulated from one
     row up, reach ``percentile`` of their total (post-processing of the noisy histogram); 1 when it is empty."""
@@ -221,9 +226,11 @@ def fit_events(
         The event mechanism's ``Fitted`` whose release manifest has ``privacy_unit`` ``"person"``,
         ``privacy_unit_column``, ``protected_number_of_persons`` and the ``persons`` block.
 
+    L is lowered (halved) while the row-level delta of group privacy would fall below ``MIN_DELTA`` (an epsilon
+    of hundreds): from public figures, so no refusal comes after budget is spent.
+
     Raises:
         SchemaError: a schema check of :func:`check_event_table` (before any data is read).
-        InvalidParameterError: the row-level delta would be too small (after L is chosen).
     """
     from pyspark.sql import functions as F
 
@@ -271,6 +278,17 @@ def fit_events(
     else:
         cap = data.max_rows_per_person
         block.update(cap_source="given")
+    if acct.delta is None:
+        acct.declare_delta(
+            delta_from_protected_n(protected_persons), "1/(P' ln P'), P' the protected number of persons"
+        )
+    delta = float(acct.delta)  # type: ignore[arg-type]
+    tested = data.person_columns is None and bool(attributes)
+    eps_events = acct.epsilon * (
+        1.0 - HISTOGRAM_EPSILON_PROPORTION - PERSON_COLUMNS_EPSILON_PROPORTION * tested
+    )
+    while cap > 1 and not _fits(eps_events, delta, cap):
+        cap //= 2  # a row-level delta below MIN_DELTA: a smaller cap (public figures only), never a refusal
     block["max_rows_per_person"] = int(cap)
     report(progress, log, f"persons: at most {cap} rows per person measured ({block['cap_source']})")
     bounded = _bounded(rows, unit, cap, key).persist()
@@ -307,11 +325,6 @@ def fit_events(
             }
         block["person_columns"] = person_columns
         report(progress, log, f"persons: person columns {person_columns}")
-        if acct.delta is None:
-            acct.declare_delta(
-                delta_from_protected_n(protected_persons), "1/(P' ln P'), P' the protected number of persons"
-            )
-        delta = float(acct.delta)  # type: ignore[arg-type]
         eps_events = acct.spend_rest_of_epsilon(
             "event_rows", f"the event mechanism on at most {cap} rows per person (group privacy)"
         )
