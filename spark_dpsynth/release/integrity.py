@@ -327,7 +327,9 @@ def _persons(m: Manifest) -> str | None:
         return (
             f"the event share epsilon {event['epsilon']:.6g} is not L x the row-level epsilon {row_eps:.6g}"
         )
-    if row_delta is not None and not _close(row_delta, delta / (cap * math.exp((cap - 1) * row_eps))):
+    # in logs: e^((L - 1) epsilon_r) overflows a float for the largest L and epsilon
+    implied = math.log(delta) - math.log(cap) - (cap - 1) * row_eps
+    if row_delta is not None and (row_delta <= 0 or not _close(math.log(row_delta), implied)):
         return (
             f"the row-level delta {row_delta:.3g} is not the group-privacy delta of {delta:.3g} over L rows"
         )
