@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.evaluation.persons import person_metrics, row_level_identifier_note
+from spark_dpsynth.evaluation.persons import empty_columns_note, person_metrics, row_level_identifier_note
 from spark_dpsynth.evaluation.report import render_report
 from spark_dpsynth.release.core import Release
 from tests.conftest import ROOT
@@ -283,6 +283,26 @@ def test_summary_notes_identifier_columns_of_a_row_level_release():
 def test_row_level_identifier_note(manifest, expected):
     note = row_level_identifier_note(manifest)
     assert note == expected if expected is None else expected in note
+
+
+@pytest.mark.parametrize(
+    ("cap", "empty", "expected"),
+    [
+        (4, 20, "20 column(s) released (almost) nothing: the events were measured at epsilon 0.85 per row on at "
+         "most 4 row(s) of each of about 255 persons; fewer columns ([data] columns), a larger epsilon, a smaller "
+         "--max-rows-per-person (now 4) release more"),
+        (1, 3, "3 column(s) released (almost) nothing: the events were measured at epsilon 0.85 per row on at "
+         "most 1 row(s) of each of about 255 persons; fewer columns ([data] columns), a larger epsilon release more"),
+        (4, 0, None),
+    ],
+)  # fmt: skip
+def test_empty_columns_note_names_the_person_level_levers(cap, empty, expected):
+    manifest = {
+        "protected_number_of_persons": 255,
+        "persons": {"max_rows_per_person": cap, "event_epsilon_per_row": 0.85},
+    }
+    assert empty_columns_note(manifest, empty) == expected
+    assert empty_columns_note({"privacy_unit": "record"}, empty) is None
 
 
 def test_report_has_a_persons_section_with_its_plot(metrics):

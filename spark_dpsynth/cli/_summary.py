@@ -168,7 +168,13 @@ def summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | No
         lines.append(f"  note: {note}")
     from spark_dpsynth.evaluation.coverage import column_warnings
 
-    lines += [f"  EMPTY COLUMN           {line}" for line in column_warnings(release, metrics)]
+    warnings = column_warnings(release, metrics)
+    lines += [f"  EMPTY COLUMN           {line}" for line in warnings]
+    from spark_dpsynth.evaluation.persons import empty_columns_note
+
+    persons_note = empty_columns_note(m, len(warnings))
+    if persons_note:
+        lines.append(f"  note: {persons_note}")
     entries = (
         stage.published if stage is not None else ["release", "synthetic", "synthetic.csv", "evaluation"]
     )

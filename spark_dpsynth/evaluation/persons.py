@@ -39,7 +39,13 @@ from pyspark.sql import functions as F
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation._common import _quote
 
-__all__ = ["person_metrics", "row_level_identifier_note", "MAX_EVENT_VALUES", "MAX_EVENT_COLUMNS"]
+__all__ = [
+    "person_metrics",
+    "row_level_identifier_note",
+    "empty_columns_note",
+    "MAX_EVENT_VALUES",
+    "MAX_EVENT_COLUMNS",
+]
 
 MAX_EVENT_VALUES = 20
 """An event column is compared in ``events_by_category`` when both tables together hold at most this many
@@ -187,6 +193,29 @@ def row_level_identifier_note(manifest: Mapping[str, Any]) -> str | None:
     return (
         f"the guarantee is per row: a person with many rows is less protected; if {which} a person whose values "
         f"repeat, run with --privacy-unit {column} (person-level DP)"
+    )
+
+
+def empty_columns_note(manifest: Mapping[str, Any], empty_columns: int) -> str | None:
+    """A sentence for a person-level release with ``empty_columns`` columns that released (almost) nothing, or
+    None (no such column, or a row-level release).
+
+    Such a release measured its events at epsilon_e / L per row on at most L rows of each of about P' persons
+    (docs/design.md section 2.10): with few persons a column's values rarely pass the thresholds, whatever its
+    binning, so the sentence names the person-level levers (fewer columns, a larger epsilon, a smaller L) with
+    the release's figures. From the manifest alone (public: P' and L are DP outputs).
+    """
+    block = manifest.get("persons")
+    if not block or empty_columns <= 0:
+        return None
+    cap = int(block["max_rows_per_person"])
+    persons = manifest.get("protected_number_of_persons")
+    about = f"about {int(persons):,} persons" if persons else "the persons"
+    smaller = f", a smaller --max-rows-per-person (now {cap})" if cap > 1 else ""
+    return (
+        f"{empty_columns} column(s) released (almost) nothing: the events were measured at epsilon "
+        f"{float(block['event_epsilon_per_row']):.3g} per row on at most {cap} row(s) of each of {about}; "
+        f"fewer columns ([data] columns), a larger epsilon{smaller} release more"
     )
 
 
