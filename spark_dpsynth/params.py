@@ -868,11 +868,9 @@ class Selection(enum.StrEnum):
     ``aim_max_relative_noise`` of the protected number of records n' (:meth:`relative_noise`), and n' is at
     most ``aim_max_records`` when that cost cap is set (on a wide table each AIM round counts new candidate
     tables over the data, MST counts its tables once). Decided from d, rho and n' only (public, or post-processing of DP
-    outputs). Measured (docs/design.md section 4.7): AIM is best on 15-19 columns at epsilon 0.3, 1 and 4; on
-    the wide tables of the quality benchmark (EU LFS, 76 and 77 columns; SF fire calls, 32) AIM is better than
-    MST at epsilon 1 (relative noise 1.3e-3 to 1.6e-3) since the final fit runs to the noise level, and at
-    epsilon 4 (on the EU LFS as it comes, 77 columns, since AIM's last round joins the columns its rounds
-    leave apart: ``aim_join_columns``)."""
+    outputs). Why: AIM's adaptive rounds beat MST's fixed tree wherever they fit, and on wide tables while the
+    final fit runs to the noise level and ``aim_join_columns`` joins what the rounds leave apart (the figures:
+    docs/design.md section 4.7, "The default: `auto`" and "Joining what the rounds leave apart")."""
 
     def resolve(
         self,
@@ -965,29 +963,27 @@ class WorkloadParams:
     the rest measures the chosen clique."""
     rounds: int | None = None
     """AIM: the planned number of rounds T >= 1 that sets the first round's rho (rho / T per round; None:
-    4 d, where AIM uses 16 d: measured no better on Adult at epsilon 1 and worse at 0.3, docs/design.md
-    section 4.7); annealing spends the budget in fewer."""
+    4 d, where AIM uses 16 d: more rounds spread the budget thinner for no gain, docs/design.md section 4.7,
+    "AIM settings"); annealing spends the budget in fewer."""
     max_rounds: int = 100
     """AIM: the largest number of rounds (>= 1); the last round spends what is left of the budget."""
     aim_join_columns: bool = True
     """AIM: when the rounds' cliques leave the columns in k > 1 parts (independent of each other under the
     model) and what is left of rho would pay for fewer than k + 1 rounds at the first rounds' budget, or the
     next round would be the last, spend it on k - 1 pairs that join them (MST's tree, from those parts)
-    instead. On the EU LFS as it comes (77 columns, epsilon 4, one test-mode seed) AIM's rounds alone left 31
-    columns apart, 3-way TVD .062 (MST .054); with the join, .043 (docs/design.md section 4.7)."""
+    instead. Why: the model holds its parts independent of each other and samples them so (docs/design.md
+    section 4.7, "Joining what the rounds leave apart")."""
     aim_max_relative_noise: float = 2e-3
     """``auto`` on tables of more than ``max_rounds`` / 4 columns: AIM when :meth:`Selection.relative_noise`
     (the rounds' rho spread evenly over the d released columns, as a share of n') is at most this (> 0), else
-    MST. 2e-3 lies above every wide table measured with the fit run to its noise where AIM was the better of
-    the two (EU LFS at epsilon 1, 1.3e-3 with its codebook and without; SF fire calls at epsilon 1, 1.6e-3;
-    docs/design.md section 4.7); no table was measured where MST is better below it."""
+    MST. 2e-3 lies above the relative noise of every wide table on which AIM was the better of the two, and
+    below that of none on which MST was (docs/design.md section 4.7, "The default: `auto`")."""
     aim_max_records: int | None = None
     """``auto`` on tables of more than ``max_rounds`` / 4 columns: AIM only up to this many protected records
     (>= 1), else MST; None (the default): no cap. A cost knob, not an accuracy one: on such a table the rounds
     that choose a new pair count its extensions in a pass over the cached patterns (about 20-50 passes where
-    MST makes one). Measured on the EU LFS replicated (76 columns, epsilon 4, local[2], docs/design.md section
-    4.7): AIM's rounds take 1.5 minutes at 2,000,000 records and 4 minutes at 10,000,000, and its 3-way TVD at
-    2,000,000 is .029-.031 against MST's .066."""
+    MST makes one), so the rounds' time grows with the number of records while their accuracy stays ahead of
+    MST's (docs/design.md section 4.7, "The default: `auto`")."""
     max_model_cells: int = 500_000
     """AIM: cap (>= 1) on the junction-tree size of the model, in cells (AIM's model-size cap of 80 MB is
     10^7 float64 cells); candidates that would exceed ``max_model_cells`` x (rho used / rho) are not scored."""
@@ -1010,9 +1006,8 @@ class WorkloadParams:
     docs/design.md section 2.8)."""
     discovery_measurements: bool = False
     """Pass the 1-way discovery's released counts on as partial 1-way measurements (post-processing, no more
-    budget; docs/design.md section 4.7). Off by default: on LFS at epsilon 4 they lowered the 1-way TVD but
-    raised the 2- and 3-way TVD by .002-.003 over two seeds; at epsilon 1 and on NIST national, no change beyond
-    .002."""
+    budget; docs/design.md section 4.7). Off by default: they lower the 1-way TVD but not the 2- and 3-way TVD
+    (docs/design.md section 4.7, "The discovery's share")."""
     one_way_rho_proportion: float | None = None
     """Share in (0, 1) of the rho left after the discovery that measures the full 1-way tables (MST's first
     step, AIM's round 0); None: MST's 1/3 and, for AIM, one round's sigma. MST splits the rest evenly between
@@ -1068,8 +1063,9 @@ class WorkloadParams:
 
     def domain_share(self, columns: int) -> float:
         """The discovery's share of rho for ``columns`` (>= 0) columns without public values:
-        ``domain_rho_proportion``, or when None min(0.5, max(0.1, columns / 150)) (docs/design.md section 4.7:
-        0.1 was best of 0.1/0.3/0.5 on NIST national, 13 such columns; 0.5 on LFS, 76)."""
+        ``domain_rho_proportion``, or when None min(0.5, max(0.1, columns / 150)): the discovery's threshold
+        grows with the columns it discovers, so a wide table needs the larger share (docs/design.md section 4.7,
+        "The discovery's share")."""
         if self.domain_rho_proportion is not None:
             return self.domain_rho_proportion
         return min(_DOMAIN_SHARE_MAX, max(_DOMAIN_SHARE_MIN, columns / _DOMAIN_SHARE_COLUMNS))

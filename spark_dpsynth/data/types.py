@@ -189,7 +189,7 @@ _NUMBER_STARTS = tuple("0123456789+-.")
 def text_as_number(text: Column) -> Column:
     """``text`` as a double (leading and trailing blanks left out), null when it is not a number. ``try_cast``
     only where the first character can start a number: Spark's cast of a text that is no number costs an
-    exception each (10 string columns of UCI Adult x 31, 1.5M rows: 15 s with every value cast)."""
+    exception each (docs/design.md section 2.8, "numbers written as text")."""
     text = F.trim(text)
     return F.when(F.substring(text, 1, 1).isin(*_NUMBER_STARTS), text.try_cast("double"))
 
@@ -216,8 +216,8 @@ def text_kind_counts(df: DataFrame, texts: Sequence[Column]) -> tuple[np.ndarray
     One Spark job: each expression's distinct values with their number of records (an ``explode`` of
     (index, value) pairs and a ``groupBy``, combined on the map side), then each distinct value read as a number
     once, and the records summed per (index, kind); at most 4 len(texts) rows reach the driver. Reading every
-    record's value as a number in one aggregation of 4 len(texts) sums cast each value once per sum: on the EU
-    LFS replicated to 2,000,000 records (63 string columns) 77 s against 15 s this way, 2026-11-29.
+    record's value as a number in one aggregation of 4 len(texts) sums would cast each value once per sum,
+    several times slower (docs/design.md section 2.8, "numbers written as text").
     """
     records = np.zeros((len(texts), len(TEXT_KINDS)), dtype=np.int64)
     values = np.zeros_like(records)
@@ -559,8 +559,9 @@ to be taken (:func:`_lattice`): no more than a 5% test can see off it."""
 _LATTICE_OFF_SHARE = 0.25
 """A value off a lattice holds at most this share of what a value on it holds (the off values' mean noisy count
 plus its noise at :data:`_LATTICE_OFF_TAIL`, against the on values' mean) for the lattice to be taken
-(:func:`_lattice`): weekly hours heaped at 10, 15, ..., 30 with a third as many records on each value between,
-at 206 records of noise per value, passed the first test alone and came back as multiples of 5 only."""
+(:func:`_lattice`): weekly hours heaped at 10, 15, ..., 30 with a third as many records on each value between
+can pass the first test alone under a large noise, and would come back as multiples of 5 only (docs/design.md
+section 2.8)."""
 
 
 def _whole_members(
@@ -892,8 +893,8 @@ def _gap_to_top_code(
     part (the LFS's months since a start, multiples of 12 with about 200 records each up to 528, stand out in
     the half 325..549 and in no smaller part). A bottom code is left alone: the bottom code of a quantity is
     its zero (an amount, hours of overtime), whose thin values above stand out only together, beyond this
-    test's power at epsilon 1 (Adult's capital_loss: its 2% over 1..1,886 collapsed onto the values near
-    1,900).
+    test's power at a small epsilon (a capital loss's few records spread over 1..1,886 would collapse onto the
+    values near 1,900).
 
     Args:
         span: the cells where the profile places the column's records, in value order.
@@ -991,8 +992,8 @@ def _sum_threshold(
 _BLOCK_DEPTH = 3
 """A block of magnitude whose noisy sum does not stand out is halved, and its halves again, down to this many
 times (to an eighth of a decade): a tail spread thinly over a decade is found in the part of it where it lies
-(NIST Massachusetts 2019, 7,634 records, 15 profiled columns at epsilon 4: person weights between 100 and 661 and
-poverty ratios between 0 and 500 stood out in no decade; docs/design.md section 2.8)."""
+(person weights or poverty ratios spread over hundreds of values can stand out in no decade; docs/design.md
+section 2.8)."""
 
 
 def _block_level(grid: ProfileGrid) -> float:
@@ -1375,8 +1376,8 @@ def profile_from_noisy(
         unplaced = non_empty - float(noisy[spikes].sum())
         if len(signal) < 2 and len(spikes) and unplaced > max(rest_noise, half_bin * non_empty):
             # the records beyond the spikes are more than noise, but no range of them stands out (spread thinly
-            # over hundreds of values: NIST Massachusetts' poverty ratios 0..500 beside the top code 501, 37% of
-            # the records, at 23 records of noise per value): when the values between 0 and the standing values
+            # over hundreds of values: a poverty ratio whose values 0..500, beside its top code 501, hold about a
+            # third of the records): when the values between 0 and the standing values
             # stand out together, the rest is spread evenly there rather than lost onto the spikes; a code whose
             # rare values lie thinly over thousands of numbers (an industry code) does not pass that test and
             # stays a code (docs/design.md section 2.8)

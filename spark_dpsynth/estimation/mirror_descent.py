@@ -27,9 +27,8 @@ Steps carry momentum in the potentials, theta_{t+1} = theta_t - alpha grad L(mu_
 with beta_k = k / (k + 3) after k accepted steps (Nesterov's schedule), and the momentum restarts (k = 0) whenever
 a step with momentum fails the test above (adaptive restart: O'Donoghue and Candes, "Adaptive Restart for
 Accelerated Gradient Schemes", Foundations of Computational Mathematics, 2015). The line search keeps every step
-a descent step, so the loss decreases monotonically. Measured on Adult (30 measured cliques, 94,094 cells): the
-loss that plain mirror descent reaches in 1,000 iterations is reached in about 150, each costing about one belief
-propagation.
+a descent step, so the loss decreases monotonically, and the loss plain mirror descent reaches is reached in
+several times fewer iterations, each costing about one belief propagation (docs/design.md section 4.8).
 
 **Proportional steps.** A mirror step moves the marginal of a cell of probability p by about p times its relative
 residual (mu - y) / mu, so the cells of small mass approach their measurements as many times slower than the
@@ -48,20 +47,16 @@ the same for every record once summed over the cliques (sum_C grad_C(x_C) consta
 turns into no change of the model and a cell-by-cell scaling does not. So it has its own step size, starting at
 1, and line search (the same test; after ``_PROPORTIONAL_BACKTRACKS`` = 4 halvings the step is left to the mirror
 trial and the size stays halved; x 1.5 after an accepted step), and each step takes the trial of lower loss. A step
-thus costs two propagations or more. Measured (``benchmarks/fit_convergence.py``, docs/design.md section 4.8):
-on the release of the EU LFS replicated to 2,000,000 records, from the cold start, the fit stops after about
-1,050 steps at less than half the loss at which the mirror step alone stops after 6,200; at 10,000,000 records
-after about 850 against 15,000.
+thus costs two propagations or more, and a fit of millions of records stops after several times fewer steps, at
+a lower loss, than with the mirror step alone (``benchmarks/fit_convergence.py``; docs/design.md section 4.8,
+"Proportional steps").
 
 The solver stops early when the last ``WINDOW`` = 10 steps lowered the loss by less than
 ``tolerance`` (default 1e-4) per measured cell, or when no step lowers it any more. The rule is tied to the
 noise: the loss is in units of the measurements' noise variances, a noisy cell adds 1/2 to it on average at the
 true table, so the fit stops when the next steps would move it by a small fraction of the noise. A fixed number
 of iterations is not such a rule: the more records, the larger the loss of the starting model in these units
-and the more steps the fit needs (mirror steps alone, on the EU LFS replicated to 2,000,000 records, 176
-measured marginals of 93,499 cells at about 38 records of noise, the mean residual of a 1-way cell was 20 noise
-stds after 500 steps, 2.4 after 3,000 and 1.3 after 6,000; on Adult's 32,561 records, 49 marginals, it is 0.56
-after 500 and the rule stops after about 1,650).
+and the more steps the fit needs (docs/design.md section 4.8, "When the fit stops").
 
 When ``total`` is not given, N is estimated from the measurements: each (whole) table's sum is an unbiased
 measurement of N with variance (number of cells) x sigma_i^2, and N is their inverse-variance weighted mean (at

@@ -270,9 +270,8 @@ class GraphicalModel:
         A message from node i towards its neighbour u that carries the query columns Q_i met on i's side is
         the model's conditional table p(Q_i | S_iu) (S_iu their separator), whichever covering subtree it was
         computed on (the clique-tree measure of any connected subtree is the model's marginal over its
-        columns): it depends only on (i, u, Q_i), the key of the cache. On NIST national (19 columns, about
-        1,100 candidates a round) most messages of the AIM rounds' candidates are shared (docs/design.md
-        section 4.7).
+        columns): it depends only on (i, u, Q_i), the key of the cache, so the candidates that share a column
+        share its messages (docs/design.md section 4.7, "Scoring the candidates in one batch").
 
         Args:
             cliques: column-name tuples, as :meth:`project` takes.

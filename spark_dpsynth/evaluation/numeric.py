@@ -97,8 +97,8 @@ WORST_COLUMNS = 4
 
 COLUMNS_PER_PASS = 8
 """Numeric columns whose quantile summaries one aggregation pass builds: each summary of accuracy A holds up to
-about 5 A entries per task and returns m + 1 quantiles, so a pass over every column of a wide table (the 68
-numeric columns of the EU LFS extract) exhausts the driver's memory (docs/design.md section 5.4)."""
+about 5 A entries per task and returns m + 1 quantiles, so a pass over every column of a wide table (dozens of
+numeric columns) exhausts the driver's memory (docs/design.md section 5.6)."""
 
 _SIDE = "__side"
 # A query probability just below i / m: Spark's percentile_approx ranks ceil(p n), and i / m * n computed in

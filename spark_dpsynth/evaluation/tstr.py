@@ -35,10 +35,9 @@ _EMPTY_CATEGORY = "\x00<empty>"
 """Stand-in for a null (empty) cell, so that empty is a category of its own (no string of the data holds NUL)."""
 _CLASSIFIER_THREADS = 1
 """OpenMP threads of the classifiers. scikit-learn's histogram gradient boosting uses every core by default, and
-its threads spin while they wait: on a machine whose cores are busy (a Spark driver beside its executors, a
-shared host) fitting Adult's two classifiers took 185 s of wall time and 34 CPU seconds with the default
-threads, 21.5 s and 2.9 CPU seconds with one thread, at a load average of 15 on 2 cores; the models are the
-same (the thread count does not change the fit)."""
+its threads spin while they wait, so on a machine whose cores are busy (a Spark driver beside its executors, a
+shared host) one thread is several times faster in wall time and CPU; the models are the same (the thread count
+does not change the fit; docs/design.md section 5.5, "Where the time goes")."""
 _MAX_CATEGORIES = 255
 """HistGradientBoostingClassifier takes at most ``max_bins`` = 255 categories per feature; rarer ones are pooled."""
 

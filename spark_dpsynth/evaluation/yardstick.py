@@ -27,8 +27,8 @@ numbers written as text, its numbers outside that range and its text values that
 column.
 
 Computation: one aggregation over the sensitive table per 8 numeric, date and timestamp columns (an
-approximate distinct count, ``min``, ``max`` and 9 quantiles per column; all 67 of the EU LFS extract in one ran
-the driver out of memory); the driver receives one row of about 12 numbers per column. The compared tables are
+approximate distinct count, ``min``, ``max`` and 9 quantiles per column; a quantile summary per column of a
+wide table in one aggregation runs the driver out of memory, docs/design.md section 5.2); the driver receives one row of about 12 numbers per column. The compared tables are
 then plain projections (strings), counted by the cell pass of :mod:`spark_dpsynth.evaluation.cells`.
 """
 
@@ -116,8 +116,8 @@ def build_yardstick(
     measured = [c for c in columns if kinds[c] != "category"]
     stats: dict[str, dict[str, Any]] = {}
     probabilities = F.lit([i / QUANTILE_BINS for i in range(1, QUANTILE_BINS)])
-    # Columns in passes of COLUMNS_PER_PASS, as the numeric metrics: the 67 numeric columns of the EU LFS
-    # extract in one aggregation ran the driver's JVM out of memory (a quantile summary per column).
+    # Columns in passes of COLUMNS_PER_PASS, as the numeric metrics: every numeric column of a wide table in one
+    # aggregation runs the driver's JVM out of memory (a quantile summary per column; docs/design.md section 5.2).
     for start in range(0, len(measured), COLUMNS_PER_PASS):
         aggs: list[Column] = []
         batch = list(enumerate(measured))[start : start + COLUMNS_PER_PASS]

@@ -68,8 +68,8 @@ log = logging.getLogger(__name__)
 
 PROFILE_PASS_COLUMNS = 4
 """Columns profiled per Spark job (:func:`dp_profiles`). The cell key is a large expression: with 8 in one plan the
-generated code of the projection exceeds the JVM's 64 KB method limit on UCI Adult and the NIST excerpts (Spark then
-falls back to interpreted evaluation and logs the compiler's error, 2026-11-26); 4 fit."""
+generated code of the projection exceeds the JVM's 64 KB method limit (Spark then falls back to interpreted
+evaluation and logs the compiler's error); 4 fit (docs/design.md section 2.8)."""
 
 
 def profile_units(types: Mapping[str, ColumnType], columns: tuple[str, ...], blocks: bool = True) -> float:

@@ -89,7 +89,8 @@ class KeyLayout:
         """The field's code of a prepared value (a string or null), as a long column: 0 for null.
 
         ``value`` appears twice, so that Spark keeps this projection apart from the binning one that computes
-        it: merged, their generated method outgrows the JIT's limit and runs interpreted, 2x slower (section 2.2).
+        it: merged, their generated method outgrows the JIT's limit and runs interpreted (docs/design.md
+        section 2.2, "Preparation in three projections").
         """
         from pyspark.sql import functions as F
 

@@ -7,8 +7,7 @@ each at a small noise, and lets a graphical model fill in the rest; the ``margin
 synthesizer) measures every subset of at most R columns, each at a noise that grows with the number of subsets. On
 a small table the first wins (the noise of every subset drowns the signal); on a large one the second does,
 because the noise of a count does not grow with n while its signal does, and a model of a few dozen cliques cannot
-follow what all the subsets show (measured, docs/design.md section 4.7: UCI Adult at an epsilon that gives its
-48,842 records the relative noise of ten million records at epsilon 4, mean 3-way TVD .020 against .050).
+follow what all the subsets show (the figures: docs/design.md section 4.7, "The default at scale").
 
 The rule reads only public values and n', the protected number of records (discrete Laplace at epsilon_N, the
 same draw and the same share of the budget that the chosen mechanism would make and books in its manifest):
@@ -52,9 +51,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_RELATIVE_NOISE = 3e-4
-"""The largest s / n' at which the default measures every subset (module docstring). Measured on UCI Adult
-(16 columns, R = 3, W = 696; docs/design.md section 4.7): at s / n' = 7.6e-4 (epsilon 4) the workload is better
-(3-way TVD .055 against .063), at 1.1e-4 (epsilon 40) the marginals are (.040 against .056)."""
+"""The largest s / n' at which the default measures every subset (module docstring): between the relative
+noise at which the workload is the better of the two and the one at which the marginals are (docs/design.md
+section 4.7, "The default at scale")."""
 MAX_SUBSETS = 2_000
 """The most column subsets W the default measures all of (d <= 22 columns at R = 3): every record adds to W
 cells, so the cost of counting grows with n W."""

@@ -46,10 +46,9 @@ Synthesis in ``mode = "model"`` (docs/design.md section 4.1) reads only the rele
    records are empty there (UCI Adult's workclass and occupation are empty in the same records). A margin
    below its core's sum scales its whole fiber; a fit that this locks continues as plain IPF (noisy releases
    only: without noise, ``noise_std`` 0 or absent, the core is exact and never moves, so such a release
-   gives back its exact marginals). Plain IPF for every cell, as before 2026-11-28, spread each margin's
-   deficit over the measured cells too and put the empty cells where the 1-way tables alone put them: on
-   Adult replicated to 6,675,005 records (epsilon 4) the estimate's mean 2-/3-way TVD to the data's own
-   tables was .0040 / .0108, with the core kept .0003 / .0024 (docs/design.md section 4.1).
+   gives back its exact marginals). Why the core is kept: plain IPF for every cell would spread each margin's
+   deficit over the measured cells too and put the empty cells where the 1-way tables alone put them, farther
+   from the data's own tables (docs/design.md section 4.1, step 3).
 4. *Structure.* A Bayesian network whose nodes have at most two parents (PrivBayes, Zhang et al. 2017),
    built greedily: start from the pair of largest estimated mutual information, then repeatedly add the column
    and parent set (of the placed columns) of largest estimated mutual information I(column; parents). Each
@@ -591,8 +590,8 @@ def fit_release_model(release: Release) -> ReleaseModel:
     est = estimate_marginals(release)
     order, parents = _structure(est, d)
     families = sorted({tuple(sorted(parents[v] + (v,))) for v in order if len(parents[v]) == 2})
-    # the other informative 3-way tables first: each sweep ends on the 2-way tables and the families (on Adult
-    # replicated to 10M records, 2-way TVD .0066 this way, .0068 with the 3-way tables last)
+    # the other informative 3-way tables first: each sweep ends on the 2-way tables and the families, which the
+    # 3-way tables raked last would pull away from their targets (docs/design.md section 4.1)
     targets: list[tuple[Subset, np.ndarray]] = [
         (s, est.tables[s]) for s in _informative_triples(est, set(families))
     ]
@@ -623,17 +622,12 @@ than this total variation distance (on a release without noise, where every devi
 
 RAKE_STALL = 0.05
 """Raking stops after the sweep that brought the summed distance to the targets down by less than this share
-(:func:`_rake`). On Adult replicated to 6,675,005 records (epsilon 4, 318 targets, a pool of 262,144), the mean
-TVD of the pool's tables to their targets fell by 37%, 14%, 7.3%, 4.6%, 3.4%, 2.4% .. 0.8% over sweeps 1 to 11;
-500,000 records drawn were as close to the data after 5 sweeps as after 10 (2/3-way TVD .0026 / .0082 against
-.0025 / .0081) in half the time, after 3 further off (.0029 / .0087); docs/design.md section 4.1."""
+(:func:`_rake`): the later sweeps bring the drawn records no closer to the data and cost as much as the first
+(docs/design.md section 4.1)."""
 _RAKE_FLOOR = 0.5
 """The smallest factor a 3-way raking target applies to a record in one step (:func:`_rake`). Raked to a 3-way
-table's empty cells with factor 0, a pool record was gone for good, though the 2-way tables still needed it: on
-UCI Adult (48,842 records, a release without noise, standing for ten million records; 333 targets, 500,000
-records drawn) the raked pool lost the rare countries (``native_country`` 1-way TVD .010) and the mean 1/2/3-way
-TVD was .0035 / .0062 / .0105 against .0006 / .0018 / .0057 with this floor (.0007 / .0019 / .0059 with 0.1 or
-0.3; a uniform sample of as many real records: .0009 / .0024 / .0051); docs/design.md section 4.1."""
+table's empty cells with factor 0, a pool record is gone for good, though the 2-way tables still need it: the
+pool loses the rare values of every margin (docs/design.md section 4.1)."""
 
 
 def _informative_triples(est: MarginalEstimates, families: set[Subset]) -> list[Subset]:

@@ -90,7 +90,7 @@ class ClassConditionalModel:
 
         Every domain ends with the empty value, so a column that has no empty cell still gets |classes| noisy
         empty bins, and the label an empty class: left as drawn, their positive noise puts empty cells in
-        about 0.1% of the synthetic rows of every column (UCI Adult, eps 2, 2026-11-26). Other values are in the
+        some synthetic rows of every column (docs/design.md section 4.4, step 0). Other values are in the
         domain because they are public or passed the domain release's threshold, so only the empty ones are
         thresholded here."""
         t = self.empty_threshold()

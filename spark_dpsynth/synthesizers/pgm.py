@@ -79,8 +79,8 @@ log = logging.getLogger(__name__)
 
 FIT_ITERATIONS = 20_000
 """Most mirror-descent iterations of the synthesizer's fit, a guard: the fit stops when it has converged to
-the noise level (:data:`~spark_dpsynth.estimation.mirror_descent.DEFAULT_TOLERANCE`, docs/design.md section
-4.8), after about 1,650 steps on Adult's 32,561 records and 4,400 on 2,000,000 records of a 76-column table."""
+the noise level (:data:`~spark_dpsynth.estimation.mirror_descent.DEFAULT_TOLERANCE`), in a few thousand steps
+on the tables measured (docs/design.md section 4.8, "When the fit stops")."""
 BLOCK_ROWS = 1 << 18
 """Records per block, the unit of the draws (module docstring, stage 2): the same blocks whatever the number of
 partitions; a task's memory holds one block (about 30 MB of codes at 15 columns)."""
@@ -156,9 +156,9 @@ RANGE_DRIFT = 0.5
 RANGE_LIMIT = 6.0
 """The decision limit h of :func:`codebook_range`'s CUSUM, in noise stds: with k = 0.5, a run of empty cells
 raises a false alarm once in about 2,600 cells (the average run length of a one-sided CUSUM, Siegmund's
-approximation: (exp(2 k b) - 2 k b - 1) / (2 k^2), b = h + 1.166). With h = 5 (once in 900 cells), a run of
-noise above zero over six of the EU LFS's empty years (1929-1934, 115 records of noise per cell, epsilon 1)
-opened its range in 1929."""
+approximation: (exp(2 k b) - 2 k b - 1) / (2 k^2), b = h + 1.166), so a codebook's few dozen empty values are
+passed over in most releases; h = 5 (once in 900 cells) opened ranges too early (docs/design.md section 4.8, "A
+codebook's ends as measured")."""
 
 
 def _numbers(values: tuple[str, ...]) -> np.ndarray | None:
@@ -177,10 +177,9 @@ def codebook_range(mean: np.ndarray, std: np.ndarray) -> tuple[int, int]:
     From the lowest value up, S_i = max(0, S_(i-1) + y_i / s_i - k) with k = :data:`RANGE_DRIFT`; the first i
     with S_i > h (:data:`RANGE_LIMIT`) says records have begun, and they begin after the last cell where S was
     0. The same from the highest value down. Values between the ends keep their cells: one value's noise
-    alone cannot tell a rare value from an empty one (testing each value of the EU LFS's hours on its own, at
-    37 records of noise per cell, judged 76 of `HWWISH`'s 101 values absent, 3.7% of its records); the
-    running sum finds where a thin tail begins (the LFS's job starts: 2 a year in 1945-1960, 14 in 1964, 31
-    in 1967), docs/design.md section 4.8. Post-processing of the noisy 1-way means.
+    alone cannot tell a rare value from an empty one (a value test judges many rare values absent); the
+    running sum finds where a thin tail begins (docs/design.md section 4.8, "A codebook's ends as measured").
+    Post-processing of the noisy 1-way means.
 
     Args:
         mean: float64 (m,) the noisy 1-way means of the codebook's values in increasing order of value (the
