@@ -4,7 +4,11 @@ For each event table, the default command (`spark-dpsynth pipeline`, no configur
 
 * `row`: without a privacy unit (the guarantee protects a row, not a person);
 * `person`: with `--privacy-unit KEY` (person-level DP over the event rows, docs/design.md section 2.10);
-* `person_independent`: the same with `--synthesizer independent` (each column drawn on its own: a baseline).
+* `person_independent`: the same with `--synthesizer independent` (each column drawn on its own: a baseline);
+* `one_per_person`: a reference, not a mode of the tool: the default command without a privacy unit on one row
+  per person drawn at random (a table of P rows, where a row-level guarantee is a person-level one), its
+  synthetic table scored against the whole event table (`spark-dpsynth evaluate --input` the whole table): what
+  P records alone let a release learn about the events.
 
 Each run is measured as a subprocess (wall time, CPU seconds and the peak RSS of its whole process tree, JVM and
 Python workers included, sampled every 0.1 s by `scale_measure.TreeSampler`) and scored by its own evaluation (`metrics.json`: mean 1/2/3-way TVD of the event rows, and for
@@ -40,15 +44,32 @@ MODES = {
     "row": [],
     "person": ["--privacy-unit", "{key}"],
     "person_independent": ["--privacy-unit", "{key}", "--synthesizer", "independent"],
+    "one_per_person": [],
 }
+
+
+def one_per_person(table: str, out: Path, seed: int) -> Path:
+    """``out/inputs/TABLE-one-per-person.csv.gz``: one row per person (a uniform draw per key, rows without a key
+    left out), the cells as the input writes them."""
+    import pandas as pd
+
+    path, key = TABLES[table]
+    target = out / "inputs" / f"{table}-one-per-person.csv.gz"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        df = pd.read_csv(DATA / path, dtype=str, keep_default_na=False)
+        df = df[df[key].str.strip() != ""]
+        df.groupby(key, sort=False).sample(n=1, random_state=seed).to_csv(target, index=False)
+    return target
 
 
 def run(table: str, mode: str, out: Path, epsilon: float, seed: int, extra: list[str]) -> dict:
     path, key = TABLES[table]
     target = out / f"{table}-{mode}-eps{epsilon:g}"
     args = [a.format(key=key) for a in MODES[mode]]
+    source = one_per_person(table, out, seed) if mode == "one_per_person" else DATA / path
     command = [
-        str(ROOT / ".venv" / "bin" / "spark-dpsynth"), "pipeline", "--input", str(DATA / path),
+        str(ROOT / ".venv" / "bin" / "spark-dpsynth"), "pipeline", "--input", str(source),
         "--output", str(target), "--epsilon", str(epsilon), "--seed", str(seed), "--overwrite", "--quiet",
         *args, *extra,
     ]  # fmt: skip
@@ -59,6 +80,15 @@ def run(table: str, mode: str, out: Path, epsilon: float, seed: int, extra: list
     if done["returncode"] != 0:
         row["error"] = Path(done["log"]).read_text().strip().splitlines()[-1:]
         return row
+    if mode == "one_per_person":  # scored against the whole event table
+        tool = str(ROOT / ".venv" / "bin" / "spark-dpsynth")
+        scored = [tool, "evaluate", "--input", str(DATA / path), "--output", str(target), "--overwrite"]
+        done = run_measured(
+            scored + ["--quiet"], dict(os.environ), 3600.0, out / "logs" / f"{target.name}-e.log"
+        )
+        if done["returncode"] != 0:
+            row.update(exit=done["returncode"], error=Path(done["log"]).read_text().strip().splitlines()[-1:])
+            return row
     metrics = json.loads((target / "evaluation" / "metrics.json").read_text())
     manifest = json.loads((target / "release" / "manifest.json").read_text())
     row["tvd"] = [metrics["tvd"][k]["mean"] for k in ("1", "2", "3")]

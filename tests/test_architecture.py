@@ -505,9 +505,8 @@ RUN_LOG = re.compile(
 """Phrases of a benchmark run or a measurement history (a dataset at an epsilon, a replicated table, seeds,
 timings, TVD comparisons): the package states the rule and points to the docs/design.md section that holds the
 figure; the figures, with their dates, live there and in benchmarks/results/."""
-RUN_LOG_OWNED_ELSEWHERE = frozenset({"spark_dpsynth/data/prepare.py"})
-"""Files still holding a run figure, being edited by another owner (cleaned by the owner; remove the entry then):
-data/prepare.py's "10.7 s of CPU per pass over 1M rows instead of 1.6 s"."""
+RUN_LOG_OWNED_ELSEWHERE: frozenset[str] = frozenset()
+"""Files still holding a run figure while another owner edits them (none)."""
 
 
 def run_logs(path: Path) -> list[str]:
