@@ -385,6 +385,16 @@ def test_fit_workload_on_spark(spark, selection: str) -> None:
     assert m["protected_number_of_records"] != 800
 
 
+def test_a_table_narrower_than_the_reporting_length_is_measured_whole(spark) -> None:
+    df = _small_table(spark).select("a", "b")
+    params = WorkloadParams(epsilon=3.0, delta=1e-6, selection="mst", seed=7, estimation_iterations=20)
+    messages: list[str] = []
+    release = fit_workload(df, params, DataConfig(), progress=messages.append)
+    assert params.reporting_length == 3 and release.manifest["reporting_length"] == 2
+    assert "workload: 2 attribute columns < reporting_length 3: marginals up to 2" in messages
+    assert release.columns == ("a", "b")
+
+
 def test_synthesizers_of_workload() -> None:
     from spark_dpsynth import registry
 

@@ -282,11 +282,8 @@ def fit_workload(
     data_config = data_config if data_config is not None else DataConfig()
     config = resolve_columns(df.columns, data_config)
     assert config.columns is not None
-    if not config.multi_value and params.reporting_length > len(config.columns):
-        raise InvalidParameterError(
-            f"reporting_length must be <= the number of attribute columns ({len(config.columns)}), "
-            f"got {params.reporting_length}"
-        )
+    if not config.multi_value:
+        params = _shortened(params, len(config.columns), "attribute columns", progress)
     acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
     protected_n = protected_n_of(protected_n, acct)
     started = time.perf_counter()
@@ -332,11 +329,12 @@ def fit_workload(
         kept = discovery.kept
         sizes = tuple(len(discovery.domains[j]) + 1 for j in kept)
         kept_names = tuple(names[j] for j in kept)
-        if params.reporting_length > len(kept):
+        if not kept:
             raise InvalidParameterError(
-                f"reporting_length must be <= the number of released columns ({len(kept)}), "
-                f"got {params.reporting_length}"
+                "no column released a value: nothing to measure (a larger epsilon, fewer columns or public "
+                "bins and domains release more)"
             )
+        params = _shortened(params, len(kept), "released columns", progress)
         plan = check_plan(sizes, params)
         report(
             progress,
@@ -846,6 +844,20 @@ def _one_tuples(
         np.array(vals, dtype=np.int32).reshape(-1, 1),
         np.array(counts, dtype=np.int64),
     )
+
+
+def _shortened(params: WorkloadParams, d: int, what: str, progress: Progress | None) -> WorkloadParams:
+    """``params`` with ``reporting_length`` at most ``d`` (>= 1): the workload of the k-way marginals, k <= R,
+    over d < R columns is that of the marginals up to length d, so a table narrower than R is measured whole
+    rather than refused (public figures only: d counts the input's columns, or those that released a value)."""
+    if params.reporting_length <= d:
+        return params
+    report(
+        progress,
+        log,
+        f"workload: {d} {what} < reporting_length {params.reporting_length}: marginals up to {d}",
+    )
+    return dataclasses.replace(params, reporting_length=d)
 
 
 def run(df, params: WorkloadParams, data: DataConfig, context: MechanismContext) -> Fitted:  # noqa: ANN001 - DataFrame
