@@ -6,7 +6,6 @@ import csv
 import dataclasses
 import gzip
 import json
-import math
 import subprocess
 import sys
 from collections import Counter
@@ -18,7 +17,6 @@ import pytest
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms.archetype import (
     ArchetypeParams,
-    archetype_rho,
     fit_archetype,
     resolve_roles,
     true_histograms,
@@ -140,19 +138,6 @@ def test_default_roles_every_column_clusters_and_is_sampled() -> None:
     assert roles.count is None and roles.fill == ()
     no_unit = resolve_roles(["pid", *COLUMNS], ArchetypeParams(), DataConfig())
     assert no_unit.columns == ("pid", *COLUMNS)
-
-
-@pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0, 10.0])
-@pytest.mark.parametrize("delta", [1e-9, 1e-6])
-def test_rho_converts_to_epsilon_delta(epsilon: float, delta: float) -> None:
-    from spark_dpsynth.privacy.accounting import opendp_epsilon_of_rho
-
-    rho = archetype_rho(epsilon, delta)
-    assert rho + 2 * math.sqrt(rho * math.log(1 / delta)) == pytest.approx(epsilon, rel=1e-12)
-    assert opendp_epsilon_of_rho(rho, delta) <= epsilon  # the exact conversion is tighter
-    tight = archetype_rho(epsilon, delta, "tight_zcdp")
-    assert tight > rho
-    assert opendp_epsilon_of_rho(tight, delta) == pytest.approx(epsilon, rel=1e-6)
 
 
 # --------------------------------------------------------------------------------------------- sensitivity

@@ -35,7 +35,7 @@ def test_split_spends_exactly_rho(epsilon: float, delta: float, r: int) -> None:
     # Every k uses the full epsilon_Q: R epsilon_Q^2 / 2 = rho Q_p.
     assert r * split.epsilon_q**2 / 2 == pytest.approx(split.rho * 0.01, rel=1e-12)
     # The classic conversion of rho at delta/2 gives back epsilon_M exactly (the square is there).
-    assert epsilon_from_rho_delta(split.rho, delta) == pytest.approx(split.epsilon_m, rel=1e-12)
+    assert epsilon_from_rho_delta(split.rho, delta / 2) == pytest.approx(split.epsilon_m, rel=1e-12)
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])
@@ -111,3 +111,16 @@ def test_budget_report_states_the_identity() -> None:
     text = split.describe()
     assert "rho = 0.240905" in text and "sigma_3 = " in text
     assert f"= {split.zcdp_spent():.6g} = rho" in text
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0, 10.0])
+@pytest.mark.parametrize("delta", [1e-9, 1e-6])
+def test_rho_of_converts_to_epsilon_delta(epsilon: float, delta: float) -> None:
+    from spark_dpsynth.privacy.accounting import opendp_epsilon_of_rho, rho_of
+
+    rho = rho_of(epsilon, delta)
+    assert rho + 2 * math.sqrt(rho * math.log(1 / delta)) == pytest.approx(epsilon, rel=1e-12)
+    assert opendp_epsilon_of_rho(rho, delta) <= epsilon  # the exact conversion is tighter
+    tight = rho_of(epsilon, delta, "tight_zcdp")
+    assert tight > rho
+    assert opendp_epsilon_of_rho(tight, delta) == pytest.approx(epsilon, rel=1e-6)

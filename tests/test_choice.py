@@ -35,7 +35,7 @@ def test_rule_follows_the_relative_noise() -> None:
     small, large = choose(16, params, 48_842), choose(16, params, 10_000_000)
     assert small.mechanism == "workload" and large.mechanism == "marginals"
     delta = delta_from_protected_n(10_000_000)
-    rho = rho_from_epsilon_delta(4.0 * (1 - params.number_of_records_epsilon_proportion), delta)
+    rho = rho_from_epsilon_delta(4.0 * (1 - params.number_of_records_epsilon_proportion), delta / 2)
     assert large.relative_noise == pytest.approx(math.sqrt(696 / (2 * rho)) / 10_000_000, rel=1e-12)
     assert large.subsets == 696 and small.relative_noise > MAX_RELATIVE_NOISE >= large.relative_noise
     # the boundary: n' where s / n' crosses the threshold (delta given, so that s does not depend on n')

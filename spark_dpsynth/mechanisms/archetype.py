@@ -61,7 +61,6 @@ __all__ = [
     "ArchetypeParams",
     "DEFAULT_DELTA",
     "MAX_PUBLIC_ROWS",
-    "archetype_rho",
     "fit_archetype",
     "resolve_roles",
     "true_histograms",
@@ -250,36 +249,6 @@ def resolve_roles(
         count=params.count_column,
         fill=tuple(params.fill.items()),
     )
-
-
-def archetype_rho(epsilon: float, delta: float, accounting: str = "classic") -> float:
-    """The zCDP budget rho that implies (epsilon, delta)-DP.
-
-    ``classic``: the largest rho with rho + 2 sqrt(rho ln(1/delta)) <= epsilon (Bun & Steinke 2016, Prop. 1.3),
-    i.e. :func:`spark_dpsynth.privacy.accounting.rho_from_epsilon_delta` at 2 delta (that function converts at
-    delta/2 because the marginals mechanism's other delta/2 pays its threshold; this mechanism has none).
-    ``tight_zcdp``: the largest rho whose exact conversion by OpenDP gives epsilon at delta
-    (:func:`spark_dpsynth.privacy.accounting.rho_tight_from_epsilon_delta` at 2 delta).
-
-    Args:
-        epsilon: > 0.
-        delta: in (0, 0.5).
-        accounting: ``"classic"`` or ``"tight_zcdp"``.
-
-    Returns:
-        rho > 0.
-
-    Raises:
-        InvalidParameterError: epsilon <= 0 or delta outside (0, 0.5).
-    """
-    from spark_dpsynth.privacy import accounting as budget
-
-    v.positive("epsilon", epsilon)
-    if not 0 < delta < 0.5:
-        raise InvalidParameterError(f"delta must be in (0, 0.5), got {delta!r}")
-    if accounting == "tight_zcdp":
-        return budget.rho_tight_from_epsilon_delta(float(epsilon), 2.0 * delta)
-    return budget.rho_from_epsilon_delta(float(epsilon), 2.0 * delta)
 
 
 # --------------------------------------------------------------------------------------------- encoding
@@ -608,7 +577,9 @@ def fit_archetype(
     acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
     delta = params.delta_in_force
     acct.declare_delta(delta, "given")
-    rho = archetype_rho(params.epsilon, delta, params.accounting)
+    from spark_dpsynth.privacy.accounting import rho_of
+
+    rho = rho_of(params.epsilon, delta, params.accounting)
     acct.set_rho(rho)  # converted at the whole delta: this mechanism has no threshold
     acct.spend_delta("zcdp_conversion", delta, "rho-zCDP -> (epsilon, delta)-DP")
     from spark_dpsynth.privacy.accounting import opendp_epsilon_of_rho

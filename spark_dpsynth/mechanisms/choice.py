@@ -141,19 +141,14 @@ def choose(d: int, aggregation: AggregationParams, protected_n: int) -> Choice:
     Raises:
         InvalidParameterError: ``d`` < 1 or ``protected_n`` < 1.
     """
-    from spark_dpsynth.privacy.accounting import (
-        delta_from_protected_n,
-        rho_from_epsilon_delta,
-        rho_tight_from_epsilon_delta,
-    )
+    from spark_dpsynth.privacy.accounting import delta_from_protected_n, rho_of
 
     if d < 1 or protected_n < 1:
         raise InvalidParameterError(f"d and protected_n must be >= 1, got {d} and {protected_n}")
     w = subsets(d, aggregation.reporting_length)
     delta = aggregation.delta if aggregation.delta is not None else delta_from_protected_n(protected_n)
     eps_m = aggregation.epsilon * (1.0 - aggregation.number_of_records_epsilon_proportion)
-    tight = aggregation.accounting.value == "tight_zcdp"
-    rho = (rho_tight_from_epsilon_delta if tight else rho_from_epsilon_delta)(eps_m, delta)
+    rho = rho_of(eps_m, delta / 2.0, aggregation.accounting)  # the other delta/2 pays for rho_1
     relative = math.sqrt(w / (2.0 * rho)) / protected_n
     if relative <= MAX_RELATIVE_NOISE and w <= MAX_SUBSETS:
         return Choice(

@@ -606,7 +606,7 @@ def _to_zcdp(acct: Accountant, params: WorkloadParams, protected_n: int) -> floa
             delta, "given" if params.delta is not None else "derived from the protected number of records"
         )
     eps_rest = acct.spend_rest_of_epsilon("zcdp", "rho-zCDP mechanisms below, converted once")
-    rho = acct.convert_to_rho(eps_rest, acct.delta)
+    rho = acct.convert_to_rho(eps_rest, acct.delta / 2.0)
     acct.spend_delta("zcdp_conversion", acct.delta / 2.0, "rho-zCDP -> (epsilon - epsilon_N, delta/2)-DP")
     return rho
 

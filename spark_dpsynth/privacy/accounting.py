@@ -42,6 +42,7 @@ __all__ = [
     "Accountant",
     "DrawRight",
     "BudgetSplit",
+    "rho_of",
     "rho_from_epsilon_delta",
     "rho_tight_from_epsilon_delta",
     "opendp_epsilon_of_rho",
@@ -307,20 +308,14 @@ class Accountant:
         return out
 
     def convert_to_rho(self, epsilon: float, delta: float) -> float:
-        """The largest rho whose rho-zCDP implies (``epsilon``, ``delta``/2)-DP under this accounting (the other
-        delta/2 stays for a threshold, as in the marginals mechanism); it becomes the budget's rho.
-
-        ``classic``: rho = (sqrt(epsilon + ln(2/delta)) - sqrt(ln(2/delta)))^2 (Bun & Steinke 2016, Prop. 1.3);
-        ``tight_zcdp``: the root of OpenDP's exact conversion (Canonne, Kamath, Steinke 2020, Prop. 12).
-        """
+        """The largest rho whose rho-zCDP implies (``epsilon``, ``delta``)-DP under this accounting
+        (:func:`rho_of`); it becomes the budget's rho. ``delta`` is the share of the budget's delta the conversion
+        spends (the caller records it: half of delta in the marginals and workload mechanisms, whose other half
+        pays for a threshold)."""
         if self.rho is not None:
             raise BudgetError("the budget's rho is already set")
-        if self.accounting is Accounting.TIGHT_ZCDP:
-            rho = rho_tight_from_epsilon_delta(epsilon, delta)
-        else:
-            rho = rho_from_epsilon_delta(epsilon, delta)
-        self.rho = rho
-        return rho
+        self.rho = rho_of(epsilon, delta, self.accounting)
+        return self.rho
 
     def spend_rho(
         self,
@@ -487,16 +482,31 @@ class Accountant:
         )
 
 
-def rho_from_epsilon_delta(epsilon_m: float, delta: float) -> float:
-    """rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2 (docs/design.md section 2.3).
+def rho_of(epsilon: float, delta: float, accounting: Accounting | str = Accounting.CLASSIC) -> float:
+    """The largest rho whose rho-zCDP implies (``epsilon``, ``delta``)-DP: the one conversion of the package,
+    ``delta`` the share of a release's delta it spends (docs/design.md section 2.3).
 
-    It is the largest rho with rho + 2 sqrt(rho ln(2/delta)) <= epsilon_M, i.e. rho-zCDP implies
-    (epsilon_M, delta/2)-DP by the classic conversion (Bun & Steinke 2016, Prop. 1.3).
+    ``classic``: :func:`rho_from_epsilon_delta`; ``tight_zcdp``: :func:`rho_tight_from_epsilon_delta`.
+
+    Raises:
+        InvalidParameterError: epsilon <= 0, delta outside (0, 1), or an unknown accounting.
     """
-    v.positive("epsilon_m", epsilon_m)
+    if Accounting(accounting) is Accounting.TIGHT_ZCDP:
+        return rho_tight_from_epsilon_delta(epsilon, delta)
+    return rho_from_epsilon_delta(epsilon, delta)
+
+
+def rho_from_epsilon_delta(epsilon: float, delta: float) -> float:
+    """rho = (sqrt(epsilon + ln(1/delta)) - sqrt(ln(1/delta)))^2 (docs/design.md section 2.3).
+
+    It is the largest rho with rho + 2 sqrt(rho ln(1/delta)) <= epsilon, i.e. rho-zCDP implies (epsilon, delta)-DP
+    by the classic conversion (Bun & Steinke 2016, Prop. 1.3). A mechanism that keeps half of its delta for a
+    threshold converts at delta/2: ln(2/delta).
+    """
+    v.positive("epsilon", epsilon)
     v.open_unit("delta", delta)
-    ln = math.log(2.0 / delta)
-    return (math.sqrt(epsilon_m + ln) - math.sqrt(ln)) ** 2
+    ln = math.log(1.0 / delta)
+    return (math.sqrt(epsilon + ln) - math.sqrt(ln)) ** 2
 
 
 def opendp_epsilon_of_rho(rho: float, delta: float) -> float:
@@ -513,26 +523,26 @@ def opendp_epsilon_of_rho(rho: float, delta: float) -> float:
     return float(dp.c.make_zCDP_to_approxDP(gaussian).map(1.0).epsilon(delta))
 
 
-def rho_tight_from_epsilon_delta(epsilon_m: float, delta: float) -> float:
-    """The largest rho whose exact conversion gives (epsilon_M, delta/2)-DP (the ``tight_zcdp`` accounting).
+def rho_tight_from_epsilon_delta(epsilon: float, delta: float) -> float:
+    """The largest rho whose exact conversion gives (epsilon, delta)-DP (the ``tight_zcdp`` accounting).
 
-    Solves opendp_epsilon_of_rho(rho, delta/2) = epsilon_M by Brent's method; the root lies between the classic
-    rho (whose exact epsilon is smaller) and epsilon_M (epsilon >= rho for any delta < 1).
+    Solves opendp_epsilon_of_rho(rho, delta) = epsilon by Brent's method; the root lies between the classic rho
+    (whose exact epsilon is smaller) and epsilon (epsilon >= rho for any delta < 1).
     """
     from scipy.optimize import brentq
 
-    low = rho_from_epsilon_delta(epsilon_m, delta)
-    high = float(epsilon_m)
-    if opendp_epsilon_of_rho(high, delta / 2.0) <= epsilon_m:
+    low = rho_from_epsilon_delta(epsilon, delta)
+    high = float(epsilon)
+    if opendp_epsilon_of_rho(high, delta) <= epsilon:
         return high
     return float(
-        brentq(lambda r: opendp_epsilon_of_rho(r, delta / 2.0) - epsilon_m, low, high, xtol=1e-15, rtol=1e-13)
+        brentq(lambda r: opendp_epsilon_of_rho(r, delta) - epsilon, low, high, xtol=1e-15, rtol=1e-13)
     )
 
 
 def epsilon_from_rho_delta(rho: float, delta: float) -> float:
-    """The classic conversion epsilon = rho + 2 sqrt(rho ln(2/delta)), the inverse of :func:`rho_from_epsilon_delta`."""
-    return rho + 2.0 * math.sqrt(rho * math.log(2.0 / delta))
+    """The classic conversion epsilon = rho + 2 sqrt(rho ln(1/delta)), the inverse of :func:`rho_from_epsilon_delta`."""
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
 def split_budget(
@@ -583,7 +593,7 @@ def split_budget(
     else:
         eps_n = spend_number_of_records(acct, params.number_of_records_epsilon_proportion)
     eps_m = acct.remaining_epsilon()
-    rho = acct.convert_to_rho(eps_m, delta)
+    rho = acct.convert_to_rho(eps_m, delta / 2.0)
     acct.spend_delta("zcdp_conversion", delta / 2.0, "rho-zCDP -> (epsilon_M, delta/2)-DP")
     # with a DP profile, a quarter of delta is kept for the threshold of the DP exact values (docs/design.md 2.8)
     rho_1_delta = acct.spend_delta(

@@ -205,8 +205,7 @@ def _conversion(
         # The conversion caps rho at epsilon (then the exact epsilon of rho is below epsilon).
         ok = _close(implied, zcdp_epsilon) or (_close(rho, zcdp_epsilon) and _at_most(implied, zcdp_epsilon))
     elif accounting == "classic":
-        # epsilon_from_rho_delta(rho, d) converts at d / 2.
-        implied = epsilon_from_rho_delta(rho, 2.0 * conversion_delta)
+        implied = epsilon_from_rho_delta(rho, conversion_delta)
         ok = _close(implied, zcdp_epsilon)
     else:
         return f"accounting {accounting!r} is unknown"
