@@ -33,11 +33,22 @@ __all__ = [
 ]
 
 
-def release_accountant(params: Any, noise: NoiseSource | None = None) -> Accountant:
-    """The accountant of one release, made once at the start of a run from a mechanism's parameters (``epsilon``,
-    ``accounting``, ``seed``): production noise (OpenDP over the OS's cryptographic source), or test-mode noise
-    with a ``seed``, unless ``noise`` is given. Its delta is declared by the mechanism when it is known (given,
-    or derived from n')."""
+def release_accountant(
+    params: Any,  # noqa: ANN401 - any mechanism's parameters
+    noise: NoiseSource | None = None,
+    acct: Accountant | None = None,
+) -> Accountant:
+    """The accountant of one release: ``acct``, the run's, checked to hold the budget of ``params``
+    (:meth:`~spark_dpsynth.privacy.accounting.Accountant.check_for`); else one made from a mechanism's parameters
+    (``epsilon``, ``accounting``, ``seed``): production noise (OpenDP over the OS's cryptographic source), or
+    test-mode noise with a ``seed``, unless ``noise`` is given. Its delta is declared by the mechanism when it is
+    known (given, or derived from n').
+
+    Raises:
+        InvalidParameterError: ``acct``'s budget is not that of ``params``.
+    """
+    if acct is not None:
+        return acct.check_for(params)
     return Accountant(
         float(params.epsilon),
         accounting=getattr(params, "accounting", Accounting.CLASSIC),

@@ -574,7 +574,7 @@ def fit_archetype(
     public_roles = resolve_roles(public.columns, params, data.with_columns(roles.columns))
     assert public_roles.columns == roles.columns
     data = data.with_columns(roles.columns)
-    acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
+    acct = release_accountant(params, noise, acct)
     delta = params.delta_in_force
     acct.declare_delta(delta, "given")
     from spark_dpsynth.privacy.accounting import rho_of

@@ -211,7 +211,7 @@ def fit_class_conditional(
     unknown = [c for c in params.domains if c not in columns]
     if unknown:
         raise SchemaError(f"domains name column(s) {unknown} that are not attribute columns")
-    acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
+    acct = release_accountant(params, noise, acct)
     started = time.perf_counter()
     eps = acct.epsilon
     eps_n = spend_number_of_records(acct, params.number_of_records_epsilon_proportion)

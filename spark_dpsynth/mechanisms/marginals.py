@@ -205,7 +205,7 @@ def aggregate_encoded(
         params.check_columns(d)
     k1_range = max_attributes if max_attributes is not None else len(public_columns)
     r = params.reporting_length
-    acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
+    acct = release_accountant(params, noise, acct)
     protected_n = protected_n_of(protected_n, acct)
     key = release_key(params.seed)
     alpha = params.percentile / 100.0
@@ -617,7 +617,7 @@ def dp_aggregate(
     report_identifiers(identifiers, progress)
     report_columns(types, config, progress)
     df = numeric_view(df, types)
-    acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
+    acct = release_accountant(params, noise, acct)
     # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers
     types = text_numbers_step(df, types, config, acct, progress, "aggregate")
     need = profile_targets(types, config)

@@ -284,7 +284,7 @@ def fit_workload(
     assert config.columns is not None
     if not config.multi_value:
         params = _shortened(params, len(config.columns), "attribute columns", progress)
-    acct = acct.check_for(params) if acct is not None else release_accountant(params, noise)
+    acct = release_accountant(params, noise, acct)
     protected_n = protected_n_of(protected_n, acct)
     started = time.perf_counter()
     report(progress, log, f"workload ({params.selection.value}): {len(config.columns)} columns")
