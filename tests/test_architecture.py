@@ -450,36 +450,93 @@ def test_every_subpackage_says_what_it_holds() -> None:
         assert doc and len(doc) > 60, f"{init.relative_to(ROOT)} needs a docstring mapping its modules"
 
 
-def private_mechanism_imports(path: Path, module: str | None = None) -> list[str]:
-    """Underscore names a file imports from a module of ``spark_dpsynth.mechanisms`` (any depth); a module
-    (``_counting``) is not a name."""
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_names_used(path: Path, module: str | None = None) -> list[str]:
+    """Underscore names (not dunders) a file takes from another ``spark_dpsynth`` module, at any depth (function
+    bodies and ``if TYPE_CHECKING:`` included): imported by name (``from spark_dpsynth.x import _y``, relative
+    imports too) or read as an attribute of an imported package module (``x._y`` after ``from spark_dpsynth
+    import x``, ``spark_dpsynth.x._y`` after ``import spark_dpsynth.x``). A module (``_counting``) is not a name."""
     module = module or module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    modules: dict[str, str] = {}  # local name -> the package module it is bound to
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("spark_dpsynth.mechanisms"):
-            found += [
-                f"{module} imports {node.module}.{a.name}"
-                for a in node.names
-                if a.name.startswith("_") and not _exists(f"{node.module}.{a.name}")
-            ]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("spark_dpsynth"):
+                    local = alias.asname or "spark_dpsynth"
+                    modules[local] = alias.name if alias.asname else "spark_dpsynth"
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + [base]).strip(".")
+            if not base.startswith("spark_dpsynth"):
+                continue
+            for alias in node.names:
+                if _exists(f"{base}.{alias.name}"):
+                    modules[alias.asname or alias.name] = f"{base}.{alias.name}"
+                elif _private(alias.name) and base != module:
+                    found.append(f"{module} imports {base}.{alias.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            chain, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                chain.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in modules:
+                target = ".".join([modules[value.id], *reversed(chain)])
+                if _exists(target) and target != module:
+                    found.append(f"{module} reads {target}.{node.attr}")
     return found
 
 
-def test_no_module_imports_a_mechanism_modules_private_names() -> None:
-    """What mechanisms share lives in the package's underscore modules, under public names (docs/design.md
-    section 1.8); importing such a module (``from spark_dpsynth.mechanisms import _counting``) is fine."""
-    bad = [use for p in sorted(PACKAGE.rglob("*.py")) for use in private_mechanism_imports(p)]
-    assert bad == []
+PRIVATE_NAMES_OWNED_ELSEWHERE = frozenset(
+    {
+        # owned elsewhere this session; to be renamed
+        "spark_dpsynth.mechanisms.class_conditional imports spark_dpsynth.release.core._sorted_marginal",
+        "spark_dpsynth.mechanisms.marginals imports spark_dpsynth.release.core._sorted_marginal",
+        "spark_dpsynth.mechanisms.workload imports spark_dpsynth.release.core._sorted_marginal",
+    }
+)
+"""Underscore names still crossing a module boundary because their module is being edited by another owner
+(``release.core``'s ``_sorted_marginal``); remove each entry with its rename."""
+
+
+def test_no_module_takes_another_modules_private_names() -> None:
+    """What modules share they share under public names (docs/design.md section 1.8); importing an underscore
+    module (``from spark_dpsynth.mechanisms import _counting``) is fine, and so are tests."""
+    uses = {use for p in sorted(PACKAGE.rglob("*.py")) for use in private_names_used(p)}
+    assert sorted(uses - PRIVATE_NAMES_OWNED_ELSEWHERE) == []
+    assert sorted(PRIVATE_NAMES_OWNED_ELSEWHERE - uses) == [], "renamed: remove from the allow-list"
 
 
 def test_the_private_name_scan(tmp_path: Path) -> None:
-    path = tmp_path / "x.py"
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    path = pkg / "x.py"
     path.write_text(
         "def f():\n    from spark_dpsynth.mechanisms.marginals import _SparkBackend, dp_aggregate\n"
-        "from spark_dpsynth.mechanisms import _counting\n"
+        "from spark_dpsynth.mechanisms import _counting, marginals\n"
+        "from . import _cliques\n"
+        "from ._profile import _draw\n"
+        "from .x import _own\n"
+        "from ..evaluation.cells import __all__\n"
+        "import spark_dpsynth.evaluation.tvd\n"
+        "import spark_dpsynth.release.core as core\n"
+        "_counting.count(marginals._BUDGET, _cliques.__doc__, spark_dpsynth.evaluation.tvd._WORST_COLUMNS)\n"
+        "core._sorted_marginal(obj._private)\n"
     )
-    assert private_mechanism_imports(path, "spark_dpsynth.mechanisms.x") == [
-        "spark_dpsynth.mechanisms.x imports spark_dpsynth.mechanisms.marginals._SparkBackend"
+    assert sorted(private_names_used(path, "spark_dpsynth.mechanisms.x")) == [
+        "spark_dpsynth.mechanisms.x imports spark_dpsynth.mechanisms._profile._draw",
+        "spark_dpsynth.mechanisms.x imports spark_dpsynth.mechanisms.marginals._SparkBackend",
+        "spark_dpsynth.mechanisms.x reads spark_dpsynth.evaluation.tvd._WORST_COLUMNS",
+        "spark_dpsynth.mechanisms.x reads spark_dpsynth.mechanisms.marginals._BUDGET",
+        "spark_dpsynth.mechanisms.x reads spark_dpsynth.release.core._sorted_marginal",
     ]
 
 

@@ -827,7 +827,7 @@ def test_a_failed_metric_is_reported_and_the_others_are_written(spark, tmp_path,
         raise _SparkFailure("value 'MARKER-SECRET' cannot be written")
 
     monkeypatch.setattr("spark_dpsynth.evaluation.metrics.numeric_metrics", broken)
-    monkeypatch.setattr("spark_dpsynth.evaluation.metrics._tstr", broken)
+    monkeypatch.setattr("spark_dpsynth.evaluation.metrics.tstr_metrics", broken)
     metrics = evaluate(df, df, numeric_columns=("A",), label="C")
     reason = "_SparkFailure [TASK_WRITE_FAILED]"
     assert metrics["numeric"] == {"failed": reason} and metrics["tstr"] == {"failed": reason}

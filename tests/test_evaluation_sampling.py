@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from spark_dpsynth.errors import ConfigError, InvalidParameterError
-from spark_dpsynth.evaluation.cells import _SubsetPlan, sample_subsets
+from spark_dpsynth.evaluation.cells import SubsetPlan, sample_subsets
 from spark_dpsynth.evaluation.metrics import MAX_SUBSETS, describe_sampling, evaluate
 from spark_dpsynth.evaluation.report import headline_numbers, render_report
 from spark_dpsynth.release.core import Release
@@ -56,7 +56,7 @@ def test_sample_subsets_draws_every_subset_about_equally():
 
 
 def test_plan_keeps_every_one_column_subset_and_only_needed_prefixes():
-    plan = _SubsetPlan(76, all_cells_length=3, max_length=3, max_subsets=2000, seed=0)
+    plan = SubsetPlan(76, all_cells_length=3, max_length=3, max_subsets=2000, seed=0)
     assert plan.sampled == {1: False, 2: True, 3: True}
     assert plan.totals == {1: 76, 2: 2850, 3: 70300}
     assert [len(plan.of_length(k)) for k in (1, 2, 3)] == [76, 2000, 2000]
@@ -65,7 +65,7 @@ def test_plan_keeps_every_one_column_subset_and_only_needed_prefixes():
         assert s[2] in children[s[:2]] and s[1] in children[s[:1]]
     prefixes = {p for p in children if len(p) == 2}
     assert prefixes == {s[:2] for s in plan.of_length(3)}
-    full = _SubsetPlan(7, all_cells_length=3, max_length=3, max_subsets=0)
+    full = SubsetPlan(7, all_cells_length=3, max_length=3, max_subsets=0)
     assert not any(full.sampled.values())
     assert len(full.subsets) == 7 + 21 + 35
 

@@ -75,7 +75,7 @@ import numpy as np
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.estimation._factor import other_axes
 from spark_dpsynth.estimation.domain import Clique, Domain, Measurement
-from spark_dpsynth.estimation.model import GraphicalModel, _Structure
+from spark_dpsynth.estimation.model import GraphicalModel, Structure
 
 __all__ = ["DEFAULT_ITERATIONS", "DEFAULT_TOLERANCE", "WINDOW", "FitReport", "estimate", "estimate_total"]
 
@@ -210,7 +210,7 @@ def estimate(
     model_cliques = list(precision) + [domain.canonical(c) for c in cliques]
     if warm_start is not None:
         model_cliques += list(warm_start.potentials)
-    structure = _Structure(domain, model_cliques, max_cells=max_cells)
+    structure = Structure(domain, model_cliques, max_cells=max_cells)
     theta: dict[Clique, np.ndarray] = {c: np.zeros(domain.shape(c)) for c in structure.model_cliques}
     if warm_start is not None:
         for c, values in warm_start.potentials.items():

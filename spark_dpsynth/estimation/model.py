@@ -46,7 +46,7 @@ from spark_dpsynth.estimation.junction_tree import JunctionTree
 if TYPE_CHECKING:
     from spark_dpsynth.estimation.mirror_descent import FitReport
 
-__all__ = ["GraphicalModel"]
+__all__ = ["GraphicalModel", "Structure"]
 
 _EINSUM_LETTERS = 52
 """The most distinct axes ``numpy.einsum`` accepts in one contraction."""
@@ -63,7 +63,7 @@ _DIRECT_CELLS = 1 << 13
 one direct ``numpy.einsum`` loop: planning a pairwise order (``optimize``) costs more than it saves there."""
 
 
-class _Structure:
+class Structure:
     """The junction tree of a set of model cliques and where each clique's potential goes (reused by the
     estimator across iterations)."""
 
@@ -198,21 +198,21 @@ class GraphicalModel:
             theta.setdefault(domain.canonical(c), np.zeros(domain.shape(domain.canonical(c))))
         if not (np.isfinite(total) and total > 0):
             raise InvalidParameterError(f"total must be > 0 and finite, got {total!r}")
-        structure = _Structure(domain, theta, max_cells=max_cells)
+        structure = Structure(domain, theta, max_cells=max_cells)
         self._init(
             structure, theta, float(total), structure.calibrate(structure.clique_potentials(theta), total)
         )
 
     @classmethod
     def _from_parts(
-        cls, structure: _Structure, theta: dict[Clique, np.ndarray], total: float, beliefs: list[np.ndarray]
+        cls, structure: Structure, theta: dict[Clique, np.ndarray], total: float, beliefs: list[np.ndarray]
     ) -> GraphicalModel:
         model = cls.__new__(cls)
         model._init(structure, theta, total, beliefs)
         return model
 
     def _init(
-        self, structure: _Structure, theta: dict[Clique, np.ndarray], total: float, beliefs: list[np.ndarray]
+        self, structure: Structure, theta: dict[Clique, np.ndarray], total: float, beliefs: list[np.ndarray]
     ) -> None:
         self.domain = structure.domain
         self.total = float(total)

@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 from spark_dpsynth.errors import DPSynthError, SchemaError
 
 
-def _check_table(name: str, df: DataFrame) -> tuple[str, ...]:
+def check_table(name: str, df: DataFrame) -> tuple[str, ...]:
     """The columns of a prepared table, after checking them on the schema (no data is read)."""
     fields = df.schema.fields
     columns = tuple(f.name for f in fields)
@@ -33,7 +33,7 @@ def _check_table(name: str, df: DataFrame) -> tuple[str, ...]:
     return columns
 
 
-def _mismatch(what: str, got: tuple[str, ...], expected: tuple[str, ...]) -> str:
+def mismatch(what: str, got: tuple[str, ...], expected: tuple[str, ...]) -> str:
     """The message of a :class:`SchemaError` for a table whose columns are not the sensitive table's."""
     missing = [c for c in expected if c not in got]
     extra = [c for c in got if c not in expected]
@@ -44,13 +44,13 @@ def _mismatch(what: str, got: tuple[str, ...], expected: tuple[str, ...]) -> str
     )
 
 
-def _quote(name: str) -> str:
+def quote(name: str) -> str:
     """A column name as a Spark SQL identifier (back-quoted, inner back quotes doubled)."""
     return "`" + name.replace("`", "``") + "`"
 
 
 @contextmanager
-def _stage(log: logging.Logger, name: str, progress: Callable[[str], None] | None) -> Iterator[None]:
+def timed_stage(log: logging.Logger, name: str, progress: Callable[[str], None] | None) -> Iterator[None]:
     """Log on ``log`` (and report through ``progress``) the start and end of a stage with its duration (s)."""
     log.info("%s: started", name)
     if progress is not None:
@@ -67,7 +67,7 @@ def _stage(log: logging.Logger, name: str, progress: Callable[[str], None] | Non
         progress(f"{name}: done in {seconds:.1f} s")
 
 
-def _failure_reason(err: BaseException) -> str:
+def failure_reason(err: BaseException) -> str:
     """A failed metric's reason without any data value (docs/design.md section 5.6): the exception class, Spark's
     error condition (e.g. ``[CAST_INVALID_INPUT]``) or, for an error of Spark's JVM without one, the Java
     exception class (e.g. ``java.lang.OutOfMemoryError``). Never the message, which can quote values."""

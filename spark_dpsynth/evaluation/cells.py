@@ -22,12 +22,12 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_dpsynth.evaluation._common import _quote
+from spark_dpsynth.evaluation._common import quote
 
 if TYPE_CHECKING:
     from spark_dpsynth.release.core import Release
 
-_BUCKET_FIRST = 10
+BUCKET_FIRST = 10
 """Upper bound of SDS's first count bucket (0, 10]; each next bucket doubles it (SDS's ``INITIAL_BIN``)."""
 _ONE_WAY_VALUES = 12
 """Values per column kept for the 1-way distributions of ``one_way_worst``."""
@@ -45,7 +45,7 @@ the rows (or 2^16), else with ``np.unique`` (a sort)."""
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class _SubsetPlan:
+class SubsetPlan:
     """The column subsets a pass counts, their ids, and which of their cells it keeps.
 
     Subsets are ordered by length, then lexicographically by column index; a subset's id is its position.
@@ -138,7 +138,7 @@ def sample_subsets(n_columns: int, k: int, size: int, seed: int) -> list[tuple[i
     return sorted(chosen)
 
 
-def _cell_counts(df: DataFrame, plan: _SubsetPlan) -> DataFrame:
+def cell_counts(df: DataFrame, plan: SubsetPlan) -> DataFrame:
     """Partial counts of the cells of every subset in ``plan``, one Arrow batch of ``df`` at a time.
 
     Returns a DataFrame ``k int, subset int, v0..v{max_length-1} string, n bigint``: ``v_j`` is the value of
@@ -146,7 +146,7 @@ def _cell_counts(df: DataFrame, plan: _SubsetPlan) -> DataFrame:
     cell. The same (subset, cell) appears once per batch; sum ``n`` over the key to get the cell's count.
     """
     names = [f"c{i}" for i in range(plan.n_columns)]
-    selected = df.select(*(F.col(_quote(c)).alias(a) for c, a in zip(df.columns, names, strict=True)))
+    selected = df.select(*(F.col(quote(c)).alias(a) for c, a in zip(df.columns, names, strict=True)))
     counter = _BatchCellCounter(
         plan.n_columns, plan.all_cells_length, plan.max_length, plan.ids, plan.children()
     )
@@ -312,7 +312,7 @@ class _Emitter:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _release_cells(release: Release, plan: _SubsetPlan, like: DataFrame) -> DataFrame:
+def release_cells(release: Release, plan: SubsetPlan, like: DataFrame) -> DataFrame:
     """The release's tuples as rows of the cell table: (k, subset, v0.., n_s = 0, n_y = 0, n_r = count, n_b = 0).
 
     Built column-wise with numpy and handed to Spark as one Arrow table (release-sized: one row per tuple).
@@ -370,7 +370,7 @@ class _Counts(NamedTuple):
     """What the one Spark job of :func:`evaluate` returns to the driver (subset- and bucket-sized)."""
 
     per_subset: dict[int, dict[str, Any]]
-    """subset id -> the per-subset sums (see :func:`_aggregate`)."""
+    """subset id -> the per-subset sums (see :func:`aggregate`)."""
     per_bucket: dict[tuple[int, int], dict[str, Any]]
     """(k, count bucket index j, upper bound 10 * 2**j) -> the same sums over that length's tuples in the bucket."""
     top_values: dict[int, list[tuple[str | None, int, int]]]
@@ -383,17 +383,17 @@ def _bucket_index(count: Column) -> Column:
     A floating-point log2 gives the candidate; two comparisons with the exact bounds 10 * 2**j (powers of two
     are exact in a double, and cast to bigint) correct it.
     """
-    ratio = F.greatest(count.cast("double") / F.lit(float(_BUCKET_FIRST)), F.lit(1.0))
+    ratio = F.greatest(count.cast("double") / F.lit(float(BUCKET_FIRST)), F.lit(1.0))
     j = F.ceil(F.log2(ratio)).cast("int")
 
     def bound(exponent: Column) -> Column:
-        return (F.lit(float(_BUCKET_FIRST)) * F.pow(F.lit(2.0), exponent)).cast("bigint")
+        return (F.lit(float(BUCKET_FIRST)) * F.pow(F.lit(2.0), exponent)).cast("bigint")
 
     j = F.when(bound(j) < count, j + 1).otherwise(j)
     return F.when((j > 0) & (bound(j - 1) >= count), j - 1).otherwise(j)
 
 
-def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution: int) -> _Counts:
+def aggregate(union: DataFrame, plan: SubsetPlan, sds_length: int, resolution: int) -> _Counts:
     """Sum the partial cell counts and reduce them to per-subset and per-bucket sums, in one Spark job.
 
     ``union`` holds partial counts ``k, subset, v0.., n_s, n_y, n_r, n_b`` (sensitive, synthetic, release, and a
@@ -436,8 +436,8 @@ def _aggregate(union: DataFrame, plan: _SubsetPlan, sds_length: int, resolution:
         cells.unpersist()
 
 
-def _reduce_cells(sums: DataFrame, plan: _SubsetPlan, sds_length: int, resolution: int) -> _Counts:
-    """:func:`_aggregate`'s reduction of the cell sums ``sums`` (``k, subset, v0.., n_s, n_y, n_r, n_b``, one row
+def _reduce_cells(sums: DataFrame, plan: SubsetPlan, sds_length: int, resolution: int) -> _Counts:
+    """:func:`aggregate`'s reduction of the cell sums ``sums`` (``k, subset, v0.., n_s, n_y, n_r, n_b``, one row
     per cell, hash-partitioned on ``subset``) to the per-subset and per-bucket sums and the top values."""
     k = F.col("k")
     n_s, n_y, n_r, n_b = F.col("n_s"), F.col("n_y"), F.col("n_r"), F.col("n_b")

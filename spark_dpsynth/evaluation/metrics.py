@@ -63,17 +63,17 @@ from pyspark.sql import functions as F
 
 from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.evaluation._common import _check_table, _failure_reason, _mismatch, _quote, _stage
-from spark_dpsynth.evaluation.cells import _aggregate, _cell_counts, _release_cells, _SubsetPlan
+from spark_dpsynth.evaluation._common import check_table, failure_reason, mismatch, quote, timed_stage
+from spark_dpsynth.evaluation.cells import SubsetPlan, aggregate, cell_counts, release_cells
 from spark_dpsynth.evaluation.coverage import merge_coverage, release_coverage, synthetic_coverage
 from spark_dpsynth.evaluation.numeric import (
     COLUMNS_PER_PASS,
     check_numeric_columns,
     numeric_metrics,
 )
-from spark_dpsynth.evaluation.sds_evaluator import _bucket_bins, _sds_side
-from spark_dpsynth.evaluation.tstr import _check_label, _tstr
-from spark_dpsynth.evaluation.tvd import _one_way_worst, _tvd_metrics
+from spark_dpsynth.evaluation.sds_evaluator import bucket_bins, sds_side
+from spark_dpsynth.evaluation.tstr import check_label, tstr_metrics
+from spark_dpsynth.evaluation.tvd import one_way_worst, tvd_metrics
 from spark_dpsynth.evaluation.yardstick import (
     CATEGORICAL_MAX_VALUES,
     QUANTILE_BINS,
@@ -349,10 +349,10 @@ def evaluate(
         and must not be shared as if it were (see the module docstring).
     """
     started = time.perf_counter()
-    columns = _check_table("sensitive", sensitive)
-    syn_columns = _check_table("synthetic", synthetic)
+    columns = check_table("sensitive", sensitive)
+    syn_columns = check_table("synthetic", synthetic)
     if syn_columns != columns:
-        raise SchemaError(_mismatch("synthetic", syn_columns, columns))
+        raise SchemaError(mismatch("synthetic", syn_columns, columns))
     length = v.integer("max_marginal_length", max_marginal_length, low=1)
     res = v.integer("resolution", resolution, low=1)
     tstr_rows = v.integer("tstr_max_rows", tstr_max_rows, low=1)
@@ -363,17 +363,17 @@ def evaluate(
     if progress is not None and not callable(progress):
         raise InvalidParameterError(f"progress must be a callable or None, got {type(progress).__name__}")
     if release is not None and tuple(release.columns) != columns:
-        raise SchemaError(_mismatch("the release", tuple(release.columns), columns))
-    mapping = _check_label(label, label_values, columns)
+        raise SchemaError(mismatch("the release", tuple(release.columns), columns))
+    mapping = check_label(label, label_values, columns)
     typed_s = sensitive if typed_sensitive is None else typed_sensitive
     typed_y = synthetic if typed_synthetic is None else typed_synthetic
     if numeric_columns is None and typed_sensitive is None:
         numeric_columns = ()
     numeric_kinds = check_numeric_columns(typed_s, typed_y, numeric_columns)
     if label is not None and holdout is not None:
-        hold_columns = _check_table("holdout", holdout)
+        hold_columns = check_table("holdout", holdout)
         if hold_columns != columns:
-            raise SchemaError(_mismatch("the held-out table", hold_columns, columns))
+            raise SchemaError(mismatch("the held-out table", hold_columns, columns))
 
     if row_sampling is not None and not isinstance(row_sampling, RowSampling):
         raise InvalidParameterError(
@@ -409,13 +409,13 @@ def evaluate(
         tvd_length = min(length, d)
         reporting_length = release_for_sds.reporting_length if release_for_sds is not None else 0
         sds_length = min(reporting_length, d)
-        with _stage(log, "the yardstick's bins (aggregations over the sensitive table)", progress):
+        with timed_stage(log, "the yardstick's bins (aggregations over the sensitive table)", progress):
             declared = tuple(numeric_kinds) if typed_source else ()
             yard = build_yardstick(source_s, columns, numbers=declared, bins=bins)
         # The prepared tables are the compared cells when they are the source and nothing is binned: one pass
         # then serves the TVDs and SDS's evaluator; otherwise SDS's evaluator (on the release's cells) has its own.
         one_pass = not typed_source and not yard.binned
-        plan = _SubsetPlan(
+        plan = SubsetPlan(
             d,
             all_cells_length=tvd_length,
             max_length=max(tvd_length, sds_length) if one_pass else tvd_length,
@@ -431,46 +431,44 @@ def evaluate(
         compared_s = yard.table(source_s)
         compared_y = yard.table(yard.observe(source_y))
         parts = [
-            _cell_counts(compared_s, plan).select(
+            cell_counts(compared_s, plan).select(
                 *plan.key_names, _as_long("n", "n_s"), *_zeros("n_y", "n_r", "n_b")
             ),
-            _cell_counts(compared_y, plan).select(
+            cell_counts(compared_y, plan).select(
                 *plan.key_names, _zero("n_s"), _as_long("n", "n_y"), *_zeros("n_r", "n_b")
             ),
         ]
         if floor_s is not None:
             parts.append(
-                _cell_counts(yard.table(floor_s), plan).select(
+                cell_counts(yard.table(floor_s), plan).select(
                     *plan.key_names, *_zeros("n_s", "n_y", "n_r"), _as_long("n", "n_b")
                 )
             )
         if release_for_sds is not None and one_pass:
-            with _stage(log, "release tuples to a Spark DataFrame", progress):
-                parts.append(_release_cells(release_for_sds, plan, sensitive))
+            with timed_stage(log, "release tuples to a Spark DataFrame", progress):
+                parts.append(release_cells(release_for_sds, plan, sensitive))
         stage = f"cell counts and metrics of {len(plan.subsets)} column subsets (one pass over each table)"
-        with _stage(log, stage, progress):
-            counts = _aggregate(
-                reduce(DataFrame.unionByName, parts), plan, sds_length if one_pass else 0, res
-            )
+        with timed_stage(log, stage, progress):
+            counts = aggregate(reduce(DataFrame.unionByName, parts), plan, sds_length if one_pass else 0, res)
         per_subset = counts.per_subset
         sds_counts = counts
         if release_for_sds is not None and not one_pass:
-            sds_plan = _SubsetPlan(
+            sds_plan = SubsetPlan(
                 d, all_cells_length=0, max_length=sds_length, max_subsets=bound, seed=subset_seed
             )
-            with _stage(
+            with timed_stage(
                 log, f"SDS's evaluator on the release's cells ({len(sds_plan.subsets)} subsets)", progress
             ):
                 sds_parts = [
-                    _cell_counts(sensitive, sds_plan).select(
+                    cell_counts(sensitive, sds_plan).select(
                         *sds_plan.key_names, _as_long("n", "n_s"), *_zeros("n_y", "n_r", "n_b")
                     ),
-                    _cell_counts(synthetic, sds_plan).select(
+                    cell_counts(synthetic, sds_plan).select(
                         *sds_plan.key_names, _zero("n_s"), _as_long("n", "n_y"), *_zeros("n_r", "n_b")
                     ),
-                    _release_cells(release_for_sds, sds_plan, sensitive),
+                    release_cells(release_for_sds, sds_plan, sensitive),
                 ]
-                sds_counts = _aggregate(reduce(DataFrame.unionByName, sds_parts), sds_plan, sds_length, res)
+                sds_counts = aggregate(reduce(DataFrame.unionByName, sds_parts), sds_plan, sds_length, res)
         # Every row is in exactly one cell of a 1-column subset (no row at all: no cell, no entry).
         first = per_subset.get(plan.ids[(0,)], {"rows_s": 0, "rows_y": 0})
         n, n_syn = first["rows_s"], first["rows_y"]
@@ -520,22 +518,22 @@ def evaluate(
             columns,
         )
         metrics.update(
-            _tvd_metrics(
+            tvd_metrics(
                 per_subset, plan, columns, synthetic_sampled=metrics["row_sampling"]["synthetic"]["sampled"]
             )
         )
         three_way = metrics["tvd"].get("3")
         metrics["nist_k_marginal_score"] = 1000.0 * (1.0 - three_way["mean"]) if three_way else None
-        metrics["one_way_worst"] = _one_way_worst(
+        metrics["one_way_worst"] = one_way_worst(
             counts.top_values, per_subset, plan, metrics["tvd_by_subset"]["1"]
         )
         metrics["sds"] = None
         if release_for_sds is not None:
-            bins_sds = _bucket_bins(sds_counts.per_bucket)
+            bins_sds = bucket_bins(sds_counts.per_bucket)
             metrics["sds"] = {
                 "reporting_length": reporting_length,
                 **{
-                    side_name: _sds_side(
+                    side_name: sds_side(
                         sds_counts.per_subset, sds_counts.per_bucket, bins_sds, reporting_length, side
                     )
                     for side_name, side in (("release", "r"), ("synthetic", "y"))
@@ -553,7 +551,7 @@ def evaluate(
             stage = f"numeric metrics of {d_num} column(s) ({passes} pass{'es' if passes > 1 else ''} over the tables)"
 
             def numeric() -> dict[str, Any] | None:
-                with _stage(log, stage, progress):
+                with timed_stage(log, stage, progress):
                     return numeric_metrics(typed_s, typed_y, tuple(numeric_kinds))
 
             metrics["numeric"] = _guarded("numeric", failed, numeric)
@@ -562,7 +560,9 @@ def evaluate(
             metrics["tstr"] = _guarded(
                 "tstr",
                 failed,
-                lambda: _tstr(synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress),
+                lambda: tstr_metrics(
+                    synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress
+                ),
             )
         metrics["failed_metrics"] = failed
         metrics["privacy"] = None
@@ -581,7 +581,7 @@ def _undefined_metrics(
     columns: tuple[str, ...],
     length: int,
     resolution: int,
-    plan: _SubsetPlan,
+    plan: SubsetPlan,
     sampling: RowSampling,
     n: int,
     n_syn: int,
@@ -623,12 +623,12 @@ def _undefined_metrics(
 
 def _guarded(name: str, failed: dict[str, str], compute: Callable[[], Any]) -> Any:
     """``compute()``, or, when it raises an Exception, ``{"failed": reason}`` with the reason also recorded in
-    ``failed[name]`` (:func:`~spark_dpsynth.evaluation._common._failure_reason`: no data value). Interrupts
+    ``failed[name]`` (:func:`~spark_dpsynth.evaluation._common.failure_reason`: no data value). Interrupts
     (BaseException) go through."""
     try:
         return compute()
     except Exception as err:  # noqa: BLE001 - reported in the metrics, the other metrics are kept
-        reason = _failure_reason(err)
+        reason = failure_reason(err)
         log.warning("the %s metrics failed: %s", name, reason)
         failed[name] = reason
         return {"failed": reason}
@@ -690,10 +690,10 @@ def true_aggregates(df: DataFrame, reporting_length: int) -> DataFrame:
     Privacy:
         None: the counts are exact. The result is sensitive data and must never be released.
     """
-    columns = _check_table("df", df)
+    columns = check_table("df", df)
     r = v.integer("reporting_length", reporting_length, low=1)
-    plan = _SubsetPlan(len(columns), all_cells_length=0, max_length=min(r, len(columns)))
-    counts = _cell_counts(df, plan).groupBy(*plan.key_names).agg(F.sum("n").alias("count"))
+    plan = SubsetPlan(len(columns), all_cells_length=0, max_length=min(r, len(columns)))
+    counts = cell_counts(df, plan).groupBy(*plan.key_names).agg(F.sum("n").alias("count"))
     # Subset-sized (sum of C(d, k) rows): the column names of each subset id, joined as a broadcast table.
     names = df.sparkSession.createDataFrame(
         [(i, [columns[c] for c in subset]) for i, subset in enumerate(plan.subsets)],
@@ -781,7 +781,7 @@ class RowSampling:
         """
         if side not in ("sensitive", "synthetic") or side in self.rates:
             raise InvalidParameterError(f"side must be 'sensitive' or 'synthetic', once each, got {side!r}")
-        table = df.select(*(F.col(_quote(c)) for c in dict.fromkeys(columns))) if columns is not None else df
+        table = df.select(*(F.col(quote(c)) for c in dict.fromkeys(columns))) if columns is not None else df
         out = self.apply(side, table, rows)
         if self.rates[side] < 1.0:
             self.raw = True
@@ -923,7 +923,7 @@ def describe_real_sample(metrics: dict[str, Any]) -> str | None:
     return " / ".join(parts)
 
 
-def _sampling_entry(plan: _SubsetPlan) -> dict[str, Any]:
+def _sampling_entry(plan: SubsetPlan) -> dict[str, Any]:
     """``subset_sampling`` of :func:`evaluate`: which lengths compare a seeded sample of their subsets."""
     return {
         "max_subsets": plan.max_subsets,
@@ -963,7 +963,7 @@ def _zeros(*names: str) -> list[Column]:
 
 
 def _out_of_support(
-    yard: Yardstick, per_subset: dict[int, dict[str, Any]], plan: _SubsetPlan, rows_y: int
+    yard: Yardstick, per_subset: dict[int, dict[str, Any]], plan: SubsetPlan, rows_y: int
 ) -> dict[str, Any]:
     """``out_of_support`` of :func:`evaluate`: per column, the synthetic values the sensitive column cannot hold
     (docs/design.md section 5.2), and the total over the table's cells."""

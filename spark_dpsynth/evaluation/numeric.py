@@ -67,7 +67,7 @@ from pyspark.storagelevel import StorageLevel
 from spark_dpsynth import _validate as v
 from spark_dpsynth.data.types import scale_of
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.evaluation._common import _quote
+from spark_dpsynth.evaluation._common import quote
 from spark_dpsynth.params import DataConfig
 
 __all__ = [
@@ -82,6 +82,7 @@ __all__ = [
     "CDF_POINTS",
     "WORST_COLUMNS",
     "COLUMNS_PER_PASS",
+    "on_scale",
 ]
 
 log = logging.getLogger(__name__)
@@ -369,14 +370,14 @@ def typed_sensitive_table(
     kept = tuple(c for c in columns if c in types) if every_column else names
     cleaned = []
     for c in kept:
-        raw = F.col(_quote(c))
+        raw = F.col(quote(c))
         zero = config.zeros_are_empty and c not in config.sensitive_zeros
         empty = empty_to_null(raw, config.empty_values, zero).isNull()
         cleaned.append(F.when(~empty, raw).alias(c))
     if config.privacy_unit is None or not kept:
         return df.select(*cleaned), names
-    merged = df.select(F.col(_quote(config.privacy_unit)).alias("__unit"), *cleaned)
-    return merged.groupBy("__unit").agg(*[F.max(_quote(c)).alias(c) for c in kept]).drop("__unit"), names
+    merged = df.select(F.col(quote(config.privacy_unit)).alias("__unit"), *cleaned)
+    return merged.groupBy("__unit").agg(*[F.max(quote(c)).alias(c) for c in kept]).drop("__unit"), names
 
 
 def ks_wasserstein_from_quantiles(q_f: np.ndarray, q_g: np.ndarray) -> tuple[float, float]:
@@ -409,7 +410,7 @@ def _normalized(df: DataFrame, names: tuple[str, ...], kinds: dict[str, str], si
     types = {f.name: f.dataType for f in df.schema.fields}
     out: list[Column] = [F.lit(side).alias(_SIDE)]
     for i, c in enumerate(names):
-        col = F.col(_quote(c))
+        col = F.col(quote(c))
         if isinstance(types[c], T.StringType):
             text = F.trim(col)
             empty = text.isNull() | (text == "")
@@ -417,13 +418,13 @@ def _normalized(df: DataFrame, names: tuple[str, ...], kinds: dict[str, str], si
         else:
             empty = col.isNull()
             value = col
-        x = _on_scale(value, types[c], kinds[c])
+        x = on_scale(value, types[c], kinds[c])
         finite = x.isNotNull() & ~F.isnan(x) & (F.abs(x) != F.lit(float("inf")))
         out += [F.when(finite, x).alias(f"x{i}"), empty.alias(f"e{i}")]
     return df.select(*out)
 
 
-def _on_scale(value: Column, data_type: T.DataType, kind: str) -> Column:
+def on_scale(value: Column, data_type: T.DataType, kind: str) -> Column:
     """``value`` (of ``data_type``) as a double on the scale of ``kind`` (null when it does not cast)."""
     if kind == "date":
         day = value if isinstance(data_type, T.DateType) else value.try_cast("date")

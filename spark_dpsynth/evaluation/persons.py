@@ -37,7 +37,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.evaluation._common import _quote
+from spark_dpsynth.evaluation._common import quote
 
 __all__ = [
     "person_metrics",
@@ -226,13 +226,13 @@ def empty_columns_note(manifest: Mapping[str, Any], empty_columns: int) -> str |
 
 def _text(name: str) -> Column:
     """A column as a string, an empty cell (null or white space only) as ``""``."""
-    value = F.col(_quote(name)).cast("string")
+    value = F.col(quote(name)).cast("string")
     return F.when(value.isNull() | (F.trim(value) == ""), F.lit("")).otherwise(value)
 
 
 def _keyed(df: DataFrame, unit: str) -> DataFrame:
     """The rows of ``df`` whose key is neither null nor blank."""
-    key = F.col(_quote(unit))
+    key = F.col(quote(unit))
     return df.where(key.isNotNull() & (F.trim(key.cast("string")) != ""))
 
 
@@ -243,7 +243,7 @@ def _persons(keyed: DataFrame, unit: str, person_columns: Sequence[str], side: i
         for i, c in enumerate(person_columns)
     ]
     return (
-        keyed.groupBy(F.col(_quote(unit)).alias("__key"))
+        keyed.groupBy(F.col(quote(unit)).alias("__key"))
         .agg(F.count(F.lit(1)).alias(_ROWS), *values)
         .select(F.lit(side).alias(_SIDE), _ROWS, *[f"p{i}" for i in range(len(person_columns))])
     )

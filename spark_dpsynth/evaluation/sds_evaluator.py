@@ -1,6 +1,6 @@
 """SDS's evaluator (Microsoft SDS ``packages/core/src/processing/evaluator``), on the driver.
 
-From the subset- and bucket-sized sums of :func:`spark_dpsynth.evaluation.cells._aggregate`, per side (the
+From the subset- and bucket-sized sums of :func:`spark_dpsynth.evaluation.cells.aggregate`, per side (the
 release or the synthetic table) against the true tuples of the sensitive table: suppressed and fabricated
 tuples, preservation, proportional and absolute errors and the leakage count, by tuple length and by count
 bucket (docs/design.md section 5.1).
@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from spark_dpsynth.evaluation.cells import _BUCKET_FIRST
+from spark_dpsynth.evaluation.cells import BUCKET_FIRST
 
 
-def _bucket_bins(per_bucket: dict[tuple[int, int], dict[str, Any]]) -> list[int]:
+def bucket_bins(per_bucket: dict[tuple[int, int], dict[str, Any]]) -> list[int]:
     """The bucket indices 0..J, J the largest bucket holding an evaluated tuple of either side (at least 0)."""
     used = [j for (_, j), row in per_bucket.items() if row.get("p_y", 0) or row.get("p_r", 0)]
     return list(range(max(used, default=0) + 1))
@@ -26,7 +26,7 @@ def _mean(total: float, size: int) -> float | None:
     return total / size if size else None
 
 
-def _sds_side(
+def sds_side(
     per_subset: dict[int, dict[str, Any]],
     per_bucket: dict[tuple[int, int], dict[str, Any]],
     bins: list[int],
@@ -74,8 +74,8 @@ def _sds_side(
         def mean(key: str, rows: list[dict[str, Any]] = rows, p: int = p) -> float | None:
             return _mean(sum(r.get(key + "_" + side, 0) for r in rows), p)
 
-        by_bucket[str(_BUCKET_FIRST << j)] = {
-            "lower": 0 if j == 0 else _BUCKET_FIRST << (j - 1),
+        by_bucket[str(BUCKET_FIRST << j)] = {
+            "lower": 0 if j == 0 else BUCKET_FIRST << (j - 1),
             "tuples": p,
             "preservation": mean("pres"),
             "mean_proportional_error": mean("perr"),

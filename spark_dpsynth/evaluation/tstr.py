@@ -18,12 +18,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.evaluation._common import _quote, _stage
+from spark_dpsynth.evaluation._common import quote, timed_stage
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["train_synthetic_test_real"]
+__all__ = ["train_synthetic_test_real", "check_label", "tstr_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def _tstr_model(n_features: int, random_state: int) -> tuple[Any, Any]:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _check_label(
+def check_label(
     label: str | None, label_values: Mapping[str, str] | None, columns: tuple[str, ...]
 ) -> dict[str, str]:
     """Validate ``label`` and ``label_values`` of :func:`evaluate` (schema only, no data read)."""
@@ -210,7 +210,7 @@ def _check_label(
     return dict(label_values)
 
 
-def _tstr(
+def tstr_metrics(
     synthetic: DataFrame,
     sensitive: DataFrame,
     holdout: DataFrame | None,
@@ -225,13 +225,15 @@ def _tstr(
         reason = "no held-out real table (set [evaluate] holdout_filter to rows the synthesizer never saw)"
         log.warning("train-on-synthetic / test-on-real skipped: %s", reason)
         return {"label": label, "skipped": reason}
-    with _stage(log, f"train-on-synthetic / test-on-real: samples of at most {max_rows} rows each", progress):
+    with timed_stage(
+        log, f"train-on-synthetic / test-on-real: samples of at most {max_rows} rows each", progress
+    ):
         frames = [_bounded_sample(df, max_rows, seed) for df in (synthetic, sensitive, holdout)]
     for frame in frames:
         if mapping:
             frame[label] = frame[label].replace(mapping)
     try:
-        with _stage(log, "train-on-synthetic / test-on-real: fit and score two classifiers", progress):
+        with timed_stage(log, "train-on-synthetic / test-on-real: fit and score two classifiers", progress):
             result = train_synthetic_test_real(frames[0], frames[1], frames[2], label, random_state=seed)
     except InvalidParameterError as err:  # e.g. a held-out filter that selects no labelled row
         log.warning("train-on-synthetic / test-on-real skipped: %s", err)
@@ -245,6 +247,6 @@ def _bounded_sample(df: DataFrame, max_rows: int, seed: int) -> pd.DataFrame:
     The hash is of the row's values, so the sample does not depend on the partitioning or on task retries
     (identical rows hash alike, which does not bias which distinct rows are kept).
     """
-    order = F.xxhash64(*(F.col(_quote(c)) for c in df.columns), F.lit(seed))
+    order = F.xxhash64(*(F.col(quote(c)) for c in df.columns), F.lit(seed))
     # Bounded: at most max_rows rows (a top-N sort; each task keeps at most max_rows rows).
     return df.orderBy(order).limit(max_rows).toPandas()

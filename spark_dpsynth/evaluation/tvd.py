@@ -1,6 +1,6 @@
 """Total variation distances between the sensitive and the synthetic column marginals, on the driver.
 
-From the subset-sized sums of :func:`spark_dpsynth.evaluation.cells._aggregate`: the TVD of every column subset
+From the subset-sized sums of :func:`spark_dpsynth.evaluation.cells.aggregate`: the TVD of every column subset
 (exact integer numerators, one rounding), their mean and max per length, and the value shares of the columns
 with the largest 1-way TVD (docs/design.md section 5.2).
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from spark_dpsynth.evaluation.cells import _SubsetPlan
+from spark_dpsynth.evaluation.cells import SubsetPlan
 
 _SUBSET_SEPARATOR = "|"
 """Joins the column names of a subset in the keys of ``tvd_by_subset``."""
@@ -21,9 +21,9 @@ _WORST_COLUMNS = 4
 """Columns in ``one_way_worst``."""
 
 
-def _tvd_metrics(
+def tvd_metrics(
     per_subset: dict[int, dict[str, Any]],
-    plan: _SubsetPlan,
+    plan: SubsetPlan,
     columns: tuple[str, ...],
     *,
     synthetic_sampled: bool = False,
@@ -147,10 +147,10 @@ def real_sample_records(
     return max(1, int(float(f"{math.exp((low + high) / 2):.3g}")))
 
 
-def _one_way_worst(
+def one_way_worst(
     top_values: dict[int, list[tuple[str | None, int, int]]],
     per_subset: dict[int, dict[str, Any]],
-    plan: _SubsetPlan,
+    plan: SubsetPlan,
     one_way_tvd: dict[str, float],
 ) -> list[dict[str, Any]]:
     """``one_way_worst`` of :func:`evaluate`: the value shares of the columns with the largest 1-way TVD."""

@@ -26,9 +26,12 @@ column's observed [min, max] or not numbers at all (observed in the cell pass, :
 numbers written as text, its numbers outside that range and its text values that never occur in the sensitive
 column.
 
-Computation: one aggregation over the sensitive table per 8 numeric, date and timestamp columns (an
-approximate distinct count, ``min``, ``max`` and 9 quantiles per column; a quantile summary per column of a
-wide table in one aggregation runs the driver out of memory, docs/design.md section 5.2); the driver receives one row of about 12 numbers per column. The compared tables are
+Computation: one aggregation over the sensitive table, grouped by column over (column, value) pairs, for an
+approximate distinct count, ``min`` and ``max`` of every numeric, date and timestamp column; then, for the
+columns cut at their deciles only (more than :data:`CATEGORICAL_MAX_VALUES` distinct values, no public bins),
+one aggregation per 8 columns for 9 quantiles each (a quantile summary per column of a wide table in one
+aggregation runs the driver out of memory, docs/design.md section 5.2); the driver receives about 12 numbers
+per column. The compared tables are
 then plain projections (strings), counted by the cell pass of :mod:`spark_dpsynth.evaluation.cells`.
 """
 
@@ -44,8 +47,8 @@ from pyspark.sql import types as T
 
 from spark_dpsynth.data.types import text_kind_counts
 from spark_dpsynth.errors import SchemaError
-from spark_dpsynth.evaluation._common import _quote
-from spark_dpsynth.evaluation.numeric import COLUMNS_PER_PASS, _on_scale, numeric_kind
+from spark_dpsynth.evaluation._common import quote
+from spark_dpsynth.evaluation.numeric import COLUMNS_PER_PASS, numeric_kind, on_scale
 
 __all__ = ["CATEGORICAL_MAX_VALUES", "QUANTILE_BINS", "Yardstick", "build_yardstick"]
 
@@ -81,8 +84,8 @@ def build_yardstick(
         bins: public bin edges (strictly increasing, finite) of some columns, from the configuration.
 
     Returns:
-        The :class:`Yardstick`; the sensitive statistics cost one aggregation per 8 numeric, date or timestamp
-        columns (none without one).
+        The :class:`Yardstick`; the sensitive statistics cost one aggregation (none without a numeric, date or
+        timestamp column), and one more per 8 columns cut at their deciles.
 
     Raises:
         SchemaError: a column is missing from ``sensitive``, or of a type that is neither string, boolean,
@@ -116,28 +119,43 @@ def build_yardstick(
     measured = [c for c in columns if kinds[c] != "category"]
     stats: dict[str, dict[str, Any]] = {}
     probabilities = F.lit([i / QUANTILE_BINS for i in range(1, QUANTILE_BINS)])
-    # Columns in passes of COLUMNS_PER_PASS, as the numeric metrics: every numeric column of a wide table in one
+    values = {c: _finite(on_scale(_text_or_value(sensitive, c), types[c], kinds[c])) for c in measured}
+    # The distinct counts, minima and maxima of every measured column in one aggregation, grouped by column over
+    # (column, value) pairs: one expression of each, whatever the width (not a job per few columns). The driver
+    # receives three numbers per column.
+    if measured:
+        pairs = sensitive.select(
+            F.explode(
+                F.array(
+                    *[F.struct(F.lit(i).alias("i"), values[c].alias("x")) for i, c in enumerate(measured)]
+                )
+            ).alias("p")
+        ).select("p.i", "p.x")
+        by_column = pairs.groupBy("i").agg(
+            F.approx_count_distinct("x", 0.01).alias("d"), F.min("x").alias("lo"), F.max("x").alias("hi")
+        )
+        found = {int(r["i"]): r for r in by_column.collect()}
+        for i, c in enumerate(measured):
+            r = found.get(i)  # none when the table is empty
+            stats[c] = {
+                "distinct": int(r["d"]) if r is not None else 0,
+                "min": r["lo"] if r is not None else None,
+                "max": r["hi"] if r is not None else None,
+                "quantiles": [],
+            }
+    # The deciles only where they cut the bins (more distinct values than CATEGORICAL_MAX_VALUES, no public
+    # bins), in passes of COLUMNS_PER_PASS, as the numeric metrics: every numeric column of a wide table in one
     # aggregation runs the driver's JVM out of memory (a quantile summary per column; docs/design.md section 5.2).
-    for start in range(0, len(measured), COLUMNS_PER_PASS):
-        aggs: list[Column] = []
-        batch = list(enumerate(measured))[start : start + COLUMNS_PER_PASS]
-        for i, c in batch:
-            x = _finite(_on_scale(_text_or_value(sensitive, c), types[c], kinds[c]))
-            aggs += [
-                F.approx_count_distinct(x, 0.01).alias(f"d{i}"),
-                F.min(x).alias(f"lo{i}"),
-                F.max(x).alias(f"hi{i}"),
-                F.percentile_approx(x, probabilities, QUANTILE_ACCURACY).alias(f"q{i}"),
-            ]
-        # One row: about 12 numbers per numeric, date or timestamp column.
+    cut = [c for c in measured if stats[c]["distinct"] > CATEGORICAL_MAX_VALUES and c not in bins]
+    for start in range(0, len(cut), COLUMNS_PER_PASS):
+        batch = list(enumerate(cut))[start : start + COLUMNS_PER_PASS]
+        aggs: list[Column] = [
+            F.percentile_approx(values[c], probabilities, QUANTILE_ACCURACY).alias(f"q{i}") for i, c in batch
+        ]
+        # One row: 9 numbers per column.
         row = sensitive.agg(*aggs).collect()[0].asDict()
         for i, c in batch:
-            stats[c] = {
-                "distinct": int(row[f"d{i}"]),
-                "min": row[f"lo{i}"],
-                "max": row[f"hi{i}"],
-                "quantiles": list(row[f"q{i}"] or []),
-            }
+            stats[c]["quantiles"] = list(row[f"q{i}"] or [])
     rules: dict[str, dict[str, Any]] = {}
     for c in columns:
         if c in texts and kinds[c] == "number" and stats[c]["distinct"] <= CATEGORICAL_MAX_VALUES:
@@ -221,7 +239,7 @@ class Yardstick:
         for i, c in enumerate(binned):
             rule = self.rules[c]
             value = _text_or_value(df, c)
-            x = _finite(_on_scale(value, types[c], rule["kind"]))
+            x = _finite(on_scale(value, types[c], rule["kind"]))
             below, above = x < F.lit(float(rule["min"])), x > F.lit(float(rule["max"]))
             if rule.get("text"):
                 # numbers written as text: a text value is a cell of its own, out of support when the input never
@@ -248,7 +266,7 @@ class Yardstick:
         rule = self.rules[c]
         value = _text_or_value(df, c)
         if rule["rule"] == "bins":
-            x = _finite(_on_scale(value, data_type, rule["kind"]))
+            x = _finite(on_scale(value, data_type, rule["kind"]))
             label = _bin_label(x, rule["edges"])
             return (
                 F.when(value.isNull(), F.lit(None).cast("string"))
@@ -279,7 +297,7 @@ class Yardstick:
             return ts.cast("string")
         if isinstance(sensitive_type, _INTEGRAL) and isinstance(data_type, _INTEGRAL):
             return value.cast("bigint").cast("string")
-        x = _finite(_on_scale(value, data_type, "number"))
+        x = _finite(on_scale(value, data_type, "number"))
         if isinstance(sensitive_type, _INTEGRAL):
             # a whole number in the integer's spelling (9.0 -> "9"), anything else in the double's ("4399.5")
             whole = (x == F.floor(x)) & (F.abs(x) < F.lit(_LONG_BOUND))
@@ -312,7 +330,7 @@ def _text_numbers(sensitive: DataFrame, strings: Sequence[str]) -> tuple[tuple[s
 
 def _text_or_value(df: DataFrame, c: str) -> Column:
     """Column ``c`` of ``df``: a string trimmed, "" as null; any other type as it is."""
-    col = F.col(_quote(c))
+    col = F.col(quote(c))
     if isinstance(df.schema[c].dataType, T.StringType):
         text = F.trim(col)
         return F.when(text != F.lit(""), text)
