@@ -13,7 +13,10 @@ the session starts (:func:`launched_jvm`):
 * the JVM's stderr (and its Python workers', which inherit it) is a pipe that a thread of this process copies to
   its own stderr until a SIGINT or SIGTERM arrives (:func:`mute_jvm`), seen through the signal wakeup fd the
   moment it is delivered, before any Python handler runs; after this process exits nothing the JVM writes
-  reaches the terminal.
+  reaches the terminal. Without ``--debug`` the copy leaves out the Java launcher's start-up warning
+  (:data:`LAUNCHER_BANNER`: Spark starts every JVM with ``--add-modules=jdk.incubator.vector``, and no Java
+  option silences the warning that follows); the log4j2 configuration of
+  :mod:`spark_dpsynth.data.session` silences the rest of the start-up banner.
 
 A session that already exists, a Spark Connect session and spark-submit's own JVM (the driver is then the JVM's
 child, not its parent) are left as they are.
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from spark_dpsynth.data.publish import OutputStage
 
 __all__ = [
+    "LAUNCHER_BANNER",
     "PENDING",
     "Terminated",
     "check_interrupts",
@@ -58,6 +62,9 @@ _MUTED = threading.Event()
 _STOPS = (signal.SIGINT, signal.SIGTERM)
 _LAUNCHED: list[subprocess.Popen] = []
 """The JVM processes :func:`launched_jvm` saw start."""
+
+LAUNCHER_BANNER = (b"WARNING: Using incubator modules:",)
+"""Starts of the lines the Java launcher writes before the JVM runs any code, left out without ``--debug``."""
 
 
 def mute_jvm() -> None:
@@ -98,10 +105,13 @@ def _stop_accumulator_server() -> None:
         time.sleep(1.2)
 
 
-def _copy(source: int, wakeup: int | None, target: int) -> None:
+def _copy(source: int, wakeup: int | None, target: int, banner: tuple[bytes, ...] = ()) -> None:
     """Copy ``source`` to ``target`` until ``source`` ends; after a stop signal (a SIGINT or SIGTERM byte on the
-    wakeup fd) or :func:`mute_jvm`, read and drop."""
+    wakeup fd) or :func:`mute_jvm`, read and drop. The first lines of ``source`` that start with one of
+    ``banner`` are left out (held until their line ends; any other line ends the banner)."""
     fds = [source] if wakeup is None else [source, wakeup]
+    head = b""  # the start of the stream, while it may still be banner lines
+    in_banner = bool(banner)
     while True:
         try:
             ready, _, _ = select.select(fds, [], [])
@@ -116,18 +126,36 @@ def _copy(source: int, wakeup: int | None, target: int) -> None:
                 _MUTED.set()
         if source in ready:
             data = os.read(source, 65536)
-            if not data:
+            if in_banner:
+                head, data, in_banner = _drop_banner(head + data, banner, ended=not data)
+            if not data and not in_banner:
                 os.close(source)
                 return
-            if not _MUTED.is_set():
+            if data and not _MUTED.is_set():
                 with contextlib.suppress(OSError):
                     os.write(target, data)
 
 
+def _drop_banner(text: bytes, banner: tuple[bytes, ...], *, ended: bool) -> tuple[bytes, bytes, bool]:
+    """(what to hold, what to copy, whether banner lines may still follow) of the stream's start ``text``: whole
+    lines starting with one of ``banner`` are dropped; a partial line that may still become one is held, unless
+    the stream ``ended``; the first other line ends the banner."""
+    while text:
+        line, newline, rest = text.partition(b"\n")
+        if not newline:  # a partial line: hold it while it may still be a banner line
+            maybe = any(b.startswith(line) or line.startswith(b) for b in banner)
+            return (text, b"", True) if maybe and not ended else (b"", text, False)
+        if not any(line.startswith(b) for b in banner):
+            return b"", text, False
+        text = rest
+    return b"", b"", not ended
+
+
 @contextlib.contextmanager
-def launched_jvm() -> Iterator[None]:
+def launched_jvm(*, debug: bool = False) -> Iterator[None]:
     """Start a session inside this block: a JVM that PySpark launches in it ignores SIGINT and SIGTERM and writes
-    its stderr through this process (module docstring). Outside the main thread this changes nothing."""
+    its stderr through this process (module docstring), without the launcher's banner unless ``debug``.
+    Outside the main thread this changes nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -165,8 +193,12 @@ def launched_jvm() -> Iterator[None]:
         else:
             wakeup = _wakeup_fd()
             target = os.dup(2)
+            banner = () if debug else LAUNCHER_BANNER
             threading.Thread(
-                target=_copy, args=(read_end, wakeup, target), name="spark-dpsynth-jvm-stderr", daemon=True
+                target=_copy,
+                args=(read_end, wakeup, target, banner),
+                name="spark-dpsynth-jvm-stderr",
+                daemon=True,
             ).start()
 
 

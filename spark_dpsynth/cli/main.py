@@ -139,7 +139,7 @@ def _session(config: JobConfig, *, delta: bool):  # noqa: ANN202 - SparkSession
 
     # Without --debug Spark's log output is withheld (it can quote data values): docs/design.md section 1.6.
     # A local JVM leaves SIGINT and SIGTERM to this process and its stderr goes through it (cli._signals).
-    with launched_jvm() if not config.remote else contextlib.nullcontext():
+    with launched_jvm(debug=config.debug) if not config.remote else contextlib.nullcontext():
         return get_session(master=config.master, remote=config.remote, delta=delta, debug=config.debug)
 
 

@@ -6,7 +6,8 @@ Sources (:func:`read_input`):
   ``delta``; without a format it is guessed from the path (a directory holding ``_delta_log`` is Delta, a name
   ending in ``.parquet`` is Parquet; a local directory is Parquet when its data files start with Parquet's magic
   bytes and CSV when none does; anything else CSV);
-* a catalog table ``db.t`` (or ``catalog.db.t``), read with ``spark.read.table``.
+* a catalog table ``db.t`` (or ``catalog.db.t``), read with ``spark.read.table``;
+* in a notebook, a pandas DataFrame, converted through Arrow (:func:`as_spark_frame`).
 
 CSV is read as RFC 4180 writes it (:data:`CSV_READ_OPTIONS`): fields quoted with ``"``, a quote inside a quoted
 field doubled (``""``), delimiters and line breaks inside quoted fields kept. The file's encoding is declared
@@ -51,7 +52,9 @@ __all__ = [
     "ENCODINGS",
     "FORMATS",
     "RAGGED_ROWS",
+    "as_spark_frame",
     "check_column_names",
+    "check_frame",
     "check_table_name",
     "csv_encoding",
     "guess_format",
@@ -536,6 +539,105 @@ def read_output(
     if fmt == "csv":
         return spark.read.options(**CSV_READ_OPTIONS).csv(path)
     return read_input(spark, path=path, fmt=fmt)
+
+
+# --------------------------------------------------------------------------------------------- notebook frames
+
+
+def _is_spark_frame(df: object) -> bool:
+    from pyspark.sql import DataFrame
+
+    return isinstance(df, DataFrame)  # classic and Spark Connect DataFrames both derive from it
+
+
+def _is_pandas_frame(df: object) -> bool:
+    if not type(df).__module__.startswith("pandas."):  # pandas is imported only for a pandas object
+        return False
+    import pandas as pd
+
+    return isinstance(df, pd.DataFrame)
+
+
+def check_frame(df: object, what: str = "df") -> None:
+    """Refuse anything but a Spark DataFrame (classic or Spark Connect) or a pandas DataFrame, before any other
+    check.
+
+    Raises:
+        TypeError: naming what was given and what to pass instead.
+    """
+    if _is_spark_frame(df) or _is_pandas_frame(df):
+        return
+    kind = type(df)
+    given = f"{kind.__module__}.{kind.__qualname__}"
+    if kind.__module__.startswith("pyspark.pandas"):
+        hint = f"pass {what}.to_spark() (a pandas-on-Spark DataFrame)"
+    elif kind.__module__.startswith("pandas."):
+        hint = f"pass a pandas DataFrame ({what}.to_frame() for a Series)"
+    elif hasattr(df, "to_pandas"):
+        hint = f"pass {what}.to_pandas(), or a Spark DataFrame"
+    else:
+        hint = "pass a Spark DataFrame (spark.read..., spark.table(...)) or a pandas DataFrame"
+    raise TypeError(f"{what} must be a Spark DataFrame or a pandas DataFrame, got {given}: {hint}")
+
+
+def as_spark_frame(df: object, spark: SparkSession | None = None, *, what: str = "df") -> DataFrame:
+    """``df`` as a Spark DataFrame: a Spark DataFrame as it is, a pandas DataFrame converted through Arrow
+    (``spark.createDataFrame`` of a ``pyarrow.Table``, whatever the session's Arrow setting).
+
+    The pandas index is not a column (``reset_index()`` keeps it as one); column names become strings and are
+    checked as a CSV header's are (:func:`check_column_names`). Types follow Arrow: ``Int64`` and ``int64`` are
+    ``bigint``, a categorical is a ``string``, a datetime a ``timestamp``, a column holding only None is ``void``
+    (refused later by the schema checks, with the way out).
+
+    Args:
+        df: a Spark DataFrame (classic or Spark Connect) or a pandas DataFrame.
+        spark: the session of the converted frame (default: the active session, else a new local one,
+            :func:`spark_dpsynth.data.session.get_session`).
+        what: the argument's name, for the errors.
+
+    Raises:
+        TypeError: ``df`` is neither (:func:`check_frame`).
+        SchemaError: a column name the pipeline cannot carry, or columns Arrow cannot convert (named; never a
+            value: an object column mixing Python types, say).
+    """
+    check_frame(df, what)
+    if _is_spark_frame(df):
+        return df  # type: ignore[return-value]
+    import pandas as pd
+    import pyarrow as pa
+
+    assert isinstance(df, pd.DataFrame)
+    where = f"the pandas DataFrame {what}"
+    check_column_names([str(c) for c in df.columns], where=where)
+    try:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowException, ValueError, TypeError):
+        bad = [str(c) for c in df.columns if not _arrow_converts(df[c])]
+        named = str(bad) if bad else "some columns"
+        # Arrow's message quotes the value it could not convert: not chained (docs/design.md section 1.6).
+        raise SchemaError(
+            f"{where}: column(s) {named} cannot be converted to Arrow (an object column mixing Python types?); "
+            "give each column one type (astype)"
+        ) from None
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            from spark_dpsynth.data.session import get_session
+
+            spark = get_session()
+    return spark.createDataFrame(table)
+
+
+def _arrow_converts(series: object) -> bool:
+    import pyarrow as pa
+
+    try:
+        pa.Array.from_pandas(series)
+    except (pa.ArrowException, ValueError, TypeError):
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------------------------- writing

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -30,6 +31,7 @@ from spark_dpsynth.params import BinSpec, DataConfig, hash_bucket_labels
 __all__ = [
     "prepare",
     "resolve_columns",
+    "check_flat_columns",
     "bin_column",
     "hash_bucket",
     "in_domain",
@@ -91,6 +93,56 @@ def resolve_columns(df_columns: list[str] | tuple[str, ...], config: DataConfig)
     if not columns:
         raise SchemaError("the input has no columns")
     return config.with_columns(tuple(columns)) if config.columns is None else config
+
+
+_NESTED_TYPES = {"struct": T.StructType, "array": T.ArrayType, "map": T.MapType}
+"""The nested Spark types, by the name an error gives them: a release holds one flat value per column."""
+
+
+def check_flat_columns(schema: T.StructType, config: DataConfig) -> None:
+    """Refuse attribute columns whose type no release can carry, from the schema alone (no row is read).
+
+    A release measures one flat value per column and the synthesizers restore each column's input type from
+    text (docs/design.md section 2.1): a nested column (``struct``, ``array``, ``map``) would be released as the
+    text of whole structures and could not be restored, and a ``void`` column (Spark's type for a column with no
+    type, e.g. a pandas column holding only None) has no values to release.
+
+    Args:
+        schema: the input's schema.
+        config: the data configuration, ``config.columns`` resolved (:func:`resolve_columns`).
+
+    Raises:
+        SchemaError: naming every such column with its type, and the ways out: ``[data] columns`` for the flat
+            columns, or flattening in a view or a DataFrame (a struct's fields as columns, an array of strings
+            joined into a multi-value column).
+    """
+    assert config.columns is not None
+    types = {f.name: f.dataType for f in schema.fields}
+    nested, void, flat = [], [], []
+    for name in config.columns:
+        dtype = types.get(name)
+        kind = next((k for k, t in _NESTED_TYPES.items() if isinstance(dtype, t)), None)
+        if kind is not None:
+            nested.append(f"{name!r} ({kind})")
+        elif isinstance(dtype, T.NullType):
+            void.append(repr(name))
+        else:
+            flat.append(name)
+    if nested:
+        plain = 0 < len(flat) <= 10 and all(re.fullmatch(r"[A-Za-z0-9_.-]+", c) for c in flat)
+        choose = f"--columns {','.join(flat)}" if plain else "--columns"
+        raise SchemaError(
+            f"nested column(s) {', '.join(nested)}: a release holds flat columns only; choose the flat columns "
+            f"with {choose} ([data] columns), or flatten the nested ones in a view or a DataFrame first (a "
+            "struct's fields as columns, s.a AS s_a; an array of strings joined, concat_ws('|', tags) AS tags, "
+            "read with --multi-value 'tags:|')"
+        )
+    if void:
+        raise SchemaError(
+            f"column(s) {', '.join(void)} have type void (no type: e.g. a pandas column holding only None); give "
+            "them a type (cast in a view or a DataFrame, pandas astype) or leave them out with --columns "
+            "([data] columns)"
+        )
 
 
 def _describe_columns(names: list[str]) -> str:
@@ -189,9 +241,9 @@ def select_attributes(
     domain keeps its domain's non-empty values, as :func:`in_domain`, in one membership test) and casts each
     binned column to double; the third maps the numbers to their bin labels (:func:`bin_column`). Spark keeps the
     steps apart because each step's columns are used several times by the next, and the generated code of each
-    step stays small enough for the JVM to compile it: with the three steps written as one (the trimmed value
-    repeated in every test) the generated method of Adult's 15 columns exceeded the JIT's size limit and ran
-    interpreted, 10.7 s of CPU per pass over 1M rows instead of 1.6 s (docs/design.md section 2.2, performance).
+    step stays small enough for the JVM to compile it: written as one (the trimmed value repeated in every test),
+    the generated method of a table of a dozen columns outgrows the JIT's size limit and runs interpreted, several
+    times slower (docs/design.md section 2.2, performance).
 
     Args:
         df: the table; ``config.columns`` must be resolved (:func:`resolve_columns`).

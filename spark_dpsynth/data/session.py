@@ -17,8 +17,11 @@ last bytes, PySpark logs every SQL error with its query context as a JSON line).
 
 * a session built here starts its JVM with a log4j2 configuration that turns Spark's log output off
   (:data:`QUIET_LOG4J2`, given as ``-Dlog4j2.configurationFile`` in ``spark.driver.extraJavaOptions`` and
-  ``spark.executor.extraJavaOptions``; in ``local`` mode the executors run in the driver's JVM), and a classic
-  session that exists already is set to log level ``OFF`` (:func:`gate_spark_logs`);
+  ``spark.executor.extraJavaOptions``; in ``local`` mode the executors run in the driver's JVM), Spark's
+  start-up banner ("Setting default log level ...") included, and a classic session that exists already is set
+  to log level ``OFF`` (:func:`gate_spark_logs`); the Java launcher's own warning ("Using incubator modules",
+  from the ``--add-modules`` Spark starts every JVM with) is left out by the command line, which copies the
+  JVM's stderr (:mod:`spark_dpsynth.cli._signals`);
 * :func:`configure_logging` lets only this package's own loggers reach the log handlers, disables PySpark's
   query-context loggers (which write to stderr themselves) and routes Python warnings through the same gate.
 
@@ -75,8 +78,14 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
 rootLogger.level = off
 rootLogger.appenderRef.console.ref = console
+# PySpark's gateway logs as a shell does: Spark prints "Setting default log level to ..." unless its logger
+# has a level of its own equal to the root's.
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = off
 """
-"""The log4j2 configuration (properties format) a session built without ``debug`` starts with."""
+"""The log4j2 configuration (properties format) a session built without ``debug`` starts with: no output,
+and no start-up banner (Spark's ``Logging.initializeLogging`` prints "Setting default log level" for a shell
+or PySpark gateway whose logger has no level of its own)."""
 
 _OWN_LOGGERS = ("spark_dpsynth", "__main__")
 """Loggers whose records pass the gate: this package's (and a job script's), which never log data values."""
