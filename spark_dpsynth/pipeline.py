@@ -49,6 +49,7 @@ from spark_dpsynth.data.publish import OutputStage
 from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, ReleaseError, SchemaError
 
 if TYPE_CHECKING:
+    import pandas
     from pyspark.sql import DataFrame, SparkSession
 
     from spark_dpsynth._progress import Progress
@@ -208,20 +209,26 @@ def _check_plan(config: JobConfig, command: str) -> None:
 
 def check_schema(config: JobConfig, df, command: str) -> None:  # noqa: ANN001 - DataFrame
     """The checks that need the input's schema only, right after it is read and before any DP draw: the
-    evaluation's options of a pipeline (its label and numeric columns are input columns, ``--holdout-filter`` is
-    a boolean expression over them). Spark analyses the expression; no row is read.
+    attribute columns exist and have types a release can carry (no nested or void column,
+    :func:`~spark_dpsynth.data.prepare.check_flat_columns`), and the evaluation's options of a pipeline (its
+    label and numeric columns are input columns, ``--holdout-filter`` is a boolean expression over them). Spark
+    analyses the expression; no row is read.
 
     Raises:
-        SchemaError: a label or numeric column is not an attribute column of the input.
+        SchemaError: an unknown, nested or void attribute column; a label or numeric column is not an attribute
+            column of the input.
         AnalysisException, ParseException: the holdout filter does not analyse (said in one line by ``main``).
     """
-    if command != "pipeline":
+    if command not in ("pipeline", "aggregate"):
         return
-    from spark_dpsynth.data.prepare import resolve_columns
+    from spark_dpsynth.data.prepare import check_flat_columns, resolve_columns
     from spark_dpsynth.errors import SchemaError
     from spark_dpsynth.evaluation.numeric import typed_sensitive_table
 
     data = resolve_columns(df.columns, config.data)
+    check_flat_columns(df.schema, data)
+    if command != "pipeline":
+        return
     columns = list(data.columns or df.columns)
     if config.label is not None and not data.multi_value and config.label not in columns:
         raise SchemaError(
@@ -532,10 +539,28 @@ def synthesize(
 
 
 def write_synthetic(
-    synthetic: DataFrame, config: JobConfig, stage: OutputStage, spark: SparkSession
+    synthetic: DataFrame,
+    config: JobConfig,
+    stage: OutputStage,
+    spark: SparkSession,
+    *,
+    test_mode: bool | None = None,
 ) -> DataFrame:
     """Stage the synthetic table (``DIR/synthetic`` in ``output.format``, or the catalog table ``output.table``,
-    and ``DIR/synthetic.csv`` with ``single_csv``); returns it as read back from where it was written."""
+    and ``DIR/synthetic.csv`` with ``single_csv``); returns it as read back from where it was written.
+
+    In test mode every output carries a mark saying it is NOT private (docs/outputs.md, "Test-mode marks"):
+    ``DIR/synthetic/_TEST-MODE.txt``, ``DIR/synthetic.csv.TEST-MODE.txt`` beside the CSV file, and the table
+    property ``spark_dpsynth.test_mode`` of a catalog table.
+
+    Args:
+        test_mode: the synthetic data is not private (a seeded run, or a release made in test mode); None: from
+            the configuration's seeds (``--seed``).
+    """
+    from spark_dpsynth.data.publish import MARK_IN_DIRECTORY, MARK_SUFFIX, TEST_MODE_MARK_TEXT
+
+    if test_mode is None:
+        test_mode = config.aggregate.seed is not None or config.synthesize.seed is not None
     fmt = config.output_format or "parquet"
     if config.output_table:
         staged = stage.table(config.output_table, config.output_format)
@@ -543,13 +568,21 @@ def write_synthetic(
         if config.output_format:
             writer = writer.format(config.output_format)
         writer.saveAsTable(staged)
+        if test_mode:
+            spark.sql(f"ALTER TABLE {staged} SET TBLPROPERTIES ('spark_dpsynth.test_mode' = 'NOT private')")
         written = spark.read.table(staged)
     else:
         path = stage.path("synthetic")
         write_frame(synthetic, path, fmt)
+        if test_mode:
+            with open(os.path.join(local_path(path), MARK_IN_DIRECTORY), "w", encoding="utf-8") as f:
+                f.write(TEST_MODE_MARK_TEXT)
         written = read_output(spark, path=path, fmt=fmt)
     if config.single_csv:
         write_single_csv(written, stage.path("synthetic.csv"))
+        if test_mode:
+            with open(stage.path(f"synthetic.csv{MARK_SUFFIX}"), "w", encoding="utf-8") as f:
+                f.write(TEST_MODE_MARK_TEXT)
     return written
 
 
@@ -810,6 +843,8 @@ class Run:
                     config,
                     stage,
                     spark,
+                    # a test-mode release's synthetic data is not private, whatever this run's seeds
+                    test_mode=bool(self.release.manifest.get("test_mode")) or None,
                 )
                 # An interrupt received while the synthetic data was written (its exception may have been lost in
                 # a py4j finalizer) stops the run before that data is kept: the release alone is published.
@@ -898,7 +933,7 @@ def _document(config: JobConfig) -> dict[str, Any]:
 
 
 def fit(
-    df: DataFrame,
+    df: DataFrame | pandas.DataFrame,
     epsilon: float | None = None,
     *,
     config: JobConfig | str | dict[str, Any] | None = None,
@@ -908,7 +943,9 @@ def fit(
     """The DP release of a DataFrame: the default pipeline's first step, as ``spark-dpsynth aggregate`` runs it.
 
     Args:
-        df: the sensitive table (any Spark DataFrame, classic or Spark Connect); ``row_filter`` applies.
+        df: the sensitive table: a Spark DataFrame (classic or Spark Connect), or a pandas DataFrame, converted
+            through Arrow in the active session or a new local one (its index is not a column;
+            :func:`~spark_dpsynth.data.io.as_spark_frame`); ``row_filter`` applies.
         epsilon: the privacy budget (``--epsilon``; also settable in ``config``).
         config: a TOML file, a TOML document (dict) or a :class:`~spark_dpsynth.config.JobConfig`.
         progress: receives one short message per stage (e.g. ``print``; never a true count).
@@ -920,17 +957,23 @@ def fit(
         section 1.3).
 
     Raises:
+        TypeError: ``df`` is neither a Spark nor a pandas DataFrame (the message says what to pass).
         ConfigError, InvalidParameterError: before any data is read.
-        SchemaError: a configured column is not in ``df`` (before any DP draw).
+        SchemaError: a configured column is not in ``df``, or an attribute column is nested (struct, array,
+            map) or void (before any DP draw).
 
     Privacy:
         (epsilon, delta)-DP per record (or person with ``privacy_unit``): the mechanism's guarantee
         (docs/design.md sections 3 and 4). Everything this returns is a DP output.
     """
+    from spark_dpsynth.data.io import as_spark_frame, check_frame
+
+    check_frame(df, "df")
     if epsilon is not None:
         options["epsilon"] = epsilon
     conf = job_config(config, **options)
     check_before_reading(conf, "aggregate", table_given=True)
+    df = as_spark_frame(df, what="df")
     spark = df.sparkSession
     if conf.row_filter:
         df = df.where(conf.row_filter)
@@ -955,7 +998,9 @@ def load(
         config, options: as :func:`fit` (the synthesis and evaluation settings).
 
     Raises:
-        ReleaseError: nothing readable at ``path``, or the manifest's figures disagree.
+        ReleaseError: nothing readable at ``path``, a file of the release is damaged (truncated, another
+            release's: the message names it, :meth:`spark_dpsynth.release.core.Release.load`), or the manifest's
+            figures disagree.
     """
     from pyspark.sql import SparkSession
 
@@ -970,8 +1015,8 @@ def load(
 
 
 def evaluate(
-    df: DataFrame,
-    synthetic: DataFrame,
+    df: DataFrame | pandas.DataFrame,
+    synthetic: DataFrame | pandas.DataFrame,
     release: DPRelease,
     *,
     progress: Progress | None = None,
@@ -981,8 +1026,9 @@ def evaluate(
     in-house), as ``spark-dpsynth evaluate`` writes them to ``metrics.json``.
 
     Args:
-        df: the sensitive table as given to :func:`fit` (``row_filter`` applies).
-        synthetic: :meth:`DPRelease.sample`'s table.
+        df: the sensitive table as given to :func:`fit` (``row_filter`` applies); a pandas DataFrame is
+            converted through Arrow in the release's session, as :func:`fit` converts it.
+        synthetic: :meth:`DPRelease.sample`'s table (or a pandas DataFrame of it).
         release: the release it was sampled from.
         progress: receives one short message per metric (e.g. ``print``).
         options: ``[evaluate]`` options by the command line's names (``label="income"``, ``max_rows=...``).
@@ -991,11 +1037,19 @@ def evaluate(
         The metrics (keys in docs/design.md section 5; ``tvd`` by k-way length, ``numeric``, ``tstr``, ...).
 
     Raises:
+        TypeError: ``df`` or ``synthetic`` is neither a Spark nor a pandas DataFrame (the message says what to
+            pass).
         SchemaError: the synthetic table lacks a column of the release.
     """
+    from spark_dpsynth.data.io import as_spark_frame, check_frame
+
+    check_frame(df, "df")
+    check_frame(synthetic, "synthetic")
     config = release.config
     if options:
         config = job_config(_document(config), **options)
+    df = as_spark_frame(df, release.spark, what="df")
+    synthetic = as_spark_frame(synthetic, release.spark, what="synthetic")
     filtered = df.where(config.row_filter) if config.row_filter else df
     return evaluate_tables(
         filtered, synthetic, release.release, config, unfiltered=lambda: df, progress=progress

@@ -495,16 +495,8 @@ def private_names_used(path: Path, module: str | None = None) -> list[str]:
     return found
 
 
-PRIVATE_NAMES_OWNED_ELSEWHERE = frozenset(
-    {
-        # owned elsewhere this session; to be renamed
-        "spark_dpsynth.mechanisms.class_conditional imports spark_dpsynth.release.core._sorted_marginal",
-        "spark_dpsynth.mechanisms.marginals imports spark_dpsynth.release.core._sorted_marginal",
-        "spark_dpsynth.mechanisms.workload imports spark_dpsynth.release.core._sorted_marginal",
-    }
-)
-"""Underscore names still crossing a module boundary because their module is being edited by another owner
-(``release.core``'s ``_sorted_marginal``); remove each entry with its rename."""
+PRIVATE_NAMES_OWNED_ELSEWHERE: frozenset[str] = frozenset()
+"""Underscore names still crossing a module boundary while another owner edits their module (none)."""
 
 
 def test_no_module_takes_another_modules_private_names() -> None:

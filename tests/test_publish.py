@@ -437,3 +437,257 @@ def test_an_interrupt_whose_exception_was_lost_is_raised_again() -> None:
         signal.signal(signal.SIGINT, saved[0])
         signal.signal(signal.SIGTERM, saved[1])
         cli.PENDING.clear()
+
+
+# --------------------------------------------------------------------------------------------- untrusted entries
+
+PLANTED = f"{STAGING_PREFIX}deadbeef0001"
+
+
+def tree(directory: Path) -> dict[str, tuple[str, bytes | str | None]]:
+    """Every entry under ``directory``, links not followed: relative path -> (kind, bytes, link target or None)."""
+    out: dict[str, tuple[str, bytes | str | None]] = {}
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            p = Path(root, name)
+            rel = str(p.relative_to(directory))
+            if p.is_symlink():
+                out[rel] = ("link", os.readlink(p))
+            elif p.is_dir():
+                out[rel] = ("dir", None)
+            else:
+                out[rel] = ("file", p.read_bytes())
+    return out
+
+
+def plant(out: Path, journal: object, *, owner_names: list[str] | None = None) -> Path:
+    """A dead run's staging as an attacker writes it: an unlocked owner file naming this host, and ``journal``."""
+    import json
+    import socket
+
+    staging = out / PLANTED
+    staging.mkdir(parents=True)
+    names = owner_names if owner_names is not None else list(getattr(journal, "get", dict().get)("names", []))
+    owner = {"pid": 999_999_999, "host": socket.gethostname(), "process_start": None, "names": names}
+    (staging / ".owner.json").write_text(json.dumps(owner))
+    if journal is not None:
+        (staging / ".journal.json").write_text(json.dumps(journal))
+    return staging
+
+
+@pytest.fixture
+def victims(tmp_path: Path) -> Path:
+    """Files outside the output directory ``tmp_path/out``: ``victim.txt`` next to it, ``folder/secret.txt``."""
+    (tmp_path / "victim.txt").write_text("victim\n")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "secret.txt").write_text("secret\n")
+    (tmp_path / "out").mkdir()
+    return tmp_path
+
+
+def _attack(case: str, base: Path) -> None:
+    out = base / "out"
+    if case == "dot-dot":  # the reported attack: the next run moved DIR/../victim.txt into DIR
+        plant(out, {"state": "publishing", "names": ["../victim.txt"]})
+    elif case == "dot-dot-committed":
+        plant(out, {"state": "committed", "names": ["../victim.txt"]})
+    elif case == "absolute":
+        plant(out, {"state": "publishing", "names": [str(base / "victim.txt")]})
+    elif case == "through-a-link":  # DIR/L -> a victim folder: the victim's file was deleted
+        (out / "L").symlink_to(base / "folder")
+        plant(out, {"state": "publishing", "names": ["L/secret.txt"]})
+    elif case == "not-claimed":  # a plain name the owner file does not claim
+        plant(out, {"state": "publishing", "names": ["release"]}, owner_names=["synthetic"])
+    elif case == "hidden-name":
+        plant(out, {"state": "publishing", "names": [".spark-dpsynth.lock"]})
+    elif case == "unknown-state":
+        plant(out, {"state": "rolling", "names": []})
+    elif case == "names-not-a-list":
+        plant(out, {"state": "publishing", "names": "release"})
+    elif case == "journal-not-json":
+        plant(out, None)
+        (out / PLANTED / ".journal.json").write_text("{names: [")
+    elif case == "journal-is-a-link":
+        plant(out, None, owner_names=["release"])
+        (out / PLANTED / ".journal.json").symlink_to(base / "victim.txt")
+    elif case == "owner-is-a-link":
+        staging = plant(out, {"state": "publishing", "names": []})
+        (staging / ".owner.json").unlink()
+        (staging / ".owner.json").symlink_to(base / "victim.txt")
+    elif case == "journal-without-owner":
+        staging = plant(out, {"state": "publishing", "names": []})
+        (staging / ".owner.json").unlink()
+        past = time.time() - publish.LEGACY_STAGING_SECONDS - 60
+        for p in (staging / ".journal.json", staging):
+            os.utime(p, (past, past))
+    elif case == "staging-is-a-link":  # the victim folder seen as a dead run's staging
+        (base / "folder" / ".owner.json").write_text("{}")
+        (out / PLANTED).symlink_to(base / "folder")
+    elif case == "legacy-staging-is-a-link":  # no owner file, nothing changed for a day
+        past = time.time() - publish.LEGACY_STAGING_SECONDS - 60
+        for p in (base / "folder" / "secret.txt", base / "folder"):
+            os.utime(p, (past, past))
+        (out / PLANTED).symlink_to(base / "folder")
+    elif case == "aside-without-journal":
+        plant(out, None, owner_names=["release"])
+        (out / f"{BACKUP_PREFIX}deadbeef0001-release").mkdir()
+    elif case == "aside-hidden-name":
+        plant(out, {"state": "publishing", "names": []}, owner_names=["release"])
+        (out / f"{BACKUP_PREFIX}deadbeef0001-.bashrc").write_text("x\n")
+    else:
+        raise AssertionError(case)
+
+
+ATTACKS = [
+    "dot-dot",
+    "dot-dot-committed",
+    "absolute",
+    "through-a-link",
+    "not-claimed",
+    "hidden-name",
+    "unknown-state",
+    "names-not-a-list",
+    "journal-not-json",
+    "journal-is-a-link",
+    "owner-is-a-link",
+    "journal-without-owner",
+    "staging-is-a-link",
+    "legacy-staging-is-a-link",
+    "aside-without-journal",
+    "aside-hidden-name",
+]
+
+
+@pytest.mark.parametrize("case", ATTACKS)
+def test_a_planted_or_damaged_staging_is_refused_and_nothing_is_touched(victims: Path, case: str) -> None:
+    """Nothing a run finds in its output directory is trusted: a staging directory, owner file, journal or
+    output renamed aside that is not as a run writes it stops the next run before it changes anything, in the
+    output directory or outside it."""
+    _attack(case, victims)
+    before = tree(victims)
+    with pytest.raises(
+        InvalidParameterError, match=r"is not as spark-dpsynth writes it \(.+\); nothing in it"
+    ):
+        with OutputStage(None, str(victims / "out"), overwrite=True, names=("release", "other")):
+            pytest.fail("the block must not run")
+    assert tree(victims) == before
+    with pytest.raises(InvalidParameterError, match="remove it by hand"):
+        clean_dead_stagings(str(victims / "out"))
+    assert tree(victims) == before
+
+
+def test_a_well_formed_journal_naming_a_link_moves_only_the_link(victims: Path) -> None:
+    """A plain claimed name that is a link to a folder outside: the recovery moves the link itself (never what
+    it points to) and removes it with the staging; the folder is untouched."""
+    out = victims / "out"
+    (out / "release").symlink_to(victims / "folder")
+    plant(out, {"state": "publishing", "names": ["release"]})
+    outside = {k: v for k, v in tree(victims).items() if not k.startswith("out")}
+    assert clean_dead_stagings(str(out)) == [str(out / PLANTED)]
+    assert {k: v for k, v in tree(victims).items() if not k.startswith("out")} == outside
+    assert os.listdir(out) == []
+
+
+def test_a_staging_whose_entries_are_links_is_removed_without_following_them(victims: Path) -> None:
+    out = victims / "out"
+    staging = plant(out, None, owner_names=["release"])
+    (staging / "release").symlink_to(victims / "folder")
+    (staging / "synthetic.csv").symlink_to(victims / "victim.txt")
+    outside = {k: v for k, v in tree(victims).items() if not k.startswith("out")}
+    assert clean_dead_stagings(str(out)) == [str(staging)]
+    assert {k: v for k, v in tree(victims).items() if not k.startswith("out")} == outside
+    assert os.listdir(out) == []
+
+
+def test_a_planted_lock_file_link_is_refused_and_not_followed(victims: Path) -> None:
+    out = victims / "out"
+    (out / publish.LOCK_FILE).symlink_to(victims / "created-by-the-run")
+    before = tree(victims)
+    with pytest.raises(
+        InvalidParameterError, match=r"spark-dpsynth.lock is not as .*\(it is a symbolic link\)"
+    ):
+        with OutputStage(None, str(out), names=("release",)):
+            pytest.fail("the block must not run")
+    assert tree(victims) == before and not (victims / "created-by-the-run").exists()
+
+
+def test_another_users_dead_staging_is_refused(victims: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = victims / "out"
+    plant(out, {"state": "publishing", "names": ["release"]})
+    before = tree(victims)
+    monkeypatch.setattr(publish.os, "geteuid", lambda: os.stat(out / PLANTED).st_uid + 1)
+    with pytest.raises(InvalidParameterError, match=r"it belongs to another user \(uid \d+\)"):
+        clean_dead_stagings(str(out))
+    assert tree(victims) == before
+
+
+def test_cli_refuses_a_planted_journal_with_status_2(victims: Path, capsys: pytest.CaptureFixture) -> None:
+    """The reported attack on the command line: one line, exit 2, before Spark starts; nothing moved."""
+    from spark_dpsynth.cli.main import main
+
+    _attack("dot-dot", victims)
+    before = tree(victims)
+    out = victims / "out"
+    assert main(["aggregate", "--input", ADULT, "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"spark-dpsynth: error: cannot write the output {out}: {out / PLANTED} is not as spark-dpsynth writes it "
+        "(its journal names '../victim.txt', not an output of that run); nothing in it was touched: inspect it "
+        "and remove it by hand"
+    )
+    assert tree(victims) == before
+
+
+# --------------------------------------------------------------------------------------------- a dead run's release
+
+_DYING_PIPELINE = textwrap.dedent(
+    """
+    import os, sys
+    from spark_dpsynth.data import publish
+    from spark_dpsynth.data.publish import OutputStage
+    out, mode = sys.argv[1], sys.argv[2]
+    names = ("release", "synthetic", "synthetic.csv", "evaluation")
+    stage = OutputStage(None, out, overwrite=True, names=names).__enter__()
+    os.mkdir(stage.path("release")); open(os.path.join(stage.path("release"), "m"), "w").write("drawn\\n")
+    stage.keep_staged()  # the budget is spent
+    os.mkdir(stage.path("synthetic"))  # half written when the process dies
+    if mode == "publishing":  # the synthesis failed; killed while the kept release is published alone
+        real, calls = os.replace, []
+        def replace(src, dst):
+            if not os.path.basename(str(src)).startswith(".journal"):
+                calls.append(src)
+                if len(calls) == 3:
+                    os._exit(9)
+            return real(src, dst)
+        publish.os.replace = replace
+        stage.__exit__(RuntimeError, RuntimeError("the synthesis failed"), None)
+    os._exit(9)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["computing", "publishing"])
+def test_a_dead_runs_drawn_release_is_kept_by_the_next_run(
+    old_run: Path, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run killed (kill -9) after its release was drawn: the next run on the directory restores the previous
+    outputs exactly and keeps the drawn release where a ``synthesize --output`` finds it, saying so."""
+    before = snapshot(old_run)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", _DYING_PIPELINE, str(old_run), mode], env=env, timeout=60)
+    assert result.returncode == 9
+    (staging,) = [n for n in hidden(old_run) if n.startswith(STAGING_PREFIX)]
+    ident = staging[len(STAGING_PREFIX) :]
+    with caplog.at_level("WARNING", logger="spark_dpsynth.data.publish"):
+        with OutputStage(None, str(old_run), names=("other",)) as stage:
+            Path(stage.path("other")).write_text("x\n")
+    after = snapshot(old_run)
+    recovered = f"{publish.RECOVERED_PREFIX}{ident}"
+    assert after.pop("other") == b"x\n"
+    assert after.pop(f"{recovered}/release/m") == b"drawn\n", "the drawn release is kept"
+    assert after.pop(f"{recovered}/release") is None and after.pop(recovered) is None
+    assert after == before, "the previous outputs are back, exactly"
+    assert hidden(old_run) == []
+    (warning,) = [r.getMessage() for r in caplog.records if "drew its release" in r.getMessage()]
+    assert f"are in {old_run / recovered}, not published" in warning
+    assert f"spark-dpsynth synthesize --output {old_run / recovered}" in warning

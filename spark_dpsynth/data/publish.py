@@ -18,7 +18,17 @@ docs/design.md section 1.7):
 * **Recovery.** A run that died (killed, power loss) leaves its staging directory behind with an unlocked owner
   file. The next run on the same ``DIR`` finds it under the directory lock: a journal that was not committed is
   rolled back (the old outputs restored), a committed one finished, and the staging removed. A staging
-  directory whose owner still holds its lock is a live run's and is never touched.
+  directory whose owner still holds its lock is a live run's and is never touched. What a dead run kept
+  (:meth:`OutputStage.keep_staged`, a drawn release whose budget is spent) is never deleted: it is moved to
+  ``DIR/spark-dpsynth-recovered-<id>/`` (laid out as an output directory) and a warning says where.
+* **Nothing found is trusted.** Anyone who can write ``DIR`` can plant entries in it, so the recovery acts only
+  on a staging directory that is a real directory (not a link) of the user's own, whose owner file and journal
+  are regular JSON files naming only plain entry names (one path component, no ``..``, not hidden) that the
+  owner file claims; anything else is refused (:class:`InvalidParameterError`, exit status 2) and left as it is.
+  No link is followed: the lock file and the records are opened with ``O_NOFOLLOW``, a staging directory is
+  emptied through its file descriptor, and a rename moves an entry of ``DIR`` itself, never what it points to.
+* **Marks.** An output ``X`` may carry a mark ``X.TEST-MODE.txt`` beside it (a test-mode output, docs/outputs.md):
+  the mark is part of ``X``'s scope, published, replaced and removed with it.
 
 Renames stay within ``DIR`` (a staged directory is ours and writable), so a destination directory never needs
 write permission of its own to be renamed aside. ``DIR`` must be on a file system with ``rename`` and ``flock``
@@ -34,9 +44,11 @@ import fcntl
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
+import stat
 import tempfile
 import time
 import uuid
@@ -55,7 +67,11 @@ log = logging.getLogger(__name__)
 __all__ = [
     "BACKUP_PREFIX",
     "LOCK_FILE",
+    "MARK_IN_DIRECTORY",
+    "MARK_SUFFIX",
+    "RECOVERED_PREFIX",
     "STAGING_PREFIX",
+    "TEST_MODE_MARK_TEXT",
     "OutputStage",
     "atomic_path",
     "check_outputs_free",
@@ -69,16 +85,34 @@ STAGING_PREFIX = ".spark-dpsynth-staging-"
 """Name prefix of a run's staging directory in ``DIR``."""
 BACKUP_PREFIX = ".spark-dpsynth-old-"
 """Name prefix of a previous output renamed aside while a run publishes (``<prefix><id>-<name>``)."""
+MARK_SUFFIX = ".TEST-MODE.txt"
+"""Name ending of the mark beside a file output made in test mode (``synthetic.csv.TEST-MODE.txt``, saying the
+output is NOT private; docs/outputs.md): part of its output's scope, claimed, replaced and removed with it."""
+MARK_IN_DIRECTORY = "_TEST-MODE.txt"
+"""The same mark inside a directory output (``synthetic/_TEST-MODE.txt``; Spark's readers skip names starting
+with ``_``)."""
+TEST_MODE_MARK_TEXT = (
+    "TEST MODE: NOT PRIVATE. This synthetic table was made with a seed (--seed, test mode): every random draw\n"
+    "came from a seeded, non-cryptographic generator, so it is reproducible and has NO differential privacy\n"
+    "guarantee. Do not share it as private data. (spark-dpsynth; see docs/outputs.md)\n"
+)
+"""The text of a test-mode mark."""
 LOCK_FILE = ".spark-dpsynth.lock"
 """The directory lock (``flock``) held while stagings are created, recovered and published; removed after use."""
 LOCK_TIMEOUT_SECONDS = 120.0
 """Longest wait for the directory lock before giving up with an error naming the lock file."""
+RECOVERED_PREFIX = "spark-dpsynth-recovered-"
+"""Name prefix of the directory in ``DIR`` where the recovery keeps a dead run's drawn release
+(``<prefix><id>/release``), which it never deletes."""
 LEGACY_STAGING_SECONDS = 24 * 3600.0
 """A staging directory without an owner file (written by a version before owner files) is removed when nothing
 in it changed for this long."""
 
 _OWNER = ".owner.json"
 _JOURNAL = ".journal.json"
+_RECORD_MAX_BYTES = 1 << 20
+"""Largest owner file or journal read (a run's records are a few hundred bytes)."""
+_JOURNAL_STATES = ("publishing", "committed")
 _TMP_TABLE_SUFFIX = "__spark_dpsynth_tmp_"
 _OLD_TABLE_SUFFIX = "__spark_dpsynth_old_"
 
@@ -102,19 +136,25 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _remove(path: str) -> None:
-    """Remove a file, a link or a directory tree (a missing path is fine); raises OSError on failure."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        os.remove(path)
+def _remove(path: str, dir_fd: int | None = None) -> None:
+    """Remove a file, a link or a directory tree (a missing path raises FileNotFoundError); a link is removed,
+    never followed, and a tree is removed through file descriptors (``shutil.rmtree``'s symlink-safe walk).
+
+    Args:
+        path: the entry; relative to ``dir_fd`` when given.
+        dir_fd: an open directory the path is relative to (None: the working directory).
+    """
+    if stat.S_ISDIR(os.lstat(path, dir_fd=dir_fd).st_mode):
+        shutil.rmtree(path, dir_fd=dir_fd)
+    else:
+        os.unlink(path, dir_fd=dir_fd)
 
 
-def _remove_quietly(path: str, attempts: int = 5) -> bool:
+def _remove_quietly(path: str, attempts: int = 5, dir_fd: int | None = None) -> bool:
     """:func:`_remove`, retried (a cancelled Spark task may still be writing there); False if it failed."""
     for attempt in range(attempts):
         try:
-            _remove(path)
+            _remove(path, dir_fd)
             return True
         except FileNotFoundError:
             return True
@@ -141,12 +181,49 @@ def _write_json(path: str, value: dict[str, Any]) -> None:
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
+    """:func:`_read_record`, None for anything but a readable JSON object (for messages and liveness only)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-        return value if isinstance(value, dict) else None
-    except (OSError, ValueError):
+        return _read_record(path)
+    except ValueError:
         return None
+
+
+def _read_record(path: str, dir_fd: int | None = None) -> dict[str, Any] | None:
+    """The JSON object in the regular file ``path`` (an owner file or a journal), never through a link.
+
+    Returns:
+        The object; None when nothing is at ``path``.
+
+    Raises:
+        ValueError: saying why the entry is not such a file (a link, a FIFO, too large, not a JSON object).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        what = (
+            "a symbolic link" if err.errno == errno.ELOOP else f"unreadable ({os.strerror(err.errno or 0)})"
+        )
+        raise ValueError(f"{os.path.basename(path)} is {what}") from err
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{os.path.basename(path)} is not a regular file")
+        if info.st_size > _RECORD_MAX_BYTES:
+            raise ValueError(f"{os.path.basename(path)} is larger than {_RECORD_MAX_BYTES} bytes")
+        data = os.read(fd, _RECORD_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if not data:  # an owner file being rewritten when its run died (truncated, not yet written)
+        return {}
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except ValueError as err:
+        raise ValueError(f"{os.path.basename(path)} is not JSON") from err
+    if not isinstance(value, dict):
+        raise ValueError(f"{os.path.basename(path)} is not a JSON object")
+    return value
 
 
 def _process_start(pid: int) -> str | None:
@@ -180,6 +257,27 @@ def _fail_access(path: str, err: OSError) -> InvalidParameterError:
     return InvalidParameterError(f"cannot write the output {path}: {reason}")
 
 
+def _refuse(out_dir: str, entry: str, reason: str) -> InvalidParameterError:
+    """The error for an entry of ``out_dir`` that spark-dpsynth did not write as it finds it (a staging
+    directory, a journal, an owner file or the lock file planted or damaged): it is left as it is."""
+    return InvalidParameterError(
+        f"cannot write the output {out_dir}: {entry} is not as spark-dpsynth writes it ({reason}); nothing in "
+        "it was touched: inspect it and remove it by hand"
+    )
+
+
+def _plain_name(name: object) -> bool:
+    """True for a plain entry name of an output directory: one path component, not hidden, not ``..``."""
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= 255
+        and not name.startswith(".")
+        and "/" not in name
+        and "\x00" not in name
+        and name == os.path.basename(name)
+    )
+
+
 @contextmanager
 def _dir_lock(directory: str, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[None]:
     """Hold the exclusive lock ``directory/.spark-dpsynth.lock`` (``flock``); the file is removed on release.
@@ -191,10 +289,14 @@ def _dir_lock(directory: str, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator
     deadline = time.monotonic() + timeout
     while True:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise _refuse(directory, path, "it is a symbolic link") from err
             raise _fail_access(directory, err) from err
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise _refuse(directory, path, "it is not a regular file")
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -207,7 +309,7 @@ def _dir_lock(directory: str, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator
                         ) from None
                     time.sleep(0.05)
             try:
-                same = os.path.samestat(os.fstat(fd), os.stat(path))
+                same = os.path.samestat(os.fstat(fd), os.lstat(path))
             except FileNotFoundError:
                 same = False
         except BaseException:
@@ -292,10 +394,13 @@ def _backup_name(ident: str, name: str) -> str:
 
 
 def _staging_is_live(staging: str) -> bool:
-    """True when a live run owns ``staging`` (its owner file is locked, or, without flock, its pid runs)."""
+    """True when a live run owns ``staging`` (its owner file is locked, or, without flock, its pid runs).
+
+    An owner file that is a link or not a regular file is no run's: False (the recovery then refuses it).
+    """
     owner_path = os.path.join(staging, _OWNER)
     try:
-        fd = os.open(owner_path, os.O_RDONLY)
+        fd = os.open(owner_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         # Written by an older version (no owner file): dead once nothing in it changed for a day.
         newest = 0.0
@@ -304,9 +409,11 @@ def _staging_is_live(staging: str) -> bool:
                 with contextlib.suppress(OSError):
                     newest = max(newest, os.lstat(n).st_mtime)
         return time.time() - newest < LEGACY_STAGING_SECONDS
-    except OSError:
-        return True
+    except OSError as err:
+        return err.errno != errno.ELOOP
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
@@ -319,20 +426,94 @@ def _staging_is_live(staging: str) -> bool:
     return False
 
 
-def _rollback_dead(out_dir: str, staging: str, ident: str, journal: dict[str, Any] | None) -> bool:
-    """Undo or finish the publish of a dead run from its journal and the file system; True when done."""
+def _lexists_at(name: str, dir_fd: int) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _dead_run_journal(
+    out_dir: str, staging: str, fd: int, backups: Iterable[str]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The journal of the dead run whose staging directory is open as ``fd``, once everything the recovery acts
+    on is checked to be as a run writes it: nothing found in ``out_dir`` is trusted (docs/design.md section 1.7).
+
+    The staging directory is the user's own (when not running as root: a file system may show root's files as
+    another user's); its owner file and journal are regular JSON files, not links; every name the journal or an
+    output renamed aside (``backups``, entries of ``out_dir``) gives is a plain entry name (one path component,
+    not hidden, no ``..``) among the names the owner file claims; an output renamed aside has a journal.
+
+    Returns:
+        The journal (state ``publishing`` or ``committed``), None when the run died before publishing; and the
+        entries the run kept (:meth:`OutputStage.keep_staged`: a drawn release), plain names it claims.
+
+    Raises:
+        InvalidParameterError: naming the staging directory and what is wrong; nothing was changed.
+    """
+    euid = os.geteuid()
+    info = os.fstat(fd)
+    if euid != 0 and info.st_uid != euid:
+        raise _refuse(out_dir, staging, f"it belongs to another user (uid {info.st_uid})")
+    try:
+        owner = _read_record(_OWNER, fd)
+        journal = _read_record(_JOURNAL, fd)
+    except ValueError as err:
+        raise _refuse(out_dir, staging, str(err)) from None
+    listed = (owner or {}).get("names")
+    claimed = {n for n in listed if _plain_name(n)} if isinstance(listed, list) else set()
+    kept = (owner or {}).get("kept", [])
+    if not isinstance(kept, list) or not all(_plain_name(n) and n in claimed for n in kept):
+        raise _refuse(out_dir, staging, "its owner file keeps a name that is not an output of that run")
+    prefix = f"{BACKUP_PREFIX}{os.path.basename(staging)[len(STAGING_PREFIX) :]}-"
+    aside = [b[len(prefix) :] for b in backups]
+    if journal is None:
+        if aside:
+            raise _refuse(
+                out_dir, staging, f"{prefix}{aside[0]} was renamed aside but the run has no journal"
+            )
+        return None, kept
+    if owner is None:
+        raise _refuse(out_dir, staging, "it has a journal but no owner file")
+    if journal.get("state") not in _JOURNAL_STATES:
+        raise _refuse(out_dir, staging, "its journal has no known state")
+    for key in ("names", "stale"):
+        listed = journal.get(key, [])
+        if not isinstance(listed, list):
+            raise _refuse(out_dir, staging, f"its journal's {key} is not a list")
+        for name in listed:
+            if not _plain_name(name) or name not in claimed:
+                raise _refuse(
+                    out_dir, staging, f"its journal names {str(name)[:80]!r}, not an output of that run"
+                )
+    for name in aside:
+        if not _plain_name(name) or name not in claimed:
+            raise _refuse(out_dir, staging, f"{prefix}{name} is not an output of that run renamed aside")
+    return journal, kept
+
+
+def _rollback_dead(
+    out_dir: str, fd: int, ident: str, journal: dict[str, Any] | None, backups: Iterable[str]
+) -> bool:
+    """Undo or finish the publish of a dead run from its checked journal and outputs renamed aside (``backups``,
+    entries of ``out_dir``; :func:`_dead_run_journal`) and the file system; its staging directory is open as
+    ``fd``. True when done.
+
+    Every rename is between two entries of ``out_dir`` or its staging directory: a name is never resolved
+    through a link.
+    """
     ok = True
-    committed = journal is not None and journal.get("state") == "committed"
+    committed = journal is not None and journal["state"] == "committed"
     if journal is not None and not committed:
         for name in journal.get("names", []):
-            final, staged = os.path.join(out_dir, name), os.path.join(staging, name)
-            if not os.path.lexists(staged) and os.path.lexists(final):
-                os.replace(final, staged)  # the dead run's new output goes back to its staging
-    for entry in sorted(os.listdir(out_dir)):
-        if not entry.startswith(f"{BACKUP_PREFIX}{ident}-"):
-            continue
+            final = os.path.join(out_dir, name)
+            if not _lexists_at(name, fd) and os.path.lexists(final):
+                os.replace(final, name, dst_dir_fd=fd)  # the dead run's new output goes back to its staging
+    prefix = f"{BACKUP_PREFIX}{ident}-"
+    for entry in sorted(backups):
         backup = os.path.join(out_dir, entry)
-        final = os.path.join(out_dir, entry[len(f"{BACKUP_PREFIX}{ident}-") :])
+        final = os.path.join(out_dir, entry[len(prefix) :])
         if committed:
             ok = _remove_quietly(backup) and ok
         elif not os.path.lexists(final):
@@ -344,12 +525,50 @@ def _rollback_dead(out_dir: str, staging: str, ident: str, journal: dict[str, An
     return ok
 
 
+def _keep_recovered(out_dir: str, fd: int, ident: str, kept: list[str]) -> None:
+    """Move the kept outputs of a dead run (a drawn release: its budget is spent) out of its staging directory
+    (open as ``fd``) to ``out_dir/spark-dpsynth-recovered-<id>/`` and say where: never deleted with the staging.
+
+    The recovered directory is laid out as an output directory, so a ``synthesize`` with ``--output`` there
+    goes on from the release without spending budget (docs/design.md section 1.7).
+    """
+    present = [n for n in kept if _lexists_at(n, fd)]
+    if not present:
+        return
+    target = os.path.join(out_dir, f"{RECOVERED_PREFIX}{ident}")
+    try:
+        os.mkdir(target)
+    except FileExistsError:
+        if not stat.S_ISDIR(os.lstat(target).st_mode):  # a link planted there is not followed
+            raise _refuse(out_dir, target, "it is not a directory") from None
+    for name in present:
+        os.replace(name, os.path.join(target, name), src_dir_fd=fd)
+    resume = shlex.join(["spark-dpsynth", "synthesize", "--output", target])
+    log.warning(
+        "a run on %s died after it drew its release (the budget is spent): its kept outputs (%s) are in %s, "
+        "not published; go on from them with `%s` and that run's options, or move them into %s",
+        out_dir,
+        ", ".join(present),
+        target,
+        resume,
+        out_dir,
+    )
+
+
 def clean_dead_stagings(out_dir: str) -> list[str]:
     """Recover and remove the staging directories of dead runs in ``out_dir``; returns the removed paths.
 
     Call it with the directory lock held (:class:`OutputStage` does). A staging directory of a live run (its
     owner file is locked) is never touched. A dead run that was publishing is rolled back (its journal was not
     committed) or finished (it was); earlier outputs renamed aside by a run whose staging is gone are removed.
+    The outputs a dead run kept (a drawn release) are never removed: they are moved to
+    ``out_dir/spark-dpsynth-recovered-<id>/`` and a warning says where.
+    Nothing found is trusted: a staging directory that is a link, or whose owner file, journal or outputs
+    renamed aside are not as a run writes them (:func:`_dead_run_journal`), is refused and left as it is; no
+    link is followed and nothing outside ``out_dir`` is moved, changed or removed.
+
+    Raises:
+        InvalidParameterError: a staging directory is refused (the message names it and what is wrong).
     """
     removed: list[str] = []
     base = os.path.abspath(local_path(out_dir))
@@ -364,16 +583,38 @@ def clean_dead_stagings(out_dir: str) -> list[str]:
         staging = os.path.join(base, entry)
         ident = entry[len(STAGING_PREFIX) :]
         idents.add(ident)
-        if not os.path.isdir(staging) or _staging_is_live(staging):
-            continue
         try:
-            done = _rollback_dead(base, staging, ident, _read_json(os.path.join(staging, _JOURNAL)))
+            mode = os.lstat(staging).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(mode):
+            raise _refuse(base, staging, "it is a symbolic link")
+        if not stat.S_ISDIR(mode) or _staging_is_live(staging):
+            continue
+        if not ident.isascii() or not ident.isalnum():
+            raise _refuse(base, staging, "its name does not end in a run's id")
+        try:
+            fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _refuse(base, staging, "it is a symbolic link") from err
             log.warning("could not recover the staging %s of a dead run: %s", staging, err)
             continue
-        if done and _remove_staging(staging):
-            removed.append(staging)
-            log.info("removed the staging directory of a dead run: %s", staging)
+        try:
+            backups = [e for e in entries if e.startswith(f"{BACKUP_PREFIX}{ident}-")]
+            journal, kept = _dead_run_journal(base, staging, fd, backups)
+            try:
+                done = _rollback_dead(base, fd, ident, journal, backups)
+                if done and not (journal is not None and journal["state"] == "committed"):
+                    _keep_recovered(base, fd, ident, kept)
+            except OSError as err:
+                log.warning("could not recover the staging %s of a dead run: %s", staging, err)
+                continue
+            if done and _remove_staging(staging, fd):
+                removed.append(staging)
+                log.info("removed the staging directory of a dead run: %s", staging)
+        finally:
+            os.close(fd)
     for entry in entries:  # renamed-aside outputs of a run that committed and then lost its staging
         if entry.startswith(BACKUP_PREFIX):
             ident = entry[len(BACKUP_PREFIX) :].split("-", 1)[0]
@@ -382,18 +623,30 @@ def clean_dead_stagings(out_dir: str) -> list[str]:
     return removed
 
 
-def _remove_staging(staging: str) -> bool:
-    """Remove a staging directory, its owner file last (a half-removed staging still names its owner)."""
+def _remove_staging(staging: str, fd: int | None = None) -> bool:
+    """Remove a staging directory, its owner file last (a half-removed staging still names its owner).
+
+    Its entries are removed through the directory's file descriptor (``fd``, else opened here without following
+    a link): a staging directory swapped for a link meanwhile is not followed.
+    """
+    if fd is None:
+        try:
+            own = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return True
+        except OSError as err:
+            log.warning("could not remove %s: %s", staging, os.strerror(err.errno or 0))
+            return False
+        try:
+            return _remove_staging(staging, own)
+        finally:
+            os.close(own)
     ok = True
-    try:
-        entries = os.listdir(staging)
-    except FileNotFoundError:
-        return True
-    for entry in entries:
+    for entry in os.listdir(fd):
         if entry != _OWNER:
-            ok = _remove_quietly(os.path.join(staging, entry)) and ok
+            ok = _remove_quietly(entry, dir_fd=fd) and ok
     if ok:
-        ok = _remove_quietly(os.path.join(staging, _OWNER))
+        ok = _remove_quietly(_OWNER, dir_fd=fd)
         with contextlib.suppress(OSError):
             os.rmdir(staging)
             return ok
@@ -575,7 +828,7 @@ class OutputStage:
 
     @staticmethod
     def _check_name(name: str) -> str:
-        if not name or name.startswith(".") or "/" in name or name != os.path.basename(name):
+        if not _plain_name(name):
             raise InvalidParameterError(
                 f"an output name must be a plain file or directory name, got {name!r}"
             )
@@ -606,7 +859,7 @@ class OutputStage:
         with signals_deferred(), _dir_lock(self._out_dir):
             clean_dead_stagings(self._out_dir)
             self._check_claims(self._scope())
-            check_outputs_free(self._out_dir, self._scope(), overwrite=self._overwrite)
+            check_outputs_free(self._out_dir, [*self._scope(), *self._marks()], overwrite=self._overwrite)
             try:
                 os.mkdir(self._staging)
                 fd = os.open(os.path.join(self._staging, _OWNER), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -621,13 +874,23 @@ class OutputStage:
                 "host": socket.gethostname(),
                 "process_start": _process_start(os.getpid()),
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "names": self._scope(),
+                "names": [*self._scope(), *self._marks()],
             }
             self._save_owner()
         return self
 
     def _scope(self) -> list[str]:
         return list(dict.fromkeys([*self._declared, *self._paths, *self._stale]))
+
+    def _marks(self) -> list[str]:
+        """The marks (:data:`MARK_SUFFIX`) of the scope's entries that the run does not write: part of the
+        scope as stale entries (an earlier test-mode mark never stays beside a newer output)."""
+        scope = self._scope()
+        return [
+            f"{n}{MARK_SUFFIX}"
+            for n in scope
+            if not n.endswith(MARK_SUFFIX) and f"{n}{MARK_SUFFIX}" not in scope
+        ]
 
     def _save_owner(self) -> None:
         assert self._owner_fd is not None
@@ -639,7 +902,7 @@ class OutputStage:
         """Raise if a live run's staging in out_dir claims one of ``names`` (call with the lock held)."""
         for entry in sorted(os.listdir(self._out_dir)):
             staging = os.path.join(self._out_dir, entry)
-            if not entry.startswith(STAGING_PREFIX) or staging == self._staging:
+            if not entry.startswith(STAGING_PREFIX) or staging == self._staging or os.path.islink(staging):
                 continue
             owner = _read_json(os.path.join(staging, _OWNER)) or {}
             both = sorted(set(names) & set(owner.get("names", [])))
@@ -668,7 +931,7 @@ class OutputStage:
                 if os.path.lexists(final) and not self._overwrite:
                     raise OutputExistsError(f"output exists: {final}; pass --overwrite to replace it")
                 self._paths.append(name)
-                self._owner["names"] = self._scope()
+                self._owner["names"] = [*self._scope(), *self._marks()]
                 self._save_owner()
         elif name not in self._paths:
             self._paths.append(name)
@@ -715,6 +978,11 @@ class OutputStage:
             raise SparkSetupError(f"nothing was written for {', '.join(missing)} in {self._out_dir}")
         self._kept = list(self._paths)
         self._kept_tables = len(self._tables)
+        if (
+            self._owner_fd is not None
+        ):  # should this process die, the next run keeps them (clean_dead_stagings)
+            self._owner["kept"] = list(self._kept)
+            self._save_owner()
         return list(self._kept)
 
     @property
@@ -757,13 +1025,14 @@ class OutputStage:
         names = list(self._paths)
         with _dir_lock(self._out_dir):
             # again at publish time, under the lock: another run may have published meanwhile
-            check_outputs_free(self._out_dir, [*names, *self._stale], overwrite=self._overwrite)
-            journal = {"state": "publishing", "names": names, "stale": self._stale}
+            stale = [*self._stale, *self._marks()]
+            check_outputs_free(self._out_dir, [*names, *stale], overwrite=self._overwrite)
+            journal = {"state": "publishing", "names": names, "stale": stale}
             _write_json(os.path.join(self._staging, _JOURNAL), journal)
             done: list[tuple[str, str]] = []
             old_tables: list[tuple[str, str]] = []
             try:
-                for name in [*names, *self._stale]:
+                for name in [*names, *stale]:
                     final = os.path.join(self._out_dir, name)
                     if os.path.lexists(final):
                         os.replace(final, os.path.join(self._out_dir, _backup_name(self._id, name)))
@@ -779,7 +1048,7 @@ class OutputStage:
             except BaseException:
                 self._rollback(done, old_tables)
                 raise
-        for name in [*names, *self._stale]:
+        for name in [*names, *stale]:
             backup = os.path.join(self._out_dir, _backup_name(self._id, name))
             if os.path.lexists(backup):
                 _remove_quietly(backup)
@@ -789,7 +1058,7 @@ class OutputStage:
         self.published_tables = [t[1] for t in self._tables]
         for name in names:
             log.info("output written: %s", os.path.join(self._out_dir, name))
-        for name in self._stale:
+        for name in stale:
             if any(d == ("aside", name) for d in done):
                 log.info("earlier output removed: %s", os.path.join(self._out_dir, name))
 

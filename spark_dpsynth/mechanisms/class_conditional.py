@@ -51,7 +51,7 @@ from spark_dpsynth.params import TEXT_NUMBERS_EPSILON_PROPORTION, AggregationPar
 from spark_dpsynth.privacy.accounting import Accountant, spend_number_of_records
 from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
-from spark_dpsynth.release.core import Release, _sorted_marginal
+from spark_dpsynth.release.core import Release, sorted_marginal
 from spark_dpsynth.release.manifest import FORMAT_VERSION
 from spark_dpsynth.synthesizers.class_conditional import EMPTY, ClassConditionalModel, model_files
 
@@ -449,7 +449,7 @@ def _as_release(model: ClassConditionalModel) -> Release:
     code = [{val: k for k, val in enumerate(d)} for d in domains]
     ones_cols = np.array([[j] for (j, _) in kept_ones], dtype=np.int16).reshape(-1, 1)
     ones_vals = np.array([[code[j][val]] for (j, val) in kept_ones], dtype=np.int32).reshape(-1, 1)
-    ones = _sorted_marginal(ones_cols, ones_vals, np.array(list(kept_ones.values()), dtype=np.int64))
+    ones = sorted_marginal(ones_cols, ones_vals, np.array(list(kept_ones.values()), dtype=np.int64))
     pair_cols, pair_vals, pair_counts = [], [], []
     for a, h in rounded.items():
         ai = index[a]
@@ -466,7 +466,7 @@ def _as_release(model: ClassConditionalModel) -> Release:
                 pair_cols.append([lo[0], hi[0]])
                 pair_vals.append([lo[1], hi[1]])
                 pair_counts.append(n)
-    pairs = _sorted_marginal(
+    pairs = sorted_marginal(
         np.array(pair_cols, dtype=np.int16).reshape(-1, 2),
         np.array(pair_vals, dtype=np.int32).reshape(-1, 2),
         np.array(pair_counts, dtype=np.int64),

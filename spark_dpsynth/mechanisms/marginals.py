@@ -455,9 +455,9 @@ def _normalize(levels: dict[int, _Level], r: int) -> dict[int, Marginal]:
             c = np.zeros((0, k), dtype=np.int16)
             v = np.zeros((0, k), dtype=np.int32)
             n = np.zeros(0, dtype=np.int64)
-        from spark_dpsynth.release.core import _sorted_marginal
+        from spark_dpsynth.release.core import sorted_marginal
 
-        marginals[k] = _sorted_marginal(c, v, n)
+        marginals[k] = sorted_marginal(c, v, n)
     return marginals
 
 

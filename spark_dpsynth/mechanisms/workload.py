@@ -75,7 +75,7 @@ from spark_dpsynth.privacy.accounting import (
 )
 from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
-from spark_dpsynth.release.core import Marginal, Release, _sorted_marginal, one_way_means
+from spark_dpsynth.release.core import Marginal, Release, one_way_means, sorted_marginal
 from spark_dpsynth.release.manifest import FORMAT_VERSION
 
 __all__ = ["fit_workload", "select_and_measure", "check_plan", "run", "Discovery", "Plan"]
@@ -839,7 +839,7 @@ def _one_tuples(
             cols.append([j])
             vals.append([i])
             counts.append(n)
-    return _sorted_marginal(
+    return sorted_marginal(
         np.array(cols, dtype=np.int16).reshape(-1, 1),
         np.array(vals, dtype=np.int32).reshape(-1, 1),
         np.array(counts, dtype=np.int64),

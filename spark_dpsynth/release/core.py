@@ -43,9 +43,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
@@ -65,6 +68,7 @@ __all__ = [
     "Marginal",
     "Release",
     "one_way_means",
+    "sorted_marginal",
 ]
 
 AGGREGATES_SCHEMA = "k int, columns array<string>, values array<string>, count bigint"
@@ -184,9 +188,11 @@ class ModelFiles:
         if public is not None and os.path.isdir(os.path.join(directory, public)):
             for entry in sorted(os.listdir(os.path.join(directory, public))):
                 if entry.endswith(".parquet"):
-                    tables[entry.removesuffix(".parquet")] = pd.read_parquet(
-                        os.path.join(directory, public, entry)
-                    )
+                    file = os.path.join(directory, public, entry)
+                    try:
+                        tables[entry.removesuffix(".parquet")] = pd.read_parquet(file)
+                    except (OSError, ValueError) as err:  # pyarrow's errors are both
+                        raise _damaged(file, "not a readable Parquet file") from err
         return cls(document=document, tables=tables)
 
 
@@ -340,7 +346,7 @@ class Release:
                     ) from err
                 col_arr[i] = [p[0] for p in pairs]
                 val_arr[i] = [p[1] for p in pairs]
-            marginals[k] = _sorted_marginal(col_arr, val_arr, part["count"].to_numpy(dtype=np.int64))
+            marginals[k] = sorted_marginal(col_arr, val_arr, part["count"].to_numpy(dtype=np.int64))
         return cls(
             columns=columns, domains=domains, marginals=marginals, manifest=Manifest.from_json(manifest)
         )
@@ -426,8 +432,9 @@ class Release:
         :func:`spark_dpsynth.release.load_release` reads either).
 
         Raises:
-            ReleaseError: the directory, its manifest or its aggregates are missing or unreadable, ``path``
-                is a file, or the manifest's privacy figures or counts disagree
+            ReleaseError: the directory, its manifest or its aggregates are missing or unreadable, a Parquet
+                file of the release is damaged (truncated, or another release's: the message names it),
+                ``path`` is a file, or the manifest's privacy figures or counts disagree
                 (:func:`spark_dpsynth.release.integrity.check_release`).
         """
         from spark_dpsynth.release.integrity import check_release
@@ -450,7 +457,7 @@ class Release:
         if not os.path.isdir(agg_path):
             raise ReleaseError(f"release at {path!r} has no aggregates directory")
         # Release-sized: the aggregates are the DP release itself, bounded by the candidate sets.
-        pdf: pd.DataFrame = spark.read.schema(AGGREGATES_SCHEMA).parquet(agg_path).toPandas()  # type: ignore[assignment]
+        pdf = _read_table(spark, agg_path, AGGREGATES_SCHEMA, "aggregates")
         pdf["columns"] = pdf["columns"].map(list)
         pdf["values"] = pdf["values"].map(list)
         release = cls.from_pandas(pdf, manifest)
@@ -468,7 +475,7 @@ class Release:
         if not os.path.isdir(meas_path):
             raise ReleaseError(f"release at {path!r} lists measurements but has no measurements directory")
         # Release-sized: the measured cells are the DP release itself (the mechanism bounds their number).
-        cells: pd.DataFrame = spark.read.schema(MEASUREMENTS_SCHEMA).parquet(meas_path).toPandas()  # type: ignore[assignment]
+        cells = _read_table(spark, meas_path, MEASUREMENTS_SCHEMA, "measurements")
         measured = _read_measurements(listed, cells, release)
         release = cls(
             columns=release.columns,
@@ -512,11 +519,13 @@ def _in_measurement_order(release: Release, order: Mapping[str, Any]) -> Release
             for c in np.unique(m.columns[:, j]):
                 rows = m.columns[:, j] == c
                 values[rows, j] = perms[int(c)][m.values[rows, j]]
-        marginals[k] = _sorted_marginal(m.columns.copy(), values, m.counts.copy())
+        marginals[k] = sorted_marginal(m.columns.copy(), values, m.counts.copy())
     return dataclasses.replace(release, domains=tuple(domains), marginals=marginals)
 
 
-def _sorted_marginal(columns: np.ndarray, values: np.ndarray, counts: np.ndarray) -> Marginal:
+def sorted_marginal(columns: np.ndarray, values: np.ndarray, counts: np.ndarray) -> Marginal:
+    """The :class:`Marginal` of these tuples (``columns`` and ``values``: int arrays of shape (m, k), ``counts``:
+    int64 of shape (m,)), its rows sorted by columns then values: the order every release holds its k-tuples in."""
     if len(counts):
         order = np.lexsort(
             tuple(values[:, j] for j in reversed(range(values.shape[1])))
@@ -598,6 +607,74 @@ def _read_measurements(listed: Any, cells: pd.DataFrame, release: Release) -> tu
         except InvalidParameterError as err:
             raise ReleaseError(f"the manifest's measurement {i} is malformed: {err}") from err
     return tuple(out)
+
+
+_READ_FILE = re.compile(r"Encountered error while reading file (\S+?)\.?\s")
+"""Where Spark names the file it failed to read (``FAILED_READ_FILE``)."""
+_ARROW_TYPES = {"int": "int32", "long": "int64", "bigint": "int64", "double": "double"}
+"""The Arrow type a Spark DDL type of a release table is written as (arrays: ``list`` of the element's)."""
+
+
+def _damaged(file: str, reason: str) -> ReleaseError:
+    return ReleaseError(
+        f"the release file {file!r} is damaged or not this release's ({reason}); restore the release "
+        "directory as it was written"
+    )
+
+
+def _arrow_kind(arrow_type: Any) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return f"array<{_arrow_kind(arrow_type.value_type)}>"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "string"
+    return str(arrow_type)
+
+
+def _read_table(spark: SparkSession, directory: str, schema: str, what: str) -> pd.DataFrame:
+    """The Parquet table ``directory`` of a release (``aggregates`` or ``measurements``) on the driver.
+
+    Every data file is checked first on the driver (its Parquet footer, and the columns and types of
+    ``schema``), so a truncated file or another table's is named before Spark reads any; a file Spark still
+    cannot read (e.g. one whose checksum file is another release's) is named from Spark's error. Release-sized:
+    the table is the DP release itself, bounded by the mechanism.
+
+    Raises:
+        ReleaseError: naming the damaged file (never Spark's message or Java trace).
+    """
+    import pyarrow.parquet as pq
+
+    wanted = {}
+    for field in schema.split(","):
+        name, ddl = field.split()
+        wanted[name] = f"array<{ddl[6:-1]}>" if ddl.startswith("array<") else _ARROW_TYPES.get(ddl, ddl)
+    for entry in sorted(os.listdir(directory)):
+        file = os.path.join(directory, entry)
+        if entry.startswith((".", "_")) or not os.path.isfile(file):
+            continue  # Spark's own files (_SUCCESS, .crc checksums), which it does not read as data
+        try:
+            found = pq.read_schema(file)
+        except (OSError, ValueError):  # pyarrow's errors are both
+            raise _damaged(file, "not a readable Parquet file") from None
+        kinds = {n: _arrow_kind(found.field(n).type) for n in found.names}
+        if any(kinds.get(n) != kind for n, kind in wanted.items()):
+            raise _damaged(file, f"its columns are not those of release/{what}")
+    try:
+        with warnings.catch_warnings():  # PySpark's Arrow warning would repeat Spark's message and Java trace
+            warnings.simplefilter("ignore", UserWarning)
+            return spark.read.schema(schema).parquet(directory).toPandas()
+    except Exception as err:
+        if not type(err).__module__.startswith(("py4j", "pyspark")):
+            raise
+        found_file = _READ_FILE.search(str(err))
+        if found_file is None:
+            raise ReleaseError(
+                f"the release's {what} in {directory!r} cannot be read by Spark (damaged, or another "
+                "release's); restore the release directory as it was written"
+            ) from None  # Spark's message and Java trace are not repeated
+        file = unquote(re.sub(r"^file:(//)?", "", found_file.group(1)))
+        raise _damaged(file, "Spark cannot read it") from None
 
 
 def _local(path: str) -> str:
