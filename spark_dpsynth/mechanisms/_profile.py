@@ -66,10 +66,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PROFILE_PASS_COLUMNS = 4
-"""Columns profiled per Spark job (:func:`dp_profiles`). The cell key is a large expression: with 8 in one plan the
-generated code of the projection exceeds the JVM's 64 KB method limit (Spark then falls back to interpreted
-evaluation and logs the compiler's error); 4 fit (docs/design.md section 2.8)."""
+PROFILE_PASS_COLUMNS = 128
+"""Columns of one scale profiled per Spark job (:func:`dp_profiles`). The records are exploded into (column,
+value) pairs first and the cell key, a large expression, is computed once on the pairs, so the projection holds
+one cast per column and one cell key per job (a cell key per column exceeded the JVM's 64 KB method limit at 8
+columns in one plan, and a job per 4 columns made a 300-column table cost 75 jobs: docs/design.md section 2.8)."""
 
 
 def profile_units(types: Mapping[str, ColumnType], columns: tuple[str, ...], blocks: bool = True) -> float:
@@ -139,11 +140,11 @@ def dp_profiles(
         is within the noise (a real column of whole numbers). Dates and timestamps are always measurements.
 
     Privacy:
-        One Spark job per :data:`PROFILE_PASS_COLUMNS` columns: per column, the counts of its values' cells on a
-        public grid (:func:`~spark_dpsynth.data.types.profile_points`: a point cell per grid point, an open cell
-        between two points, one cell for empty values), and on the real scale the count of values that are not
-        whole numbers; at most 2 x len(points) + 2 keys per column reach the driver. Every possible cell of every
-        column gets noise drawn through ``share``, the cells without records included: discrete Gaussian with
+        One Spark job per scale and :data:`PROFILE_PASS_COLUMNS` columns: per column, the counts of its
+        values' cells on a public grid (:func:`~spark_dpsynth.data.types.profile_points`: a point cell per grid
+        point, an open cell between two points, one cell for empty values), and on the real scale the count of
+        values that are not whole numbers; at most 2 x len(points) + 2 keys per column reach the driver. Every
+        possible cell of every column gets noise drawn through ``share``, the cells without records included: discrete Gaussian with
         sigma = :func:`profile_sigma` (rho-zCDP for the whole profile; docs/design.md section 2.8), or discrete
         Laplace (epsilon-DP). Under zCDP the count of every block of
         :func:`~spark_dpsynth.data.types.block_tree` (a sum of the true cells, on the driver) gets discrete
@@ -181,37 +182,40 @@ def dp_profiles(
             return acct.gaussian(share, true, scale)
 
     by_column: dict[int, list[tuple[float, bool, bool, int]]] = {}
-    # Columns in passes of PROFILE_PASS_COLUMNS: the cell key is a large expression, and 54 of them in one plan
-    # (LFS without its codebook) ran the driver out of memory generating its code.
-    for start in range(0, len(columns), PROFILE_PASS_COLUMNS):
-        batch = list(enumerate(columns))[start : start + PROFILE_PASS_COLUMNS]
-        # a string column of numbers written as text holds values that are no numbers (NIST's "N"), counted
-        # with the empty values
-        numbers = df.select(*[_as_number(c, types).alias(f"x{j}") for j, c in batch])
-        keys = []
-        for j, c in batch:
-            x = F.col(f"x{j}")
-            lower, exact = cell_key(x, types[c].scale)
+    # The records as (column, value) pairs, one scale per job, and the cell key computed once on the pairs: a key
+    # per column is a large expression (PROFILE_PASS_COLUMNS).
+    for scale in dict.fromkeys(types[c].scale for c in columns):
+        of_scale = [(j, c) for j, c in enumerate(columns) if types[c].scale == scale]
+        for start in range(0, len(of_scale), PROFILE_PASS_COLUMNS):
+            batch = of_scale[start : start + PROFILE_PASS_COLUMNS]
+            # a string column of numbers written as text holds values that are no numbers (NIST's "N"), counted
+            # with the empty values
+            pairs = df.select(
+                F.explode(
+                    F.array(
+                        *[F.struct(F.lit(j).alias("j"), _as_number(c, types).alias("x")) for j, c in batch]
+                    )
+                ).alias("p")
+            ).select("p.j", "p.x")
+            x = F.col("x")
+            lower, exact = cell_key(x, scale)
             frac = (
                 (x != F.floor(x)) & ~F.isnan(x) & (F.abs(x) != F.lit(math.inf))
-                if c in fractional
+                if scale == "real"
                 else F.lit(False)
             )
-            keys.append(
-                F.struct(
-                    F.lit(j).alias("j"),
-                    lower.alias("lower"),
-                    F.coalesce(exact, F.lit(False)).alias("exact"),
-                    F.coalesce(frac, F.lit(False)).alias("frac"),
+            keys = pairs.select(
+                "j",
+                lower.alias("lower"),
+                F.coalesce(exact, F.lit(False)).alias("exact"),
+                F.coalesce(frac, F.lit(False)).alias("frac"),
+            )
+            # At most 2 x (2 len(points) + 2) keys per column: release-sized (the grid is public).
+            for r in keys.groupBy("j", "lower", "exact", "frac").count().collect():
+                lower_point = float("nan") if r["lower"] is None else float(r["lower"])
+                by_column.setdefault(int(r["j"]), []).append(
+                    (lower_point, bool(r["exact"]), bool(r["frac"]), int(r["count"]))
                 )
-            )
-        exploded = numbers.select(F.explode(F.array(*keys)).alias("k")).select("k.*")
-        # At most 2 x (2 len(points) + 2) keys per column: release-sized (the grid is public).
-        for r in exploded.groupBy("j", "lower", "exact", "frac").count().collect():
-            lower = float("nan") if r["lower"] is None else float(r["lower"])
-            by_column.setdefault(int(r["j"]), []).append(
-                (lower, bool(r["exact"]), bool(r["frac"]), int(r["count"]))
-            )
     out = {}
     for j, c in enumerate(columns):
         scale = types[c].scale
