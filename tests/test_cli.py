@@ -229,7 +229,11 @@ def test_quick_start_pipeline_end_to_end_on_adult(
     for length in ("1", "2", "3"):
         assert 0 <= metrics["tvd"][length]["mean"] <= 1
     assert "protected n" in captured.out and "mean TVD" in captured.out
-    assert sorted(p.name for p in out.iterdir()) == ["evaluation", "release", "synthetic", "synthetic.csv"]
+    # a seeded run's outputs are marked NOT private (docs/outputs.md, "Test-mode marks")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "evaluation", "release", "synthetic", "synthetic.csv", "synthetic.csv.TEST-MODE.txt"
+    ]  # fmt: skip
+    assert (out / "synthetic" / "_TEST-MODE.txt").is_file()
 
     # A rerun with --overwrite whose evaluation fails (injected) keeps its release and synthetic data (the budget
     # is spent), removes the evaluation of the earlier release, and says in one line how to resume.
@@ -246,7 +250,9 @@ def test_quick_start_pipeline_end_to_end_on_adult(
         f"synthetic data are kept in {out} (no budget is spent to go on); resume with `spark-dpsynth evaluate "
         f"--input {ADULT} --output {out}`, with the same options"
     )
-    assert sorted(p.name for p in out.iterdir()) == ["release", "synthetic", "synthetic.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "release", "synthetic", "synthetic.csv", "synthetic.csv.TEST-MODE.txt"
+    ]  # fmt: skip
     manifest = json.loads((out / "release" / "manifest.json").read_text())
     assert manifest["columns"] == ["age", "sex"] and manifest["reporting_length"] == 1
     monkeypatch.undo()
@@ -404,7 +410,9 @@ def test_a_failed_synthesis_keeps_the_release_and_synthesize_resumes_without_bud
     manifest = json.loads(manifest_text)
     assert f"privacy spent          epsilon={manifest['epsilon']:g}" in summary
     assert (out / "release" / "manifest.json").read_text() == manifest_text, "no budget spent, no new release"
-    assert sorted(p.name for p in out.iterdir()) == ["release", "synthetic", "synthetic.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "release", "synthetic", "synthetic.csv", "synthetic.csv.TEST-MODE.txt"
+    ]  # fmt: skip
     with open(out / "synthetic.csv", newline="") as f:
         rows = list(csv.reader(f))
     assert rows[0] == ["age", "sex", "race"] and len(rows) > 1000

@@ -64,7 +64,9 @@ def test_cli_pipeline_on_spark_connect(tmp_path: Path) -> None:
     # the synthetic data went to the catalog table (in the Connect server's warehouse), not to out/synthetic
     assert not (out / "synthetic").exists()
     assert (tmp_path / "spark-warehouse" / "adult_synthetic").is_dir()
-    assert sorted(p.name for p in out.iterdir()) == ["evaluation", "release", "synthetic.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "evaluation", "release", "synthetic.csv", "synthetic.csv.TEST-MODE.txt"
+    ]  # fmt: skip
 
 
 def test_databricks_notebook_runs_as_a_script_on_spark_connect(tmp_path: Path) -> None:
