@@ -343,6 +343,11 @@ _PROFILE_DECADES = {"integer": (4, 18), "real": (-3, 15)}
 _SIGNAL_FALSE_POSITIVE = 0.001
 """Chance that any cell without records of one column stands out of the noise (a Bonferroni bound over the
 column's cells): the level of the profile's signal threshold."""
+_WHOLE_FALSE_POSITIVE = 1e-5
+"""Chance that a real column of whole numbers is read as one holding other numbers (its noisy count of non-whole
+values above the (1 - this) quantile of its noise): stricter than :data:`_SIGNAL_FALSE_POSITIVE`, as that error puts every
+synthetic value of the column off its lattice, where the opposite rounds the few non-whole values within the
+noise (docs/design.md section 2.8)."""
 
 
 def profile_points(scale: str) -> np.ndarray:
@@ -1267,7 +1272,6 @@ def profile_from_noisy(
         The :class:`ColumnProfile` (see :func:`spark_dpsynth.mechanisms._profile.dp_profiles` for what a code
         and a measurement hold).
     """
-    from scipy.stats import norm
 
     cells = np.flatnonzero(grid.possible[: grid.null_cell])
     tail = _SIGNAL_FALSE_POSITIVE / max(len(cells), 1)
@@ -1298,7 +1302,7 @@ def profile_from_noisy(
     present = noisy.copy()
     present[grid.null_cell] = 0.0
     integral = scale == "real" and noisy_frac <= max(
-        sigma * float(norm.isf(_SIGNAL_FALSE_POSITIVE)), non_empty / 1000.0
+        sigma * _noise_level(_WHOLE_FALSE_POSITIVE, laplace), non_empty / 1000.0
     )
     values = value_cells(grid, integral)
     sums = _Sums(grid, cells, present, sigma, level, blocks, block_sigma)
