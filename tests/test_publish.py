@@ -199,6 +199,23 @@ def test_a_live_run_claiming_the_same_outputs_stops_the_second_before_it_starts(
     assert sorted(os.listdir(tmp_path)) == sorted([*NAMES, "other"]) and hidden(tmp_path) == []
 
 
+_DIE_AT_RENAME = textwrap.dedent(
+    """
+    def die_at_rename(publish, n):
+        # the process dies (kill -9) at the n-th rename of an output (the journal's own renames not counted)
+        real, calls = os.replace, []
+        def replace(src, dst):
+            if not os.path.basename(str(src)).startswith(".journal"):
+                calls.append(src)
+                if len(calls) == n:
+                    os._exit(9)
+            return real(src, dst)
+        publish.os.replace = replace
+    """
+)
+"""The child scripts' fault injection: the publishing process killed between two renames."""
+
+
 _DYING_RUN = textwrap.dedent(
     """
     import os, sys
@@ -210,14 +227,7 @@ _DYING_RUN = textwrap.dedent(
     os.mkdir(stage.path("release")); open(os.path.join(stage.path("release"), "m"), "w").write("dead\\n")
     open(stage.path("synthetic.csv"), "w").write("dead\\n")
     if mode == "publishing":  # killed between renames: one old output aside, one new output in
-        real, calls = os.replace, []
-        def replace(src, dst):
-            if not os.path.basename(str(src)).startswith(".journal"):
-                calls.append(src)
-                if len(calls) == 4:
-                    os._exit(9)
-            return real(src, dst)
-        publish.os.replace = replace
+        die_at_rename(publish, 4)
         stage.__exit__(None, None, None)
     os._exit(9)
     """
@@ -228,7 +238,9 @@ _DYING_RUN = textwrap.dedent(
 def test_a_dead_runs_staging_is_rolled_back_and_removed_by_the_next_run(old_run: Path, mode: str) -> None:
     before = snapshot(old_run)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", _DYING_RUN, str(old_run), mode], env=env, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", _DIE_AT_RENAME + _DYING_RUN, str(old_run), mode], env=env, timeout=60
+    )
     assert result.returncode == 9
     left = hidden(old_run)
     assert any(n.startswith(STAGING_PREFIX) for n in left)
@@ -652,14 +664,7 @@ _DYING_PIPELINE = textwrap.dedent(
     stage.keep_staged()  # the budget is spent
     os.mkdir(stage.path("synthetic"))  # half written when the process dies
     if mode == "publishing":  # the synthesis failed; killed while the kept release is published alone
-        real, calls = os.replace, []
-        def replace(src, dst):
-            if not os.path.basename(str(src)).startswith(".journal"):
-                calls.append(src)
-                if len(calls) == 3:
-                    os._exit(9)
-            return real(src, dst)
-        publish.os.replace = replace
+        die_at_rename(publish, 3)
         stage.__exit__(RuntimeError, RuntimeError("the synthesis failed"), None)
     os._exit(9)
     """
@@ -674,7 +679,9 @@ def test_a_dead_runs_drawn_release_is_kept_by_the_next_run(
     outputs exactly and keeps the drawn release where a ``synthesize --output`` finds it, saying so."""
     before = snapshot(old_run)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", _DYING_PIPELINE, str(old_run), mode], env=env, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", _DIE_AT_RENAME + _DYING_PIPELINE, str(old_run), mode], env=env, timeout=60
+    )
     assert result.returncode == 9
     (staging,) = [n for n in hidden(old_run) if n.startswith(STAGING_PREFIX)]
     ident = staging[len(STAGING_PREFIX) :]
