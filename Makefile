@@ -99,3 +99,18 @@ bench-env: $(BENCH_STAMP)
 
 bench: check-java $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python benchmarks/scale.py --output $(OUTPUT)/bench/scale.json --cache $(OUTPUT)/bench/cache $(BENCH_ARGS)
+
+# NIST's own k-marginal yardstick: SDNist 2.4 (the NIST CRC Data and Metrics Archive's deidentified-data report
+# tool) in its own environment .venv-sdnist, never a dependency of the package. benchmarks/sdnist_report.py lays
+# out SDNist's data_root from ../shared/data and runs `python -m sdnist.report` on a synthetic CSV (offline).
+SDNIST_VENV  := .venv-sdnist
+SDNIST_STAMP := $(SDNIST_VENV)/.installed
+
+$(SDNIST_STAMP):
+	@test -x $(SDNIST_VENV)/bin/python || $(PYTHON) -m venv $(SDNIST_VENV)
+	$(SDNIST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SDNIST_VENV)/bin/python -m pip install --quiet 'sdnist==2.4'
+	@touch $(SDNIST_STAMP)
+
+.PHONY: bench-sdnist-env
+bench-sdnist-env: $(SDNIST_STAMP)

@@ -74,15 +74,11 @@ def dump(name: str, epsilon: float, path: str) -> None:
     raw = spark.read.csv(str(spec["input"]), header=True, inferSchema=False)
     train = raw.where(config.row_filter) if config.row_filter else raw
     params = dataclasses.replace(
-        config.workload,
-        epsilon=epsilon,
-        delta=config.aggregate.delta,
-        reporting_length=config.aggregate.reporting_length,
-        selection="aim",
-        seed=quality.RELEASE_SEED,
+        config.workload, reporting_length=config.aggregate.reporting_length, selection="aim"
     )
+    budget = dataclasses.replace(config.budget, epsilon=epsilon, seed=quality.RELEASE_SEED)
     try:
-        workload.fit_workload(train, params, resolve_columns(train.columns, config.data))
+        workload.fit_workload(train, params, resolve_columns(train.columns, config.data), budget=budget)
     except _Done:
         pass
 
@@ -129,6 +125,7 @@ def run(  # noqa: PLR0913
     from spark_dpsynth.params import WorkloadParams
     from spark_dpsynth.privacy._seeded import SeededNoise
     from spark_dpsynth.privacy.accounting import Accountant
+    from spark_dpsynth.privacy.budget import Budget
 
     with open(path, "rb") as f:
         data = pickle.load(f)  # noqa: S301 - our own dump
@@ -150,8 +147,8 @@ def run(  # noqa: PLR0913
     for seed in seeds:
         # epsilon only sizes the accountant: the selection spends the dumped rho, which epsilon 100 covers
         # the selection core runs AIM or MST (AIM unless the overrides say otherwise)
-        params = WorkloadParams(epsilon=100.0, delta=1e-6, seed=seed, **{"selection": "aim", **overrides})
-        acct = Accountant(100.0, 1e-6, noise=SeededNoise(seed))
+        params = WorkloadParams(**{"selection": "aim", **overrides})
+        acct = Accountant(Budget(100.0, 1e-6), noise=SeededNoise(seed))
         acct.convert_to_rho(100.0, 1e-6)
         started = time.process_time()
         ms, _, rounds = select_and_measure(

@@ -507,7 +507,7 @@ def run_dataset(spark, name, epsilons, modes, args, work, rows, on_row) -> None:
             row: dict[str, Any] = {"dataset": name, "epsilon": epsilon, "mode": mode, "input": source}
             try:
                 if mode in PEER_MODES:
-                    delta = args.delta or config.aggregate.delta or 1e-6
+                    delta = args.delta or config.budget.delta or 1e-6
                     row["delta"] = delta
                     synthetic, figures = _run_peer(
                         spark, mode, prepared, list(table.columns), epsilon, delta, work, name, args

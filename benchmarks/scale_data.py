@@ -173,6 +173,20 @@ def data_config(spec: DatasetSpec):  # noqa: ANN201 - (DataConfig, AggregationPa
     return data, config.aggregate
 
 
+def budget_of(spec: DatasetSpec, epsilon: float, seed: int):  # noqa: ANN201 - Budget
+    """The release budget of a data set's runs: its TOML's ``[aggregate]`` delta and accounting, at ``epsilon`` and
+    the test-mode ``seed``."""
+    import dataclasses
+
+    from spark_dpsynth.privacy.budget import Budget
+
+    if spec.config is None:
+        return Budget(epsilon, seed=seed)
+    from spark_dpsynth.config import load_config
+
+    return dataclasses.replace(load_config(str(spec.config)).budget, epsilon=epsilon, seed=seed)
+
+
 def workload_params(spec: DatasetSpec):  # noqa: ANN201 - WorkloadParams
     """The workload mechanism's parameters of a data set: its TOML's ``[workload]`` section with the fields it
     inherits from ``[aggregate]`` (as the CLI's default ``pipeline`` runs it)."""

@@ -12,7 +12,15 @@ import sys
 import time
 from typing import Any
 
-from scale_data import DATASETS, RELEASE_SEED, SYNTHESIS_SEED, DatasetSpec, data_config, workload_params
+from scale_data import (
+    DATASETS,
+    RELEASE_SEED,
+    SYNTHESIS_SEED,
+    DatasetSpec,
+    budget_of,
+    data_config,
+    workload_params,
+)
 from scale_measure import T_START, descendants, package_version, proc_table, status_kb
 
 # ------------------------------------------------------------------------------------------------ the workers
@@ -75,9 +83,8 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     from spark_dpsynth.synthesizers.marginals import synthesize
 
     data, params = data_config(spec)
-    params = dataclasses.replace(
-        params, epsilon=args.epsilon, reporting_length=args.reporting_length, seed=RELEASE_SEED
-    )
+    params = dataclasses.replace(params, reporting_length=args.reporting_length)
+    budget = budget_of(spec, args.epsilon, RELEASE_SEED)
     conf = spark.sparkContext.getConf()
     result: dict[str, Any] = {
         "master": spark.sparkContext.master,
@@ -96,7 +103,7 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
         profiler = cProfile.Profile()
         profiler.enable()
     started = time.perf_counter()
-    release = dp_aggregate(df, params, data)
+    release = dp_aggregate(df, params, data, budget=budget)
     result["aggregate_seconds"] = time.perf_counter() - started
     if profiler is not None:
         profiler.disable()
@@ -348,14 +355,10 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
         from spark_dpsynth.synthesizers import pgm
         from spark_dpsynth.synthesizers._types import restore_types
 
-        wparams = dataclasses.replace(
-            workload_params(spec),
-            epsilon=args.epsilon,
-            reporting_length=args.reporting_length,
-            seed=RELEASE_SEED,
-        )
+        wparams = dataclasses.replace(workload_params(spec), reporting_length=args.reporting_length)
+        budget = budget_of(spec, args.epsilon, RELEASE_SEED)
         release = stages.run(
-            "aggregation", lambda: fit_workload(spark.read.parquet(args.input), wparams, data)
+            "aggregation", lambda: fit_workload(spark.read.parquet(args.input), wparams, data, budget=budget)
         )
         rounds = release.manifest.get("rounds") or []
         result["selection"] = release.manifest.get("selection")
@@ -365,11 +368,10 @@ def worker_stages(args: argparse.Namespace) -> dict[str, Any]:
         from spark_dpsynth.mechanisms.marginals import dp_aggregate
         from spark_dpsynth.synthesizers.marginals import synthesize
 
-        mparams = dataclasses.replace(
-            params, epsilon=args.epsilon, reporting_length=args.reporting_length, seed=RELEASE_SEED
-        )
+        mparams = dataclasses.replace(params, reporting_length=args.reporting_length)
+        budget = budget_of(spec, args.epsilon, RELEASE_SEED)
         release = stages.run(
-            "aggregation", lambda: dp_aggregate(spark.read.parquet(args.input), mparams, data)
+            "aggregation", lambda: dp_aggregate(spark.read.parquet(args.input), mparams, data, budget=budget)
         )
         result["released_tuples"] = release.sizes()
     result["protected_number_of_records"] = release.protected_number_of_records

@@ -12,17 +12,21 @@ Layout (every table and key is optional; unknown keys are errors that name the k
     [data.bins.COL]    edges, labels, passthrough
     [data.domains]     COL = [values]: the PUBLIC domain (codebook) of a categorical column
     [data.hash_buckets] COL = B: hash a high-cardinality column into B buckets (public labels)
-    [aggregate]        the fields of AggregationParams
+    [aggregate]        the budget (epsilon, delta, accounting, seed: spark_dpsynth.privacy.budget.Budget) and
+                       the fields of AggregationParams
     [synthesize]       the fields of SynthesisParams
     [evaluate]         max_marginal_length, ...
+    [constraints]      rules (declared rules every synthetic row satisfies, in the manifest), where (a condition)
     [class_conditional] the fields of ClassConditionalParams not taken from [aggregate] (domains, ...)
     [workload]         the fields of WorkloadParams not taken from [aggregate] (selection, caps, ...)
     [archetype]        public_input | public_table, public_format, public_row_filter, and the fields of
                        spark_dpsynth.mechanisms.archetype.ArchetypeParams (column roles; [archetype.fill] COL = [cond])
 
 The mechanism sections and their keys come from :mod:`spark_dpsynth.registry`: each mechanism's parameter class
-is its section, less the fields it takes from the shared sections (its budget from ``[aggregate]``, its privacy
-unit from ``[data]``); :meth:`JobConfig.mechanism_params` puts them together.
+is its section, less the fields it takes from the shared sections (shares from ``[aggregate]``, its privacy unit
+from ``[data]``); :meth:`JobConfig.mechanism_params` puts them together. The budget is no mechanism's parameter:
+``[aggregate]`` epsilon, delta, accounting and seed make the run's one :class:`~spark_dpsynth.privacy.budget.Budget`
+(:attr:`JobConfig.budget`), which the run's accountant holds.
 
 The schema is :func:`schema`: one :class:`ConfigKey` per key, with its type, allowed values and help. Every key
 has a command-line option (``--key-name``, see :mod:`spark_dpsynth.cli.main`) and every option a key; values given on
@@ -52,6 +56,7 @@ from spark_dpsynth.errors import ConfigError, DPSynthError, InvalidParameterErro
 from spark_dpsynth.mechanisms.archetype import ArchetypeParams
 from spark_dpsynth.mechanisms.class_conditional import ClassConditionalParams
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, SynthesisParams, WorkloadParams
+from spark_dpsynth.privacy.budget import Budget
 
 __all__ = ["ConfigKey", "JobConfig", "load_config", "load_document", "merge", "parse_config", "schema"]
 
@@ -110,6 +115,7 @@ _EVALUATE_KEYS = {
     "max_rows",
 }
 _FORMATS = FORMATS
+_CONSTRAINTS_KEYS = {"rules", "where"}
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,9 @@ class JobConfig:
     """Everything a job needs besides the Spark session (all parameters validated)."""
 
     data: DataConfig = field(default_factory=DataConfig)
+    budget: Budget = field(default_factory=Budget)
+    """The release's budget: ``[aggregate]`` epsilon, delta, accounting and seed (``--epsilon``, ``--delta``,
+    ``--accounting``, ``--seed``), validated once here."""
     aggregate: AggregationParams = field(default_factory=AggregationParams)
     synthesize: SynthesisParams = field(default_factory=SynthesisParams)
     input_path: str | None = None
@@ -153,6 +162,9 @@ class JobConfig:
     release: str | None = None
     """Release that ``synthesize`` reads: a release directory or an SDS aggregates file (.tsv, .json);
     None: ``DIR/release``."""
+    query_sql: str | None = None
+    """[query] sql: the count query ``spark-dpsynth query`` answers from the release (docs/usage.md, "Answers
+    from the release")."""
     master: str | None = None
     """Spark master URL; None: spark-submit's, else ``local[*]``."""
     remote: str | None = None
@@ -212,6 +224,12 @@ class JobConfig:
     """[archetype] public_format: csv, parquet or delta; None: from the path."""
     public_row_filter: str | None = None
     """[archetype] public_row_filter: Spark SQL predicate applied to the public table first."""
+    constraints: tuple[str, ...] = ()
+    """[constraints] rules: Spark SQL boolean expressions over the output columns that every synthetic row
+    satisfies (public knowledge, no budget), written in the release's manifest (docs/design.md section 4.8)."""
+    where: str | None = None
+    """[constraints] where: a Spark SQL boolean expression; the synthetic rows are drawn from the model
+    conditioned on it (``sample(n, where=...)``, ``--where``)."""
 
     # ------------------------------------------------------------------------------ the registry's view
     document: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -322,6 +340,15 @@ def _check_keys(section: str, table: Any, allowed: set[str]) -> dict[str, Any]:
     return table
 
 
+_BUDGET_KEYS = tuple(f.name for f in dataclasses.fields(Budget))
+"""The ``[aggregate]`` keys of the budget (:class:`~spark_dpsynth.privacy.budget.Budget`)."""
+
+
+def _aggregate_keys() -> set[str]:
+    """The keys of ``[aggregate]``: the budget's and :class:`AggregationParams`'s."""
+    return set(_BUDGET_KEYS) | {f.name for f in dataclasses.fields(AggregationParams)}
+
+
 def _build(cls: type, section: str, table: dict[str, Any]) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     _check_keys(section, table, names)
@@ -419,6 +446,8 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
     """
     original = copy.deepcopy(doc)
     allowed = {"input", "output", "spark", "run", "data", "aggregate", "synthesize", "evaluate"}
+    allowed |= {"constraints"}
+    allowed |= {"query"}
     allowed |= {spec.section for spec in registry.MECHANISMS.values()}
     _check_keys("top level", doc, allowed)
     doc = _renamed_keys(doc)
@@ -474,9 +503,12 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
     mml = evaluate.get("max_marginal_length", 3)
     if isinstance(mml, bool) or not isinstance(mml, int) or mml < 1:
         raise ConfigError(f"[evaluate] max_marginal_length must be an integer >= 1, got {mml!r}")
+    aggregate = dict(_check_keys("aggregate", doc.get("aggregate", {}), _aggregate_keys()))
+    budget = {k: aggregate.pop(k) for k in _BUDGET_KEYS if k in aggregate}
     return JobConfig(
         data=data_config,
-        aggregate=_build(AggregationParams, "aggregate", doc.get("aggregate", {})),
+        budget=_build(Budget, "aggregate", budget),
+        aggregate=_build(AggregationParams, "aggregate", aggregate),
         synthesize=_build(SynthesisParams, "synthesize", doc.get("synthesize", {})),
         input_path=inp.get("path"),
         input_format=fmt,
@@ -494,6 +526,7 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         sds_format=out.get("sds_format", False),
         join_multi_value=out.get("join_multi_value", True),
         release=run.get("release"),
+        query_sql=_check_keys("query", doc.get("query", {}), {"sql"}).get("sql"),
         master=spark_section.get("master"),
         remote=spark_section.get("remote"),
         synthesizer=_synthesizer(run.get("synthesizer", AUTO_SYNTHESIZER)),
@@ -502,9 +535,29 @@ def parse_config(doc: dict[str, Any]) -> JobConfig:
         row_filter=row_filter,
         max_marginal_length=mml,
         **_evaluate_settings(evaluate),
+        **_constraints(doc.get("constraints", {})),
         **_mechanism_sections(doc),
         document=original,
     )
+
+
+def _constraints(table: Any) -> dict[str, Any]:
+    """The JobConfig fields of ``[constraints]``: its rules (a string or a list of strings) and its condition.
+
+    Raises:
+        ConfigError: a value that is not a non-empty string (or list of them).
+    """
+    from spark_dpsynth.synthesizers.conditions import check_expressions
+
+    table = _check_keys("constraints", table, _CONSTRAINTS_KEYS)
+    try:
+        rules = check_expressions(table.get("rules"), "[constraints] rules")
+        where = check_expressions(table.get("where"), "[constraints] where")
+    except DPSynthError as err:
+        raise ConfigError(str(err)) from err
+    if len(where) > 1 or (table.get("where") is not None and not isinstance(table.get("where"), str)):
+        raise ConfigError(f"[constraints] where must be one string, got {table.get('where')!r}")
+    return {"constraints": rules, "where": where[0] if where else None}
 
 
 def _bool_key(section: str, key: str, value: Any) -> bool:
@@ -601,6 +654,8 @@ _STATIC_KEYS = (
               "false)"),
     ConfigKey("run", "release", "str", "synthesize: the release to read, a release directory or an SDS "
               "aggregates file (.tsv or .json, e.g. from pac-synth or SDS's web app); default DIR/release"),
+    ConfigKey("query", "sql", "str", "query: Spark SQL counts over the release's table t, e.g. \"SELECT sex, "
+              "count(*) AS n FROM t GROUP BY sex\", answered with standard errors"),
     ConfigKey("data", "row_filter", "str", "Spark SQL predicate on public columns applied to the input first, "
               "e.g. \"split = 'train'\" (default none)"),
 )  # fmt: skip
@@ -616,6 +671,7 @@ _OPTIONS = {
     "aggregate.seed": "--seed",
     "synthesize.seed": "--seed",
     "data.domains": "--data-domains",
+    "constraints.rules": "--constraints",
 }
 """The keys whose command-line option is not ``--key-name``."""
 
@@ -702,16 +758,19 @@ def _dataclass_keys(section: str, cls: type, names: set[str] | None = None) -> l
 def schema() -> tuple[ConfigKey, ...]:
     """Every configuration key, in file order: the static ones, then those of the parameter objects.
 
-    The [data], [aggregate] and [synthesize] keys are the fields of :class:`DataConfig`,
-    :class:`AggregationParams` and :class:`SynthesisParams` (their docstrings are the help texts); the
+    The [data], [aggregate] and [synthesize] keys are the fields of :class:`DataConfig`, the
+    :class:`~spark_dpsynth.privacy.budget.Budget` and :class:`AggregationParams`, and :class:`SynthesisParams`
+    (their docstrings are the help texts); the
     [evaluate] keys are the :class:`JobConfig` fields of that section.
     """
     keys = list(_STATIC_KEYS[:-1])
     keys += _dataclass_keys("data", DataConfig)
     keys.append(_STATIC_KEYS[-1])
+    keys += _dataclass_keys("aggregate", Budget)
     keys += _dataclass_keys("aggregate", AggregationParams)
     keys += _dataclass_keys("synthesize", SynthesisParams)
     keys += _dataclass_keys("evaluate", JobConfig, set(_EVALUATE_KEYS))
+    keys += _CONSTRAINT_KEYS
     for spec in registry.MECHANISMS.values():
         if spec.section == "aggregate":
             continue
@@ -723,6 +782,16 @@ def schema() -> tuple[ConfigKey, ...]:
         own = _section_keys(spec) - set(_ARCHETYPE_IO_KEYS)
         keys += _dataclass_keys(spec.section, spec.params_class(), own)
     return tuple(keys)
+
+
+_CONSTRAINT_KEYS = (
+    ConfigKey("constraints", "rules", "str_list", "declared rules: Spark SQL boolean expressions over the output "
+              "columns that every synthetic row satisfies, e.g. \"NOT (AGEP < 15 AND MSP IS NOT NULL)\"; public "
+              "(no budget), written in the release's manifest (default none)"),
+    ConfigKey("constraints", "where", "str", "a condition: every synthetic row satisfies this Spark SQL boolean "
+              "expression, drawn from the model conditioned on it, e.g. \"SEX = 2 AND AGEP >= 60\" (default none)"),
+)  # fmt: skip
+"""The keys of ``[constraints]`` (docs/design.md section 4.8, "Conditions and declared rules")."""
 
 
 _PUBLIC_TABLE_KEYS = [

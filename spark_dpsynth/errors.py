@@ -17,6 +17,7 @@ __all__ = [
     "OutputExistsError",
     "SparkSetupError",
     "ModelSizeError",
+    "ConditionError",
 ]
 
 
@@ -54,3 +55,9 @@ class SparkSetupError(DPSynthError):
 
 class ModelSizeError(InvalidParameterError):
     """A graphical model would need more cells than the caller allows (its junction tree is too large)."""
+
+
+class ConditionError(InvalidParameterError):
+    """A sampling condition (``where``) or a declared rule (``constraints``) cannot be met: it names a column the
+    release does not have, is not a boolean Spark SQL expression, or the model gives it probability zero. The
+    message names the expression; expressions are public (written by the user), never data."""

@@ -575,15 +575,13 @@ def hash_bucket_labels(buckets: int) -> tuple[str, ...]:
 class AggregationParams:
     """Privacy parameters of a DP release of k-way marginals (docs/design.md section 2).
 
-    Budget: epsilon = epsilon_N + epsilon_M with epsilon_N = ``number_of_records_epsilon_proportion`` * epsilon;
+    The release's (epsilon, delta), accounting and test-mode seed are its
+    :class:`~spark_dpsynth.privacy.budget.Budget`, held by the run's accountant; these are the mechanism's shares
+    of it. Split: epsilon = epsilon_N + epsilon_M with epsilon_N = ``number_of_records_epsilon_proportion`` * epsilon;
     rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2; a share ``percentile_epsilon_proportion`` of rho
     pays for the R DP percentiles, the rest for the Gaussian noise on the counts. See :mod:`spark_dpsynth.privacy.accounting`.
     """
 
-    epsilon: float = 4.0
-    """Total privacy budget epsilon of the release, > 0 (finite)."""
-    delta: float | None = None
-    """delta in [1e-100, 1); None derives it from the protected number of records n' as 1/(n' ln n'), <= 1e-3."""
     reporting_length: int = 3
     """R, the longest combination released, 1 <= R <= number of attribute columns."""
     percentile: float = 99.0
@@ -603,12 +601,6 @@ class AggregationParams:
     """Preset of thresholds for k >= 2 (see :class:`FabricationMode`)."""
     thresholds: tuple[float, ...] | None = None
     """t_2..t_R (fixed, >= 0) or eta_2..eta_R (adaptive, in (0, 1]); R-1 values, custom modes only."""
-    accounting: Accounting = Accounting.CLASSIC
-    """How rho follows from (epsilon_M, delta/2): ``classic`` (SDS) or ``tight_zcdp`` (see :class:`Accounting`)."""
-    seed: int | None = None
-    """Test mode: a seed makes every draw reproducible with a NON-cryptographic generator; the release is then
-    not private and its manifest says ``"test_mode": true``. None (the default) draws privacy noise from the
-    operating system's cryptographic source."""
     max_column_subsets: int = 20_000
     """Planner: the largest C(d, k) (column subsets of one length, >= 1) the job counts; each record is looked
     up in every subset, so the work grows as records x C(d, k). Beyond it the job stops before reading data."""
@@ -617,11 +609,6 @@ class AggregationParams:
     beyond it the job stops before counting that length."""
 
     def __post_init__(self) -> None:
-        v.positive("epsilon", self.epsilon)
-        if self.delta is not None:
-            delta = v.open_unit("delta", self.delta)
-            if delta < MIN_DELTA:
-                raise InvalidParameterError(f"delta must be in [{MIN_DELTA:g}, 1), got {self.delta!r}")
         v.integer("reporting_length", self.reporting_length, low=1)
         v.integer("max_column_subsets", self.max_column_subsets, low=1)
         v.integer("max_candidates", self.max_candidates, low=1)
@@ -642,7 +629,6 @@ class AggregationParams:
                 "percentile_epsilon_proportion + number_of_records_epsilon_proportion must be < 1, "
                 f"got {qp} + {npp} = {qp + npp}"
             )
-        object.__setattr__(self, "accounting", _enum(Accounting, "accounting", self.accounting))
         object.__setattr__(self, "accuracy_mode", _enum(AccuracyMode, "accuracy_mode", self.accuracy_mode))
         object.__setattr__(
             self, "fabrication_mode", _enum(FabricationMode, "fabrication_mode", self.fabrication_mode)
@@ -682,13 +668,6 @@ class AggregationParams:
                 "thresholds are only allowed with fabrication_mode 'custom_fixed' or 'custom_adaptive', "
                 f"got '{self.fabrication_mode.value}'"
             )
-        if self.seed is not None:
-            v.integer("seed", self.seed, low=0)
-
-    @property
-    def test_mode(self) -> bool:
-        """True when a seed makes the release reproducible (and therefore not private)."""
-        return self.seed is not None
 
     def sigma_proportions_for(self) -> tuple[float, ...]:
         """p_1..p_R of the accuracy mode (docs/design.md section 2.3)."""
@@ -926,20 +905,14 @@ class WorkloadParams:
     """Parameters of the ``workload`` mechanism: DP selection and measurement of marginals (cliques) over the
     released 1-way domain (docs/design.md section 4.7).
 
-    Budget: epsilon_N = ``number_of_records_epsilon_proportion`` x epsilon for the protected number of records
+    Split of the release's :class:`~spark_dpsynth.privacy.budget.Budget` (held by the run's accountant):
+    epsilon_N = ``number_of_records_epsilon_proportion`` x epsilon for the protected number of records
     (discrete Laplace), the rest converted to rho-zCDP at delta/2 as the marginals mechanism does; the other
     delta/2 pays for the threshold of the 1-way value discovery. rho is split: ``domain_rho_proportion`` for the
     discovery of the values of columns without public bins, the rest for the selection rounds and their
     measurements (each round's rho in the manifest).
     """
 
-    epsilon: float = 4.0
-    """Total privacy budget epsilon, > 0 (from ``[aggregate] epsilon``)."""
-    delta: float | None = None
-    """delta in (0, 1); None derives it from the protected number of records as the marginals mechanism does
-    (from ``[aggregate] delta``)."""
-    accounting: Accounting = Accounting.CLASSIC
-    """How rho follows from (epsilon, delta/2) (from ``[aggregate] accounting``)."""
     reporting_length: int = 3
     """R, the largest clique measured (>= 1; the workload is every clique of R columns; from
     ``[aggregate] reporting_length``)."""
@@ -948,8 +921,6 @@ class WorkloadParams:
     sensitivity Delta_1 of the 1-way discovery (from ``[aggregate] percentile``)."""
     number_of_records_epsilon_proportion: float = 0.005
     """N_p in (0, 1): share of epsilon spent on the protected number of records (from ``[aggregate]``)."""
-    seed: int | None = None
-    """Test mode: reproducible, NON-cryptographic noise (not private; from ``[aggregate] seed``)."""
     selection: Selection = Selection.AUTO
     """``aim`` (adaptive rounds), ``mst`` (maximum spanning tree of 2-way cliques) or ``auto`` (AIM when
     4 d <= ``max_rounds`` or the budget is large enough for the width, else MST: :attr:`Selection.AUTO`)."""
@@ -1014,10 +985,6 @@ class WorkloadParams:
     the tree's choices and its 2-way tables (docs/design.md section 4.7)."""
 
     def __post_init__(self) -> None:
-        v.positive("epsilon", self.epsilon)
-        if self.delta is not None:
-            v.open_unit("delta", self.delta)
-        object.__setattr__(self, "accounting", _enum(Accounting, "accounting", self.accounting))
         object.__setattr__(self, "selection", _enum(Selection, "selection", self.selection))
         v.integer("reporting_length", self.reporting_length, low=1)
         q = v.finite("percentile", self.percentile)
@@ -1058,8 +1025,6 @@ class WorkloadParams:
                 f"max_clique_cells must be <= max_cells_per_pass ({self.max_cells_per_pass}), "
                 f"got {self.max_clique_cells}"
             )
-        if self.seed is not None:
-            v.integer("seed", self.seed, low=0)
 
     def domain_share(self, columns: int) -> float:
         """The discovery's share of rho for ``columns`` (>= 0) columns without public values:
@@ -1069,8 +1034,3 @@ class WorkloadParams:
         if self.domain_rho_proportion is not None:
             return self.domain_rho_proportion
         return min(_DOMAIN_SHARE_MAX, max(_DOMAIN_SHARE_MIN, columns / _DOMAIN_SHARE_COLUMNS))
-
-    @property
-    def test_mode(self) -> bool:
-        """True when a seed makes the release reproducible (and therefore not private)."""
-        return self.seed is not None

@@ -295,13 +295,13 @@ def check_synthesis_plan(spark, config: JobConfig) -> None:  # noqa: ANN001
     if config.mechanism_name() != "marginals":
         return  # the release's own size is planned on the release (synthesis_plan)
     agg = config.aggregate
-    epsilon_n = agg.epsilon * agg.number_of_records_epsilon_proportion
+    epsilon_n = config.budget.epsilon * agg.number_of_records_epsilon_proportion
     scale = 1.0 / epsilon_n
     # With probability 1/50 the noise alone exceeds scale ln(25): about that many records, whatever the data.
     likely = math.ceil(scale * math.log(25.0) * (syn.aggregate_counts_scale_factor or 1.0))
     if likely > MAX_SYNTHETIC_RECORDS:
         raise InvalidParameterError(
-            f"at epsilon {agg.epsilon:g} the protected number of records has discrete Laplace noise of scale "
+            f"at epsilon {config.budget.epsilon:g} the protected number of records has discrete Laplace noise of scale "
             f"{scale:.3g} (epsilon_N = {epsilon_n:.3g}), and without --target-number-of-records the synthesizer "
             f"emits about that many records, up to {likely:.3g}: more than one run writes (at most "
             f"{MAX_SYNTHETIC_RECORDS}); give --target-number-of-records or a larger epsilon"
@@ -316,15 +316,14 @@ def _warn_hopeless_budget(config: JobConfig) -> None:
     from spark_dpsynth.params import MAX_SYNTHETIC_RECORDS
     from spark_dpsynth.privacy.accounting import MAX_DERIVED_DELTA, rho_1_threshold_discrete, split_budget
 
-    agg = config.aggregate
-    delta = agg.delta if agg.delta is not None else MAX_DERIVED_DELTA
-    split = split_budget(agg, delta)
+    delta = config.budget.delta_or(MAX_DERIVED_DELTA)
+    split = split_budget(config.aggregate, delta, budget=config.budget)
     rho_1 = rho_1_threshold_discrete(split.sigmas[0], 1, delta)
     if rho_1 > MAX_SYNTHETIC_RECORDS:
         log.warning(
             "at epsilon %g a value is released only when more than %.3g records hold it (rho_1 at Delta_1 = 1): "
             "the release will most likely be empty",
-            agg.epsilon,
+            config.budget.epsilon,
             rho_1,
         )
 
@@ -397,6 +396,15 @@ def fit_release(
         SchemaError: a schema check (privacy unit, person or time column) before any data is read.
     """
     spec = registry.mechanism(config.mechanism_name())
+    if config.constraints:  # declared rules: analysed on the schema before any DP draw, kept in the manifest
+        from spark_dpsynth.synthesizers.conditions import check_rules, with_rules
+
+        check_rules(df, config.data.columns, config.constraints)
+        return with_rules(_fit_release(df, config, spark, spec, progress), config.constraints)
+    return _fit_release(df, config, spark, spec, progress)
+
+
+def _fit_release(df, config, spark, spec, progress):  # noqa: ANN001, ANN202 - fit_release without the rules
     if config.data.keeps_events and not spec.keeps_rows:
         from spark_dpsynth.mechanisms.persons import fit_events
 
@@ -447,7 +455,7 @@ def fit_rows(
         spark=spark,
         read_public=read_public if spec.needs_public else None,
         progress=progress,
-        accountant=release_accountant(params, noise),
+        accountant=release_accountant(config.budget, noise),
     )
     if config.chooses_mechanism():
         from spark_dpsynth.mechanisms.choice import fit_auto
@@ -516,6 +524,27 @@ def synthesize(
     if partitions is None:
         partitions = synthesis_plan(spark, config, release, adapt=True)
     params = dataclasses.replace(config.synthesize, partitions=partitions)
+    rules = tuple(dict.fromkeys([*(release.manifest.get("constraints") or ()), *config.constraints]))
+    if config.where or rules:  # docs/design.md section 4.8, "Conditions and declared rules"
+        from spark_dpsynth.synthesizers.conditions import sample_conditioned
+
+        return sample_conditioned(
+            release,
+            spec.name,
+            params,
+            spark,
+            where=config.where,
+            rules=rules,
+            draw=lambda p: spec.load_sample()(
+                release,
+                p,
+                spark,
+                release_dir=local_path(release_dir) if release_dir else None,
+                progress=progress,
+            ),
+            restore=lambda rows, seed: restore_types(rows, release.manifest, seed=seed),
+            progress=progress,
+        )
     synthetic = spec.load_sample()(
         release,
         params,
@@ -560,7 +589,7 @@ def write_synthetic(
     from spark_dpsynth.data.publish import MARK_IN_DIRECTORY, MARK_SUFFIX, TEST_MODE_MARK_TEXT
 
     if test_mode is None:
-        test_mode = config.aggregate.seed is not None or config.synthesize.seed is not None
+        test_mode = config.budget.seed is not None or config.synthesize.seed is not None
     fmt = config.output_format or "parquet"
     if config.output_table:
         staged = stage.table(config.output_table, config.output_format)
@@ -649,6 +678,7 @@ def evaluate_tables(
             grid=persons.get("rows_grid"),
         )
     check_synthetic_columns(release, synthetic)
+    whole_synthetic = synthetic  # the declared rules are counted on every row
     data = resolve_columns(df.columns, config.data)
     # Identifier columns are never compared (left out of the measurement, surrogate keys; design 2.8): the
     # resolved columns exclude them, and the tables below hold the attribute columns only.
@@ -713,6 +743,12 @@ def evaluate_tables(
         metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
     if persons is not None:
         metrics["persons"] = person_figures
+    rules = list(dict.fromkeys([*(release.manifest.get("constraints") or ()), *config.constraints]))
+    if rules:  # the declared rules and their violations in the synthetic table (docs/outputs.md)
+        from spark_dpsynth.synthesizers.conditions import rule_violations
+
+        counted = rule_violations(whole_synthetic, rules)
+        metrics["constraints"] = [{"rule": r, "violations": v} for r, v in counted.items()]
     return metrics
 
 
@@ -897,10 +933,25 @@ class DPRelease:
         """The release's manifest (:class:`~spark_dpsynth.release.manifest.Manifest`)."""
         return self.release.manifest
 
-    def sample(self, *, progress: Progress | None = None, **options: Any) -> DataFrame:
+    def sample(
+        self,
+        n: int | None = None,
+        *,
+        where: str | None = None,
+        constraints: list[str] | tuple[str, ...] | None = None,
+        progress: Progress | None = None,
+        **options: Any,
+    ) -> DataFrame:
         """A synthetic table (post-processing: no privacy cost), with the input's columns and types.
 
         Args:
+            n: the number of rows (``target_number_of_records``); None: the release's noisy number of records
+                n', or with ``where`` the model's estimate of the records that satisfy it.
+            where: a Spark SQL boolean expression over the output columns: every row satisfies it, drawn from
+                the model conditioned on it (``pgm``: exact on the model's cells; ``model``, ``sds``,
+                ``independent``: rejection of rows; docs/design.md section 4.8, "Conditions and declared rules").
+            constraints: more rules every row satisfies, besides the release's declared rules (its manifest's
+                ``constraints``).
             options: ``[synthesize]`` options over the release's configuration, by the command line's names
                 (``target_number_of_records=1000``, ``seed=7`` for a reproducible, NOT private test sample,
                 ``synthesizer="independent"`` for another synthesizer of the release).
@@ -908,9 +959,18 @@ class DPRelease:
 
         Raises:
             InvalidParameterError: more records than one run writes.
+            ConditionError: ``where`` or a rule names a column the release does not have, is not boolean, or has
+                probability zero (the message names it), or the synthesizer samples with neither (before
+                sampling).
             ConfigError: an unknown option or a wrong value (the message names it).
         """
         config = self.config
+        if n is not None:
+            options["target_number_of_records"] = n
+        if where is not None:
+            options["where"] = where
+        if constraints is not None:
+            options["constraints"] = list(constraints)
         if options:
             config = job_config(_document(config), **options)
         return synthesize(self.release, config, self.spark, release_dir=self.directory, progress=progress)
@@ -925,6 +985,31 @@ class DPRelease:
         save_release(self.release, path, self.config, self.spark, overwrite=overwrite)
         self.directory = path
         return path
+
+    def query(self, sql: str, *, view: str = "t", replicates: int | None = None, seed: int = 0) -> DataFrame:
+        """Counts answered from the release, with standard errors (post-processing: no privacy cost, the sensitive
+        table is not read), e.g. ``release.query("SELECT sex, count(*) AS n FROM t WHERE age >= 60 GROUP BY sex")``.
+
+        Args:
+            sql: Spark SQL over the view ``view``: ``count(*)`` output columns, WHERE and GROUP BY over at most
+                five of the release's columns.
+            view: the name the query reads the release by (no table or view of that name may exist).
+            replicates: bootstrap replicates of the standard errors (default 24), >= 2.
+            seed: the bootstrap's seed (utility randomness, docs/design.md section 7.3).
+
+        Returns:
+            One row per group: the group columns, each count ``n`` (double) and ``n_se``, its standard error, and
+            ``measured_together`` (:func:`spark_dpsynth.synthesizers.query.answer`, docs/design.md section 4.8).
+
+        Raises:
+            ReleaseError: the release has no measured marginals (not a workload release).
+            InvalidParameterError: an unsupported query, naming what is not supported.
+        """
+        from spark_dpsynth.synthesizers.query import BOOTSTRAP_REPLICATES, answer
+
+        return answer(
+            self.release, sql, self.spark, view=view, replicates=replicates or BOOTSTRAP_REPLICATES, seed=seed
+        )
 
 
 def _document(config: JobConfig) -> dict[str, Any]:

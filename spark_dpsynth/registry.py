@@ -21,7 +21,7 @@ registry loads none of the methods (Spark's Python workers import it through the
 Example::
 
     from spark_dpsynth import registry
-    release = registry.mechanism("marginals").fit(df, AggregationParams(epsilon=1), DataConfig()).release
+    release = registry.mechanism("marginals").fit(df, AggregationParams(), DataConfig(), budget=Budget(1.0)).release
     synthetic = registry.resolve_synthesizer(release.manifest).synthesize(release, SynthesisParams(), spark)
 """
 
@@ -78,9 +78,9 @@ class MechanismContext:
     read_public: Callable[[], Any] | None = None
     """Returns the PUBLIC table as a DataFrame, for mechanisms that need one (``needs_public``)."""
     accountant: Any = None
-    """The run's :class:`~spark_dpsynth.privacy.accounting.Accountant`, made once at the start of the run (its
-    noise source is the release's): every share is spent and every draw made through it. None: the mechanism
-    makes one for its parameters."""
+    """The run's :class:`~spark_dpsynth.privacy.accounting.Accountant`, made once at the start of the run from
+    the run's :class:`~spark_dpsynth.privacy.budget.Budget` (its noise source is the release's): every share is
+    spent and every draw made through it. None: the mechanism makes one for the default budget."""
     protected_n: int | None = None
     """n', already drawn through ``accountant`` at the mechanism's own epsilon_N (the default method's choice,
     :func:`spark_dpsynth.mechanisms.choice.fit_auto`); the mechanism does not draw it again. Only the
@@ -109,8 +109,9 @@ class MechanismSpec:
     synthesizers: tuple[str, ...]
     """Synthesizers that can sample its releases; the first is the default."""
     inherited: Mapping[str, str] = field(default_factory=dict)
-    """Parameter field -> ``"section.key"`` of the shared configuration it is taken from (the budget of
-    ``[aggregate]``, the privacy unit of ``[data]``): those fields are not keys of ``section``."""
+    """Parameter field -> ``"section.key"`` of the shared configuration it is taken from (shares of
+    ``[aggregate]``, the privacy unit of ``[data]``): those fields are not keys of ``section``. The budget itself
+    is no parameter: the run's accountant holds it (:class:`MechanismContext`)."""
     check: str | None = None
     """``"module:function"`` of ``check(params, data)``, raising InvalidParameterError for a data configuration
     the mechanism does not take; called before any data is read."""
@@ -137,6 +138,7 @@ class MechanismSpec:
         *,
         progress: Callable[[str], None] | None = None,
         public: Any = None,
+        budget: Any = None,
     ) -> Fitted:
         """Run the mechanism on the sensitive DataFrame ``df``.
 
@@ -147,6 +149,8 @@ class MechanismSpec:
             spark: the session (default: ``df``'s).
             progress: optional callback receiving one short message per stage.
             public: the public table (a DataFrame), for a mechanism that ``needs_public``.
+            budget: the release's :class:`~spark_dpsynth.privacy.budget.Budget` (default epsilon 4, delta
+                derived, production noise).
 
         Raises:
             InvalidParameterError: ``params`` is not of its parameter class, a public table is missing, or the
@@ -163,10 +167,13 @@ class MechanismSpec:
             check(params, data)
         if self.needs_public and public is None:
             raise InvalidParameterError(f"the {self.name} mechanism needs a public table (public=...)")
+        # the run's one accountant, made as every run makes it (loaded by name, as the methods are)
+        release_accountant = _load("spark_dpsynth.mechanisms._discovery:release_accountant")
         context = MechanismContext(
             spark=spark if spark is not None else df.sparkSession,
             progress=progress,
             read_public=(lambda: public) if public is not None else None,
+            accountant=release_accountant(budget),
         )
         return self.load_run()(df, params, data, context)
 
@@ -241,11 +248,6 @@ class SynthesizerSpec:
 
 _M = "spark_dpsynth.mechanisms"
 _S = "spark_dpsynth.synthesizers"
-_BUDGET = {
-    "epsilon": "aggregate.epsilon",
-    "delta": "aggregate.delta",
-    "seed": "aggregate.seed",
-}
 
 MECHANISMS: dict[str, MechanismSpec] = {
     "marginals": MechanismSpec(
@@ -265,7 +267,6 @@ MECHANISMS: dict[str, MechanismSpec] = {
         run=f"{_M}.class_conditional:run",
         synthesizers=("class_conditional",),
         inherited={
-            **_BUDGET,
             "number_of_records_epsilon_proportion": "aggregate.number_of_records_epsilon_proportion",
             "label": "evaluate.label",
             "number_of_tuples": "synthesize.target_number_of_records",
@@ -279,7 +280,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
         params=f"{_M}.archetype:ArchetypeParams",
         run=f"{_M}.archetype:run",
         synthesizers=("archetype",),
-        inherited={**_BUDGET, "accounting": "aggregate.accounting", "privacy_unit": "data.privacy_unit"},
+        inherited={"privacy_unit": "data.privacy_unit"},
         check=f"{_M}.archetype:check_data",
         needs_public=True,
         keeps_rows=True,
@@ -292,8 +293,6 @@ MECHANISMS: dict[str, MechanismSpec] = {
         run=f"{_M}.workload:run",
         synthesizers=("pgm", "independent"),
         inherited={
-            **_BUDGET,
-            "accounting": "aggregate.accounting",
             "reporting_length": "aggregate.reporting_length",
             "percentile": "aggregate.percentile",
             "number_of_records_epsilon_proportion": "aggregate.number_of_records_epsilon_proportion",

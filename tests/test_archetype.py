@@ -22,6 +22,7 @@ from spark_dpsynth.mechanisms.archetype import (
     true_histograms,
 )
 from spark_dpsynth.params import DataConfig
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoNoise
 from spark_dpsynth.synthesizers.archetype import EMPTY, model_files, model_of, sample_archetype
 from tests.conftest import ROOT
@@ -71,10 +72,8 @@ PARAMS = ArchetypeParams(
     sample_columns=("a", "b"),
     count_column="c",
     fill={"f": ("a", "c")},
-    epsilon=1.0,
-    delta=1e-6,
-    seed=7,
 )
+BUDGET = Budget(1.0, 1e-6, seed=7)
 
 
 @pytest.fixture(scope="module")
@@ -91,14 +90,11 @@ def public(spark):
         ({"n_archetypes": 0}, "n_archetypes must be >= 1, got 0"),
         ({"max_public_rows": 0}, "max_public_rows must be >= 1, got 0"),
         ({"archetype_rho_proportion": 1.0}, r"archetype_rho_proportion must be in \(0, 1\), got 1.0"),
-        ({"epsilon": 0}, "epsilon must be > 0, got 0"),
-        ({"delta": 0.6}, "delta must be < 0.5, got 0.6"),
         (
             {"cluster_encoding": "hash"},
             r"cluster_encoding must be one of \['onehot', 'ordinal'\], got 'hash'",
         ),
         ({"covariance_type": "x"}, "covariance_type must be one of"),
-        ({"accounting": "pld"}, r"accounting must be one of \['classic', 'tight_zcdp'\]"),
         ({"fill": {"f": ("f",)}}, r"fill\['f'\] must list distinct columns other than 'f'"),
         ({"fill": {"f": "a"}}, r"fill\['f'\] must be a list of column names"),
         ({"privacy_unit": "a", "sample_columns": ("a",)}, "privacy_unit 'a' is the person id"),
@@ -171,7 +167,7 @@ def test_sensitivity_one_under_adding_or_removing_a_person_with_many_rows(spark,
     removed = {p: rows for p, rows in persons.items() if p != "p3"}  # p3 has 4 rows
     for neighbour, sign in ((added, 1), (removed, -1)):
         model, _ = fit_archetype(
-            spark.createDataFrame(_table(neighbour), SCHEMA), public, PARAMS, noise=NoNoise()
+            spark.createDataFrame(_table(neighbour), SCHEMA), public, PARAMS, noise=NoNoise(), budget=BUDGET
         )
         for h1, h2 in (
             (base.archetype_counts, model.archetype_counts),
@@ -200,7 +196,7 @@ def fitted(spark, public):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(GaussianMixture, "fit", spy)
         private = spark.createDataFrame(private_rows, SCHEMA)
-        model, release = fit_archetype(private, public, PARAMS, noise=NoNoise())
+        model, release = fit_archetype(private, public, PARAMS, noise=NoNoise(), budget=BUDGET)
     return model, release, seen
 
 
@@ -272,10 +268,9 @@ def test_fill_falls_back_to_coarser_conditioning(spark) -> None:
         sample_columns=("a", "b"),
         count_column="c",
         fill={"f": ("a", "c")},
-        seed=3,
     )
     private = spark.createDataFrame([(f"p{i}", "y", "p", "w", "9") for i in range(40)], SCHEMA)
-    model, _ = fit_archetype(private, public, params, noise=NoNoise())
+    model, _ = fit_archetype(private, public, params, noise=NoNoise(), budget=Budget(seed=3))
     rows = sample_archetype(model, spark, partitions=2, seed=5).collect()
     pairs = Counter((r["a"], r["c"], r["f"]) for r in rows)
     assert pairs  # persons in category "w" (every private person), archetype rows a in {x, y}
@@ -287,7 +282,9 @@ def test_fill_falls_back_to_coarser_conditioning(spark) -> None:
 def test_without_privacy_unit_each_row_is_a_person(spark) -> None:
     data = [(str(i), "x" if i % 2 else "y", "p", "u", "1") for i in range(20)]
     df = spark.createDataFrame(data, SCHEMA).drop("pid")
-    model, release = fit_archetype(df, df, ArchetypeParams(n_archetypes=2, seed=1), noise=NoNoise())
+    model, release = fit_archetype(
+        df, df, ArchetypeParams(n_archetypes=2), noise=NoNoise(), budget=Budget(seed=1)
+    )
     assert release.manifest["privacy_unit"] == "record"
     assert model.archetype_counts.sum() == 20
     out = sample_archetype(model, spark, partitions=2, seed=2)

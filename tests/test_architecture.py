@@ -119,6 +119,7 @@ BELOW_THE_ENTRY_POINTS = (
     "_validate",
     "params",
     "estimation",
+    "profile",
     "data",
     "privacy",
     "release",
@@ -146,17 +147,20 @@ LAYERS: dict[str, frozenset[str]] = {
         "_validate": ("errors",),
         "params": ("errors", "_validate"),
         "estimation": ("errors",),
-        "data": ("errors", "_validate", "params"),
-        # privacy.accounting books its shares in release.manifest's Budget; release.integrity re-checks a
+        # profile holds the column types and the post-processing of the DP column profile (docs/design.md
+        # section 2.8): data.prepare reads their epoch view (numeric_view)
+        "profile": ("errors", "_validate", "params"),
+        "data": ("errors", "_validate", "params", "profile"),
+        # privacy.accounting books its shares in release.manifest's Ledger; release.integrity re-checks a
         # release's budget with privacy.accounting: the two packages may import each other (no module cycle).
         # release holds the estimator's Measurement, the one measurement type (docs/design.md section 4.8).
-        "privacy": ("errors", "_validate", "params", "estimation", "data", "release"),
-        "release": ("errors", "_validate", "params", "estimation", "data", "privacy"),
+        "privacy": ("errors", "_validate", "params", "estimation", "profile", "data", "release"),
+        "release": ("errors", "_validate", "params", "estimation", "profile", "data", "privacy"),
         "synthesizers": below("synthesizers"),
         # registry imports only these; it names the mechanisms, synthesizers and parameter classes by
         # "module:attr" strings, loaded at call time (DISPATCH below).
         "registry": below("registry"),
-        "evaluation": ("errors", "_validate", "params", "data"),
+        "evaluation": ("errors", "_validate", "params", "profile", "data"),
         "mechanisms": below("mechanisms"),
         "config": below("evaluation"),  # not the evaluation
         "pipeline": below("pipeline"),
@@ -535,8 +539,8 @@ def test_the_private_name_scan(tmp_path: Path) -> None:
 DATE = re.compile(r"\b\d{4}-[01]\d-[0-3]\d\b")
 BEHAVIOUR_DATES = frozenset({"1970-01-01", "1900-01-01", "2100-01-01"})
 """Dates that are part of the code's behaviour, not of its history: the Unix epoch (dates are days and timestamps
-seconds since 1970-01-01, ``data.types`` and the evaluation's units) and the public date grid's range
-1900-01-01 .. 2100-01-01 (``data.types``)."""
+seconds since 1970-01-01, ``profile`` and the evaluation's units) and the public date grid's range
+1900-01-01 .. 2100-01-01 (``profile.grid``)."""
 RUN_LOG = re.compile(
     r"\bone test-mode seed\b"
     r"|\bover (?:one|two|three|four|five|\d+) seeds\b"
@@ -596,3 +600,54 @@ def test_the_run_log_scan(tmp_path: Path, text: str, found: bool) -> None:
     path = tmp_path / "x.py"
     path.write_text(text + "\n")
     assert bool(run_logs(path)) is found
+
+
+# ----------------------------------------------------------------------------------------------- one budget value
+
+BUDGET_FIELDS = frozenset({"epsilon", "delta", "accounting"})
+"""The fields of the release's budget (docs/design.md section 2.3)."""
+BUDGET_CLASS = "spark_dpsynth/privacy/budget.py:Budget"
+"""The one class that holds them as a parameter."""
+BUDGET_RECORDS = frozenset(
+    {
+        # what a release spent, read back from its manifest: records, not parameters
+        "spark_dpsynth/release/manifest.py:Ledger",
+        "spark_dpsynth/release/manifest.py:BudgetShare",
+        "spark_dpsynth/release/manifest.py:Manifest",
+        "spark_dpsynth/privacy/accounting.py:DrawRight",
+        "spark_dpsynth/privacy/accounting.py:BudgetSplit",
+    }
+)
+"""Classes that record a release's spent budget (its manifest, the ledger's shares, the marginals mechanism's
+split): they hold what was spent, never what may be spent."""
+
+
+def budget_holders(root: Path) -> set[str]:
+    """``path:Class`` of every class under ``root`` with an annotated field named like a budget field."""
+    out = set()
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            names = {
+                stmt.target.id
+                for stmt in node.body
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+            }
+            if names & BUDGET_FIELDS:
+                out.add(f"{path.relative_to(root.parent).as_posix()}:{node.name}")
+    return out
+
+
+def test_epsilon_delta_and_accounting_are_fields_of_one_class() -> None:
+    """The budget is one frozen value (``privacy.Budget``), held by the run's accountant; no parameter class
+    copies it (docs/design.md section 2.3)."""
+    assert budget_holders(ROOT / "spark_dpsynth") - BUDGET_RECORDS == {BUDGET_CLASS}
+
+
+def test_the_budget_field_scan(tmp_path: Path) -> None:
+    pkg = tmp_path / "spark_dpsynth"
+    pkg.mkdir()
+    (pkg / "p.py").write_text("class A:\n    epsilon: float = 1.0\nclass B:\n    share: float = 0.1\n")
+    assert budget_holders(pkg) == {"spark_dpsynth/p.py:A"}

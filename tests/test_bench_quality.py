@@ -89,7 +89,7 @@ def test_lfs_configuration_is_the_76_columns_without_the_weight(quality) -> None
 
     config = load_config(str(quality.DATASETS["lfs"]["config"]))
     assert len(config.data.columns) == 76 and "COEFF" not in config.data.columns
-    assert config.aggregate.delta == 1e-6 and not config.data.bins
+    assert config.budget.delta == 1e-6 and not config.data.bins
     # the public codebook of the columns coded as numbers: hours 00-98 and 99 "not applicable", in the file's
     # decimal form
     assert config.data.domains["HWUSUAL"] == tuple(f"{h}.0" for h in range(100))

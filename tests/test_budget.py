@@ -21,6 +21,7 @@ from spark_dpsynth.privacy.accounting import (
     split_budget,
     thresholds_for,
 )
+from spark_dpsynth.privacy.budget import Budget
 
 dp.enable_features("contrib")
 
@@ -29,7 +30,7 @@ dp.enable_features("contrib")
 @pytest.mark.parametrize("delta", [1e-9, 1e-6, 1e-3])
 @pytest.mark.parametrize("r", [1, 2, 3, 5])
 def test_split_spends_exactly_rho(epsilon: float, delta: float, r: int) -> None:
-    split = split_budget(AggregationParams(epsilon=epsilon, reporting_length=r), delta)
+    split = split_budget(AggregationParams(reporting_length=r), delta, budget=Budget(epsilon=epsilon))
     assert split.epsilon_n + split.epsilon_m == pytest.approx(epsilon, rel=1e-12)
     assert split.zcdp_spent() == pytest.approx(split.rho, rel=1e-12)
     # Every k uses the full epsilon_Q: R epsilon_Q^2 / 2 = rho Q_p.
@@ -42,7 +43,7 @@ def test_split_spends_exactly_rho(epsilon: float, delta: float, r: int) -> None:
 @pytest.mark.parametrize("delta", [1e-8, 1e-6])
 def test_rho_is_within_opendp_zcdp_to_approx_dp(epsilon: float, delta: float) -> None:
     """OpenDP's (tighter) zCDP -> (epsilon, delta) conversion of a rho-zCDP Gaussian spends <= epsilon_M at delta/2."""
-    split = split_budget(AggregationParams(epsilon=epsilon), delta)
+    split = split_budget(AggregationParams(), delta, budget=Budget(epsilon=epsilon))
     gaussian = dp.m.make_gaussian(
         dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1 / math.sqrt(2 * split.rho)
     )
@@ -52,13 +53,13 @@ def test_rho_is_within_opendp_zcdp_to_approx_dp(epsilon: float, delta: float) ->
 
 
 def test_sigma_proportions_presets() -> None:
-    base = {"epsilon": 1.0, "reporting_length": 4}
+    base = {"reporting_length": 4}
     long = AggregationParams(**base).sigma_proportions_for()
     assert long == pytest.approx((1, 1 / 2, 1 / 3, 1 / 4))
     short = AggregationParams(**base, accuracy_mode=AccuracyMode.PRIORITIZE_SHORT).sigma_proportions_for()
     assert short == pytest.approx((1 / 4, 1 / 3, 1 / 2, 1))
     assert AggregationParams(**base, accuracy_mode="balanced").sigma_proportions_for() == (1, 1, 1, 1)
-    split = split_budget(AggregationParams(**base), 1e-6)
+    split = split_budget(AggregationParams(**base), 1e-6, budget=Budget(1.0))
     assert [s / split.sigma for s in split.sigmas] == pytest.approx(long)
 
 
@@ -107,7 +108,7 @@ def test_rho_from_epsilon_delta_inverts_classic_conversion() -> None:
 
 
 def test_budget_report_states_the_identity() -> None:
-    split = split_budget(AggregationParams(epsilon=4.0, reporting_length=3), 1e-6)
+    split = split_budget(AggregationParams(reporting_length=3), 1e-6, budget=Budget(epsilon=4.0))
     text = split.describe()
     assert "rho = 0.240905" in text and "sigma_3 = " in text
     assert f"= {split.zcdp_spent():.6g} = rho" in text

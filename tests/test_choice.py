@@ -21,6 +21,7 @@ from spark_dpsynth.mechanisms.choice import (
 )
 from spark_dpsynth.params import AggregationParams, DataConfig, WorkloadParams
 from spark_dpsynth.privacy.accounting import delta_from_protected_n, rho_from_epsilon_delta
+from spark_dpsynth.privacy.budget import Budget
 
 
 def test_subsets_count_every_length_up_to_r() -> None:
@@ -30,26 +31,27 @@ def test_subsets_count_every_length_up_to_r() -> None:
 
 
 def test_rule_follows_the_relative_noise() -> None:
-    params = AggregationParams(epsilon=4.0)
+    params = AggregationParams()
+    budget = Budget(epsilon=4.0)
     # UCI Adult's size: the noise of 696 subsets is too large, 10 million records make it small
-    small, large = choose(16, params, 48_842), choose(16, params, 10_000_000)
+    small, large = choose(16, params, budget, 48_842), choose(16, params, budget, 10_000_000)
     assert small.mechanism == "workload" and large.mechanism == "marginals"
     delta = delta_from_protected_n(10_000_000)
     rho = rho_from_epsilon_delta(4.0 * (1 - params.number_of_records_epsilon_proportion), delta / 2)
     assert large.relative_noise == pytest.approx(math.sqrt(696 / (2 * rho)) / 10_000_000, rel=1e-12)
     assert large.subsets == 696 and small.relative_noise > MAX_RELATIVE_NOISE >= large.relative_noise
     # the boundary: n' where s / n' crosses the threshold (delta given, so that s does not depend on n')
-    given = AggregationParams(epsilon=4.0, delta=1e-6)
-    s = choose(16, given, 1).relative_noise
+    given = Budget(epsilon=4.0, delta=1e-6)
+    s = choose(16, params, given, 1).relative_noise
     edge = s / MAX_RELATIVE_NOISE
-    assert choose(16, given, math.ceil(edge)).mechanism == "marginals"
-    assert choose(16, given, math.floor(edge) - 1).mechanism == "workload"
+    assert choose(16, params, given, math.ceil(edge)).mechanism == "marginals"
+    assert choose(16, params, given, math.floor(edge) - 1).mechanism == "workload"
     # a wide table never measures all its subsets, however many records
-    wide = choose(76, params, 10**9)
+    wide = choose(76, params, budget, 10**9)
     assert wide.mechanism == "workload" and "subsets" in wide.reason
     assert json.loads(json.dumps(large.to_json()))["max_relative_noise"] == MAX_RELATIVE_NOISE
     with pytest.raises(InvalidParameterError, match="protected_n"):
-        choose(16, params, 0)
+        choose(16, params, budget, 0)
 
 
 def _coded(d: int, size: int, **kwargs) -> DataConfig:  # noqa: ANN003
@@ -61,7 +63,7 @@ def _coded(d: int, size: int, **kwargs) -> DataConfig:  # noqa: ANN003
 def test_configurations_the_marginals_do_not_take() -> None:
     from spark_dpsynth.params import BinSpec
 
-    params = AggregationParams(epsilon=4.0)
+    params = AggregationParams()
     assert marginals_feasible(16, params, _coded(16, 5)) is None
     binned = DataConfig(columns=("a", "b", "c"), bins={c: BinSpec(edges=(1, 2)) for c in "abc"})
     assert marginals_feasible(3, params, binned) is None
@@ -78,6 +80,14 @@ def test_configurations_the_marginals_do_not_take() -> None:
     assert "candidate 3-tuples" in marginals_feasible(16, params, _coded(16, 30))
 
 
+def _context(spark, budget: Budget):  # noqa: ANN001, ANN202 - a registry.MechanismContext
+    """The context of a run: its accountant holds ``budget`` (test-mode noise with its seed)."""
+    from spark_dpsynth import registry
+    from spark_dpsynth.mechanisms._discovery import release_accountant
+
+    return registry.MechanismContext(spark=spark, accountant=release_accountant(budget))
+
+
 def _table(spark, n: int):  # noqa: ANN001, ANN202
     rng = np.random.default_rng(5)
     a = rng.choice(["x", "y", "z"], n)
@@ -89,23 +99,22 @@ def _table(spark, n: int):  # noqa: ANN001, ANN202
 
 @pytest.mark.parametrize(("epsilon", "mechanism"), [(2.0, "workload"), (2000.0, "marginals")])
 def test_fit_auto_draws_n_once_and_books_it(spark, epsilon: float, mechanism: str) -> None:  # noqa: ANN001
-    from spark_dpsynth import registry
 
     df = _table(spark, 1500)
-    budget = {"epsilon": epsilon, "delta": 1e-6, "seed": 3}
-    aggregation = AggregationParams(**budget)
-    workload = WorkloadParams(**budget, max_rounds=3, estimation_iterations=10)
+    budget = Budget(epsilon, 1e-6, seed=3)
+    aggregation = AggregationParams()
+    workload = WorkloadParams(max_rounds=3, estimation_iterations=10)
     data = DataConfig(
         domains={"a": ("x", "y", "z"), "b": ("w", "x", "y", "z"), "c": ("p", "q"), "d": ("p", "q", "r")}
     )
-    choice, fitted = fit_auto(df, aggregation, workload, data, registry.MechanismContext(spark=spark))
+    choice, fitted = fit_auto(df, aggregation, workload, data, _context(spark, budget))
     m = fitted.release.manifest
     assert choice.mechanism == mechanism == m.mechanism
     assert m["mechanism_choice"]["mechanism"] == mechanism
     assert m["mechanism_choice"]["relative_noise"] == pytest.approx(choice.relative_noise)
     # n' is the one the rule read: drawn once, booked once in the chosen mechanism's budget
     n = m.protected_number_of_records
-    assert choice.relative_noise == pytest.approx(choose(4, aggregation, n).relative_noise, rel=1e-12)
+    assert choice.relative_noise == pytest.approx(choose(4, aggregation, budget, n).relative_noise, rel=1e-12)
     assert [s.name for s in m.budget.shares].count("number_of_records") == 1
     assert m.budget.share("number_of_records").epsilon == pytest.approx(
         epsilon * aggregation.number_of_records_epsilon_proportion
@@ -118,15 +127,13 @@ def test_fit_auto_draws_n_once_and_books_it(spark, epsilon: float, mechanism: st
 
 
 def test_fit_auto_without_public_values_keeps_the_workload(spark) -> None:  # noqa: ANN001
-    from spark_dpsynth import registry
 
-    budget = {"epsilon": 2000.0, "delta": 1e-6, "seed": 3}
     choice, fitted = fit_auto(
         _table(spark, 300),
-        AggregationParams(**budget),
-        WorkloadParams(**budget, max_rounds=2, estimation_iterations=5),
+        AggregationParams(),
+        WorkloadParams(max_rounds=2, estimation_iterations=5),
         DataConfig(),
-        registry.MechanismContext(spark=spark),
+        _context(spark, Budget(2000.0, 1e-6, seed=3)),
     )
     assert choice.mechanism == "workload" == fitted.release.manifest.mechanism
     assert choice.relative_noise is None and "no public values" in choice.reason
@@ -135,11 +142,11 @@ def test_fit_auto_without_public_values_keeps_the_workload(spark) -> None:  # no
 def test_fit_auto_refuses_two_budgets(spark) -> None:  # noqa: ANN001
     from spark_dpsynth import registry
 
-    with pytest.raises(InvalidParameterError, match="share the budget: epsilon"):
+    with pytest.raises(InvalidParameterError, match="share the budget: number_of_records_epsilon_proportion"):
         fit_auto(
             _table(spark, 10),
-            AggregationParams(epsilon=1.0),
-            WorkloadParams(epsilon=2.0),
+            AggregationParams(number_of_records_epsilon_proportion=0.01),
+            WorkloadParams(number_of_records_epsilon_proportion=0.02),
             DataConfig(),
             registry.MechanismContext(spark=spark),
         )
@@ -151,9 +158,9 @@ def test_mechanisms_refuse_a_given_n_below_one(spark) -> None:  # noqa: ANN001
 
     df = _table(spark, 10)
     with pytest.raises(InvalidParameterError, match="protected_n must be >= 1"):
-        dp_aggregate(df, AggregationParams(seed=1), protected_n=0)
+        dp_aggregate(df, AggregationParams(), budget=Budget(seed=1), protected_n=0)
     with pytest.raises(InvalidParameterError, match="protected_n must be >= 1"):
-        fit_workload(df, WorkloadParams(seed=1), protected_n=0)
+        fit_workload(df, WorkloadParams(), budget=Budget(seed=1), protected_n=0)
 
 
 def test_cli_pipeline_picks_the_marginals_when_the_data_allows(tmp_path) -> None:  # noqa: ANN001

@@ -15,6 +15,7 @@ from spark_dpsynth.mechanisms.class_conditional import (
 )
 from spark_dpsynth.params import BinSpec, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import CryptographicNoise, NoNoise
 from spark_dpsynth.synthesizers.class_conditional import (
     EMPTY,
@@ -43,7 +44,7 @@ def toy(spark):
 def _laplace_share(scale: float, parts: int) -> Accountant:
     """An accountant whose share ``h`` pays for ``parts`` discrete Laplace draws of scale ``scale`` at L1
     sensitivity 1 (epsilon 1 / scale each), from the production source."""
-    acct = Accountant(1.0, noise=CryptographicNoise())
+    acct = Accountant(Budget(1.0), noise=CryptographicNoise())
     acct.spend_epsilon("h", 1.0 / scale, "discrete Laplace", parts=parts)
     return acct
 
@@ -72,8 +73,9 @@ def test_zero_count_domain_bins_are_released_with_noise() -> None:
 
 
 def test_seed_toy_table_post_processing_exact_with_noise_off(spark, toy) -> None:
-    params = ClassConditionalParams(epsilon=1.0, label="income", domains=TOY_DOMAINS, seed=0)
-    model, release = fit_class_conditional(toy, params, DataConfig(), noise=NoNoise())
+    params = ClassConditionalParams(label="income", domains=TOY_DOMAINS)
+    budget = Budget(epsilon=1.0, seed=0)
+    model, release = fit_class_conditional(toy, params, DataConfig(), noise=NoNoise(), budget=budget)
     e = model.domains["job"].index(EMPTY)
     assert model.histograms["job"][:e, :2].tolist() == [[3, 0], [0, 3]]
     assert model.histograms["education"][:2, :2].tolist() == [[1, 2], [2, 1]]  # high, low x <=50K, >50K
@@ -127,7 +129,7 @@ def test_empty_bins_within_the_noise_are_dropped_and_real_empties_kept() -> None
 
 def test_budget_split_sums_to_epsilon(spark, toy) -> None:
     data = DataConfig(columns=("job", "education", "income"))
-    model, _ = fit_class_conditional(toy, ClassConditionalParams(epsilon=2.0, seed=1), data)
+    model, _ = fit_class_conditional(toy, ClassConditionalParams(), data, budget=Budget(epsilon=2.0, seed=1))
     m = model.manifest
     # the three string columns went through the DP test of numbers written as text (1% of epsilon)
     assert m["epsilon_text_numbers"] == pytest.approx(0.02)
@@ -135,8 +137,9 @@ def test_budget_split_sums_to_epsilon(spark, toy) -> None:
     assert total == pytest.approx(2.0, rel=1e-12)
     assert m["epsilon_per_histogram"] * 2 == pytest.approx(m["epsilon_m"])  # two attribute histograms
     assert m["label"] == "income" and m["test_mode"] is True
-    public = ClassConditionalParams(epsilon=2.0, domains=TOY_DOMAINS, seed=1)
-    model, _ = fit_class_conditional(toy, public, data)
+    public = ClassConditionalParams(domains=TOY_DOMAINS)
+    budget = Budget(epsilon=2.0, seed=1)
+    model, _ = fit_class_conditional(toy, public, data, budget=budget)
     assert model.manifest["epsilon_domain"] == 0 and model.manifest["delta"] == 0
     assert model.manifest["epsilon_n"] + model.manifest["epsilon_m"] == pytest.approx(2.0, rel=1e-12)
 
@@ -145,7 +148,9 @@ def test_binned_columns_use_their_public_bins(spark) -> None:
     rows = [(str(20 + i % 50), "yes" if i % 3 else "no") for i in range(500)]
     df = spark.createDataFrame(rows, "age string, y string")
     data = DataConfig(bins={"age": BinSpec((30, 40, 50))})
-    model, _ = fit_class_conditional(df, ClassConditionalParams(domains={"y": ("no", "yes")}, seed=2), data)
+    model, _ = fit_class_conditional(
+        df, ClassConditionalParams(domains={"y": ("no", "yes")}), data, budget=Budget(seed=2)
+    )
     assert model.domains["age"] == ("<30", "[30, 40)", "[40, 50)", ">=50", EMPTY)
     assert model.manifest["domains_from_release"] == []
 
@@ -161,7 +166,9 @@ def test_integer_codes_stay_codes_and_a_measurement_gets_dp_bins(spark) -> None:
         for _ in range(3000)
     ]
     df = spark.createDataFrame(rows, "code int, weight int, y int")
-    model, release = fit_class_conditional(df, ClassConditionalParams(epsilon=8.0, seed=3), DataConfig())
+    model, release = fit_class_conditional(
+        df, ClassConditionalParams(), DataConfig(), budget=Budget(epsilon=8.0, seed=3)
+    )
     m = model.manifest
     assert {c: m["column_meanings"][c]["meaning"] for c in ("code", "weight", "y")} == {
         "code": "code", "weight": "measurement", "y": "code",
@@ -202,7 +209,9 @@ def test_values_off_the_profile_grid_come_back_exactly(spark) -> None:
     values = [357.4, 450.9, 3092.4, 1338.4]
     rows = [(float(rng.choice(values)), int(rng.integers(0, 2))) for _ in range(3000)]
     df = spark.createDataFrame(rows, "density double, y int")
-    model, release = fit_class_conditional(df, ClassConditionalParams(epsilon=4.0, seed=2), DataConfig())
+    model, release = fit_class_conditional(
+        df, ClassConditionalParams(), DataConfig(), budget=Budget(epsilon=4.0, seed=2)
+    )
     m = model.manifest
     assert m["column_meanings"]["density"]["meaning"] == "code"
     assert "exact-value" in m["column_meanings"]["density"]["reason"]
@@ -218,7 +227,6 @@ def test_values_off_the_profile_grid_come_back_exactly(spark) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"epsilon": 0}, InvalidParameterError, "epsilon must be > 0"),
         ({"number_of_tuples": 0}, InvalidParameterError, "number_of_tuples must be >= 1"),
         ({"domain_epsilon_proportion": 1}, InvalidParameterError, "domain_epsilon_proportion"),
         ({"domains": {"job": ()}}, InvalidParameterError, "at least one value"),

@@ -134,7 +134,7 @@ def test_help_of_every_subcommand(command: str, capsys: pytest.CaptureFixture) -
     out = capsys.readouterr().out
     for flag in ("--output", "--overwrite", "--remote", "--output-table", "--config"):
         assert flag in out
-    if command != "synthesize":
+    if command not in ("synthesize", "query"):
         assert "--input-table" in out and "--format {csv,parquet,delta}" in out
 
 
@@ -147,7 +147,7 @@ def test_command_line_overrides_the_config_file(tmp_path: Path) -> None:
     )  # fmt: skip
     config = load_job_config(args)
     assert config.input_path == "x.csv" and config.input_table is None
-    assert config.aggregate.epsilon == 2.0 and config.output_path == "o" and config.single_csv is False
+    assert config.budget.epsilon == 2.0 and config.output_path == "o" and config.single_csv is False
     assert config.data.empty_values == ("?", "N") and config.data.bins["age"].edges == (20.0, 30.0)
 
 

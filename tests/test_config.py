@@ -124,7 +124,7 @@ def test_merge_lets_the_command_line_win() -> None:
     assert merged["aggregate"] == {"epsilon": 2.0}
     assert doc["aggregate"] == {"epsilon": 1.0}, "the document itself is not changed"
     config = parse_config(merged)
-    assert config.input_path == "x.csv" and config.input_table is None and config.aggregate.epsilon == 2.0
+    assert config.input_path == "x.csv" and config.input_table is None and config.budget.epsilon == 2.0
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "conf").glob("*.toml")), ids=lambda p: p.name)

@@ -10,6 +10,7 @@ import pytest
 from spark_dpsynth.config import merge, parse_config
 from spark_dpsynth.errors import ConfigError, InvalidParameterError
 from spark_dpsynth.params import BinSpec, DataConfig
+from spark_dpsynth.privacy.budget import Budget
 
 
 @pytest.mark.parametrize(
@@ -68,7 +69,7 @@ def test_out_of_domain_values_are_empty_and_typed_as_categories(spark) -> None:
     from pyspark.sql import types as T
 
     from spark_dpsynth.data.prepare import prepare
-    from spark_dpsynth.data.types import column_types
+    from spark_dpsynth.profile import column_types
 
     schema = T.StructType([T.StructField("a", T.StringType()), T.StructField("n", T.IntegerType())])
     df = spark.createDataFrame([(" x ", 1), ("v", 2), (None, 3), ("y", 7)], schema)
@@ -88,10 +89,9 @@ def test_workload_spends_no_discovery_budget_on_public_domains(spark) -> None:
     a = ["x"] * 90 + ["y"] * 60 + ["v"] * 30 + [None] * 20
     df = spark.createDataFrame(pd.DataFrame({"a": a, "b": ["p", "q"] * 100, "c": ["r"] * 150 + ["s"] * 50}))
     data = DataConfig(domains={"a": ("x", "y", "z", "w")})
-    params = WorkloadParams(
-        epsilon=2.0, delta=1e-6, selection="mst", reporting_length=2, seed=1, estimation_iterations=5
-    )
-    release = fit_workload(df, params, data, noise=NoNoise())
+    params = WorkloadParams(selection="mst", reporting_length=2, estimation_iterations=5)
+    budget = Budget(epsilon=2.0, delta=1e-6, seed=1)
+    release = fit_workload(df, params, data, noise=NoNoise(), budget=budget)
     m = release.manifest
     disc = m["domain_discovery"]
     assert disc["public_domain_columns"] == ["a"] and disc["columns"] == ["b", "c"]
@@ -108,7 +108,7 @@ def test_class_conditional_takes_the_data_config_domains() -> None:
     from spark_dpsynth.mechanisms.class_conditional import ClassConditionalParams, _public_domains
 
     data = DataConfig(domains={"job": ("blue", "white"), "income": ("<=50K", ">50K")})
-    params = ClassConditionalParams(epsilon=1.0, label="income", domains={"income": (">50K", "<=50K")})
+    params = ClassConditionalParams(label="income", domains={"income": (">50K", "<=50K")})
     domains = _public_domains(("job", "education", "income"), data, params)
     # its own [class_conditional] domains win; education has no public domain and is discovered
     assert domains == {"job": ("blue", "white"), "income": (">50K", "<=50K")}

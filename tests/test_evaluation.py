@@ -144,7 +144,8 @@ def test_tvd_rows_and_blank_cells_by_hand(spark, caplog):
     }
     # the sampling floor beside each mean (no second sensitive sample: the tables are not sampled)
     assert all(m["tvd"][k]["floor"] > 0 and m["tvd"][k]["floor_measured"] is None for k in m["tvd"])
-    assert m["nist_k_marginal_score"] is None  # fewer than 3 columns
+    assert m["k_marginal_score"] is None  # fewer than 3 columns
+    assert m["nist_k_marginal_score"] is None and m["nist_k_marginal"] is None  # no PUMA, no group named
     assert m["sds"] is None
     assert m["differentially_private"] is False
     assert m["columns"] == ["X", "Y"]
@@ -185,7 +186,7 @@ def test_identical_tables_have_zero_tvd_and_no_sds_error(spark):
             "3": 1.0,
         }
         assert m["sds"][side]["summary"]["mean_proportional_error"] == 0.0
-    assert m["nist_k_marginal_score"] == 1000.0
+    assert m["k_marginal_score"] == 1000.0
 
 
 # --- SDS evaluator ---------------------------------------------------------------------------------------------
@@ -433,7 +434,7 @@ def test_count_bucket_bounds_are_exact(spark):
     assert got == expected
 
 
-def test_nist_k_marginal_score_by_hand(spark):
+def test_k_marginal_score_by_hand(spark):
     # 3-way cells: (a,x,1) .5 / 1, (b,y,2) .5 / 0 -> TVD .5 -> score 1000 (1 - .5) = 500.
     sensitive = table(spark, [("a", "x", "1"), ("b", "y", "2")], ("X", "Y", "Z"))
     synthetic = table(spark, [("a", "x", "1"), ("a", "x", "1")], ("X", "Y", "Z"))
@@ -454,8 +455,9 @@ def test_nist_k_marginal_score_by_hand(spark):
         "synthetic_rows": None,
         "real_sample_records": 1,
     }
-    assert m["nist_k_marginal_score"] == 500.0
-    assert evaluate(sensitive, synthetic, max_marginal_length=2)["nist_k_marginal_score"] is None
+    assert m["k_marginal_score"] == 500.0
+    assert m["nist_k_marginal_score"] is None  # not NIST's formula: no group column
+    assert evaluate(sensitive, synthetic, max_marginal_length=2)["k_marginal_score"] is None
 
 
 def test_privacy_parameters_are_copied_from_the_manifest(spark):

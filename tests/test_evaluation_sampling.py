@@ -109,7 +109,7 @@ def test_sampled_evaluation_states_the_sample_and_matches_the_full_one(spark):
             np.mean([full["tvd_by_subset"][length][n] for n in names]), abs=1e-15
         )
     assert sampled["tvd"]["1"] == full["tvd"]["1"] and "sampled" not in full["tvd"]["3"]
-    assert sampled["nist_k_marginal_score"] == pytest.approx(1000 * (1 - sampled["tvd"]["3"]["mean"]))
+    assert sampled["k_marginal_score"] == pytest.approx(1000 * (1 - sampled["tvd"]["3"]["mean"]))
     # Row counts, blank shares and 1-way results never depend on the sample.
     for key in ("rows", "blank_cell_share", "empty_share_by_column", "one_way_worst"):
         assert sampled[key] == full[key]

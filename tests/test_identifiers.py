@@ -10,6 +10,7 @@ import pytest
 from spark_dpsynth.config import merge, parse_config
 from spark_dpsynth.errors import ConfigError, InvalidParameterError, SchemaError
 from spark_dpsynth.params import BinSpec, DataConfig, WorkloadParams, hash_bucket_labels
+from spark_dpsynth.privacy.budget import Budget
 
 
 @pytest.mark.parametrize(
@@ -77,7 +78,7 @@ def test_hash_buckets_prepare_to_public_labels_and_keep_empty_cells_empty(spark)
     from pyspark.sql import types as T
 
     from spark_dpsynth.data.prepare import prepare, resolve_columns
-    from spark_dpsynth.data.types import column_types
+    from spark_dpsynth.profile import column_types
 
     schema = T.StructType([T.StructField("k", T.IntegerType()), T.StructField("s", T.StringType())])
     rows = [(i % 50, f" v{i % 7} ") for i in range(200)] + [(None, "?"), (None, " ")]
@@ -111,11 +112,12 @@ def test_workload_spends_no_discovery_on_hash_buckets_and_writes_labels(spark) -
     from spark_dpsynth.synthesizers._types import restore_types
 
     df = _table(spark).drop("id")
-    params = WorkloadParams(
-        epsilon=4.0, delta=1e-6, selection="mst", reporting_length=2, seed=2, estimation_iterations=10
-    )
+    params = WorkloadParams(selection="mst", reporting_length=2, estimation_iterations=10)
+    budget = Budget(epsilon=4.0, delta=1e-6, seed=2)
     lines: list[str] = []
-    release = fit_workload(df, params, DataConfig(hash_buckets={"code": 16}), progress=lines.append)
+    release = fit_workload(
+        df, params, DataConfig(hash_buckets={"code": 16}), progress=lines.append, budget=budget
+    )
     m = release.manifest
     disc = m["domain_discovery"]
     assert disc["public_domain_columns"] == ["code"] and disc["columns"] == ["p", "q"]
@@ -133,14 +135,19 @@ def test_identifiers_are_left_out_of_every_measurement(spark) -> None:
     from spark_dpsynth.mechanisms.workload import fit_workload
 
     df = _table(spark)
-    params = WorkloadParams(
-        epsilon=4.0, delta=1e-6, selection="mst", reporting_length=2, seed=2, estimation_iterations=10
-    )
+    params = WorkloadParams(selection="mst", reporting_length=2, estimation_iterations=10)
+    budget = Budget(epsilon=4.0, delta=1e-6, seed=2)
     lines: list[str] = []
     with_id = fit_workload(
-        df, params, DataConfig(identifiers=("id",), hash_buckets={"code": 8}), progress=lines.append
+        df,
+        params,
+        DataConfig(identifiers=("id",), hash_buckets={"code": 8}),
+        progress=lines.append,
+        budget=budget,
     ).manifest
-    without = fit_workload(df.drop("id"), params, DataConfig(hash_buckets={"code": 8})).manifest
+    without = fit_workload(
+        df.drop("id"), params, DataConfig(hash_buckets={"code": 8}), budget=budget
+    ).manifest
     assert with_id["identifier_columns"] == {"id": {"type": "bigint", "nullable": True, "before": "code"}}
     assert with_id["data"]["identifiers"] == ["id"]
     assert "id" not in with_id["column_types"] and "id" not in with_id["domain_discovery"]["columns"]
@@ -166,9 +173,13 @@ def test_identifier_types_and_other_mechanisms_are_checked_before_reading(spark)
     with pytest.raises(
         InvalidParameterError, match=r"column 'x' has type double; an identifier column must be"
     ):
-        dp_aggregate(df, AggregationParams(seed=1, reporting_length=1), DataConfig(identifiers=("x",)))
+        dp_aggregate(
+            df, AggregationParams(reporting_length=1), DataConfig(identifiers=("x",)), budget=Budget(seed=1)
+        )
     with pytest.raises(SchemaError, match=r"unknown identifier column\(s\) \['zz'\]"):
-        dp_aggregate(df, AggregationParams(seed=1, reporting_length=1), DataConfig(identifiers=("zz",)))
+        dp_aggregate(
+            df, AggregationParams(reporting_length=1), DataConfig(identifiers=("zz",)), budget=Budget(seed=1)
+        )
     with pytest.raises(
         InvalidParameterError, match="class_conditional synthesizer takes no identifier columns"
     ):
@@ -189,7 +200,9 @@ def test_surrogate_keys_are_distinct_in_the_input_schema_whatever_the_partitions
     rows = [(f"r{i}", "a" if i % 3 else "b", i, "x" if i % 4 else "y", 17 + i % 60) for i in range(n)]
     df = spark.createDataFrame(rows, "key string, p string, seq int, q string, age int")
     data = DataConfig(identifiers=("key", "seq"), bins={"age": BinSpec(edges=(30, 50))})
-    release = dp_aggregate(df, AggregationParams(epsilon=4.0, delta=1e-6, reporting_length=2, seed=4), data)
+    release = dp_aggregate(
+        df, AggregationParams(reporting_length=2), data, budget=Budget(epsilon=4.0, delta=1e-6, seed=4)
+    )
     m = release.manifest
     assert release.columns == ("p", "q", "age")
     assert m["identifier_columns"]["key"]["before"] == "p" and m["identifier_columns"]["seq"]["before"] == "q"
@@ -218,7 +231,9 @@ def test_the_privacy_unit_can_come_back_as_surrogate_person_keys(spark) -> None:
     rows = [(p, "x" if p % 3 else "y", "k" if p % 2 else "l") for p in range(100) for _ in range(1 + p % 3)]
     df = spark.createDataFrame(rows, "person int, a string, b string")
     data = DataConfig(privacy_unit="person", identifiers=("person",))
-    release = dp_aggregate(df, AggregationParams(epsilon=4.0, delta=1e-6, reporting_length=2, seed=4), data)
+    release = dp_aggregate(
+        df, AggregationParams(reporting_length=2), data, budget=Budget(epsilon=4.0, delta=1e-6, seed=4)
+    )
     m = release.manifest
     assert release.columns == ("a", "b") and m["privacy_unit_column"] == "person"
     assert m["identifier_columns"] == {"person": {"type": "int", "nullable": True, "before": "a"}}

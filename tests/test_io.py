@@ -24,6 +24,7 @@ from spark_dpsynth.data.io import (
 )
 from spark_dpsynth.data.publish import OutputStage, atomic_path, check_outputs_free
 from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, SparkSetupError
+from spark_dpsynth.privacy.budget import Budget
 from tests.conftest import ROOT
 
 ADULT = str(ROOT / "data" / "adult.csv.gz")
@@ -269,7 +270,9 @@ def _small_release(spark):
     from spark_dpsynth import AggregationParams, dp_aggregate
 
     df = spark.createDataFrame([("a", "x"), ("a", "y"), ("b", "x")] * 30, "c1 string, c2 string")
-    return dp_aggregate(df, AggregationParams(epsilon=8.0, delta=1e-6, reporting_length=2, seed=5))
+    return dp_aggregate(
+        df, AggregationParams(reporting_length=2), budget=Budget(epsilon=8.0, delta=1e-6, seed=5)
+    )
 
 
 # --------------------------------------------------------------------------------------------- Delta Lake

@@ -13,19 +13,16 @@ from spark_dpsynth.data.prepare import prepare
 from spark_dpsynth.mechanisms._spark_backend import SparkBackend
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoNoise
 from spark_dpsynth.release.core import Release
 from tests.seed_examples import SEED_001_COUNTS as SEED_21_COUNTS
 from tests.seed_examples import SEED_001_ROWS as SEED_21
 
 EXACT = AggregationParams(
-    epsilon=1e6,
-    delta=0.5,
-    reporting_length=3,
-    percentile=100,
-    fabrication_mode="custom_fixed",
-    thresholds=(0, 0),
+    reporting_length=3, percentile=100, fabrication_mode="custom_fixed", thresholds=(0, 0)
 )
+BUDGET = Budget(epsilon=1e6, delta=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +42,7 @@ def _as_dict(release: Release) -> dict:
 def test_exact_counts_with_noise_off_match_seed_001(seed_table) -> None:
     backend = SparkBackend(prepare(seed_table, DataConfig(columns=("A", "B", "C"))), ("A", "B", "C"))
     try:
-        release = aggregate_encoded(backend, ("A", "B", "C"), EXACT, noise=NoNoise())
+        release = aggregate_encoded(backend, ("A", "B", "C"), EXACT, noise=NoNoise(), budget=BUDGET)
     finally:
         backend.release_cache()
     assert _as_dict(release) == {t: 50 * n for t, n in SEED_21_COUNTS.items()}
@@ -54,10 +51,11 @@ def test_exact_counts_with_noise_off_match_seed_001(seed_table) -> None:
 
 
 def test_test_mode_is_reproducible_and_independent_of_partitioning(spark, seed_table) -> None:
-    params = AggregationParams(epsilon=2.0, delta=1e-6, reporting_length=3, seed=42)
+    params = AggregationParams(reporting_length=3)
+    budget = Budget(epsilon=2.0, delta=1e-6, seed=42)
     config = DataConfig(columns=("A", "B", "C"))
-    a = dp_aggregate(seed_table.repartition(1), params, config)
-    b = dp_aggregate(seed_table.repartition(7), params, config)
+    a = dp_aggregate(seed_table.repartition(1), params, config, budget=budget)
+    b = dp_aggregate(seed_table.repartition(7), params, config, budget=budget)
     assert _as_dict(a) == _as_dict(b)
     assert a.manifest["test_mode"] is True
     assert a.manifest["sensitivities"] == b.manifest["sensitivities"]
@@ -68,7 +66,9 @@ def test_release_is_normalized_and_downward_closed(spark) -> None:
     rng = np.random.default_rng(3)
     rows = [tuple(f"x{rng.integers(0, 3 + j)}" for j in range(5)) for _ in range(3000)]
     df = spark.createDataFrame(rows, ", ".join(f"c{j} string" for j in range(5)))
-    release = dp_aggregate(df, AggregationParams(epsilon=1.0, delta=1e-6, reporting_length=3, seed=1))
+    release = dp_aggregate(
+        df, AggregationParams(reporting_length=3), budget=Budget(epsilon=1.0, delta=1e-6, seed=1)
+    )
     counts = release.counts_by_tuple()
     assert counts, "release is empty"
     for tup, n in counts.items():
@@ -82,7 +82,7 @@ def test_release_is_normalized_and_downward_closed(spark) -> None:
 def test_release_round_trip_and_manifest(spark, tmp_path) -> None:
     rows = [("a", "x", "1"), ("b", "y", "2"), ("a", "y", None)] * 400
     df = spark.createDataFrame(rows, "p string, q string, r string")
-    release = dp_aggregate(df, AggregationParams(epsilon=3.0, reporting_length=2, seed=5))
+    release = dp_aggregate(df, AggregationParams(reporting_length=2), budget=Budget(epsilon=3.0, seed=5))
     path = str(tmp_path / "release")
     release.save(path, spark)
     loaded = Release.load(path, spark)
@@ -149,7 +149,9 @@ def test_binned_columns_are_cast_once_and_keep_their_order(spark) -> None:
 
 
 def test_production_noise_is_not_test_mode(spark, seed_table) -> None:
-    release = dp_aggregate(seed_table, AggregationParams(epsilon=1.0, reporting_length=2), DataConfig())
+    release = dp_aggregate(
+        seed_table, AggregationParams(reporting_length=2), DataConfig(), budget=Budget(epsilon=1.0)
+    )
     assert release.manifest["test_mode"] is False
     assert release.manifest["noise_sampler"] == "opendp-exact-csprng"
 
@@ -168,8 +170,9 @@ def test_production_noise_is_not_test_mode(spark, seed_table) -> None:
 def test_degenerate_data_gives_a_valid_release(rows: list) -> None:
     from spark_dpsynth.mechanisms.marginals import LocalBackend
 
-    params = AggregationParams(epsilon=1.0, reporting_length=2, seed=3)
-    release = aggregate_encoded(LocalBackend.from_rows(rows, 2), ("x", "y"), params)
+    params = AggregationParams(reporting_length=2)
+    budget = Budget(epsilon=1.0, seed=3)
+    release = aggregate_encoded(LocalBackend.from_rows(rows, 2), ("x", "y"), params, budget=budget)
     assert release.protected_number_of_records >= 1
     assert set(release.marginals) == {1, 2}
     # Far below the thresholds: nothing this small is released.
@@ -178,7 +181,7 @@ def test_degenerate_data_gives_a_valid_release(rows: list) -> None:
 
 def test_all_empty_column_on_spark(spark) -> None:
     df = spark.createDataFrame([("a", None)] * 300 + [("b", None)] * 300, "x string, y string")
-    release = dp_aggregate(df, AggregationParams(epsilon=2.0, reporting_length=2, seed=1))
+    release = dp_aggregate(df, AggregationParams(reporting_length=2), budget=Budget(epsilon=2.0, seed=1))
     assert release.domains[1] == () and set(release.domains[0]) == {"a", "b"}
     assert release.sizes()[2] == 0
 
@@ -228,10 +231,11 @@ def test_packed_grouping_key_gives_the_string_keys_release(spark, monkeypatch) -
     df, config = _packed_table(spark)
     layout = KeyLayout.plan(len(config.columns), public_domains(config.columns, config, {}))
     assert sorted(layout.fields) == list(range(16)) and layout.words == 2
-    params = AggregationParams(epsilon=2.0, delta=1e-6, reporting_length=3, percentile=90, seed=11)
-    packed = dp_aggregate(df.repartition(3), params, config)
+    params = AggregationParams(reporting_length=3, percentile=90)
+    budget = Budget(epsilon=2.0, delta=1e-6, seed=11)
+    packed = dp_aggregate(df.repartition(3), params, config, budget=budget)
     monkeypatch.setattr(_spark_backend, "PACKED_DOMAIN_MAX", 0)
-    strings = dp_aggregate(df, params, config)
+    strings = dp_aggregate(df, params, config, budget=budget)
     assert _as_dict(packed) == _as_dict(strings) and len(_as_dict(packed)) > 1000
     assert packed.domains == strings.domains
     assert "zz" not in {v for dom in packed.domains for v in dom}  # outside the codebook: empty
@@ -255,7 +259,7 @@ def test_packed_backend_counts_exactly(spark) -> None:
         LocalBackend.from_rows(rows, len(names)),
     ):
         try:
-            got.append(_as_dict(aggregate_encoded(backend, names, exact, noise=NoNoise())))
+            got.append(_as_dict(aggregate_encoded(backend, names, exact, noise=NoNoise(), budget=BUDGET)))
         finally:
             if isinstance(backend, SparkBackend):
                 backend.release_cache()

@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from spark_dpsynth.config import parse_config
 from spark_dpsynth.errors import ConfigError, InvalidParameterError
-from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, SynthesisParams
+from spark_dpsynth.params import Accounting, AggregationParams, BinSpec, DataConfig, SynthesisParams
+from spark_dpsynth.privacy.budget import Budget
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"epsilon": 0}, "epsilon must be > 0"),
-        ({"epsilon": -1}, "epsilon must be > 0, got -1"),
-        ({"epsilon": math.nan}, "epsilon must be finite"),
-        ({"epsilon": math.inf}, "epsilon must be finite"),
-        ({"epsilon": "1"}, "epsilon must be a number"),
-        ({"delta": 0}, r"delta must be in \(0, 1\)"),
-        ({"delta": 1}, r"delta must be in \(0, 1\)"),
-        ({"delta": -1e-6}, r"delta must be in \(0, 1\)"),
         ({"reporting_length": 0}, "reporting_length must be >= 1"),
         ({"reporting_length": 2.5}, "reporting_length must be an integer"),
         ({"percentile": 0}, r"percentile must be in \(0, 100\]"),
@@ -44,12 +38,41 @@ from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig, Synthes
         ({"fabrication_mode": "custom_fixed", "thresholds": (1, -2)}, "fixed thresholds must be >= 0"),
         ({"fabrication_mode": "custom_adaptive", "thresholds": (0.5, 0)}, r"must be in \(0, 1\]"),
         ({"thresholds": (1, 2)}, "thresholds are only allowed"),
-        ({"seed": -3}, "seed must be >= 0"),
     ],
 )
 def test_aggregation_params_rejected(kwargs: dict, match: str) -> None:
     with pytest.raises(InvalidParameterError, match=match):
         AggregationParams(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epsilon": 0}, "epsilon must be > 0"),
+        ({"epsilon": -1}, "epsilon must be > 0, got -1"),
+        ({"epsilon": math.nan}, "epsilon must be finite"),
+        ({"epsilon": math.inf}, "epsilon must be finite"),
+        ({"epsilon": "1"}, "epsilon must be a number"),
+        ({"delta": 0}, r"delta must be in \(0, 1\)"),
+        ({"delta": 1}, r"delta must be in \(0, 1\)"),
+        ({"delta": -1e-6}, r"delta must be in \(0, 1\)"),
+        ({"accounting": "pld"}, r"accounting must be one of \['classic', 'tight_zcdp'\], got 'pld'"),
+        ({"seed": -3}, "seed must be >= 0"),
+        ({"seed": 1.5}, "seed must be an integer"),
+    ],
+)
+def test_budget_rejected(kwargs: dict, match: str) -> None:
+    with pytest.raises(InvalidParameterError, match=match):
+        Budget(**kwargs)
+
+
+def test_budget_is_one_frozen_value() -> None:
+    budget = Budget(2.0, 1e-6, "tight_zcdp", seed=4)
+    assert budget.accounting is Accounting.TIGHT_ZCDP and budget.test_mode
+    assert budget.delta_or(0.1) == 1e-6 and Budget().delta_or(0.1) == 0.1
+    assert budget.parameters() == {"epsilon": 2.0, "delta": 1e-6, "accounting": "tight_zcdp", "seed": 4}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        budget.epsilon = 3.0  # type: ignore[misc]
 
 
 def test_reporting_length_checked_against_columns() -> None:
@@ -127,7 +150,7 @@ def test_adult_config_loads() -> None:
         "capital_loss",
         "hours_per_week",
     }
-    assert config.aggregate.delta == 1e-6
+    assert config.budget.delta == 1e-6
 
 
 # --------------------------------------------------------------------------------------------- resource bounds
@@ -142,7 +165,7 @@ def test_adult_config_loads() -> None:
         ),
         (lambda: SynthesisParams(partitions=10**6), r"partitions must be <= 10000, got 1000000"),
         (lambda: DataConfig(max_multi_values=10**9), r"max_multi_values must be <= 100000"),
-        (lambda: AggregationParams(delta=1e-300), r"delta must be in \[1e-100, 1\), got 1e-300"),
+        (lambda: Budget(delta=1e-300), r"delta must be in \[1e-100, 1\), got 1e-300"),
     ],
 )
 def test_parameters_that_would_exhaust_the_machine_are_refused(build, match: str) -> None:  # noqa: ANN001

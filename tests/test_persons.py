@@ -19,6 +19,7 @@ from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms import persons as P
 from spark_dpsynth.params import DataConfig, PersonRows
 from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import CryptographicNoise
 from spark_dpsynth.synthesizers import persons as S
 
@@ -277,7 +278,7 @@ def test_a_cell_moved_by_l_rows_stays_within_the_person_level_epsilon(grouped: b
     the bound exceeds it: the test can fail. Its false-positive rate is below 2e-6 per cut."""
     eps_e, delta, cap = 2.0, 1e-6, 8
     eps_row, delta_row = P.group_privacy_per_row(eps_e, delta, cap) if grouped else (eps_e, delta)
-    acct = Accountant(eps_row, delta_row, noise=CryptographicNoise())
+    acct = Accountant(Budget(eps_row, delta_row), noise=CryptographicNoise())
     rho = acct.convert_to_rho(eps_row, delta_row)
     sigma = 1.0 / math.sqrt(2.0 * rho)
     acct.spend_rho("cell", rho, "discrete Gaussian", sigma=sigma, parts=2)

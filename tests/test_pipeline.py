@@ -25,11 +25,11 @@ def test_options_are_the_command_lines_over_a_toml_document() -> None:
         synthesizer="pgm",
         seed=5,
     )
-    assert config.aggregate.epsilon == 2.0 and config.aggregate.reporting_length == 2
+    assert config.budget.epsilon == 2.0 and config.aggregate.reporting_length == 2
     assert config.synthesizer == "pgm" and config.data.empty_values == ("?",)
-    assert config.aggregate.seed == 5 and config.synthesize.seed == 5  # as --seed
+    assert config.budget.seed == 5 and config.synthesize.seed == 5  # as --seed
     again = dps.job_config(config.document, target_number_of_records=100)
-    assert again.aggregate.epsilon == 2.0 and again.synthesize.target_number_of_records == 100
+    assert again.budget.epsilon == 2.0 and again.synthesize.target_number_of_records == 100
     with pytest.raises(ConfigError, match="unknown option 'epsilom'"):
         dps.job_config(epsilom=1.0)
     with pytest.raises(ConfigError, match="reporting_length"):

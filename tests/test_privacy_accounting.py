@@ -19,6 +19,7 @@ from spark_dpsynth.privacy.accounting import (
     rho_1_threshold_discrete,
     split_budget,
 )
+from spark_dpsynth.privacy.budget import Budget
 
 dp.enable_features("contrib")
 
@@ -33,11 +34,11 @@ CASES = [
 def test_tight_accounting_matches_opendp_conversion(epsilon: float, delta: float, r: int) -> None:
     """With accounting="tight_zcdp", OpenDP's exact conversion of rho at delta/2 gives epsilon_M to 1e-9."""
     split = split_budget(
-        AggregationParams(epsilon=epsilon, reporting_length=r, accounting="tight_zcdp"), delta
+        AggregationParams(reporting_length=r), delta, budget=Budget(epsilon=epsilon, accounting="tight_zcdp")
     )
     assert opendp_epsilon_of_rho(split.rho, delta / 2) == pytest.approx(split.epsilon_m, rel=1e-9)
     assert split.zcdp_spent() == pytest.approx(split.rho, rel=1e-12)
-    classic = split_budget(AggregationParams(epsilon=epsilon, reporting_length=r), delta)
+    classic = split_budget(AggregationParams(reporting_length=r), delta, budget=Budget(epsilon=epsilon))
     # The classic conversion is looser: OpenDP says it spends less than epsilon_M, and the tight rho is larger.
     assert opendp_epsilon_of_rho(classic.rho, delta / 2) <= classic.epsilon_m * (1 + 1e-12)
     assert split.rho > classic.rho and split.sigma < classic.sigma
@@ -46,8 +47,10 @@ def test_tight_accounting_matches_opendp_conversion(epsilon: float, delta: float
 @pytest.mark.parametrize(("epsilon", "expected_gain"), [(1.0, 0.148), (4.0, 0.094)])
 def test_tight_accounting_sigma_gain(epsilon: float, expected_gain: float) -> None:
     """How much smaller sigma gets with the exact conversion (delta 1e-6): ~14.8% at eps 1, ~9.4% at eps 4."""
-    classic = split_budget(AggregationParams(epsilon=epsilon, delta=1e-6), 1e-6)
-    tight = split_budget(AggregationParams(epsilon=epsilon, delta=1e-6, accounting="tight_zcdp"), 1e-6)
+    classic = split_budget(AggregationParams(), 1e-6, budget=Budget(epsilon=epsilon, delta=1e-6))
+    tight = split_budget(
+        AggregationParams(), 1e-6, budget=Budget(epsilon=epsilon, delta=1e-6, accounting="tight_zcdp")
+    )
     assert 1 - tight.sigma / classic.sigma == pytest.approx(expected_gain, abs=0.002)
 
 
@@ -158,8 +161,9 @@ def test_tiny_epsilon_thresholds_take_constant_memory() -> None:
     tracemalloc.start()
     try:
         for epsilon in (1e-9, 1e-6):
-            params = AggregationParams(epsilon=epsilon, delta=1e-6)
-            split = split_budget(params, 1e-6)
+            params = AggregationParams()
+            budget = Budget(epsilon=epsilon, delta=1e-6)
+            split = split_budget(params, 1e-6, budget=budget)
             rho_1 = thresholds_for(params, split, 1, 16)
             assert rho_1 > 4 * split.sigmas[0] * 4  # about 5 standard deviations of the 1-tuple noise
         peak = tracemalloc.get_traced_memory()[1]
@@ -199,7 +203,7 @@ class _Recorder:
 
 def test_a_draw_is_made_at_the_scale_its_share_paid_for() -> None:
     source = _Recorder()
-    acct = Accountant(2.0, 1e-6, noise=source)
+    acct = Accountant(Budget(2.0, 1e-6), noise=source)
     acct.spend_epsilon("n", 0.25, "discrete Laplace")
     assert acct.laplace("n", [10]).tolist() == [10]
     acct.convert_to_rho(1.5, 1e-6)
@@ -219,7 +223,7 @@ def test_a_draw_is_made_at_the_scale_its_share_paid_for() -> None:
 
 
 def test_no_draw_happens_outside_a_share_or_beyond_its_parts() -> None:
-    acct = Accountant(2.0, 1e-6, noise=_Recorder())
+    acct = Accountant(Budget(2.0, 1e-6), noise=_Recorder())
     with pytest.raises(BudgetError, match="spend it before drawing"):
         acct.gaussian("counts", [1])
     acct.convert_to_rho(2.0, 1e-6)
@@ -234,7 +238,7 @@ def test_no_draw_happens_outside_a_share_or_beyond_its_parts() -> None:
 
 
 def test_a_rejected_choice_uses_no_part_of_its_share() -> None:
-    acct = Accountant(1.0, noise=_Recorder())
+    acct = Accountant(Budget(1.0), noise=_Recorder())
     acct.set_rho(1.0)
     acct.spend_rho("choice", 0.5, "exponential mechanism")
     assert acct.exponential("choice", np.array([3.0, 1.0]), 1.0, accept=lambda i: False) is None
@@ -243,22 +247,25 @@ def test_a_rejected_choice_uses_no_part_of_its_share() -> None:
         acct.exponential("choice", np.array([3.0, 1.0]), 1.0)
 
 
-def test_the_run_accountant_must_be_the_parameters_budget() -> None:
-    acct = release_accountant(AggregationParams(epsilon=2.0, seed=1))
-    assert acct.test_mode and acct.delta is None
-    assert acct.check_for(AggregationParams(epsilon=2.0)) is acct
-    with pytest.raises(InvalidParameterError, match="not the parameters'"):
-        acct.check_for(AggregationParams(epsilon=1.0))
+def test_the_run_accountant_holds_the_one_budget() -> None:
+    budget = Budget(epsilon=2.0, seed=1)
+    acct = release_accountant(budget)
+    assert acct.test_mode and acct.delta is None and acct.budget is budget
+    assert release_accountant(acct=acct) is acct
+    assert release_accountant(budget, acct=acct) is acct
+    with pytest.raises(InvalidParameterError, match="give one budget"):
+        release_accountant(Budget(epsilon=1.0), acct=acct)
 
 
 def test_split_budget_spends_into_the_run_accountant_once() -> None:
     """n' drawn first (its share spent by the draw), then the split: the same figures as a split alone, the
     1-tuple share paying for the empty counts' second draw."""
-    params = AggregationParams(epsilon=2.0, delta=1e-6)
-    acct = release_accountant(params, _Recorder())
+    params = AggregationParams()
+    budget = Budget(epsilon=2.0, delta=1e-6)
+    acct = release_accountant(budget, _Recorder())
     assert draw_protected_n(500, params, acct) == 500
     split = split_budget(params, 1e-6, acct=acct, empty_counts=True)
-    alone = split_budget(params, 1e-6)
+    alone = split_budget(params, 1e-6, budget=budget)
     assert split.sigmas == alone.sigmas and split.epsilon_n == alone.epsilon_n
     assert (
         acct.right("marginals_k1").parts == 2 and acct.right("percentiles").parts == params.reporting_length

@@ -15,6 +15,7 @@ import pytest
 
 from spark_dpsynth.mechanisms.marginals import dp_aggregate
 from spark_dpsynth.params import AggregationParams
+from spark_dpsynth.privacy.budget import Budget
 from tests.conftest import ROOT
 
 # Injected into every Python worker through PYTHONPATH: the first attempt of each task that counts fails.
@@ -49,7 +50,7 @@ spark = (SparkSession.builder.master(sys.argv[1]).config("spark.ui.enabled", "fa
          .config("spark.sql.shuffle.partitions", "4").getOrCreate())
 rows = [(f"a{i % 7}", f"b{(i * 3) % 5}", f"c{(i * 11) % 4}", None if i % 9 == 0 else f"d{i % 3}") for i in range(3000)]
 df = spark.createDataFrame(rows, "a string, b string, c string, d string").repartition(3)
-release = dp_aggregate(df, AggregationParams(epsilon=2.0, delta=1e-6, reporting_length=3, seed=123))
+release = dp_aggregate(df, AggregationParams(reporting_length=3), budget=Budget(epsilon=2.0, delta=1e-6, seed=123))
 pdf = release.to_pandas()
 print(json.dumps({"rows": [[int(k), list(c), list(v), int(n)] for k, c, v, n in pdf.itertuples(index=False)],
                   "sensitivities": release.manifest["sensitivities"],
@@ -89,12 +90,13 @@ def test_invariance_under_partitioning_and_repeated_actions(spark) -> None:
     """Item 8: repartition(1) vs repartition(16), and two actions on the same plan, give identical releases."""
     rows = [(f"x{i % 5}", f"y{(i * 7) % 6}", None if i % 4 == 0 else f"z{i % 3}") for i in range(4000)]
     df = spark.createDataFrame(rows, "x string, y string, z string")
-    params = AggregationParams(epsilon=1.0, delta=1e-6, reporting_length=3, seed=77)
+    params = AggregationParams(reporting_length=3)
+    budget = Budget(epsilon=1.0, delta=1e-6, seed=77)
     releases = [
-        dp_aggregate(df.repartition(1), params),
-        dp_aggregate(df.repartition(16), params),
-        dp_aggregate(df, params),
-        dp_aggregate(df, params),  # the same plan a second time
+        dp_aggregate(df.repartition(1), params, budget=budget),
+        dp_aggregate(df.repartition(16), params, budget=budget),
+        dp_aggregate(df, params, budget=budget),
+        dp_aggregate(df, params, budget=budget),  # the same plan a second time
     ]
     decoded = [
         sorted((k, tuple(c), tuple(v), n) for k, c, v, n in r.to_pandas().itertuples(index=False))
@@ -190,7 +192,9 @@ def test_unique_value_absent_from_releases_and_synthetic_data_through_the_job(sp
     rows[11] = ("UNIQUE", rows[11][1], rows[11][2])
     df = spark.createDataFrame(rows, "a string, b string, c string")
     for _ in range(3):
-        release = dp_aggregate(df, AggregationParams(epsilon=1.0, delta=1e-6, reporting_length=2))
+        release = dp_aggregate(
+            df, AggregationParams(reporting_length=2), budget=Budget(epsilon=1.0, delta=1e-6)
+        )
         assert "UNIQUE" not in release.domains[0] and release.domains[0]
         synthetic = synthesize(release, SynthesisParams(seed=1), spark)
         assert synthetic.where("a = 'UNIQUE'").count() == 0
@@ -208,7 +212,7 @@ def test_release_key_is_never_written_or_logged(spark, tmp_path: Path, monkeypat
     rows = [(f"a{i % 4}", f"b{i % 3}") for i in range(600)]
     df = spark.createDataFrame(rows, "a string, b string")
     with caplog.at_level(logging.DEBUG, logger="spark_dpsynth"):
-        release = dp_aggregate(df, AggregationParams(epsilon=2.0, reporting_length=2))
+        release = dp_aggregate(df, AggregationParams(reporting_length=2), budget=Budget(epsilon=2.0))
     release.save(str(tmp_path / "release"), spark)
     needles = {
         str(key),

@@ -21,6 +21,7 @@ from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded
 from spark_dpsynth.params import AggregationParams
 from spark_dpsynth.privacy._seeded import SeededNoise
 from spark_dpsynth.privacy.accounting import Accountant, rho_1_threshold, split_budget, thresholds_for
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import CryptographicNoise, NoiseSource, NoNoise
 
 
@@ -32,7 +33,7 @@ def noisy_threshold(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The mechanisms' noise-and-threshold step at noise std ``scale``: one share of a fresh accountant whose
     discrete Gaussian has that std (L2 sensitivity 1), drawn from ``noise``."""
-    acct = Accountant(1.0, noise=noise)
+    acct = Accountant(Budget(1.0), noise=noise)
     acct.set_rho(1.0 / (2.0 * scale * scale))
     acct.spend_rho("counts", 1.0 / (2.0 * scale * scale), "discrete Gaussian", sigma=scale)
     return threshold_through(counts, threshold, acct, "counts", 1.0)
@@ -180,8 +181,9 @@ def test_neighbouring_datasets_delta_hat() -> None:
     production one, see test_test_mode_sampler_has_the_same_distribution), for 1e6 repetitions in seconds.
     """
     epsilon, delta, d = 1.0, 1e-3, 4
-    params = AggregationParams(epsilon=epsilon, delta=delta, reporting_length=1)
-    split = split_budget(params, delta)
+    params = AggregationParams(reporting_length=1)
+    budget = Budget(epsilon=epsilon, delta=delta)
+    split = split_budget(params, delta, budget=budget)
     rows = _dataset(d=d)
     worst = ("v0_0", "v1_1", "v2_2", "v3_0")
     values = [sorted({r[j] for r in rows}) for j in range(d)]
@@ -218,8 +220,9 @@ def test_new_attributes_pass_rho_1_with_probability_at_most_delta_half() -> None
     threshold that keeps this promise: one less leaks more than delta/2. 1e6 repetitions, Clopper-Pearson
     bounds at confidence 1 - 1e-6. (The seed's continuous formula fails the first check with discrete noise.)"""
     epsilon, delta, d = 1.0, 1e-2, 4  # a large delta makes the event frequent enough to measure
-    params = AggregationParams(epsilon=epsilon, delta=delta, reporting_length=1)
-    split = split_budget(params, delta)
+    params = AggregationParams(reporting_length=1)
+    budget = Budget(epsilon=epsilon, delta=delta)
+    split = split_budget(params, delta, budget=budget)
     threshold = thresholds_for(params, split, 1, d)
     scale = split.sigmas[0] * math.sqrt(d)
     repetitions = 1_000_000
@@ -252,10 +255,8 @@ def _epsilon_lower_bound(hits_d: int, hits_d2: int, n: int, delta: float = 0.0) 
 def test_empirical_epsilon_of_protected_n(wrong: float | None) -> None:
     """n vs n+1 through the production discrete Laplace of the protected n: the Clopper-Pearson lower bound on
     epsilon_N is <= the claimed epsilon_N, and > it when the scale is 0.7x (the test can fail)."""
-    params = AggregationParams(
-        epsilon=2.0, number_of_records_epsilon_proportion=0.5, percentile_epsilon_proportion=0.01
-    )
-    epsilon_n = params.number_of_records_epsilon_proportion * params.epsilon
+    params = AggregationParams(number_of_records_epsilon_proportion=0.5, percentile_epsilon_proportion=0.01)
+    epsilon_n = params.number_of_records_epsilon_proportion * 2.0
     scale = (1.0 / epsilon_n) * (wrong or 1.0)
     n, draws = 1000, 200_000
     noise = CryptographicNoise()
@@ -272,8 +273,9 @@ def test_empirical_epsilon_of_protected_n(wrong: float | None) -> None:
 
 def test_empirical_epsilon_of_one_marginal_cell() -> None:
     """One 1-way cell, count c vs c+1 (R=1, Delta_1 = 1): Clopper-Pearson lower bound <= the claimed epsilon."""
-    params = AggregationParams(epsilon=1.0, delta=1e-5, reporting_length=1)
-    split = split_budget(params, 1e-5)
+    params = AggregationParams(reporting_length=1)
+    budget = Budget(epsilon=1.0, delta=1e-5)
+    split = split_budget(params, 1e-5, budget=budget)
     scale = split.sigmas[0]
     threshold = thresholds_for(params, split, 1, 1)
     draws = 400_000
@@ -288,7 +290,7 @@ def test_empirical_epsilon_of_one_marginal_cell() -> None:
         bound = _epsilon_lower_bound(
             int(np.sum(kept_d & (noisy_d > cut))), int(np.sum(kept_d2 & (noisy_d2 > cut))), draws, 1e-5
         )
-        assert bound <= params.epsilon
+        assert bound <= budget.epsilon
 
 
 # ------------------------------------------------------------------ 4. sensitivity of the bounded counts
@@ -319,11 +321,12 @@ def test_unique_value_never_released_in_200_releases() -> None:
     rows = _dataset(n=2000, d=4, seed=3)
     rows[17] = ("UNIQUE", *rows[17][1:])
     backend = _backend(rows)
-    params = AggregationParams(epsilon=1.0, delta=1e-6, reporting_length=2)
+    params = AggregationParams(reporting_length=2)
+    budget = Budget(epsilon=1.0, delta=1e-6)
     noise = CryptographicNoise()
     appearances = 0
     for _ in range(200):
-        release = aggregate_encoded(backend, ("a", "b", "c", "d"), params, noise=noise)
+        release = aggregate_encoded(backend, ("a", "b", "c", "d"), params, noise=noise, budget=budget)
         appearances += "UNIQUE" in release.domains[0]
         assert release.sizes()[1] > 0
     assert appearances == 0
@@ -345,8 +348,9 @@ def test_counts_above_2_to_31_pass_through_noise_exactly() -> None:
         multiplicity=np.array([big, 2**33], dtype=np.int64),
         record_hash=np.array([1, 2], dtype=np.uint64),
     )
-    params = AggregationParams(epsilon=1.0, delta=1e-6, reporting_length=2, percentile=100)
-    release = aggregate_encoded(backend, ("c0", "c1"), params, noise=_ConstantNoise())
+    params = AggregationParams(reporting_length=2, percentile=100)
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    release = aggregate_encoded(backend, ("c0", "c1"), params, noise=_ConstantNoise(), budget=budget)
     counts = release.counts_by_tuple()
     assert counts[((0, 0),)] == big - 3
     assert counts[((0, 1),)] == 2**33 - 3

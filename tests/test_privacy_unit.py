@@ -12,6 +12,7 @@ from spark_dpsynth.data.prepare import join_multi_value, prepare, split_multi_va
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, DataConfig
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.release import load_release
 from spark_dpsynth.release.core import Release
 from spark_dpsynth.release.sds_format import read_sds, to_sds_json, to_sds_tsv, write_sds_files
@@ -20,14 +21,9 @@ from tests.conftest import ROOT
 # Noise negligible (sigma ~ 1e-5, discrete Laplace scale 2e-4), exact maximum as sensitivity, no threshold: the
 # release holds the true (person-level) counts. Test mode (seed): not private.
 EXACT = AggregationParams(
-    epsilon=1e6,
-    delta=0.5,
-    reporting_length=2,
-    percentile=100,
-    fabrication_mode="custom_fixed",
-    thresholds=(0,),
-    seed=7,
+    reporting_length=2, percentile=100, fabrication_mode="custom_fixed", thresholds=(0,)
 )
+BUDGET = Budget(epsilon=1e6, delta=0.5, seed=7)
 
 # Persons p1..p4. p1 has 5 rows (same A, tags spread over rows), p2 2 rows, p3 and p4 one row each.
 ROWS = [
@@ -61,7 +57,7 @@ def test_a_person_with_five_rows_counts_once_per_tuple(people) -> None:
     config = DataConfig(
         privacy_unit="id", multi_value={"T": "|"}, zeros_are_empty=True, sensitive_zeros=("B",)
     )
-    release = dp_aggregate(people, EXACT, config)
+    release = dp_aggregate(people, EXACT, config, budget=BUDGET)
     counts = _counts(release)
     # p1 = {A:a1, T:{x,y,z}, B:0}, p2 = {A:a2, T:{x,y}, B:1}, p3 = {A:a1, B:0}, p4 = {A:a2, T:{y,z}, B:1}
     assert release.columns == ("A", "T_x", "T_y", "T_z", "B")
@@ -95,7 +91,7 @@ def test_the_same_counts_as_pac_synth_on_its_own_semantics(people) -> None:
     config = DataConfig(
         privacy_unit="id", multi_value={"T": "|"}, zeros_are_empty=True, sensitive_zeros=("B",)
     )
-    release = dp_aggregate(people, EXACT, config)
+    release = dp_aggregate(people, EXACT, config, budget=BUDGET)
     tsv = to_sds_tsv(release).splitlines()
     assert tsv[:2] == ["selections\tprotected_count", "record_count\t4"]
     ours = {line.rsplit("\t", 1)[0]: int(line.rsplit("\t", 1)[1]) for line in tsv[2:]}
@@ -105,14 +101,24 @@ def test_the_same_counts_as_pac_synth_on_its_own_semantics(people) -> None:
 def test_conflicting_values_within_a_person_are_an_error_naming_the_column_only(spark) -> None:
     df = spark.createDataFrame([("p1", "secret-a"), ("p1", "secret-b"), ("p2", "c")], "id string, A string")
     with pytest.raises(SchemaError, match=r"\['A'\].*multi-value") as err:
-        dp_aggregate(df, AggregationParams(epsilon=1.0, reporting_length=1), DataConfig(privacy_unit="id"))
+        dp_aggregate(
+            df,
+            AggregationParams(reporting_length=1),
+            DataConfig(privacy_unit="id"),
+            budget=Budget(epsilon=1.0),
+        )
     assert "secret" not in str(err.value) and "p1" not in str(err.value)
 
 
 def test_rows_without_a_privacy_unit_are_an_error(spark) -> None:
     df = spark.createDataFrame([(None, "a"), ("p2", "c")], "id string, A string")
     with pytest.raises(SchemaError, match="empty privacy unit"):
-        dp_aggregate(df, AggregationParams(epsilon=1.0, reporting_length=1), DataConfig(privacy_unit="id"))
+        dp_aggregate(
+            df,
+            AggregationParams(reporting_length=1),
+            DataConfig(privacy_unit="id"),
+            budget=Budget(epsilon=1.0),
+        )
 
 
 def test_privacy_unit_parameters_are_checked_before_data_is_read(spark) -> None:
@@ -142,7 +148,7 @@ def test_zeros_survive_in_a_sensitive_zeros_column_and_vanish_elsewhere(spark) -
     assert [r["A"] for r in rows] == [None, None, None]
     assert [r["B"] for r in rows] == ["0", "0", "0"]
     assert [r["C"] for r in rows] == ["1", "1", None]
-    release = dp_aggregate(df, _exact(1), config)
+    release = dp_aggregate(df, _exact(1), config, budget=BUDGET)
     assert _counts(release) == {(("B", "0"),): 3, (("C", "1"),): 2}
 
 
@@ -150,22 +156,16 @@ def _exact(r: int) -> AggregationParams:
     """EXACT with reporting length r (thresholds t_2..t_r = 0)."""
     return (
         AggregationParams(
-            epsilon=1e6,
-            delta=0.5,
-            reporting_length=r,
-            percentile=100,
-            fabrication_mode="custom_fixed",
-            thresholds=(0,) * (r - 1),
-            seed=7,
+            reporting_length=r, percentile=100, fabrication_mode="custom_fixed", thresholds=(0,) * (r - 1)
         )
         if r > 1
-        else AggregationParams(epsilon=1e6, delta=0.5, reporting_length=1, percentile=100, seed=7)
+        else AggregationParams(reporting_length=1, percentile=100)
     )
 
 
 def test_record_limit_takes_the_first_rows(spark) -> None:
     df = spark.createDataFrame([(str(i % 3),) for i in range(30)], "A string").coalesce(1)
-    release = dp_aggregate(df, _exact(1), DataConfig(record_limit=6))
+    release = dp_aggregate(df, _exact(1), DataConfig(record_limit=6), budget=BUDGET)
     assert _counts(release) == {(("A", "0"),): 2, (("A", "1"),): 2, (("A", "2"),): 2}
     assert release.protected_number_of_records == 6
     assert release.manifest["data"]["record_limit"] == 6
@@ -187,11 +187,12 @@ def _one_person_tag_backend(n_common: int = 400) -> tuple[LocalBackend, tuple[st
 
 def test_a_tag_held_by_one_person_is_in_none_of_200_releases() -> None:
     backend, columns, private = _one_person_tag_backend()
-    params = AggregationParams(epsilon=1.0, delta=1e-6, reporting_length=2)
+    params = AggregationParams(reporting_length=2)
+    budget = Budget(epsilon=1.0, delta=1e-6)
     present = 0
     for _ in range(200):
         release = aggregate_encoded(
-            backend, columns, params, private_columns=private, max_attributes=1 + 3 * 4
+            backend, columns, params, private_columns=private, max_attributes=1 + 3 * 4, budget=budget
         )
         text = json.dumps(release.manifest) + to_sds_tsv(release) + json.dumps(to_sds_json(release))
         text += " ".join(release.columns) + release.to_pandas().to_json()
@@ -209,7 +210,9 @@ def test_a_tag_held_by_one_person_is_absent_from_release_and_synthetic_headers(s
     df = spark.createDataFrame(rows, "id string, A string, T string")
     config = DataConfig(privacy_unit="id", multi_value={"T": "|"}, max_multi_values=4)
     for _ in range(2):
-        release = dp_aggregate(df, AggregationParams(epsilon=1.0, delta=1e-6, reporting_length=2), config)
+        release = dp_aggregate(
+            df, AggregationParams(reporting_length=2), config, budget=Budget(epsilon=1.0, delta=1e-6)
+        )
         assert release.columns[:1] == ("A",) and "T_common" in release.columns
         out = tmp_path / f"release-{_}"
         release.save(str(out), spark)
@@ -234,8 +237,9 @@ def test_a_tag_held_by_one_person_is_absent_from_release_and_synthetic_headers(s
 def _release(spark) -> Release:  # noqa: ANN001
     rows = [("a1", "b1", "c|d"), ("a1", "b2", "c"), ("a2", "b1", "d"), ("a1", "b1", "")] * 300
     df = spark.createDataFrame(rows, "A string, B string, M string")
-    params = AggregationParams(epsilon=4.0, delta=1e-5, reporting_length=3, seed=3)
-    release = dp_aggregate(df, params, DataConfig(multi_value={"M": "|"}, max_multi_values=2))
+    params = AggregationParams(reporting_length=3)
+    budget = Budget(epsilon=4.0, delta=1e-5, seed=3)
+    release = dp_aggregate(df, params, DataConfig(multi_value={"M": "|"}, max_multi_values=2), budget=budget)
     assert release.columns == ("A", "B", "M_c", "M_d")
     return release
 

@@ -16,7 +16,9 @@ import pytest
 import spark_dpsynth as dps
 from spark_dpsynth import registry
 from spark_dpsynth.errors import ReleaseError
+from spark_dpsynth.mechanisms._discovery import release_accountant
 from spark_dpsynth.params import DataConfig, WorkloadParams
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.release import load_release
 from spark_dpsynth.release.core import ModelFiles
 
@@ -38,9 +40,9 @@ def releases(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
         run = registry.mechanism("workload").load_run()
         fitted = run(
             df,
-            WorkloadParams(epsilon=1.0, reporting_length=2),
+            WorkloadParams(reporting_length=2),
             DataConfig(),
-            registry.MechanismContext(spark=spark),
+            registry.MechanismContext(spark=spark, accountant=release_accountant(Budget(1.0))),
         )
         path = tmp_path_factory.mktemp(f"release{seed}") / "release"
         fitted.release.save(str(path), spark)

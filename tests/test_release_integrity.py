@@ -23,8 +23,10 @@ import pytest
 
 from spark_dpsynth import registry
 from spark_dpsynth.errors import ReleaseError
+from spark_dpsynth.mechanisms._discovery import release_accountant
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded
 from spark_dpsynth.params import AggregationParams, DataConfig, WorkloadParams
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.release import load_release
 from spark_dpsynth.release.core import Marginal, Release
 from spark_dpsynth.release.integrity import check_release
@@ -49,8 +51,9 @@ def _rows(n: int = 3000) -> list[tuple[str, str, str]]:
 
 @pytest.fixture(scope="module", params=["classic", "tight_zcdp"])
 def marginals_release(request: pytest.FixtureRequest) -> Release:
-    params = AggregationParams(epsilon=1.0, reporting_length=2, accounting=request.param)
-    return aggregate_encoded(LocalBackend.from_rows(_rows(), 3), ("A", "B", "C"), params)
+    params = AggregationParams(reporting_length=2)
+    budget = Budget(epsilon=1.0, accounting=request.param)
+    return aggregate_encoded(LocalBackend.from_rows(_rows(), 3), ("A", "B", "C"), params, budget=budget)
 
 
 def _edited(release: Release, edit: Callable[[dict[str, Any]], None]) -> Release:
@@ -150,8 +153,9 @@ def test_sds_releases_have_no_privacy_figures_and_load(tmp_path: Path) -> None:
 def workload_dir(spark, tmp_path_factory: pytest.TempPathFactory) -> Path:
     df = spark.createDataFrame(_rows(), "A string, B string, C string")
     spec = registry.mechanism("workload")
-    params = WorkloadParams(epsilon=1.0, reporting_length=2)
-    fitted = spec.load_run()(df, params, DataConfig(), registry.MechanismContext(spark=spark))
+    params = WorkloadParams(reporting_length=2)
+    context = registry.MechanismContext(spark=spark, accountant=release_accountant(Budget(epsilon=1.0)))
+    fitted = spec.load_run()(df, params, DataConfig(), context)
     path = tmp_path_factory.mktemp("workload") / "release"
     fitted.release.save(str(path), spark)
     return path

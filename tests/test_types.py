@@ -14,17 +14,26 @@ from pyspark.sql import functions as F
 
 from spark_dpsynth.data.prepare import synthetic_for_release
 from spark_dpsynth.data.session import SQL_DEFAULTS, _with_sql_defaults
-from spark_dpsynth.data.types import (
-    _GAP_MIN_CELLS,
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.mechanisms._profile import (
+    dp_exact_values,
+    dp_profiles,
+    profile_parts,
+    profile_sigma,
+    profile_units,
+    spend_exact_values,
+)
+from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
+from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
+from spark_dpsynth.privacy.accounting import Accountant, split_budget
+from spark_dpsynth.privacy.budget import Budget
+from spark_dpsynth.privacy.noise import NoNoise
+from spark_dpsynth.profile import (
     BLOCK_LEVELS,
     BLOCK_NOISE,
     FINE_BLOCK_NOISE,
     ColumnProfile,
     ColumnType,
-    _run_lattice,
-    _standing_blocks,
-    _Sums,
-    _within_bin_shape,
     apply_profiles,
     block_noise,
     block_tree,
@@ -45,22 +54,13 @@ from spark_dpsynth.data.types import (
     text_kind_counts,
     text_number_candidates,
     types_manifest,
-    value_cells,
     with_text_numbers,
 )
-from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.mechanisms._profile import (
-    dp_exact_values,
-    dp_profiles,
-    profile_parts,
-    profile_sigma,
-    profile_units,
-    spend_exact_values,
-)
-from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
-from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
-from spark_dpsynth.privacy.accounting import Accountant, split_budget
-from spark_dpsynth.privacy.noise import NoNoise
+from spark_dpsynth.profile.blocks import RunSums as _Sums
+from spark_dpsynth.profile.blocks import standing_blocks as _standing_blocks
+from spark_dpsynth.profile.shape import within_bin_shape as _within_bin_shape
+from spark_dpsynth.profile.span import _GAP_MIN_CELLS
+from spark_dpsynth.profile.spread import _run_lattice, value_cells
 from spark_dpsynth.synthesizers._types import bin_intervals, open_bounds, restore_types
 
 SCHEMA = "n int, x double, d date, t timestamp, s string"
@@ -138,7 +138,7 @@ def _profile(spark, rows, schema, **kw):
     df = spark.createDataFrame(rows, schema)
     types = column_types(df.schema, DataConfig(columns=tuple(df.columns)))
     columns = tuple(df.columns)
-    acct = Accountant(10.0, 1e-6, noise=NoNoise())
+    acct = Accountant(Budget(10.0, 1e-6), noise=NoNoise())
     acct.set_rho(1.0)
     parts = profile_parts(types, columns)
     acct.spend_rho(
@@ -189,7 +189,7 @@ def _exact(spark, rows, schema, n_bins=16):
     df = numeric_view(spark.createDataFrame(rows, schema), {})
     types = column_types(df.schema, DataConfig(columns=tuple(df.columns)))
     columns = tuple(df.columns)
-    acct = Accountant(10.0, 1e-6, noise=NoNoise())
+    acct = Accountant(Budget(10.0, 1e-6), noise=NoNoise())
     acct.set_rho(2.0)
     parts = profile_parts(types, columns)
     sigma = profile_sigma(1.0, profile_units(types, columns))
@@ -453,7 +453,7 @@ def test_dp_profile_gives_an_amount_to_the_values_that_stand_out_within_its_part
     )
     bins, _ = _years_bins(values, rng)
     assert bins().lower >= 1950 and _share_of_shape(bins(), 2013.5, 9999.0) < 0.001
-    monkeypatch.setattr("spark_dpsynth.data.types._LOCAL_SHARE", 2.0)
+    monkeypatch.setattr("spark_dpsynth.profile.spread._LOCAL_SHARE", 2.0)
     assert _share_of_shape(bins(), 2013.5, 9999.0) > 0.003
 
 
@@ -529,7 +529,9 @@ def test_dp_profile_draws_nothing_between_the_values_and_a_top_code(monkeypatch)
         assert 99.0 in b.points and b.upper <= 12 + 2 * _GAP_MIN_CELLS
         assert _pieces_share(b, 12.5 + 2 * _GAP_MIN_CELLS, 98.5) == 0.0
     assert measured >= 2
-    monkeypatch.setattr("spark_dpsynth.data.types._gap_to_top_code", lambda span, *args, **kwargs: span[:0])
+    monkeypatch.setattr(
+        "spark_dpsynth.profile.decide.gap_to_top_code", lambda span, *args, **kwargs: span[:0]
+    )
     grid, counts = _with_noise(values, "integer", 54.0, 0)
     b = profile_from_noisy("MONTHPR", "integer", grid, counts, 0.0, 54.0, 16, len(values)).bins
     assert b.upper >= 90 and _pieces_share(b, 12.5 + 2 * _GAP_MIN_CELLS, 98.5) > 0.2
@@ -590,7 +592,7 @@ def test_dp_profile_draws_months_counted_in_years_on_their_lattice(monkeypatch) 
             assert any(len(piece) == 4 and piece[3] == 12 for piece in b.shape)
             shares.append(_off_lattice_share(b, 36, 12))
         assert max(shares) < 0.06, (scale, shares)
-    monkeypatch.setattr("spark_dpsynth.data.types._lattice", lambda *args, **kwargs: 1)
+    monkeypatch.setattr("spark_dpsynth.profile.spread._lattice", lambda *args, **kwargs: 1)
     assert _off_lattice_share(bins("integer", 0), 36, 12) > 0.15
 
 
@@ -812,16 +814,18 @@ def test_dp_profile_noise_is_charged_and_scaled_by_the_columns() -> None:
     reals = {c: ColumnType(c, "double", True, "real") for c in "ab"}
     assert profile_units(ints, ("a", "b"), blocks=False) == pytest.approx(2.0)
     assert profile_units(reals, ("a", "b"), blocks=False) == pytest.approx(4.0)
-    assert profile_units(ints, ("a", "b")) == pytest.approx(2.0 * (1.0 + 4.0 / 9.0 + 5.0 / 36.0))
+    # and on the number scales one count of distinct values with 3 times the cells' noise (1/9, profile.codes)
+    assert profile_units(ints, ("a", "b")) == pytest.approx(2.0 * (1.0 + 4.0 / 9.0 + 5.0 / 36.0 + 1.0 / 9.0))
     dates = {"d": ColumnType("d", "date", True, "date")}
     assert profile_units(dates, ("d",)) == pytest.approx(1.0 + 4.0 / 9.0)
-    assert profile_parts(reals, ("a", "b")) == 8 and profile_parts(reals, ("a", "b"), blocks=False) == 4
+    assert profile_parts(reals, ("a", "b")) == 10 and profile_parts(reals, ("a", "b"), blocks=False) == 4
 
 
 def test_split_budget_charges_the_profile_in_rho() -> None:
-    params = AggregationParams(epsilon=4.0, delta=1e-6, reporting_length=3)
-    plain = split_budget(params, 1e-6)
-    profiled = split_budget(params, 1e-6, 6)
+    params = AggregationParams(reporting_length=3)
+    budget = Budget(epsilon=4.0, delta=1e-6)
+    plain = split_budget(params, 1e-6, budget=budget)
+    profiled = split_budget(params, 1e-6, 6, budget=budget)
     assert plain.bins_rho == 0 and "column_profile" not in {s.name for s in plain.budget.shares}
     share = profiled.budget.share("column_profile")
     assert share.rho == pytest.approx(0.075 * profiled.rho) and "6 numeric column(s)" in share.mechanism
@@ -988,16 +992,22 @@ def test_category_columns_are_cast_back(spark) -> None:
 
 def test_empty_counts_are_measured_and_zero_where_the_data_has_none() -> None:
     rows = [("a", "x"), ("b", None), ("a", "y"), ("b", "x")] * 25
-    params = AggregationParams(epsilon=1e6, delta=0.5, reporting_length=2, percentile=100)
-    release = aggregate_encoded(LocalBackend.from_rows(rows, 2), ("p", "q"), params, noise=NoNoise())
+    params = AggregationParams(reporting_length=2, percentile=100)
+    budget = Budget(epsilon=1e6, delta=0.5)
+    release = aggregate_encoded(
+        LocalBackend.from_rows(rows, 2), ("p", "q"), params, noise=NoNoise(), budget=budget
+    )
     assert release.manifest["empty_counts"] == {"p": 0, "q": 25}
     assert release.manifest["sensitivities"]["1"] == 2
 
 
 def test_dp_aggregate_end_to_end_types_in_manifest(spark) -> None:
     df = spark.createDataFrame(ROWS, SCHEMA)
-    params = AggregationParams(epsilon=1e6, delta=0.5, reporting_length=2, seed=1)
-    release = dp_aggregate(df, params, DataConfig(bins={"n": BinSpec((1, 10, 100))}, dp_bins=4))
+    params = AggregationParams(reporting_length=2)
+    budget = Budget(epsilon=1e6, delta=0.5, seed=1)
+    release = dp_aggregate(
+        df, params, DataConfig(bins={"n": BinSpec((1, 10, 100))}, dp_bins=4), budget=budget
+    )
     m = release.manifest
     assert m["column_types"]["n"]["bins"]["source"] == "config"
     # x holds five values, each a point of the grid (0, 0.5, 2.5, -4, 1e6): a code; d and t are measurements
@@ -1030,17 +1040,18 @@ def test_the_marginals_and_workload_mechanisms_release_values_off_the_grid_exact
     values = (357.4, 450.9, 3092.4)
     rows = [(float(rng.choice(values)), int(rng.integers(0, 3))) for _ in range(3000)]
     df = spark.createDataFrame(rows, "density double, k int")
-    release = dp_aggregate(df, AggregationParams(epsilon=4.0, reporting_length=2, seed=2), DataConfig())
+    release = dp_aggregate(
+        df, AggregationParams(reporting_length=2), DataConfig(), budget=Budget(epsilon=4.0, seed=2)
+    )
     m = release.manifest
     assert m["column_meanings"]["density"]["meaning"] == "code"
     assert sorted(release.domains[0]) == sorted(str(v) for v in values)
     assert m.budget.share("exact_values").rho == pytest.approx(m["exact_values_rho"] / 2)  # 1 of 2 columns
     assert m.budget.share("exact_values_threshold").delta == pytest.approx(m["delta"] / 4)
     check_release(release)
-    params = WorkloadParams(
-        epsilon=4.0, reporting_length=2, selection="mst", seed=3, estimation_iterations=20
-    )
-    workload = fit_workload(df, params, DataConfig())
+    params = WorkloadParams(reporting_length=2, selection="mst", estimation_iterations=20)
+    budget = Budget(epsilon=4.0, seed=3)
+    workload = fit_workload(df, params, DataConfig(), budget=budget)
     assert workload.manifest["column_meanings"]["density"]["meaning"] == "code"
     assert workload.manifest.budget.share("discovery_threshold").delta == pytest.approx(
         workload.manifest["delta"] / 4
@@ -1056,8 +1067,11 @@ def test_the_model_writes_empty_cells_only_where_they_were_measured() -> None:
 
     # p: never empty, a rare value suppressed by rho_1; q: empty in 25% of the records
     rows = [("a", "x"), ("b", None), ("a", "y"), ("b", "x")] * 500 + [("rare", "x")]
-    params = AggregationParams(epsilon=2.0, delta=1e-6, reporting_length=2)
-    release = aggregate_encoded(LocalBackend.from_rows(rows, 2), ("p", "q"), params, noise=SeededNoise(4))
+    params = AggregationParams(reporting_length=2)
+    budget = Budget(epsilon=2.0, delta=1e-6)
+    release = aggregate_encoded(
+        LocalBackend.from_rows(rows, 2), ("p", "q"), params, noise=SeededNoise(4), budget=budget
+    )
     assert "rare" not in release.domains[0]
     est = estimate_marginals(release)
     assert est.has_empty.tolist() == [False, True]
@@ -1072,9 +1086,10 @@ def test_suppressed_values_keep_the_joint_tables_consistent_and_write_no_empty_c
     from spark_dpsynth.synthesizers._model import fit_release_model, sample_records
 
     rows = [("a", "x", "u"), ("b", "y", "v")] * 600 + [(f"r{i}", "z", "u") for i in range(800)]
-    params = AggregationParams(epsilon=2.0, delta=1e-6, reporting_length=2)
+    params = AggregationParams(reporting_length=2)
+    budget = Budget(epsilon=2.0, delta=1e-6)
     release = aggregate_encoded(
-        LocalBackend.from_rows(rows, 3), ("p", "c", "w"), params, noise=SeededNoise(7)
+        LocalBackend.from_rows(rows, 3), ("p", "c", "w"), params, noise=SeededNoise(7), budget=budget
     )
     assert release.domains[0] == ("a", "b") and abs(release.manifest["empty_counts"]["p"]) < 30
     model = fit_release_model(release)
@@ -1102,9 +1117,13 @@ def test_workload_and_pgm_give_back_the_input_schema(spark) -> None:
         )
     ]
     df = spark.createDataFrame(rows, "age int, x double, c string")
-    params = WorkloadParams(epsilon=4.0, delta=1e-6, selection="mst", seed=3, estimation_iterations=20)
+    params = WorkloadParams(selection="mst", estimation_iterations=20)
+    budget = Budget(epsilon=4.0, delta=1e-6, seed=3)
     release = fit_workload(
-        df, params, DataConfig(bins={"age": BinSpec(edges=(30, 50, 70), lower=17, upper=90)}, dp_bins=4)
+        df,
+        params,
+        DataConfig(bins={"age": BinSpec(edges=(30, 50, 70), lower=17, upper=90)}, dp_bins=4),
+        budget=budget,
     )
     m = release.manifest
     assert m["column_types"]["age"]["bins"]["source"] == "config"
@@ -1169,7 +1188,8 @@ def test_identifier_like_columns_are_reported_from_the_1way_release_only() -> No
         (f"id{i}", "h" if i % 5 < 2 else f"u{i}", "a" if i % 3 else "b", "x" if i % 2 else "y")
         for i in range(3000)
     ]
-    params = AggregationParams(epsilon=4.0, delta=1e-6, reporting_length=2)
+    params = AggregationParams(reporting_length=2)
+    budget = Budget(epsilon=4.0, delta=1e-6)
     lines: list[str] = []
     release = aggregate_encoded(
         LocalBackend.from_rows(rows, 4),
@@ -1177,6 +1197,7 @@ def test_identifier_like_columns_are_reported_from_the_1way_release_only() -> No
         params,
         noise=SeededNoise(1),
         progress=lines.append,
+        budget=budget,
     )
     entry = release.manifest["high_cardinality"]
     assert entry["share_below"] == HIGH_CARDINALITY_SHARE and list(entry["columns"]) == ["id", "half"]
@@ -1243,10 +1264,11 @@ def test_workload_reports_identifier_like_columns(spark) -> None:
         for i in range(2000)
     ]
     df = spark.createDataFrame(rows, "id string, p string, q string, age int, job string")
-    params = WorkloadParams(epsilon=4.0, delta=1e-6, selection="mst", seed=3, estimation_iterations=20)
+    params = WorkloadParams(selection="mst", estimation_iterations=20)
+    budget = Budget(epsilon=4.0, delta=1e-6, seed=3)
     lines: list[str] = []
     release = fit_workload(
-        df, params, DataConfig(bins={"age": BinSpec(edges=(30, 60))}), progress=lines.append
+        df, params, DataConfig(bins={"age": BinSpec(edges=(30, 60))}), progress=lines.append, budget=budget
     )
     entry = release.manifest["high_cardinality"]
     assert list(entry["columns"]) == ["id"] and entry["columns"]["id"]["released_values"] == 0
@@ -1386,18 +1408,18 @@ def test_dp_text_numbers_finds_the_columns_of_numbers_written_as_text(spark) -> 
         "income",
         "place",
     )
-    acct = Accountant(4.0, 1e-6, noise=NoNoise())
+    acct = Accountant(Budget(4.0, 1e-6), noise=NoNoise())
     assert spend_text_numbers(acct, len(candidates)) == pytest.approx(0.04)
     # status: small whole numbers and "N", a code that stays a category; place: text
     # the incomes are whole numbers (written "12345.0"): the integer scale
     assert dp_text_numbers(df, candidates, acct) == {"income": "integer"}
     # numbers that are not whole: the real scale
     ratios = spark.createDataFrame([(f"{x / 7:.3f}",) for x in range(1, 2000)], "ratio string")
-    acct = Accountant(4.0, 1e-6, noise=NoNoise())
+    acct = Accountant(Budget(4.0, 1e-6), noise=NoNoise())
     spend_text_numbers(acct, 1)
     assert dp_text_numbers(ratios, ("ratio",), acct) == {"ratio": "real"}
     # the zCDP form (the workload mechanism): a share of rho, discrete Gaussian of std sigma sqrt(s)
-    acct = Accountant(4.0, 1e-6, noise=NoNoise())
+    acct = Accountant(Budget(4.0, 1e-6), noise=NoNoise())
     acct.set_rho(1.0)
     assert spend_text_numbers(acct, len(candidates), rho=0.01) == pytest.approx(0.01)
     assert acct.right("text_numbers").sigma == pytest.approx(math.sqrt(50.0))
@@ -1413,7 +1435,7 @@ def test_dp_exact_values_keep_the_text_values_of_numbers_written_as_text(spark) 
     rows = [(r[0],) for r in _income_rows(2)]
     df = spark.createDataFrame(rows, "income string")
     types = with_text_numbers(column_types(df.schema, DataConfig(columns=("income",))), {"income": "real"})
-    acct = Accountant(10.0, 1e-6, noise=NoNoise())
+    acct = Accountant(Budget(10.0, 1e-6), noise=NoNoise())
     acct.set_rho(2.0)
     acct.spend_rho(
         "column_profile",
@@ -1450,7 +1472,9 @@ def test_the_mechanisms_profile_numbers_written_as_text(spark) -> None:
     rows = _income_rows(3)
     df = spark.createDataFrame(rows, "income string, place string, status string, k int")
     numbers = [float(r[0]) for r in rows if r[0] != "N"]
-    release = dp_aggregate(df, AggregationParams(epsilon=4.0, reporting_length=2, seed=2), DataConfig())
+    release = dp_aggregate(
+        df, AggregationParams(reporting_length=2), DataConfig(), budget=Budget(epsilon=4.0, seed=2)
+    )
     m = release.manifest
     assert m["column_meanings"]["income"]["meaning"] == "measurement"
     assert m["column_types"]["income"]["bins"]["passthrough"] == ["N"]
@@ -1459,8 +1483,9 @@ def test_the_mechanisms_profile_numbers_written_as_text(spark) -> None:
     check_release(release)
     workload = fit_workload(
         df,
-        WorkloadParams(epsilon=4.0, reporting_length=2, selection="mst", seed=3, estimation_iterations=20),
+        WorkloadParams(reporting_length=2, selection="mst", estimation_iterations=20),
         DataConfig(),
+        budget=Budget(epsilon=4.0, seed=3),
     )
     # the workload mechanism: the test in its zCDP form, 1% of the budget's rho (discrete Gaussian)
     share = workload.manifest.budget.share("text_numbers")
@@ -1476,7 +1501,9 @@ def test_the_mechanisms_profile_numbers_written_as_text(spark) -> None:
     assert (drawn == drawn.round()).all()  # whole numbers, as the input's
     assert set(out["status"].dropna()) <= {"N", "1", "2", "3", "4", "5"}
     assert set(out["place"].dropna()) <= {"48-02101", "48-02102", "48-02510"}
-    _, cc = fit_class_conditional(df, ClassConditionalParams(epsilon=4.0, label="k", seed=4), DataConfig())
+    _, cc = fit_class_conditional(
+        df, ClassConditionalParams(label="k"), DataConfig(), budget=Budget(epsilon=4.0, seed=4)
+    )
     assert cc.manifest["column_types"]["income"]["bins"]["passthrough"] == ["N"]
     assert cc.manifest.budget.share("text_numbers").epsilon == pytest.approx(0.04)
     check_release(cc)

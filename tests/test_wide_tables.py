@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spark_dpsynth.data.types import column_types, numeric_view
 from spark_dpsynth.mechanisms import _profile
 from spark_dpsynth.mechanisms._profile import (
     PROFILE_PASS_COLUMNS,
@@ -24,7 +23,9 @@ from spark_dpsynth.mechanisms._profile import (
 )
 from spark_dpsynth.params import DataConfig, Selection
 from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoNoise
+from spark_dpsynth.profile import column_types, numeric_view
 
 WIDE_COLUMNS = 300
 WIDE_ROWS = 500
@@ -58,7 +59,7 @@ def test_the_profile_of_a_wide_table_is_a_few_spark_jobs(spark, monkeypatch) -> 
     )
     types = column_types(df.schema, DataConfig(columns=tuple(names)))
     columns = tuple(names)
-    acct = Accountant(10.0, 1e-6, noise=NoNoise())
+    acct = Accountant(Budget(10.0, 1e-6), noise=NoNoise())
     acct.set_rho(1.0)
     acct.spend_rho(
         "column_profile",
@@ -82,7 +83,7 @@ def test_a_wide_short_table_takes_mst() -> None:
     # 2-way cliques, not hundreds of AIM rounds)
     from spark_dpsynth.params import WorkloadParams
 
-    params = WorkloadParams(epsilon=4.0)
+    params = WorkloadParams()
     relative = Selection.relative_noise(WIDE_COLUMNS, 1.0, WIDE_ROWS)
     assert relative > params.aim_max_relative_noise
     chosen = params.selection.resolve(

@@ -16,14 +16,13 @@ from spark_dpsynth.mechanisms.workload import check_plan, fit_workload, select_a
 from spark_dpsynth.params import AggregationParams, DataConfig, Selection, WorkloadParams
 from spark_dpsynth.privacy._seeded import SeededNoise
 from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoNoise
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"epsilon": 0}, "epsilon must be > 0"),
-        ({"delta": 1.5}, "delta must be in"),
         ({"reporting_length": 0}, "reporting_length must be >= 1"),
         ({"selection": "best"}, "selection must be one of"),
         ({"domain_rho_proportion": 1.0}, "domain_rho_proportion must be in"),
@@ -37,7 +36,6 @@ from spark_dpsynth.privacy.noise import NoNoise
         ({"max_clique_cells": 10, "max_cells_per_pass": 5}, "max_clique_cells must be <= max_cells_per_pass"),
         ({"estimation_iterations": 0}, "estimation_iterations must be >= 1"),
         ({"percentile": 0}, "percentile must be in"),
-        ({"seed": -1}, "seed must be >= 0"),
         ({"one_way_rho_proportion": 1.0}, "one_way_rho_proportion must be in"),
     ],
 )
@@ -152,19 +150,17 @@ def test_spark_counts_equal_crosstabs(spark) -> None:
 @pytest.mark.parametrize("selection", ["mst", "aim"])
 def test_budget_adds_up_and_no_true_count_is_recorded(selection: str) -> None:
     codes, sizes = _codes(500)
-    acct = Accountant(2.0, 1e-6, noise=SeededNoise(5))
+    acct = Accountant(Budget(2.0, 1e-6), noise=SeededNoise(5))
     rho = acct.convert_to_rho(2.0, 1e-6)
-    params = WorkloadParams(
-        epsilon=2.0, delta=1e-6, selection=selection, max_rounds=6, estimation_iterations=20
-    )
+    params = WorkloadParams(selection=selection, max_rounds=6, estimation_iterations=20)
     names = ("a", "b", "c", "d")
     measurements, entries, rounds = select_and_measure(
         LocalCliqueCounter(codes, sizes), names, rho, params, acct, order_key=b"k"
     )
-    spent = sum(s.rho or 0.0 for s in acct.budget().shares)
+    spent = sum(s.rho or 0.0 for s in acct.ledger().shares)
     assert spent == pytest.approx(rho, rel=1e-9)
     assert sum(r["rho"] for r in rounds) == pytest.approx(rho, rel=1e-9)
-    selection_rho = sum(s.rho or 0.0 for s in acct.budget().shares if s.mechanism.startswith("exponential"))
+    selection_rho = sum(s.rho or 0.0 for s in acct.ledger().shares if s.mechanism.startswith("exponential"))
     assert sum(e["rho"] for e in entries) + selection_rho == pytest.approx(rho, rel=1e-9)
     assert len(measurements) == len(entries) >= len(names)
     index = {n: i for i, n in enumerate(names)}
@@ -183,20 +179,20 @@ def test_budget_adds_up_and_no_true_count_is_recorded(selection: str) -> None:
 def test_the_selection_is_resolved_once_before_it_runs() -> None:
     """AUTO is decided once, by the mechanism from DP figures (Selection.resolve); the selection core refuses it."""
     codes, sizes = _codes(50)
-    acct = Accountant(4.0, 1e-6, noise=NoNoise())
+    acct = Accountant(Budget(4.0, 1e-6), noise=NoNoise())
     rho = acct.convert_to_rho(4.0, 1e-6)
     with pytest.raises(InvalidParameterError, match="resolve the selection first"):
         select_and_measure(
             LocalCliqueCounter(codes, sizes), ("a", "b", "c", "d"), rho, WorkloadParams(), acct
         )
-    assert acct.budget().shares == ()  # nothing spent
+    assert acct.ledger().shares == ()  # nothing spent
 
 
 def test_mst_without_noise_picks_the_true_tree() -> None:
     """With the noise off (NoNoise: the exponential mechanism is an argmax), MST picks the pairs that differ
     most from independence: the generating chain a - b - d - c."""
     codes, sizes = _codes(3000)
-    acct = Accountant(4.0, 1e-6, noise=NoNoise())
+    acct = Accountant(Budget(4.0, 1e-6), noise=NoNoise())
     rho = acct.convert_to_rho(4.0, 1e-6)
     _, _, rounds = select_and_measure(
         LocalCliqueCounter(codes, sizes), ("a", "b", "c", "d"), rho, WorkloadParams(selection="mst"), acct
@@ -227,7 +223,7 @@ def test_aim_joins_the_parts_its_rounds_leave_apart_with_what_is_left() -> None:
     index = {x: i for i, x in enumerate(names)}
 
     def run(**kwargs):  # noqa: ANN003, ANN202
-        acct = Accountant(4.0, 1e-6, noise=NoNoise())
+        acct = Accountant(Budget(4.0, 1e-6), noise=NoNoise())
         rho = acct.convert_to_rho(4.0, 1e-6)
         params = WorkloadParams(
             **{"selection": "aim", "max_rounds": 3, "estimation_iterations": 20, **kwargs}
@@ -236,7 +232,7 @@ def test_aim_joins_the_parts_its_rounds_leave_apart_with_what_is_left() -> None:
             LocalCliqueCounter(codes, sizes), names, rho, params, acct, order_key=b"k"
         )
         assert sum(r["rho"] for r in rounds) == pytest.approx(rho, rel=1e-9)
-        assert sum(s.rho or 0.0 for s in acct.budget().shares) == pytest.approx(rho, rel=1e-9)
+        assert sum(s.rho or 0.0 for s in acct.ledger().shares) == pytest.approx(rho, rel=1e-9)
         return entries, rounds
 
     entries, rounds = run()
@@ -284,7 +280,7 @@ def test_aim_refits_take_more_steps_where_the_counts_hold_few_noise_stds() -> No
     d = 6
     codes, sizes = _chain(3000, d)
     names = tuple(f"x{i}" for i in range(d))
-    acct = Accountant(1.0, 1e-6, noise=SeededNoise(11))
+    acct = Accountant(Budget(1.0, 1e-6), noise=SeededNoise(11))
     rho = acct.convert_to_rho(1.0, 1e-6)
     params = WorkloadParams(selection="aim", max_rounds=8, aim_join_columns=False)
     assert params.estimation_iterations is None
@@ -335,7 +331,7 @@ def test_marginals_planner_refuses_before_reading_data(spark, monkeypatch) -> No
     with pytest.raises(
         InvalidParameterError, match=r"70,300 column subsets.*--synthesizer pgm.*--reporting-length 2"
     ):
-        dp_aggregate(df, AggregationParams(epsilon=4, delta=1e-6, reporting_length=3))
+        dp_aggregate(df, AggregationParams(reporting_length=3), budget=Budget(epsilon=4, delta=1e-6))
     assert math.comb(76, 2) <= AggregationParams().max_column_subsets
 
 
@@ -357,15 +353,10 @@ def test_fit_workload_on_spark(spark, selection: str) -> None:
     df = _small_table(spark)
     data = DataConfig(bins={"age": BinSpec(edges=(30, 50, 70))})
     params = WorkloadParams(
-        epsilon=3.0,
-        delta=1e-6,
-        selection=selection,
-        seed=7,
-        max_rounds=4,
-        estimation_iterations=20,
-        discovery_measurements=True,
+        selection=selection, max_rounds=4, estimation_iterations=20, discovery_measurements=True
     )
-    release = fit_workload(df, params, data)
+    budget = Budget(epsilon=3.0, delta=1e-6, seed=7)
+    release = fit_workload(df, params, data, budget=budget)
     m = release.manifest
     assert m.mechanism == "workload" and m["selection"] == selection and m["test_mode"]
     assert release.domains[release.columns.index("age")] == ("<30", "[30, 50)", "[50, 70)", ">=70")
@@ -387,9 +378,10 @@ def test_fit_workload_on_spark(spark, selection: str) -> None:
 
 def test_a_table_narrower_than_the_reporting_length_is_measured_whole(spark) -> None:
     df = _small_table(spark).select("a", "b")
-    params = WorkloadParams(epsilon=3.0, delta=1e-6, selection="mst", seed=7, estimation_iterations=20)
+    params = WorkloadParams(selection="mst", estimation_iterations=20)
+    budget = Budget(epsilon=3.0, delta=1e-6, seed=7)
     messages: list[str] = []
-    release = fit_workload(df, params, DataConfig(), progress=messages.append)
+    release = fit_workload(df, params, DataConfig(), progress=messages.append, budget=budget)
     assert params.reporting_length == 3 and release.manifest["reporting_length"] == 2
     assert "workload: 2 attribute columns < reporting_length 3: marginals up to 2" in messages
     assert release.columns == ("a", "b")
@@ -469,13 +461,13 @@ def test_choose_fitting_is_the_exponential_mechanism_over_the_fitting_cliques() 
     pool = [(0,), (1,), (2,), (3,)]
     scores = np.array([3.0, 2.0, 1.0, 0.0])
     fits = lambda c: c != (0,)  # noqa: E731 - the best-scored clique does not fit
-    exact = Accountant(1.0, noise=NoNoise())
+    exact = Accountant(Budget(1.0), noise=NoNoise())
     exact.set_rho(1.0)
     exact.spend_rho("choice", 1.0, "exponential mechanism", parts=2)
     assert choose_fitting(pool, scores, fits, exact, "choice", 1.0) == (1,)
     assert choose_fitting(pool, scores, lambda c: False, exact, "choice", 1.0) is None
     rho = 0.5
-    acct = Accountant(1.0, noise=SeededNoise(3))
+    acct = Accountant(Budget(1.0), noise=SeededNoise(3))
     acct.set_rho(4000 * rho)
     acct.spend_rho("choices", 4000 * rho, "exponential mechanism", parts=4000)  # rho per draw
     draws = [choose_fitting(pool, scores, fits, acct, "choices", 1.0) for _ in range(4000)]
@@ -544,15 +536,10 @@ def test_known_measurements_are_used_not_charged(selection: str) -> None:
     from spark_dpsynth.estimation.domain import Measurement
 
     codes, sizes = _codes(500)
-    acct = Accountant(2.0, 1e-6, noise=SeededNoise(5))
+    acct = Accountant(Budget(2.0, 1e-6), noise=SeededNoise(5))
     rho = acct.convert_to_rho(2.0, 1e-6)
     params = WorkloadParams(
-        epsilon=2.0,
-        delta=1e-6,
-        selection=selection,
-        max_rounds=6,
-        estimation_iterations=20,
-        one_way_rho_proportion=0.1,
+        selection=selection, max_rounds=6, estimation_iterations=20, one_way_rho_proportion=0.1
     )
     true_a = LocalCliqueCounter(codes, sizes).tables([(0,)], 10**6)[0].astype(float)
     mask = np.zeros(sizes[0], dtype=bool)
@@ -567,7 +554,7 @@ def test_known_measurements_are_used_not_charged(selection: str) -> None:
         order_key=b"k",
         known=known,
     )
-    assert sum(s.rho or 0.0 for s in acct.budget().shares) == pytest.approx(rho, rel=1e-9)
+    assert sum(s.rho or 0.0 for s in acct.ledger().shares) == pytest.approx(rho, rel=1e-9)
     assert sum(r["rho"] for r in rounds) == pytest.approx(rho, rel=1e-9)
     assert not any(m.partial for m in measurements)  # the known table is not returned again
     # the 1-way tables get their share: 4 tables at 1 / (2 sigma^2) each make 0.1 rho
@@ -606,8 +593,8 @@ def _discover_local(rows, noise, derived=None, config=None):  # noqa: ANN001, AN
     from spark_dpsynth.mechanisms.workload import _discover
 
     names = ("p", "q", "r")
-    params = WorkloadParams(epsilon=4.0, delta=1e-6, seed=3)
-    acct = Accountant(4.0, noise=noise)
+    params = WorkloadParams()
+    acct = Accountant(Budget(4.0), noise=noise)
     discovery, _, _ = _discover(
         LocalBackend.from_rows(rows, 3),
         names,
@@ -640,7 +627,7 @@ def test_discovery_releases_each_columns_empty_count_without_threshold() -> None
     assert not discovery._true_empty  # the true counts are dropped once noised
     assert m["empty_counts_noise_std"] == m["noise_std"] == pytest.approx(m["sigma"] * math.sqrt(3))
     assert "rare" not in discovery.domains[0]  # its count did not pass the threshold; it is not an empty cell
-    shares = {s.name: s for s in acct.budget().shares}
+    shares = {s.name: s for s in acct.ledger().shares}
     assert "empty cells" in shares["discovery_counts"].mechanism
     assert not any("empty" in name for name in shares)  # measured inside discovery_counts: no extra spend
     # with noise: the same std as the value counts (seeded: 200 repetitions of the 3 counts)

@@ -17,19 +17,33 @@ _MECHANISM_SECTIONS = tuple(dict.fromkeys(spec.section for spec in registry.MECH
 COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "pipeline": (
         "aggregate, synthesize and evaluate",
-        ("input", "output", "spark", "run", "data", *_MECHANISM_SECTIONS, "synthesize", "evaluate"),
+        (
+            "input",
+            "output",
+            "spark",
+            "run",
+            "data",
+            *_MECHANISM_SECTIONS,
+            "synthesize",
+            "evaluate",
+            "constraints",
+        ),
     ),
     "aggregate": (
         "input -> DIR/release (a DP mechanism)",
-        ("input", "output", "spark", "run", "data", *_MECHANISM_SECTIONS, "evaluate"),
+        ("input", "output", "spark", "run", "data", *_MECHANISM_SECTIONS, "evaluate", "constraints"),
     ),
     "synthesize": (
         "DIR/release -> DIR/synthetic (post-processing, no privacy cost)",
-        ("output", "spark", "run", "synthesize"),
+        ("output", "spark", "run", "synthesize", "constraints"),
     ),
     "evaluate": (
         "input + DIR/release + synthetic data -> DIR/evaluation (not private)",
         ("input", "output", "spark", "run", "data", "evaluate"),
+    ),
+    "query": (
+        "DIR/release (or --release) + --sql -> counts with standard errors as CSV (post-processing)",
+        ("output", "spark", "run", "query"),
     ),
 }
 """Subcommand -> (help, the configuration sections whose keys are its options)."""
@@ -120,6 +134,9 @@ def _add_options(p: argparse.ArgumentParser, keys: list[ConfigKey]) -> None:
         }
         if key.kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif key.name == "constraints.rules":  # an expression may hold commas: one rule per option
+            kwargs.update(action="append", type=str, metavar="EXPR")
+            kwargs["help"] = f"{key.help}; repeatable, one rule each [{key.name}]"
         elif key.name == "data.multi_value":
             kwargs.update(action="append", type=_column_delimiter, metavar="COLUMN:DELIM")
             kwargs["help"] = f"a multi-value column and the delimiter of its values; repeatable [{key.name}]"

@@ -126,8 +126,16 @@ def summary(release, metrics: dict | None, out_dir: str, stage: OutputStage | No
             lines.append(
                 f"  blank-cell share       synthetic {blank['synthetic']:.4f} / sensitive {blank['sensitive']:.4f}"
             )
+        if metrics.get("k_marginal_score") is not None:
+            lines.append(
+                f"  3-way k-marginal score {metrics['k_marginal_score']:.1f} / 1000 (1 - mean 3-way TVD)"
+            )
         if metrics.get("nist_k_marginal_score") is not None:
-            lines.append(f"  NIST k-marginal score  {metrics['nist_k_marginal_score']:.1f} / 1000 (k = 3)")
+            groups = "-".join((metrics.get("nist_k_marginal") or {}).get("group_columns") or []) or "no group"
+            lines.append(
+                f"  NIST k-marginal score  {metrics['nist_k_marginal_score']:.1f} / 1000 (SDNist 2.4's formula, "
+                f"{groups} x 2-way)"
+            )
         sds = (metrics.get("sds") or {}).get("synthetic", {}).get("summary")
         if sds:
             lines.append(

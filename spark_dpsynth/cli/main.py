@@ -90,9 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         from spark_dpsynth.data.session import configure_logging
 
         configure_logging(quiet=config.quiet, debug=debug)
+        if args.command == "query":  # answers from a release, no Run (spark_dpsynth.cli._query)
+            from spark_dpsynth.cli._query import run_query
+
+            return run_query(config, session)
         run = Run(config, args.command, between=check_interrupts)
         run.check()
-        if config.aggregate.seed is not None or config.synthesize.seed is not None:
+        if config.budget.seed is not None or config.synthesize.seed is not None:
             print(
                 "spark-dpsynth: WARNING: --seed set: test mode, the output is reproducible and NOT private",
                 file=sys.stderr,

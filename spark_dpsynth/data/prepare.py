@@ -493,8 +493,8 @@ def release_config(config: DataConfig, manifest: dict) -> DataConfig:  # type: i
 
 
 def _release_numeric_view(df: DataFrame, manifest: dict) -> DataFrame:  # type: ignore[type-arg]
-    """Date and timestamp columns binned by the release as epoch numbers (:func:`~spark_dpsynth.data.types.numeric_view`)."""
-    from spark_dpsynth.data.types import ColumnType, numeric_view
+    """Date and timestamp columns binned by the release as epoch numbers (:func:`~spark_dpsynth.profile.numeric_view`)."""
+    from spark_dpsynth.profile import ColumnType, numeric_view
 
     types = {
         str(n): ColumnType(

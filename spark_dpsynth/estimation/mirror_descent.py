@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,7 +75,7 @@ import numpy as np
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.estimation._factor import other_axes
 from spark_dpsynth.estimation.domain import Clique, Domain, Measurement
-from spark_dpsynth.estimation.model import GraphicalModel, Structure
+from spark_dpsynth.estimation.model import GraphicalModel, Structure, evidence_potential
 
 __all__ = ["DEFAULT_ITERATIONS", "DEFAULT_TOLERANCE", "WINDOW", "FitReport", "estimate", "estimate_total"]
 
@@ -151,6 +151,7 @@ def estimate(
     total: float | None = None,
     max_cells: int | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
+    structural_zeros: Mapping[Iterable[str], np.ndarray] | None = None,
 ) -> GraphicalModel:
     """Fit a graphical model to noisy measured marginals by Private-PGM's mirror descent (module docstring).
 
@@ -169,6 +170,11 @@ def estimate(
         tolerance: stop before ``iterations`` when the last :data:`WINDOW` steps lowered the loss by less than
             this much per measured cell (the loss is in noise variances), >= 0 (0: run every iteration that
             still lowers the loss).
+        structural_zeros: clique (column names) -> bool array of shape ``domain.shape(clique)``, True on the
+            cells a record may hold: the other cells are structural zeros of the model during the whole fit (a
+            fixed log-potential :data:`~spark_dpsynth.estimation.model.STRUCTURAL_ZERO` added to the clique's,
+            never updated), so the mass the measurements put there goes where the other measurements say
+            (docs/design.md section 4.8, "Conditions and declared rules"). None: none.
 
     Returns:
         The fitted model; ``model.fit_report`` (:class:`FitReport`) says how the fit went.
@@ -207,7 +213,8 @@ def estimate(
         precision[m.clique] = precision.get(m.clique, 0.0) + w
         weighted[m.clique] = weighted.get(m.clique, 0.0) + w * m.values
         constant += float(np.sum(w * m.values**2))
-    model_cliques = list(precision) + [domain.canonical(c) for c in cliques]
+    zeros = dict(evidence_potential(domain, c, a) for c, a in (structural_zeros or {}).items())
+    model_cliques = list(precision) + [domain.canonical(c) for c in cliques] + list(zeros)
     if warm_start is not None:
         model_cliques += list(warm_start.potentials)
     structure = Structure(domain, model_cliques, max_cells=max_cells)
@@ -251,7 +258,14 @@ def estimate(
             loss += float(np.vdot(grad[c] - w, mu_c))
         return 0.5 * loss, mu, grad
 
-    beliefs = structure.calibrate(structure.clique_potentials(theta), total)
+    def potentials(th: dict[Clique, np.ndarray]) -> list[np.ndarray]:
+        """psi of the potentials ``th`` plus the fixed structural zeros."""
+        psi = structure.clique_potentials(th)
+        for c, z in zeros.items():
+            psi[structure.assign[c]] += z.reshape(structure.expand[c])
+        return psi
+
+    beliefs = structure.calibrate(potentials(theta), total)
     propagations = 1
     loss, mu, grad = evaluate(beliefs)
     steps = 0
@@ -292,7 +306,7 @@ def estimate(
                     c: v - alpha * direction[c] + beta * (v - previous[c]) if c in grad else v
                     for c, v in theta.items()
                 }
-                trial_beliefs = structure.calibrate(structure.clique_potentials(trial), total)
+                trial_beliefs = structure.calibrate(potentials(trial), total)
                 propagations += 1
                 trial_loss, trial_mu, trial_grad = evaluate(trial_beliefs)
                 predicted = sum(float(np.vdot(grad[c], mu[c] - trial_mu[c])) for c in measured_cliques)
@@ -322,6 +336,8 @@ def estimate(
             history.append(loss)
             if len(history) > WINDOW and history[-WINDOW - 1] - loss <= tolerance * measured_cells:
                 break
+    if zeros:
+        theta = {c: v + zeros[c] if c in zeros else v for c, v in theta.items()}
     model = GraphicalModel._from_parts(structure, theta, total, beliefs)
     model.fit_report = FitReport(
         iterations=steps,

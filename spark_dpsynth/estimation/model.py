@@ -46,7 +46,13 @@ from spark_dpsynth.estimation.junction_tree import JunctionTree
 if TYPE_CHECKING:
     from spark_dpsynth.estimation.mirror_descent import FitReport
 
-__all__ = ["GraphicalModel", "Structure"]
+__all__ = ["STRUCTURAL_ZERO", "GraphicalModel", "Structure", "evidence_potential"]
+
+STRUCTURAL_ZERO = -1e9
+"""The log-potential of a cell the model must hold no mass in (a structural zero, evidence against a cell):
+finite, so that log-space sums and Hugin's divisions stay defined, and far enough below any fitted
+log-potential (tens) that its exponential is exactly 0.0 in float64 (docs/design.md section 4.8, "Conditions
+and declared rules")."""
 
 _EINSUM_LETTERS = 52
 """The most distinct axes ``numpy.einsum`` accepts in one contraction."""
@@ -442,6 +448,62 @@ class GraphicalModel:
         assert set(scope) == wanted
         return table
 
+    # ------------------------------------------------------------------------------------ evidence
+    def condition(self, evidence: Mapping[Iterable[str], np.ndarray]) -> GraphicalModel:
+        """The model conditioned on evidence: p(x | x_C in A_C for every C), scaled to the same :attr:`total`.
+
+        Each evidence table adds the log-potential of :func:`evidence_potential` (0 on its allowed cells, a
+        structural zero elsewhere) to the model's potentials over its clique, and the junction tree of the
+        cliques, the evidence's included, is rebuilt and calibrated: exact conditioning of the exponential
+        family (Koller and Friedman, "Probabilistic Graphical Models", 2009, section 4.2.3, factor reduction
+        by evidence); sampling the result samples the condition's records only (docs/design.md section
+        4.8, "Conditions and declared rules").
+
+        Args:
+            evidence: clique (column names) -> bool array of shape ``domain.shape(clique)``, True on the cells
+                a record may hold.
+
+        Returns:
+            A new model; this one is unchanged.
+
+        Raises:
+            InvalidParameterError: an array does not have its clique's shape, or the evidence has probability
+                zero under the model (:meth:`probability`).
+        """
+        items = [evidence_potential(self.domain, c, a) for c, a in evidence.items()]
+        if not items:
+            return self
+        theta = {c: v.copy() for c, v in self.potentials.items()}
+        for clique, log_mask in items:
+            theta[clique] = theta[clique] + log_mask if clique in theta else log_mask
+        model = GraphicalModel(self.domain, theta, self.total)
+        for clique, log_mask in items:
+            # When the evidence has probability zero, the normalization moves the mass onto the excluded cells:
+            # every allowed set must hold the whole mass of the conditioned model.
+            counts = model.project(clique)
+            kept = float(np.sum(counts[log_mask == 0.0]))
+            if not (kept > 0.0 and float(np.sum(counts)) - kept <= 1e-6 * model.total):
+                raise InvalidParameterError(
+                    f"the evidence over {list(clique)} has probability zero under the model"
+                )
+        return model
+
+    def probability(self, clique: Iterable[str], allowed: np.ndarray) -> float:
+        """The model's probability of the cells ``allowed`` over ``clique``: sum of :meth:`project` over them /
+        :attr:`total`, in [0, 1].
+
+        Raises:
+            InvalidParameterError: a name is unknown, or ``allowed`` does not have the clique's shape.
+        """
+        names = tuple(clique)
+        mask = np.asarray(allowed, dtype=bool)
+        if mask.shape != self.domain.shape(names):
+            raise InvalidParameterError(
+                f"the evidence over {list(names)} has shape {mask.shape}, expected {self.domain.shape(names)}"
+            )
+        counts = self.project(names)
+        return float(min(1.0, max(0.0, float(counts[mask].sum()) / self.total)))
+
     # ------------------------------------------------------------------------------------ sampling
     def sample(self, n: int, rng: np.random.Generator, *, rounded: bool = False) -> np.ndarray:
         """Draw ``n`` records by ancestral sampling along the junction tree (module docstring).
@@ -487,6 +549,34 @@ class GraphicalModel:
                 out[:, self.domain.index(c)] = col
             done.update(new)
         return out
+
+
+def evidence_potential(
+    domain: Domain, clique: Iterable[str], allowed: np.ndarray
+) -> tuple[Clique, np.ndarray]:
+    """The log-potential of evidence ``allowed`` over ``clique``: 0 on the allowed cells, :data:`STRUCTURAL_ZERO`
+    on the others, in the domain's order of the clique.
+
+    Args:
+        domain: the columns.
+        clique: column names (any order; ``allowed``'s axes follow it).
+        allowed: bool array of shape ``domain.shape(clique)``.
+
+    Returns:
+        (the clique in domain order, float64 log-potential over it).
+
+    Raises:
+        InvalidParameterError: ``allowed`` does not have the clique's shape.
+    """
+    names = tuple(clique)
+    mask = np.asarray(allowed, dtype=bool)
+    if mask.shape != domain.shape(names):
+        raise InvalidParameterError(
+            f"the evidence over {list(names)} has shape {mask.shape}, expected {domain.shape(names)}"
+        )
+    canonical = domain.canonical(names)
+    mask = mask.transpose([names.index(n) for n in canonical])
+    return canonical, np.where(mask, 0.0, STRUCTURAL_ZERO)
 
 
 def _contract(factors: list[tuple[Clique, np.ndarray]], out: Clique) -> np.ndarray:

@@ -7,8 +7,11 @@ The metrics are:
 * ``rows``, ``record_expansion`` (n_syn / n - 1) and ``blank_cell_share`` of both tables;
 * ``tvd`` and ``tvd_by_subset``: the total variation distance between the sensitive and the synthetic L-way
   column marginals, for every column subset of length L = 1..``max_marginal_length``, the empty value counted
-  as a category of its own, and ``nist_k_marginal_score`` = 1000 (1 - mean 3-way TVD) (docs/design.md section 5.2;
-  NIST CRC's k-marginal metric); ``one_way_worst``: the value shares of the worst 1-way columns;
+  as a category of its own, and ``k_marginal_score`` = 1000 (1 - mean 3-way TVD) (docs/design.md section 5.2);
+  ``one_way_worst``: the value shares of the worst 1-way columns;
+* ``nist_k_marginal_score`` and ``nist_k_marginal``: NIST's k-marginal score by SDNist 2.4's own formula (group
+  column x 2-way marginals, SDNist's bins; :mod:`~spark_dpsynth.evaluation.nist`), when the tables have SDNist's
+  group column ``PUMA`` or the caller names group columns;
 * ``sds``: Microsoft SDS's evaluator (docs/design.md section 5.1; SDS ``packages/core/src/processing/evaluator``) of
   the release's aggregates and of the synthetic table's aggregates, both against the true aggregates of the
   sensitive table (:func:`true_aggregates`), per length k = 1..R: suppressed %, fabricated %, mean absolute
@@ -66,6 +69,8 @@ from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation._common import check_table, failure_reason, mismatch, quote, timed_stage
 from spark_dpsynth.evaluation.cells import SubsetPlan, aggregate, cell_counts, release_cells
 from spark_dpsynth.evaluation.coverage import merge_coverage, release_coverage, synthetic_coverage
+from spark_dpsynth.evaluation.nist import nist_group_columns as resolve_nist_groups
+from spark_dpsynth.evaluation.nist import nist_k_marginal
 from spark_dpsynth.evaluation.numeric import (
     COLUMNS_PER_PASS,
     check_numeric_columns,
@@ -176,6 +181,7 @@ def evaluate(
     row_sampling: RowSampling | None = None,
     bins: Mapping[str, Sequence[float]] | None = None,
     floor_sensitive: DataFrame | None = None,
+    nist_group_columns: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     r"""Compare the synthetic table, and optionally the release, with the sensitive table.
 
@@ -241,6 +247,9 @@ def evaluate(
         floor_sensitive: a second uniform sample of the sensitive table, disjoint from the compared one, in the
             form of ``typed_sensitive`` (``RowSampling.floor``): its TVD to the compared sample is
             ``tvd[L]["floor_measured"]`` (docs/design.md section 5.5).
+        nist_group_columns: the group columns of NIST's k-marginal score (SDNist's ``group_features``); None:
+            ``("PUMA",)`` when the tables have a ``PUMA`` column, else no NIST score; ``()``: SDNist's formula
+            without groups (docs/design.md section 5.2).
 
     Returns:
         A JSON-serialisable dict with these keys (lengths are decimal strings ``"1"``, ``"2"``, ...; a value
@@ -274,10 +283,17 @@ def evaluate(
           joined by ``"|"`` in table order (keys are listed in the order of ``itertools.combinations``, so a
           reader can rebuild the subsets from ``columns`` even when a name contains ``"|"``; for a sampled
           length, in the order of ``tvd[L]["subsets"]``), for every compared L-column subset.
-        * ``nist_k_marginal_score`` (float | None): 1000 * (1 - mean 3-way TVD), in [0, 1000], the score of
-          NIST's CRC k-marginal metric with k = 3 over every 3-column subset, or over the sampled ones when
-          ``tvd["3"]["sampled"]`` (NIST's tool samples too); None when
-          fewer than 3 columns or ``max_marginal_length`` < 3.
+        * ``k_marginal_score`` (float | None): 1000 * (1 - mean 3-way TVD), in [0, 1000], over every
+          3-column subset, or over the sampled ones when ``tvd["3"]["sampled"]``; None when fewer than 3
+          columns or ``max_marginal_length`` < 3. Not NIST's score (that is ``nist_k_marginal_score``).
+        * ``nist_k_marginal_score`` (float | None): NIST's k-marginal score in [0, 1000] by SDNist 2.4's formula
+          (:func:`~spark_dpsynth.evaluation.nist.nist_k_marginal`: 1000 (1 - mean TVD) of the marginals group
+          columns x every pair of the other columns but ``INDP``, on SDNist's bins, before SDNist's int()); None
+          without group columns (``nist_group_columns``) or without a pair column.
+        * ``nist_k_marginal``: None, or the rest of that result: ``group_columns``, ``columns`` (the pair
+          columns), ``pairs``, ``binning`` (column -> ``percentile``, ``density`` or ``codes``) and
+          ``score_by_group`` (group value -> SDNist's per-group score in [0, 1000]); or ``{"failed": reason}``
+          (then also in ``failed_metrics``).
         * ``one_way_worst``: for the (up to) 4 columns with the largest 1-way TVD, worst first, a list of
           ``{"column", "tvd", "values", "sensitive", "synthetic", "other"}``: the (up to) 12 values with the
           largest sensitive + synthetic count (None = empty), their shares of the sensitive and synthetic
@@ -338,11 +354,12 @@ def evaluate(
     Raises:
         SchemaError: the two tables' columns differ (names or order), a column is not a string column, a
             column name repeats, there are no columns, the release's or the held-out table's columns are not
-            the tables' columns, ``label`` is not a column, or a numeric column is missing from a typed table,
-            repeats, or is neither numeric, date, timestamp nor string.
+            the tables' columns, ``label`` is not a column, a numeric column is missing from a typed table,
+            repeats, or is neither numeric, date, timestamp nor string, or a ``nist_group_columns`` entry is
+            not a column or repeats.
         InvalidParameterError: ``max_marginal_length``, ``resolution`` or ``tstr_max_rows`` is not an integer
             >= 1, ``max_subsets`` is not an integer >= 0, ``seed`` or ``subset_seed`` is not an integer, ``label_values`` is not a mapping of strings, ``progress`` is not
-            callable.
+            callable, ``nist_group_columns`` is a string.
 
     Privacy:
         None: the result is computed from the sensitive data without noise. It is not differentially private
@@ -365,6 +382,7 @@ def evaluate(
     if release is not None and tuple(release.columns) != columns:
         raise SchemaError(mismatch("the release", tuple(release.columns), columns))
     mapping = check_label(label, label_values, columns)
+    nist_groups = resolve_nist_groups(columns, nist_group_columns)
     typed_s = sensitive if typed_sensitive is None else typed_sensitive
     typed_y = synthetic if typed_synthetic is None else typed_synthetic
     if numeric_columns is None and typed_sensitive is None:
@@ -523,7 +541,7 @@ def evaluate(
             )
         )
         three_way = metrics["tvd"].get("3")
-        metrics["nist_k_marginal_score"] = 1000.0 * (1.0 - three_way["mean"]) if three_way else None
+        metrics["k_marginal_score"] = 1000.0 * (1.0 - three_way["mean"]) if three_way else None
         metrics["one_way_worst"] = one_way_worst(
             counts.top_values, per_subset, plan, metrics["tvd_by_subset"]["1"]
         )
@@ -564,6 +582,20 @@ def evaluate(
                     synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress
                 ),
             )
+        metrics["nist_k_marginal_score"] = None
+        metrics["nist_k_marginal"] = None
+        if nist_groups is not None:
+            # NIST's own formula, on the input's own values (the yardstick's source) with SDNist's bins
+            stage = f"NIST's k-marginal score (SDNist's formula, groups {list(nist_groups)})"
+
+            def nist() -> dict[str, Any] | None:
+                with timed_stage(log, stage, progress):
+                    return nist_k_marginal(source_s, source_y, nist_groups)
+
+            nist_result = _guarded("nist_k_marginal", failed, nist)
+            if nist_result is not None and "failed" not in nist_result:
+                metrics["nist_k_marginal_score"] = nist_result.pop("score")
+            metrics["nist_k_marginal"] = nist_result
         metrics["failed_metrics"] = failed
         metrics["privacy"] = None
         metrics["identifier_columns"] = []
@@ -610,7 +642,9 @@ def _undefined_metrics(
         "empty_columns": [],
         "tvd": {},
         "tvd_by_subset": {},
+        "k_marginal_score": None,
         "nist_k_marginal_score": None,
+        "nist_k_marginal": None,
         "one_way_worst": [],
         "sds": None,
         "numeric": None,

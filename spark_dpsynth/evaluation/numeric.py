@@ -65,10 +65,10 @@ from pyspark.sql import types as T
 from pyspark.storagelevel import StorageLevel
 
 from spark_dpsynth import _validate as v
-from spark_dpsynth.data.types import scale_of
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation._common import quote
 from spark_dpsynth.params import DataConfig
+from spark_dpsynth.profile import scale_of
 
 __all__ = [
     "numeric_metrics",
@@ -115,7 +115,7 @@ _SCALES = {
 
 def numeric_kind(data_type: T.DataType) -> str | None:
     """``"number"``, ``"date"``, ``"timestamp"`` for a numeric, date or timestamp Spark type; None otherwise
-    (the scales of :func:`spark_dpsynth.data.types.scale_of`, integers and reals both ``"number"``)."""
+    (the scales of :func:`spark_dpsynth.profile.scale_of`, integers and reals both ``"number"``)."""
     scale = scale_of(data_type)
     if scale in ("integer", "real"):
         return "number"

@@ -174,7 +174,7 @@ def row_level_identifier_note(manifest: Mapping[str, Any]) -> str | None:
 
     When the release's privacy unit is the record (``manifest["privacy_unit"] == "record"``, the default of a
     manifest without the key) and the manifest lists identifier columns (its ``identifier_columns`` block,
-    :func:`spark_dpsynth.data.types.identifiers_manifest`) or attribute columns named like a key (``id``,
+    :func:`spark_dpsynth.profile.identifiers_manifest`) or attribute columns named like a key (``id``,
     ``idcode``, ``customer_id``, ``userId``, ``Unit ID``, ``key``), such a column may name a person with many rows, who
     is less protected than the guarantee per row suggests: the sentence says so and how to run at person level.
     None for a person-level release (or one whose unit is unknown, read from SDS files) or without identifier

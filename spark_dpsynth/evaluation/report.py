@@ -110,6 +110,7 @@ def render_report(metrics: dict[str, Any], *, title: str = "spark_dpsynth evalua
         _persons_section(metrics.get("persons")),
         _empty_columns_section(metrics.get("empty_columns")),
         _identifiers_section(metrics.get("identifier_columns")),
+        _constraints_section(metrics.get("constraints")),
         _failed_section(metrics.get("failed_metrics")),
         _sds_section(metrics.get("sds")),
         _tvd_section(metrics),
@@ -154,11 +155,19 @@ def headline_numbers(metrics: dict[str, Any]) -> list[tuple[str, str, Any, str]]
         add(f"tvd.{length}.max", f"worst {length}-way TVD ({metrics['tvd'][length].get('worst', '')})", "dec")
     three = metrics["tvd"].get("3")
     add(
-        "nist_k_marginal_score",
-        "NIST k-marginal score (k = 3, of 1000"
+        "k_marginal_score",
+        "3-way k-marginal score (1000 (1 - mean 3-way TVD)"
         + (", sampled subsets)" if isinstance(three, dict) and three.get("sampled") else ")"),
         "score",
     )
+    nist = metrics.get("nist_k_marginal")
+    if isinstance(nist, dict) and "failed" not in nist:
+        groups = "-".join(nist.get("group_columns") or []) or "no group"
+        add(
+            "nist_k_marginal_score",
+            f"NIST k-marginal score (SDNist 2.4's formula, {groups} x 2-way, of 1000)",
+            "score",
+        )
     if metrics.get("sds"):
         for side in ("release", "synthetic"):
             prefix = f"sds.{side}.summary"
@@ -649,6 +658,22 @@ def _identifiers_section(names: list[str] | None) -> str:
         f"<p>Left out of the measurement by configuration ([data] identifiers): {_e(', '.join(names))}. The "
         "synthetic table holds fresh surrogate keys there (docs/design.md section 2.8); they are not compared and "
         "not counted as empty.</p></section>"
+    )
+
+
+def _constraints_section(rules: list[dict[str, Any]] | None) -> str:
+    """The declared rules (the release manifest's ``constraints``) and each one's violations in the synthetic
+    table (docs/design.md section 4.8, "Conditions and declared rules")."""
+    if not rules:
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{_e(r['rule'])}</code></td><td>{int(r['violations']):,}</td></tr>" for r in rules
+    )
+    return (
+        '<section id="constraints"><h2>Declared rules</h2>'
+        "<p>Rules every synthetic row should satisfy (public, declared with the release), and the rows of the "
+        "synthetic table that do not.</p>"
+        f"<table><tr><th>rule</th><th>violations</th></tr>{rows}</table></section>"
     )
 
 

@@ -45,10 +45,10 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_dpsynth.data.types import text_kind_counts
 from spark_dpsynth.errors import SchemaError
 from spark_dpsynth.evaluation._common import quote
 from spark_dpsynth.evaluation.numeric import COLUMNS_PER_PASS, numeric_kind, on_scale
+from spark_dpsynth.profile import text_kind_counts
 
 __all__ = ["CATEGORICAL_MAX_VALUES", "QUANTILE_BINS", "Yardstick", "build_yardstick"]
 
@@ -313,9 +313,9 @@ holds numbers written as text (:func:`build_yardstick`)."""
 
 def _text_numbers(sensitive: DataFrame, strings: Sequence[str]) -> tuple[tuple[str, ...], dict[str, int]]:
     """The string columns of ``strings`` whose non-empty values in ``sensitive`` are more than
-    :data:`TEXT_NUMBERS_SHARE` finite numbers (:func:`~spark_dpsynth.data.types.text_as_number`, as the
+    :data:`TEXT_NUMBERS_SHARE` finite numbers (:func:`~spark_dpsynth.profile.text_as_number`, as the
     DP test reads them), and for each of them its number of distinct texts that are numbers: one Spark job
-    (:func:`~spark_dpsynth.data.types.text_kind_counts`), 8 counts per column to the driver; none without a
+    (:func:`~spark_dpsynth.profile.text_kind_counts`), 8 counts per column to the driver; none without a
     string column."""
     if not strings:
         return (), {}

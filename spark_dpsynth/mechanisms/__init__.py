@@ -20,7 +20,7 @@ What they share (underscore modules, public names inside; docs/design.md section
 * :mod:`._discovery`: the run's accountant, the one draw of the protected number of records n', the noisy threshold that releases a
   column's values, which columns have public values.
 * :mod:`._profile`: the DP profile of the numeric columns without public bins (the noisy histogram; its
-  post-processing is :mod:`spark_dpsynth.data.types`).
+  post-processing is :mod:`spark_dpsynth.profile`).
 * :mod:`._manifest`: the bounding key, the manifest's versions and data configuration, the per-column reports.
 * :mod:`._spark_backend`: the records as cached patterns on Spark, and the counting passes over them (the
   marginals' candidate tuples, the workload's clique tables).

@@ -13,13 +13,12 @@ records, the noisy threshold of released counts, and which column values are pub
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.params import Accounting, AggregationParams, DataConfig
+from spark_dpsynth.params import AggregationParams, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant, spend_number_of_records
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoiseSource, noise_source_for
 
 __all__ = [
@@ -34,26 +33,27 @@ __all__ = [
 
 
 def release_accountant(
-    params: Any,  # noqa: ANN401 - any mechanism's parameters
+    budget: Budget | None = None,
     noise: NoiseSource | None = None,
     acct: Accountant | None = None,
 ) -> Accountant:
-    """The accountant of one release: ``acct``, the run's, checked to hold the budget of ``params``
-    (:meth:`~spark_dpsynth.privacy.accounting.Accountant.check_for`); else one made from a mechanism's parameters
-    (``epsilon``, ``accounting``, ``seed``): production noise (OpenDP over the OS's cryptographic source), or
-    test-mode noise with a ``seed``, unless ``noise`` is given. Its delta is declared by the mechanism when it is
-    known (given, or derived from n').
+    """The accountant of one release: ``acct``, the run's (made once, holding the run's budget); else one made
+    from ``budget`` (default :class:`~spark_dpsynth.privacy.budget.Budget`): production noise (OpenDP over the
+    OS's cryptographic source), or test-mode noise with the budget's ``seed``, unless ``noise`` is given. A
+    derived delta is declared by the mechanism once n' is known.
 
     Raises:
-        InvalidParameterError: ``acct``'s budget is not that of ``params``.
+        InvalidParameterError: both ``acct`` and a ``budget`` other than ``acct``'s are given.
     """
     if acct is not None:
-        return acct.check_for(params)
-    return Accountant(
-        float(params.epsilon),
-        accounting=getattr(params, "accounting", Accounting.CLASSIC),
-        noise=noise if noise is not None else noise_source_for(getattr(params, "seed", None)),
-    )
+        if budget is not None and budget != acct.budget:
+            raise InvalidParameterError(
+                f"the run's accountant holds epsilon {acct.budget.epsilon:g}, the call asks for {budget.epsilon:g}: "
+                "give one budget"
+            )
+        return acct
+    budget = budget if budget is not None else Budget()
+    return Accountant(budget, noise=noise if noise is not None else noise_source_for(budget.seed))
 
 
 def draw_protected_n(true_n: int, params: AggregationParams, acct: Accountant) -> int:

@@ -66,7 +66,7 @@ def data_manifest(
     config: DataConfig, identifiers: Mapping[str, Mapping[str, object]] | None = None
 ) -> dict[str, object]:
     """The public data configuration of a release: the manifest's ``data`` entry, its privacy unit and, with
-    identifier columns, the ``identifier_columns`` block (:func:`~spark_dpsynth.data.types.identifiers_manifest`:
+    identifier columns, the ``identifier_columns`` block (:func:`~spark_dpsynth.profile.identifiers_manifest`:
     their types and places, which type restoration fills with surrogate keys)."""
     extra: dict[str, object] = {"identifier_columns": dict(identifiers)} if identifiers else {}
     return {
@@ -177,7 +177,7 @@ def report_identifiers(
 
     Args:
         identifiers: the manifest's ``identifier_columns`` block
-            (:func:`~spark_dpsynth.data.types.identifiers_manifest`): schema facts only.
+            (:func:`~spark_dpsynth.profile.identifiers_manifest`): schema facts only.
         progress: the progress callback.
     """
     for name, entry in identifiers.items():

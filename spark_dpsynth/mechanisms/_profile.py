@@ -2,8 +2,8 @@
 each such column is decided a code or a measurement with DP bins (docs/design.md section 2.8).
 
 :func:`dp_profiles` counts, on Spark, the cells of every profiled column on its scale's public grid
-(:func:`spark_dpsynth.data.types.profile_grid`), draws the noise on every possible cell, and hands the noisy
-histogram to :func:`spark_dpsynth.data.types.profile_from_noisy` (post-processing). :func:`profile_sigma` is the
+(:func:`spark_dpsynth.profile.profile_grid`), draws the noise on every possible cell, and hands the noisy
+histogram to :func:`spark_dpsynth.profile.profile_from_noisy` (post-processing). :func:`profile_sigma` is the
 noise scale of the Gaussian mechanism (from :func:`profile_units`), :func:`profile_parts` the number of its draws. Used by the marginals,
 workload and class-conditional mechanisms, which spend the profile's share of the budget (``column_profile``) in
 the release's accountant; the noise is drawn through that share.
@@ -20,7 +20,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_dpsynth._progress import Progress, report
-from spark_dpsynth.data.types import (
+from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.params import TEXT_NUMBERS_EPSILON_PROPORTION, DataConfig
+from spark_dpsynth.privacy.accounting import (
+    Accountant,
+    laplace_threshold_discrete,
+    rho_1_threshold_discrete,
+)
+from spark_dpsynth.profile import (
     BLOCK_NOISE,
     FINE_BLOCK_NOISE,
     ColumnProfile,
@@ -42,13 +49,7 @@ from spark_dpsynth.data.types import (
     text_number_candidates,
     with_text_numbers,
 )
-from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.params import TEXT_NUMBERS_EPSILON_PROPORTION, DataConfig
-from spark_dpsynth.privacy.accounting import (
-    Accountant,
-    laplace_threshold_discrete,
-    rho_1_threshold_discrete,
-)
+from spark_dpsynth.profile.codes import DISTINCT_NOISE
 
 __all__ = [
     "EXACT_VALUES_FLOOR",
@@ -77,13 +78,16 @@ def profile_units(types: Mapping[str, ColumnType], columns: tuple[str, ...], blo
     """The squared L2 sensitivity of a DP profile of ``columns``, in units of the cells' noise: one record adds
     one to one cell of each column (1 each), possibly one to a real column's count of values that are not whole
     numbers (1 each) and, with ``blocks`` (the zCDP profile), one to each block of the column's
-    :func:`~spark_dpsynth.data.types.block_tree` that holds its value, whose count gets kappa times the cells'
-    noise (1 / kappa^2 each: :func:`~spark_dpsynth.data.types.block_units`, at most 4 / 9 + 5 / 36 with kappa =
-    :data:`~spark_dpsynth.data.types.BLOCK_NOISE` on the 4 searched levels and
-    :data:`~spark_dpsynth.data.types.FINE_BLOCK_NOISE` on the 5 fine ones)."""
+    :func:`~spark_dpsynth.profile.block_tree` that holds its value, whose count gets kappa times the cells'
+    noise (1 / kappa^2 each: :func:`~spark_dpsynth.profile.block_units`, at most 4 / 9 + 5 / 36 with kappa =
+    :data:`~spark_dpsynth.profile.BLOCK_NOISE` on the 4 searched levels and
+    :data:`~spark_dpsynth.profile.FINE_BLOCK_NOISE` on the 5 fine ones), and on the number scales one to its
+    count of distinct values, whose noise is :data:`~spark_dpsynth.profile.codes.DISTINCT_NOISE` times the
+    cells' (1 / 9 each: the evidence of a sparse code set, docs/design.md section 2.8)."""
     fractional = sum(1 for c in columns if types[c].scale == "real")
     per_column = [1.0 + (block_units(types[c].scale) if blocks else 0.0) for c in columns]
-    return sum(per_column) + fractional
+    distinct = DISTINCT_NOISE**-2.0 * len(_distinct_counted(types, columns)) if blocks else 0.0
+    return sum(per_column) + fractional + distinct
 
 
 def profile_sigma(rho: float, units: float) -> float:
@@ -97,8 +101,17 @@ def profile_sigma(rho: float, units: float) -> float:
 def profile_parts(types: Mapping[str, ColumnType], columns: tuple[str, ...], blocks: bool = True) -> int:
     """The draws of a DP profile of ``columns``: one histogram per column, on a real column one count of the values
     that are not whole numbers, and with ``blocks`` two vectors of block counts per column (the searched blocks,
-    the fine blocks: :func:`~spark_dpsynth.data.types.block_noise`)."""
-    return len(columns) * (3 if blocks else 1) + sum(1 for c in columns if types[c].scale == "real")
+    the fine blocks: :func:`~spark_dpsynth.profile.block_noise`), and one count of distinct values per column
+    on the number scales."""
+    distinct = len(_distinct_counted(types, columns)) if blocks else 0
+    return (
+        len(columns) * (3 if blocks else 1) + sum(1 for c in columns if types[c].scale == "real") + distinct
+    )
+
+
+def _distinct_counted(types: Mapping[str, ColumnType], columns: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns of a zCDP profile whose distinct values are counted: those on the number scales."""
+    return tuple(c for c in columns if types[c].scale in ("integer", "real"))
 
 
 def dp_profiles(
@@ -141,19 +154,23 @@ def dp_profiles(
 
     Privacy:
         One Spark job per scale and :data:`PROFILE_PASS_COLUMNS` columns: per column, the counts of its
-        values' cells on a public grid (:func:`~spark_dpsynth.data.types.profile_points`: a point cell per grid
+        values' cells on a public grid (:func:`~spark_dpsynth.profile.profile_points`: a point cell per grid
         point, an open cell between two points, one cell for empty values), and on the real scale the count of
         values that are not whole numbers; at most 2 x len(points) + 2 keys per column reach the driver. Every
         possible cell of every column gets noise drawn through ``share``, the cells without records included: discrete Gaussian with
         sigma = :func:`profile_sigma` (rho-zCDP for the whole profile; docs/design.md section 2.8), or discrete
         Laplace (epsilon-DP). Under zCDP the count of every block of
-        :func:`~spark_dpsynth.data.types.block_tree` (a sum of the true cells, on the driver) gets discrete
-        Gaussian noise of std kappa sigma (kappa :data:`~spark_dpsynth.data.types.BLOCK_NOISE` on the searched
-        blocks, :data:`~spark_dpsynth.data.types.FINE_BLOCK_NOISE` on the fine ones): a hierarchical
+        :func:`~spark_dpsynth.profile.block_tree` (a sum of the true cells, on the driver) gets discrete
+        Gaussian noise of std kappa sigma (kappa :data:`~spark_dpsynth.profile.BLOCK_NOISE` on the searched
+        blocks, :data:`~spark_dpsynth.profile.FINE_BLOCK_NOISE` on the fine ones): a hierarchical
         histogram (Hay, Rastogi, Miklau, Suciu, "Boosting the accuracy of differentially private histograms
         through consistency", VLDB 2010; Qardaji, Yang, Li, "Understanding hierarchical methods for
         differentially private histograms", VLDB 2013), whose block counts have a noise that does not grow with
-        the block's cells. Everything after the noise (the threshold, the shares, the range, the quantiles) is
+        the block's cells. Under zCDP each column on the number scales also has its number of distinct finite
+        values counted (one more Spark job per batch, at most one row per column to the driver; a record adds at
+        most one distinct value: sensitivity 1) with discrete Gaussian noise of std
+        :data:`~spark_dpsynth.profile.codes.DISTINCT_NOISE` sigma, the evidence of a sparse code set
+        (:func:`~spark_dpsynth.profile.codes.code_set`). Everything after the noise (the threshold, the shares, the range, the quantiles) is
         post-processing. Nothing true is logged or returned.
     """
     if not columns:
@@ -182,6 +199,8 @@ def dp_profiles(
             return acct.gaussian(share, true, scale)
 
     by_column: dict[int, list[tuple[float, bool, bool, int]]] = {}
+    distinct_of: dict[int, int] = {}  # private until noised: the number of distinct values per column
+    counted = set() if laplace else set(_distinct_counted(types, columns))
     # The records as (column, value) pairs, one scale per job, and the cell key computed once on the pairs: a key
     # per column is a large expression (PROFILE_PASS_COLUMNS).
     for scale in dict.fromkeys(types[c].scale for c in columns):
@@ -216,6 +235,11 @@ def dp_profiles(
                 by_column.setdefault(int(r["j"]), []).append(
                     (lower_point, bool(r["exact"]), bool(r["frac"]), int(r["count"]))
                 )
+            if any(c in counted for _, c in batch):
+                # the distinct finite values of each column: at most PROFILE_PASS_COLUMNS rows reach the driver
+                finite = x.isNotNull() & ~F.isnan(x) & (F.abs(x) != F.lit(math.inf))
+                for r in pairs.where(finite).groupBy("j").agg(F.countDistinct("x").alias("d")).collect():
+                    distinct_of[int(r["j"])] = int(r["d"])
     out = {}
     for j, c in enumerate(columns):
         scale = types[c].scale
@@ -247,6 +271,10 @@ def dp_profiles(
                 blocks[kappa == k] = draw(true[kappa == k], k)
             block_sigma = kappa * sigma
             del running, true
+        distinct = None
+        if c in counted:
+            # one record adds at most one distinct value: sensitivity 1, noise DISTINCT_NOISE times the cells'
+            distinct = float(draw(np.array([distinct_of.get(j, 0)]), DISTINCT_NOISE)[0])
         del hist, frac_count, entries
         out[c] = profile_from_noisy(
             c,
@@ -260,7 +288,10 @@ def dp_profiles(
             laplace,
             blocks,
             block_sigma,
+            distinct=distinct,
+            distinct_sigma=DISTINCT_NOISE * sigma,
         )
+    del distinct_of
     return out
 
 
@@ -336,12 +367,12 @@ def dp_exact_values(
         types: the column types; profiles: the DP profiles (:func:`dp_profiles`).
         n_bins: ``DataConfig.dp_bins``; protected_n: n'.
         acct: the release's accountant, with the shares of :func:`spend_exact_values` spent (either kind); None when
-            :func:`~spark_dpsynth.data.types.exact_value_targets` is empty (nothing is counted).
+            :func:`~spark_dpsynth.profile.exact_value_targets` is empty (nothing is counted).
 
     Returns:
         ``profiles`` with the targets' profiles revised
-        (:func:`~spark_dpsynth.data.types.profile_with_edges`, then
-        :func:`~spark_dpsynth.data.types.profile_with_exact_values`).
+        (:func:`~spark_dpsynth.profile.profile_with_edges`, then
+        :func:`~spark_dpsynth.profile.profile_with_exact_values`).
 
     Raises:
         BudgetError: the shares are not spent (and there are targets).
@@ -350,7 +381,7 @@ def dp_exact_values(
         One Spark job over the m target columns: per column, the count of each distinct non-empty value; the
         values held by at least c = 1 + floor(:data:`EXACT_VALUES_FLOOR` n') records reach the driver (private,
         never logged), in a fixed order (column, value). For the m_e targets with edge pieces
-        (:func:`~spark_dpsynth.data.types.edge_pieces`, chosen from the profile: public), the same job counts
+        (:func:`~spark_dpsynth.profile.edge_pieces`, chosen from the profile: public), the same job counts
         every sub-interval of those pieces (public keys, zeros included). A record adds one to one value of each
         column and to at most one sub-interval of each such column: L2 sensitivity sqrt(m + m_e), L1
         sensitivity m + m_e. Noise is drawn once on every count through the share ``exact_values``: discrete
@@ -524,7 +555,7 @@ def dp_text_numbers(
     Args:
         df: the records (after the row filter, record limit and privacy-unit merge), values trimmed, empty
             values null.
-        columns: the candidate string columns (:func:`~spark_dpsynth.data.types.text_number_candidates`).
+        columns: the candidate string columns (:func:`~spark_dpsynth.profile.text_number_candidates`).
         acct: the release's accountant, with the share ``text_numbers`` spent (:func:`spend_text_numbers`),
             either kind.
         n_bins: ``DataConfig.dp_bins`` (b).
@@ -534,7 +565,7 @@ def dp_text_numbers(
         numbers (Spark's ``try_cast`` to double) exceeds both the noisy count of their other non-empty values and
         three standard deviations of the noise (sigma sqrt(s) for s columns under a zCDP share, sqrt(2) s /
         epsilon under a pure one), and whose noisy count of
-        numbers that are not small whole numbers (|x| <= :data:`~spark_dpsynth.data.types.MAX_CODE_RANGE`)
+        numbers that are not small whole numbers (|x| <= :data:`~spark_dpsynth.profile.MAX_CODE_RANGE`)
         exceeds three standard deviations and 1/(2 b) of their numbers: the DP profile then decides them as
         numbers, on the ``integer`` scale when their noisy count of numbers that are not whole is at most three
         standard deviations or 0.1% of their numbers (NIST's incomes and poverty ratios: on the real scale the
@@ -544,7 +575,7 @@ def dp_text_numbers(
         is not spread over it.
 
     Privacy:
-        One Spark job (:func:`~spark_dpsynth.data.types.text_kind_counts`) reads, per column, four counts: the
+        One Spark job (:func:`~spark_dpsynth.profile.text_kind_counts`) reads, per column, four counts: the
         records whose value is a small whole number, another whole number, a finite number that is not whole, or
         another non-empty text. A record added or removed changes one of the four counts of each column by one:
         L2 sensitivity sqrt(s), and the discrete Gaussian of std sigma sqrt(s) on the 4 s counts is
@@ -588,11 +619,11 @@ def text_numbers_step(
     rho: float | None = None,
 ) -> dict[str, ColumnType]:
     """The DP test of numbers written as text, as every mechanism runs it before its DP profile (docs/design.md
-    section 2.8): the candidates (:func:`~spark_dpsynth.data.types.text_number_candidates`, ``domains`` the
+    section 2.8): the candidates (:func:`~spark_dpsynth.profile.text_number_candidates`, ``domains`` the
     mechanism's own public domains), the share ``text_numbers`` spent in ``acct`` (:func:`spend_text_numbers`:
     ``rho`` for a zCDP share, None for a pure one),
     :func:`dp_text_numbers` on the prepared records, and ``types`` with the columns found on the scale it found
-    (:func:`~spark_dpsynth.data.types.with_text_numbers`). Nothing is spent or read without a candidate. The
+    (:func:`~spark_dpsynth.profile.with_text_numbers`). Nothing is spent or read without a candidate. The
     columns found are a DP output, named in the progress line (``stage``: its prefix)."""
     from spark_dpsynth.data.prepare import prepare
 

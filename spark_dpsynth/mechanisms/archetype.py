@@ -51,6 +51,7 @@ from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms._discovery import release_accountant
 from spark_dpsynth.params import DataConfig
 from spark_dpsynth.privacy.accounting import Accountant
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Release
@@ -74,7 +75,6 @@ MAX_PUBLIC_ROWS = 200_000
 """Default bound on the public rows collected to the driver to fit the mixture."""
 ENCODINGS = ("onehot", "ordinal")
 COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
-ACCOUNTINGS = ("classic", "tight_zcdp")
 _PERSON = "__person"
 _ARCH = "__archetype"
 _CAT = "__category"
@@ -111,34 +111,17 @@ class ArchetypeParams:
     """covariance_type of scikit-learn's GaussianMixture: full, tied, diag or spherical."""
     max_public_rows: int = MAX_PUBLIC_ROWS
     """At most this many public rows are collected to the driver to fit the mixture (>= 1)."""
-    epsilon: float = 4.0
-    """Total privacy budget epsilon > 0 (the CLI takes it from [aggregate] epsilon)."""
-    delta: float | None = None
-    """delta in (0, 0.5); None uses DEFAULT_DELTA = 1e-6 (the CLI takes it from [aggregate] delta)."""
-    accounting: str = "classic"
-    """classic (rho + 2 sqrt(rho ln(1/delta)) = epsilon) or tight_zcdp (OpenDP's exact conversion)."""
-    seed: int | None = None
-    """Test mode: reproducible, NON-cryptographic noise and tie-break key (not private); also seeds the fit."""
 
     def __post_init__(self) -> None:
         v.integer("n_archetypes", self.n_archetypes, low=1)
         v.integer("max_public_rows", self.max_public_rows, low=1)
         v.open_unit("archetype_rho_proportion", self.archetype_rho_proportion)
-        v.positive("epsilon", self.epsilon)
-        if self.delta is not None:
-            d = v.open_unit("delta", self.delta)
-            if d >= 0.5:
-                raise InvalidParameterError(f"delta must be < 0.5, got {self.delta!r}")
         for name, value, allowed in (
             ("cluster_encoding", self.cluster_encoding, ENCODINGS),
             ("covariance_type", self.covariance_type, COVARIANCE_TYPES),
-            ("accounting", str(self.accounting), ACCOUNTINGS),
         ):
             if value not in allowed:
                 raise InvalidParameterError(f"{name} must be one of {list(allowed)}, got {value!r}")
-        object.__setattr__(self, "accounting", str(self.accounting))
-        if self.seed is not None:
-            v.integer("seed", self.seed, low=0)
         for name in ("cluster_columns", "sample_columns"):
             cols = getattr(self, name)
             if cols is not None:
@@ -175,14 +158,6 @@ class ArchetypeParams:
         both = [c for c in self.sample_columns or () if c in roles]
         if both:
             raise InvalidParameterError(f"sample_columns {both} are also the count column or fill columns")
-
-    @property
-    def test_mode(self) -> bool:
-        return self.seed is not None
-
-    @property
-    def delta_in_force(self) -> float:
-        return float(self.delta) if self.delta is not None else DEFAULT_DELTA
 
 
 def resolve_roles(
@@ -530,6 +505,7 @@ def fit_archetype(
     params: ArchetypeParams | None = None,
     data_config: DataConfig | None = None,
     *,
+    budget: Budget | None = None,
     noise: NoiseSource | None = None,
     progress: Progress | None = None,
     acct: Accountant | None = None,
@@ -539,13 +515,16 @@ def fit_archetype(
     Args:
         private: the sensitive table; a person (``params.privacy_unit``) may have many rows.
         public: a public table of the same schema (same attribute columns and privacy unit column).
-        params: column roles, k, budget (epsilon, delta, accounting), encoding, seed.
+        params: column roles, k, the archetypes' share of rho, encoding.
         data_config: attribute columns, empty values and public bins, applied to both tables alike.
-        noise: the noise source of a new accountant (default: production, or test mode when ``params.seed``
-            is set); ignored with ``acct``.
+        budget: the release's :class:`~spark_dpsynth.privacy.budget.Budget` when no ``acct`` is given (default
+            epsilon 4); its delta must be < 0.5, None takes :data:`DEFAULT_DELTA`; its seed is test mode (noise,
+            tie-break key and the mixture's fit).
+        noise: the noise source of a new accountant (default: production, or test mode with the budget's
+            seed); ignored with ``acct``.
         progress: optional callback, one message per stage (no statistic of the private data).
         acct: the run's :class:`~spark_dpsynth.privacy.accounting.Accountant`, through which both histograms are
-            drawn; default a new one for ``params``.
+            drawn (it holds the budget); default a new one for ``budget``.
 
     Returns:
         (the model, :class:`spark_dpsynth.synthesizers.archetype.ArchetypeModel`, for
@@ -557,7 +536,8 @@ def fit_archetype(
     Raises:
         SchemaError: a column of the roles, the privacy unit or an attribute column is missing in either table
             (checked on the schemas, before any data is read).
-        InvalidParameterError: the public sample has fewer rows than archetypes.
+        InvalidParameterError: the budget's delta is >= 0.5 (before any data is read); the public sample has
+            fewer rows than archetypes.
 
     Privacy:
         rho-zCDP, hence (epsilon, delta)-DP, with a person as the unit (see the module docstring): two
@@ -574,26 +554,30 @@ def fit_archetype(
     public_roles = resolve_roles(public.columns, params, data.with_columns(roles.columns))
     assert public_roles.columns == roles.columns
     data = data.with_columns(roles.columns)
-    acct = release_accountant(params, noise, acct)
-    delta = params.delta_in_force
-    acct.declare_delta(delta, "given")
+    acct = release_accountant(budget, noise, acct)
+    if acct.delta is None:
+        acct.declare_delta(DEFAULT_DELTA, "the archetype mechanism's default")
+    delta = float(acct.delta)  # type: ignore[arg-type]
+    if delta >= 0.5:
+        raise InvalidParameterError(f"delta must be < 0.5 for the archetype mechanism, got {delta!r}")
+    seed = acct.budget.seed
     from spark_dpsynth.privacy.accounting import rho_of
 
-    rho = rho_of(params.epsilon, delta, params.accounting)
+    rho = rho_of(acct.epsilon, delta, acct.accounting)
     acct.set_rho(rho)  # converted at the whole delta: this mechanism has no threshold
     acct.spend_delta("zcdp_conversion", delta, "rho-zCDP -> (epsilon, delta)-DP")
     from spark_dpsynth.privacy.accounting import opendp_epsilon_of_rho
 
     started = time.perf_counter()
     per_person = unit is not None
-    if params.seed is None:
+    if seed is None:
         key = secrets.randbits(63)
         fit_state = secrets.randbits(31)
     else:
         from spark_dpsynth.privacy._seeded import derive_key
 
-        key = derive_key(params.seed) >> 1
-        fit_state = params.seed % (2**31)
+        key = derive_key(seed) >> 1
+        fit_state = seed % (2**31)
 
     # 1. Public: domains, the bounded sample, the mixture.
     report(progress, log, "archetype: public domains")
@@ -657,7 +641,7 @@ def fit_archetype(
         "format_version": FORMAT_VERSION,
         "mechanism": "archetype",
         "synthesizers": list(synthesizers_for("archetype")),
-        "budget": acct.budget().to_json(),
+        "budget": acct.ledger().to_json(),
         "synthesizer": "archetype",
         "test_mode": acct.test_mode,
         "noise_sampler": acct.noise_name,
@@ -670,10 +654,10 @@ def fit_archetype(
             else "record-level: no privacy unit column, every row is its own person"
         ),
         "reporting_length": 0,
-        "epsilon": float(params.epsilon),
+        "epsilon": acct.epsilon,
         "delta": delta,
         "rho": rho,
-        "accounting": params.accounting,
+        "accounting": acct.accounting.value,
         "epsilon_opendp_exact": opendp_epsilon_of_rho(rho, delta),
         "rho_archetypes": rho_a,
         "rho_count_column": rho_c,
@@ -703,11 +687,8 @@ def fit_archetype(
             "covariance_type": params.covariance_type,
         },
         "parameters": {
-            "epsilon": float(params.epsilon),
-            "delta": params.delta,
-            "accounting": params.accounting,
+            **acct.budget.parameters(),
             "archetype_rho_proportion": params.archetype_rho_proportion,
-            "seed": params.seed,
         },
     }
     model = ArchetypeModel(
@@ -721,7 +702,7 @@ def fit_archetype(
     )
     # The input's column types, from the schema and the public bins (no data): the command line gives the
     # synthetic columns back in them (restore_types, docs/design.md section 2.8), a binned one drawn in its bin.
-    from spark_dpsynth.data.types import column_types, types_manifest
+    from spark_dpsynth.profile import column_types, types_manifest
 
     typed = data.with_columns(tuple(roles.columns))
     types = column_types(private.schema, typed)

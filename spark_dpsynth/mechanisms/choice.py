@@ -37,6 +37,7 @@ from typing import Any
 from spark_dpsynth._progress import report
 from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.params import AggregationParams, DataConfig, WorkloadParams
+from spark_dpsynth.privacy.budget import Budget
 
 __all__ = [
     "MAX_RELATIVE_NOISE",
@@ -133,10 +134,10 @@ def marginals_feasible(d: int | None, aggregation: AggregationParams, data: Data
     return None
 
 
-def choose(d: int, aggregation: AggregationParams, protected_n: int) -> Choice:
+def choose(d: int, aggregation: AggregationParams, budget: Budget, protected_n: int) -> Choice:
     """The rule of the module docstring for ``d`` >= 1 attribute columns and the protected number of records
-    ``protected_n`` >= 1 (a DP value). ``aggregation`` gives epsilon, delta, epsilon_N's share, R and the
-    accounting.
+    ``protected_n`` >= 1 (a DP value). ``aggregation`` gives epsilon_N's share and R, ``budget`` epsilon, delta
+    and the accounting.
 
     Raises:
         InvalidParameterError: ``d`` < 1 or ``protected_n`` < 1.
@@ -146,9 +147,9 @@ def choose(d: int, aggregation: AggregationParams, protected_n: int) -> Choice:
     if d < 1 or protected_n < 1:
         raise InvalidParameterError(f"d and protected_n must be >= 1, got {d} and {protected_n}")
     w = subsets(d, aggregation.reporting_length)
-    delta = aggregation.delta if aggregation.delta is not None else delta_from_protected_n(protected_n)
-    eps_m = aggregation.epsilon * (1.0 - aggregation.number_of_records_epsilon_proportion)
-    rho = rho_of(eps_m, delta / 2.0, aggregation.accounting)  # the other delta/2 pays for rho_1
+    delta = budget.delta_or(delta_from_protected_n(protected_n))
+    eps_m = budget.epsilon * (1.0 - aggregation.number_of_records_epsilon_proportion)
+    rho = rho_of(eps_m, delta / 2.0, budget.accounting)  # the other delta/2 pays for rho_1
     relative = math.sqrt(w / (2.0 * rho)) / protected_n
     if relative <= MAX_RELATIVE_NOISE and w <= MAX_SUBSETS:
         return Choice(
@@ -179,11 +180,10 @@ def fit_auto(  # noqa: ANN201 - returns (Choice, registry.Fitted)
     Args:
         df: the sensitive table.
         aggregation: the marginals mechanism's parameters.
-        workload: the workload mechanism's parameters; its budget (epsilon, delta, epsilon_N's share, seed and
-            accounting) must be ``aggregation``'s.
+        workload: the workload mechanism's parameters; its share epsilon_N must be ``aggregation``'s.
         data: the data configuration.
         context: the registry's :class:`~spark_dpsynth.registry.MechanismContext`: n' is drawn through its
-            ``accountant`` (one is made for ``aggregation`` when it has none), which the chosen mechanism then
+            ``accountant`` (one is made for the default budget when it has none), which the chosen mechanism then
             spends the rest of; its ``protected_n`` is filled here.
 
     Returns:
@@ -191,7 +191,7 @@ def fit_auto(  # noqa: ANN201 - returns (Choice, registry.Fitted)
         whose release's manifest holds ``mechanism_choice`` (:meth:`Choice.to_json`).
 
     Raises:
-        InvalidParameterError: the two parameter sets disagree on the budget (before any data is read); what
+        InvalidParameterError: the two parameter sets disagree on epsilon_N (before any data is read); what
             either mechanism raises.
 
     Privacy:
@@ -200,15 +200,15 @@ def fit_auto(  # noqa: ANN201 - returns (Choice, registry.Fitted)
     """
     from spark_dpsynth import registry
     from spark_dpsynth.data.prepare import prepare, resolve_columns
-    from spark_dpsynth.data.types import column_types, numeric_view
     from spark_dpsynth.mechanisms._discovery import draw_protected_n, release_accountant
+    from spark_dpsynth.profile import column_types, numeric_view
 
-    for name in ("epsilon", "delta", "number_of_records_epsilon_proportion", "seed", "accounting"):
-        if getattr(aggregation, name) != getattr(workload, name):
-            raise InvalidParameterError(
-                f"the marginals and workload parameters must share the budget: {name} "
-                f"{getattr(aggregation, name)!r} != {getattr(workload, name)!r}"
-            )
+    name = "number_of_records_epsilon_proportion"
+    if getattr(aggregation, name) != getattr(workload, name):
+        raise InvalidParameterError(
+            f"the marginals and workload parameters must share the budget: {name} "
+            f"{getattr(aggregation, name)!r} != {getattr(workload, name)!r}"
+        )
     config = resolve_columns(df.columns, data)
     assert config.columns is not None
     d = len(config.columns)
@@ -218,11 +218,11 @@ def fit_auto(  # noqa: ANN201 - returns (Choice, registry.Fitted)
         report(context.progress, log, f"auto: workload mechanism ({choice.reason})")
         fitted = registry.mechanism("workload").load_run()(df, workload, data, context)
     else:
-        acct = context.accountant if context.accountant is not None else release_accountant(aggregation)
+        acct = release_accountant(acct=context.accountant)
         records = prepare(numeric_view(df, column_types(df.schema, config)), config)
         # One number reaches the driver: the true number of records, used only for n' (never logged).
-        protected_n = draw_protected_n(records.count(), aggregation, acct.check_for(aggregation))
-        choice = choose(d, aggregation, protected_n)
+        protected_n = draw_protected_n(records.count(), aggregation, acct)
+        choice = choose(d, aggregation, acct.budget, protected_n)
         report(context.progress, log, f"auto: {choice.mechanism} mechanism ({choice.reason})")
         context = dataclasses.replace(context, accountant=acct, protected_n=protected_n)
         params = aggregation if choice.mechanism == "marginals" else workload

@@ -49,6 +49,7 @@ from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms._discovery import protected_n_from, release_accountant
 from spark_dpsynth.params import TEXT_NUMBERS_EPSILON_PROPORTION, AggregationParams, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant, spend_number_of_records
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Release, sorted_marginal
@@ -65,8 +66,6 @@ class ClassConditionalParams:
     """Parameters of the class-conditional mechanism (and, through ``number_of_tuples`` and ``seed``, of its
     synthesizer)."""
 
-    epsilon: float = 1.0
-    """Total privacy budget epsilon > 0."""
     label: str | None = None
     """The class column; None takes the last attribute column."""
     number_of_tuples: int | None = None
@@ -78,19 +77,13 @@ class ClassConditionalParams:
     """N_p: share of epsilon spent on the protected number of records, in (0, 1)."""
     domain_epsilon_proportion: float = 0.1
     """Share of epsilon spent on a DP-thresholded 1-way release for columns without a public domain, in (0, 1)."""
-    delta: float | None = None
-    """delta of the thresholded releases (the domains' and the DP exact values'), in (0, 1); None derives it as
-    the main path does."""
     profile_epsilon_proportion: float = 0.2
     """Share of epsilon spent on the DP profile of the numeric columns without public bins (code or measurement,
     docs/design.md sections 2.8 and 4.4), in (0, 1); spent only when there are such columns. Larger than the
     other mechanisms' share: in pure DP the profile's Laplace scale grows with the number of profiled columns
     (L1 sensitivity), and a code that does not stand out of that noise is binned as a measurement."""
-    seed: int | None = None
-    """Test mode: reproducible, NON-cryptographic noise (not private). Sampling uses it too."""
 
     def __post_init__(self) -> None:
-        v.positive("epsilon", self.epsilon)
         if self.number_of_tuples is not None:
             v.integer("number_of_tuples", self.number_of_tuples, low=1)
         npp = v.open_unit("number_of_records_epsilon_proportion", self.number_of_records_epsilon_proportion)
@@ -104,10 +97,6 @@ class ClassConditionalParams:
                 f"the test of numbers written as text ({tp}) must be < 1, got {npp} + {dpp} + 2 x {ppp} + {tp} "
                 f"= {npp + dpp + 2 * ppp + tp}"
             )
-        if self.delta is not None:
-            v.open_unit("delta", self.delta)
-        if self.seed is not None:
-            v.integer("seed", self.seed, low=0)
         domains = {}
         for col, values in dict(self.domains).items():
             vals = tuple(str(x) for x in values)
@@ -141,6 +130,7 @@ def fit_class_conditional(
     params: ClassConditionalParams | None = None,
     data_config: DataConfig | None = None,
     *,
+    budget: Budget | None = None,
     noise: NoiseSource | None = None,
     progress: Progress | None = None,
     acct: Accountant | None = None,
@@ -149,14 +139,16 @@ def fit_class_conditional(
 
     Args:
         df: the sensitive table; one row per record.
-        params: epsilon, label, number of tuples (kept in the manifest for the synthesizer), public domains,
-            delta of the domain release, seed (test mode).
+        params: label, number of tuples (kept in the manifest for the synthesizer), public domains, the shares
+            of epsilon.
         data_config: columns, empty values and public bins (binned columns have public domains).
-        noise: the noise source of a new accountant (default: production noise, or test-mode noise when
-            ``params.seed`` is set); ignored with ``acct``.
+        budget: the release's :class:`~spark_dpsynth.privacy.budget.Budget` when no ``acct`` is given (default
+            epsilon 4; its delta, given or derived, pays for the thresholded releases; its seed is test mode).
+        noise: the noise source of a new accountant (default: production noise, or test-mode noise with the
+            budget's seed); ignored with ``acct``.
         progress: optional callback, one message per stage (no statistic of the data).
         acct: the run's :class:`~spark_dpsynth.privacy.accounting.Accountant` (pure DP: its delta is declared
-            only by the domains' release); default a new one for ``params``.
+            only by the domains' release unless the budget gives it); default a new one for ``budget``.
 
     Returns:
         (the model, :class:`spark_dpsynth.synthesizers.class_conditional.ClassConditionalModel`, for
@@ -176,15 +168,6 @@ def fit_class_conditional(
     from pyspark.sql import functions as F
 
     from spark_dpsynth.data.prepare import prepare, resolve_columns
-    from spark_dpsynth.data.types import (
-        apply_profiles,
-        column_types,
-        exact_value_targets,
-        meanings_manifest,
-        numeric_view,
-        profile_targets,
-        types_manifest,
-    )
     from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
     from spark_dpsynth.mechanisms._profile import (
         dp_exact_values,
@@ -194,6 +177,15 @@ def fit_class_conditional(
         text_numbers_step,
     )
     from spark_dpsynth.privacy.accounting import delta_from_protected_n, profile_mechanism
+    from spark_dpsynth.profile import (
+        apply_profiles,
+        column_types,
+        exact_value_targets,
+        meanings_manifest,
+        numeric_view,
+        profile_targets,
+        types_manifest,
+    )
 
     params = params if params is not None else ClassConditionalParams()
     check_data(params, data_config if data_config is not None else DataConfig())
@@ -211,7 +203,7 @@ def fit_class_conditional(
     unknown = [c for c in params.domains if c not in columns]
     if unknown:
         raise SchemaError(f"domains name column(s) {unknown} that are not attribute columns")
-    acct = release_accountant(params, noise, acct)
+    acct = release_accountant(budget, noise, acct)
     started = time.perf_counter()
     eps = acct.epsilon
     eps_n = spend_number_of_records(acct, params.number_of_records_epsilon_proportion)
@@ -244,10 +236,8 @@ def fit_class_conditional(
         if exact:
             # the exact values of the measurements off the grid: the profile's epsilon per column, and half of
             # delta (declared here; the domains' release keeps the other half)
-            acct.declare_delta(
-                params.delta if params.delta is not None else delta_from_protected_n(protected_n),
-                "given" if params.delta is not None else "derived from the protected number of records",
-            )
+            if acct.delta is None:
+                acct.declare_delta(delta_from_protected_n(protected_n), acct.budget.delta_source)
             spend_exact_values(
                 acct,
                 acct.delta / 2.0,
@@ -274,20 +264,14 @@ def fit_class_conditional(
         report(progress, log, f"class_conditional: DP domains of {missing} (epsilon {eps_domain:g})")
         from spark_dpsynth.mechanisms.marginals import dp_aggregate
 
-        domain_params = AggregationParams(
-            epsilon=eps_domain,
-            # what the exact values left of a declared delta, else the given one (None: derived by the release)
-            delta=acct.remaining_delta() if acct.delta is not None else params.delta,
-            reporting_length=1,
-            number_of_records_epsilon_proportion=0.01,
-            seed=params.seed,
-        )
+        domain_params = AggregationParams(reporting_length=1, number_of_records_epsilon_proportion=0.01)
         domain_release = dp_aggregate(
             prepared.select(*[F.col(f"`{c}`") for c in missing]),
             domain_params,
             # the prepared columns are text whose meaning is decided (codes): categories, never profiled again
             DataConfig(columns=tuple(missing), categorical=tuple(missing)),
-            acct=acct.sub_budget(eps_domain, accounting=domain_params.accounting),
+            # what the exact values left of a declared delta (None: derived by the release)
+            acct=acct.sub_budget(eps_domain, acct.remaining_delta() if acct.delta is not None else None),
         )
         delta_domains = float(domain_release.manifest["delta"])
         if acct.delta is None:
@@ -362,7 +346,7 @@ def fit_class_conditional(
         "format_version": FORMAT_VERSION,
         "mechanism": "class_conditional",
         "synthesizers": list(synthesizers_for("class_conditional")),
-        "budget": acct.budget().to_json(),
+        "budget": acct.ledger().to_json(),
         "synthesizer": "class_conditional",
         "test_mode": acct.test_mode,
         "noise_sampler": acct.noise_name,
@@ -388,14 +372,12 @@ def fit_class_conditional(
         "column_meanings": meanings_manifest(input_types, data, profiles),
         "profile_columns": len(need),
         "parameters": {
-            "epsilon": eps,
+            **acct.budget.parameters(),
             "label": label,
             "number_of_tuples": params.number_of_tuples,
             "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
             "domain_epsilon_proportion": params.domain_epsilon_proportion,
             "profile_epsilon_proportion": params.profile_epsilon_proportion,
-            "delta": params.delta,
-            "seed": params.seed,
         },
     }
     model = ClassConditionalModel(

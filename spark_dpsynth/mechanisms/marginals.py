@@ -68,6 +68,7 @@ from spark_dpsynth.privacy.accounting import (
     split_budget,
     thresholds_for,
 )
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import synthesizers_for
 from spark_dpsynth.release.core import Marginal, Release
@@ -159,6 +160,7 @@ def aggregate_encoded(
     progress: Progress | None = None,
     extra_manifest: Mapping[str, object] | None = None,
     *,
+    budget: Budget | None = None,
     noise: NoiseSource | None = None,
     private_columns: frozenset[int] = frozenset(),
     max_attributes: int | None = None,
@@ -171,13 +173,14 @@ def aggregate_encoded(
     Args:
         backend: where the records are (Spark or NumPy); it returns only histograms and candidate counts.
         columns: the d attribute column names (public, except those in ``private_columns``).
-        params: validated privacy parameters.
+        params: validated parameters (the shares of the budget, R, percentile, modes).
         acct: the release's accountant, through which every draw is made (default
-            :func:`~spark_dpsynth.mechanisms._discovery.release_accountant` of ``params`` and ``noise``).
+            :func:`~spark_dpsynth.mechanisms._discovery.release_accountant` of ``budget`` and ``noise``).
         progress: optional callback receiving one short message per stage.
         extra_manifest: more public entries for the manifest (e.g. the data configuration).
-        noise: the noise source of a new accountant (default production noise, or seeded test noise when
-            ``params.seed`` is set); ignored with ``acct``.
+        budget: the release's :class:`~spark_dpsynth.privacy.budget.Budget` when no ``acct`` is given.
+        noise: the noise source of a new accountant (default production noise, or seeded test noise with the
+            budget's seed); ignored with ``acct``.
         private_columns: indices of columns whose existence is private (the binary columns of multi-value
             values, found in the data): one stays in the release only when its attribute passed
             rho_1, and they do not count in the public ranges of the DP percentiles.
@@ -205,9 +208,9 @@ def aggregate_encoded(
         params.check_columns(d)
     k1_range = max_attributes if max_attributes is not None else len(public_columns)
     r = params.reporting_length
-    acct = release_accountant(params, noise, acct)
+    acct = release_accountant(budget, noise, acct)
     protected_n = protected_n_of(protected_n, acct)
-    key = release_key(params.seed)
+    key = release_key(acct.budget.seed)
     alpha = params.percentile / 100.0
 
     dictionary = backend.dictionary()  # private (values present); only rho_1 survivors are ever written
@@ -235,7 +238,7 @@ def aggregate_encoded(
         protected_n = draw_protected_n(true_n, params, acct)
     del true_n
     if split is None:
-        delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
+        delta = acct.budget.delta_or(delta_from_protected_n(protected_n))
         split = split_budget(params, delta, acct=acct, empty_counts=measure_empty)
     sensitivities: dict[int, int] = {}
     thresholds: dict[int, float] = {}
@@ -476,7 +479,7 @@ def _manifest(
         "format_version": FORMAT_VERSION,
         "mechanism": "marginals",
         "synthesizers": list(synthesizers_for("marginals")),
-        "budget": acct.budget().to_json(),
+        "budget": acct.ledger().to_json(),
         "created_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "test_mode": acct.test_mode,
         "noise_sampler": acct.noise_name,
@@ -485,11 +488,9 @@ def _manifest(
         "reporting_length": r,
         "epsilon": split.epsilon,
         "delta": split.delta,
-        "delta_source": "given"
-        if params.delta is not None
-        else "derived from the protected number of records",
+        "delta_source": acct.budget.delta_source,
         "rho": split.rho,
-        "accounting": params.accounting.value,
+        "accounting": acct.accounting.value,
         "epsilon_n": split.epsilon_n,
         "epsilon_m": split.epsilon_m,
         "epsilon_q": split.epsilon_q,
@@ -511,19 +512,16 @@ def _manifest(
         "protected_number_of_records": int(protected_n),
         "released_tuples": {str(k): len(m) for k, m in sorted(marginals.items())},
         "parameters": {
-            "epsilon": params.epsilon,
-            "delta": params.delta,
+            **acct.budget.parameters(),
             "reporting_length": r,
             "percentile": params.percentile,
             "percentile_epsilon_proportion": params.percentile_epsilon_proportion,
             "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
             "bins_epsilon_proportion": params.bins_epsilon_proportion,
-            "accounting": params.accounting.value,
             "accuracy_mode": params.accuracy_mode.value,
             "sigma_proportions": list(params.sigma_proportions) if params.sigma_proportions else None,
             "fabrication_mode": params.fabrication_mode.value,
             "thresholds": list(params.thresholds) if params.thresholds else None,
-            "seed": params.seed,
         },
         "versions": versions(),
     }
@@ -534,6 +532,7 @@ def dp_aggregate(
     params: AggregationParams | None = None,
     data_config: DataConfig | None = None,
     *,
+    budget: Budget | None = None,
     progress: Progress | None = None,
     noise: NoiseSource | None = None,
     acct: Accountant | None = None,
@@ -544,14 +543,16 @@ def dp_aggregate(
     Args:
         df: the sensitive table (any schema); every row is one record, or with ``data_config.privacy_unit`` the
             rows of one person are one record.
-        params: privacy parameters (default :class:`AggregationParams`: epsilon 4, R 3, percentile 99).
+        params: the mechanism's parameters (default :class:`AggregationParams`: R 3, percentile 99).
         data_config: columns, empty values, public bins, privacy unit, multi-value columns, record limit
             (default: every column, values as strings, each row a record).
+        budget: the release's :class:`~spark_dpsynth.privacy.budget.Budget` when no ``acct`` is given (default
+            epsilon 4, delta derived from n').
         progress: optional callback receiving one short message per stage.
-        noise: the noise source of a new accountant (default: production noise, or test-mode noise when
-            ``params.seed`` is set); ignored with ``acct``.
+        noise: the noise source of a new accountant (default: production noise, or test-mode noise with the
+            budget's seed); ignored with ``acct``.
         acct: the run's :class:`~spark_dpsynth.privacy.accounting.Accountant` (every draw of the release goes
-            through it); default a new one for ``params``
+            through it; it holds the budget); default a new one for ``budget``
             (:func:`~spark_dpsynth.mechanisms._discovery.release_accountant`).
         protected_n: n' when the caller has already drawn it through ``acct`` at this release's epsilon_N
             (:func:`spark_dpsynth.mechanisms.choice.fit_auto`), >= 1; None draws it here.
@@ -578,7 +579,15 @@ def dp_aggregate(
     from pyspark.sql import functions as F
 
     from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
-    from spark_dpsynth.data.types import (
+    from spark_dpsynth.mechanisms._profile import (
+        dp_exact_values,
+        dp_profiles,
+        profile_parts,
+        profile_units,
+        spend_exact_values,
+        text_numbers_step,
+    )
+    from spark_dpsynth.profile import (
         apply_profiles,
         column_types,
         exact_value_targets,
@@ -587,14 +596,6 @@ def dp_aggregate(
         numeric_view,
         profile_targets,
         types_manifest,
-    )
-    from spark_dpsynth.mechanisms._profile import (
-        dp_exact_values,
-        dp_profiles,
-        profile_parts,
-        profile_units,
-        spend_exact_values,
-        text_numbers_step,
     )
 
     params = params if params is not None else AggregationParams()
@@ -617,7 +618,7 @@ def dp_aggregate(
     report_identifiers(identifiers, progress)
     report_columns(types, config, progress)
     df = numeric_view(df, types)
-    acct = release_accountant(params, noise, acct)
+    acct = release_accountant(budget, noise, acct)
     # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers
     types = text_numbers_step(df, types, config, acct, progress, "aggregate")
     need = profile_targets(types, config)
@@ -631,7 +632,7 @@ def dp_aggregate(
         if protected_n is None:
             # One number reaches the driver: the true number of records, used only for n' (never logged).
             protected_n = draw_protected_n(records.count(), params, acct)
-        delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
+        delta = acct.budget.delta_or(delta_from_protected_n(protected_n))
         split = split_budget(
             params,
             delta,

@@ -245,10 +245,10 @@ def fit_events(
     outside = [c for c in data.person_columns or () if c not in attributes]
     if outside:
         raise SchemaError(f"person column(s) {outside} are not attribute columns")
-    agg = config.aggregate
-    noise = noise_source_for(agg.seed)
-    acct = Accountant(float(agg.epsilon), agg.delta, accounting=agg.accounting, noise=noise)
-    key = secrets.randbits(62) if agg.seed is None else int(agg.seed) % (1 << 62)
+    budget = config.budget
+    noise = noise_source_for(budget.seed)
+    acct = Accountant(budget, noise=noise)
+    key = secrets.randbits(62) if budget.seed is None else int(budget.seed) % (1 << 62)
     # identifier columns (row keys) are carried along, never measured: the event release writes fresh keys
     row_keys = [c for c in data.identifiers if c != unit]
     rows = df.where(_nonempty(F.col(f"`{unit}`"))).select(*[f"`{c}`" for c in (unit, *attributes, *row_keys)])
@@ -348,7 +348,7 @@ def fit_events(
         event_config = dataclasses.replace(
             config,
             data=event_data,
-            aggregate=dataclasses.replace(agg, epsilon=eps_row, delta=delta_row),
+            budget=dataclasses.replace(budget, epsilon=eps_row, delta=delta_row),
         )
         kept = bounded.select(*[f"`{c}`" for c in (*event_data.columns, *row_keys)])
         fitted = fit_rows(kept, event_config, noise)
@@ -357,7 +357,7 @@ def fit_events(
     block.update(
         epsilon=float(acct.epsilon),
         delta=delta,
-        budget=acct.budget().to_json(),
+        budget=acct.ledger().to_json(),
         event_epsilon=float(eps_events),
         event_epsilon_per_row=float(eps_row),
         event_delta_per_row=float(delta_row),

@@ -73,6 +73,7 @@ from spark_dpsynth.privacy.accounting import (
     profile_mechanism,
     rho_1_threshold_discrete,
 )
+from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Marginal, Release, one_way_means, sorted_marginal
@@ -230,6 +231,7 @@ def fit_workload(
     params: WorkloadParams | None = None,
     data_config: DataConfig | None = None,
     *,
+    budget: Budget | None = None,
     noise: NoiseSource | None = None,
     progress: Progress | None = None,
     protected_n: int | None = None,
@@ -240,15 +242,17 @@ def fit_workload(
     Args:
         df: the sensitive table (any schema); a row is a record, or with ``data_config.privacy_unit`` the rows
             of one person are one record.
-        params: the budget, the selection (``aim`` or ``mst``), the reporting length R and the caps.
+        params: the shares of the budget, the selection (``aim`` or ``mst``), the reporting length R and the caps.
         data_config: columns, empty values, public bins, privacy unit, multi-value columns, record limit.
-        noise: the noise source of a new accountant (default production noise, or test-mode noise when
-            ``params.seed`` is set); ignored with ``acct``.
+        budget: the release's :class:`~spark_dpsynth.privacy.budget.Budget` when no ``acct`` is given (default
+            epsilon 4, delta derived from n').
+        noise: the noise source of a new accountant (default production noise, or test-mode noise with the
+            budget's seed); ignored with ``acct``.
         progress: optional callback, one message per stage (never a statistic of the data).
         protected_n: n' when the caller has already drawn it through ``acct`` at this release's epsilon_N
             (:func:`spark_dpsynth.mechanisms.choice.fit_auto`), >= 1; None draws it here.
         acct: the run's :class:`~spark_dpsynth.privacy.accounting.Accountant`, through which every share is
-            spent and every draw made; default a new one for ``params``
+            spent and every draw made (it holds the budget); default a new one for ``budget``
             (:func:`~spark_dpsynth.mechanisms._discovery.release_accountant`).
 
     Returns:
@@ -284,11 +288,11 @@ def fit_workload(
     assert config.columns is not None
     if not config.multi_value:
         params = _shortened(params, len(config.columns), "attribute columns", progress)
-    acct = release_accountant(params, noise, acct)
+    acct = release_accountant(budget, noise, acct)
     protected_n = protected_n_of(protected_n, acct)
     started = time.perf_counter()
     report(progress, log, f"workload ({params.selection.value}): {len(config.columns)} columns")
-    from spark_dpsynth.data.types import identifiers_manifest
+    from spark_dpsynth.profile import identifiers_manifest
 
     identifiers = identifiers_manifest(df.schema, config)  # schema only; never measured (design 2.8)
     report_identifiers(identifiers, progress)
@@ -346,7 +350,7 @@ def fit_workload(
         luts = [discovery.manifest["_luts"][j] for j in kept]
         counter = backend.clique_counter(kept, luts, sizes)  # drops the backend's caches
         backend = None
-        rho_rest = acct.rho - sum(s.rho or 0.0 for s in acct.budget().shares)  # type: ignore[operator]
+        rho_rest = acct.rho - sum(s.rho or 0.0 for s in acct.ledger().shares)  # type: ignore[operator]
         relative_noise = Selection.relative_noise(len(kept), rho_rest, protected_n)
         chosen = params.selection.resolve(
             len(kept),
@@ -382,7 +386,7 @@ def fit_workload(
             dataclasses.replace(params, selection=chosen),
             acct,
             progress=progress,
-            order_key=candidate_order_key(params.seed),
+            order_key=candidate_order_key(acct.budget.seed),
             known=known,
         )
         measurements = [*known, *measurements]
@@ -415,7 +419,7 @@ def fit_workload(
     domains = tuple(discovery.domains[j] for j in kept)
     ones = _one_tuples(kept_names, domains, measurements)
     disc = {k: v for k, v in discovery.manifest.items() if not k.startswith("_")}
-    budget = acct.budget()
+    budget = acct.ledger()
     manifest: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "mechanism": "workload",
@@ -427,10 +431,10 @@ def fit_workload(
         "columns": list(kept_names),
         "privacy_unit": "record",
         "reporting_length": params.reporting_length,
-        "epsilon": float(params.epsilon),
+        "epsilon": acct.epsilon,
         "delta": float(delta),
         "rho": float(acct.rho or 0.0),
-        "accounting": params.accounting.value,
+        "accounting": acct.accounting.value,
         "epsilon_n": acct.share("number_of_records").epsilon,
         "selection": chosen.value,
         "selection_relative_noise": relative_noise,
@@ -441,9 +445,7 @@ def fit_workload(
         "measurements": entries,
         "released_tuples": {"1": len(ones)},
         "parameters": {
-            "epsilon": params.epsilon,
-            "delta": params.delta,
-            "accounting": params.accounting.value,
+            **acct.budget.parameters(),
             "reporting_length": params.reporting_length,
             "selection": params.selection.value,
             "domain_rho_proportion": params.domain_rho_proportion,
@@ -463,7 +465,6 @@ def fit_workload(
             "discovery_measurements": params.discovery_measurements,
             "number_of_records_epsilon_proportion": params.number_of_records_epsilon_proportion,
             "percentile": params.percentile,
-            "seed": params.seed,
         },
         "versions": versions(),
     }
@@ -510,7 +511,7 @@ class _Bins:
     columns: int = 0
     """The number of numeric columns profiled."""
     meanings: dict[str, dict[str, object]] = field(default_factory=dict)
-    """The manifest's ``column_meanings`` (:func:`~spark_dpsynth.data.types.meanings_manifest`)."""
+    """The manifest's ``column_meanings`` (:func:`~spark_dpsynth.profile.meanings_manifest`)."""
 
 
 def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: ANN001, ANN202 - DataFrame, ...
@@ -521,16 +522,6 @@ def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: 
     caller gives it, so that delta and rho are known (:func:`_to_zcdp`); the test's share ``text_numbers`` =
     rho T_p and the profile's ``column_profile`` = rho B_p are spent in ``acct`` and drawn through."""
     from spark_dpsynth.data.prepare import prepare
-    from spark_dpsynth.data.types import (
-        apply_profiles,
-        column_types,
-        exact_value_targets,
-        meanings_manifest,
-        numeric_view,
-        profile_targets,
-        text_number_candidates,
-        types_manifest,
-    )
     from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
     from spark_dpsynth.mechanisms._profile import (
         dp_exact_values,
@@ -542,6 +533,16 @@ def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: 
         text_numbers_step,
     )
     from spark_dpsynth.params import TEXT_NUMBERS_RHO_PROPORTION
+    from spark_dpsynth.profile import (
+        apply_profiles,
+        column_types,
+        exact_value_targets,
+        meanings_manifest,
+        numeric_view,
+        profile_targets,
+        text_number_candidates,
+        types_manifest,
+    )
 
     types = column_types(df.schema, config)
     report_columns(types, config, progress)
@@ -552,7 +553,7 @@ def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: 
         if protected_n is None:
             # One number reaches the driver: the true number of records, used only for n' (never logged).
             protected_n = draw_protected_n(records.count(), params, acct)
-        rho_total = acct.rho if acct.rho is not None else _to_zcdp(acct, params, protected_n)
+        rho_total = acct.rho if acct.rho is not None else _to_zcdp(acct, protected_n)
         # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers: the test
         # in its zCDP form, rho T_p of the budget's rho
         types = text_numbers_step(
@@ -596,15 +597,12 @@ def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: 
     return df, config, types_manifest(types, config.bins, sources), bins
 
 
-def _to_zcdp(acct: Accountant, params: WorkloadParams, protected_n: int) -> float:
+def _to_zcdp(acct: Accountant, protected_n: int) -> float:
     """Declare delta (given, or derived from n') and convert the rest of epsilon to the budget's rho once
     (docs/design.md section 2.3): the shares ``zcdp`` and ``zcdp_conversion`` (delta/2; the other delta/2 pays
     for the discovery's threshold). Returns rho."""
-    delta = params.delta if params.delta is not None else delta_from_protected_n(protected_n)
     if acct.delta is None:
-        acct.declare_delta(
-            delta, "given" if params.delta is not None else "derived from the protected number of records"
-        )
+        acct.declare_delta(delta_from_protected_n(protected_n), acct.budget.delta_source)
     eps_rest = acct.spend_rest_of_epsilon("zcdp", "rho-zCDP mechanisms below, converted once")
     rho = acct.convert_to_rho(eps_rest, acct.delta / 2.0)
     acct.spend_delta("zcdp_conversion", acct.delta / 2.0, "rho-zCDP -> (epsilon - epsilon_N, delta/2)-DP")
@@ -654,7 +652,7 @@ def _discover(
     if protected_n is None:  # else drawn before the DP bin edges (_typed_bins) or by the default's choice
         protected_n = draw_protected_n(true_n, params, acct)
     del true_n
-    rho = acct.rho if acct.rho is not None else _to_zcdp(acct, params, protected_n)
+    rho = acct.rho if acct.rho is not None else _to_zcdp(acct, protected_n)
     assert acct.delta is not None
     delta = acct.delta
     luts: list[np.ndarray] = []
@@ -709,7 +707,7 @@ def _discover(
         delta_t = acct.spend_delta(
             "discovery_threshold", acct.remaining_delta(), "threshold rho_1 on the noisy 1-way counts"
         )
-        key = release_key(params.seed)
+        key = release_key(acct.budget.seed)
         value_hash = tuple(_counting.value_hashes(list(vals), j) for j, vals in enumerate(dictionary))
         true_counts = backend.counts(index, sensitivity, key, value_hash)
         scale = sigma1 * math.sqrt(sensitivity)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,7 +32,8 @@ from scipy.stats import norm
 from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import BudgetError, InvalidParameterError
 from spark_dpsynth.params import Accounting, AggregationParams, FabricationMode
-from spark_dpsynth.release.manifest import Budget, BudgetShare
+from spark_dpsynth.privacy.budget import Budget
+from spark_dpsynth.release.manifest import BudgetShare, Ledger
 
 if TYPE_CHECKING:
     from spark_dpsynth.privacy.noise import NoiseSource
@@ -169,8 +170,8 @@ class Accountant:
     (:meth:`spend_delta`). Noise is drawn only through a share (:meth:`laplace`, :meth:`gaussian`,
     :meth:`quantile`, :meth:`exponential`), at the scale the share paid for and at most as often as it paid for
     (:class:`DrawRight`), from the one noise source the accountant holds: no draw happens outside the ledger.
-    :meth:`budget` is the record of every share that goes into the release manifest
-    (:class:`~spark_dpsynth.release.manifest.Budget`). Composition: pure shares add up in epsilon (basic
+    :meth:`ledger` is the record of every share that goes into the release manifest
+    (:class:`~spark_dpsynth.release.manifest.Ledger`). Composition: pure shares add up in epsilon (basic
     composition); zCDP shares add up in rho (Bun & Steinke 2016, Lemma 1.7) and the total rho is converted once
     (Prop. 1.3, or Canonne, Kamath, Steinke 2020 Prop. 12 with ``tight_zcdp``); docs/design.md section 2.3.
 
@@ -179,52 +180,33 @@ class Accountant:
     release (the default's choice draws n' through it, then the chosen mechanism spends the rest).
 
     Args:
-        epsilon: total epsilon, > 0.
-        delta: total delta in (0, 1), or None for a pure-DP budget (or one whose delta is declared later).
-        accounting: how rho follows from (epsilon, delta): ``classic`` or ``tight_zcdp``.
-        delta_source: ``"given"`` or how delta was derived (written in the manifest).
+        budget: the release's :class:`~spark_dpsynth.privacy.budget.Budget` (validated when it was made): its
+            epsilon, its delta (None: declared later, when derived from the protected number of records,
+            :meth:`declare_delta`) and its accounting.
         noise: the release's :class:`~spark_dpsynth.privacy.noise.NoiseSource`; None: an accountant that only
             computes a budget (a draw raises).
 
     Raises:
-        InvalidParameterError: epsilon <= 0 or delta outside (0, 1).
+        TypeError: ``budget`` is not a :class:`~spark_dpsynth.privacy.budget.Budget`.
         BudgetError: the shares asked for exceed the budget (more than epsilon in pure shares, more than rho
             in zCDP shares, more than delta in delta shares); a draw from a share that was not spent, that pays
             for another kind of noise, or whose parts are used up.
     """
 
-    def __init__(
-        self,
-        epsilon: float,
-        delta: float | None = None,
-        *,
-        accounting: Accounting | str = Accounting.CLASSIC,
-        delta_source: str = "given",
-        noise: NoiseSource | None = None,
-    ) -> None:
-        self.epsilon = v.positive("epsilon", epsilon)
-        self.delta = None if delta is None else v.open_unit("delta", delta)
-        self.accounting = Accounting(accounting)
-        self.delta_source = delta_source
+    def __init__(self, budget: Budget, *, noise: NoiseSource | None = None) -> None:
+        if not isinstance(budget, Budget):
+            raise TypeError(f"an Accountant holds a privacy.budget.Budget, got {type(budget).__name__}")
+        self.budget = budget
+        """The release's budget, as given (its delta None when the delta in force is derived)."""
+        self.epsilon = budget.epsilon
+        self.delta = budget.delta
+        self.accounting = budget.accounting
+        self.delta_source = "given"
         self.rho: float | None = None
         self._shares: list[BudgetShare] = []
         self._rights: dict[str, DrawRight] = {}
         self._used: dict[str, int] = {}
         self._noise = noise
-
-    def check_for(self, params: object) -> Accountant:
-        """This accountant, checked to be one for ``params`` (same epsilon and accounting); returns it.
-
-        Raises:
-            InvalidParameterError: the budgets differ.
-        """
-        accounting = Accounting(getattr(params, "accounting", Accounting.CLASSIC))
-        if self.epsilon != float(params.epsilon) or self.accounting is not accounting:  # type: ignore[attr-defined]
-            raise InvalidParameterError(
-                f"the accountant's budget (epsilon {self.epsilon:g}, {self.accounting.value}) is not the "
-                f"parameters' (epsilon {float(params.epsilon):g}, {accounting.value})"  # type: ignore[attr-defined]
-            )
-        return self
 
     # ------------------------------------------------------------------------------------------ the noise source
 
@@ -246,14 +228,11 @@ class Accountant:
             BudgetError: the accountant has no noise source."""
         return bool(self._source().test_mode)
 
-    def sub_budget(self, epsilon: float, *, accounting: Accounting | str | None = None) -> Accountant:
-        """An accountant for a mechanism run inside this one on a share already spent here (its ``epsilon``),
-        drawing from the same noise source (e.g. the class-conditional synthesizer's DP domains)."""
-        return Accountant(
-            epsilon,
-            accounting=accounting if accounting is not None else self.accounting,
-            noise=self._source(),
-        )
+    def sub_budget(self, epsilon: float, delta: float | None = None) -> Accountant:
+        """An accountant for a mechanism run inside this one on a share already spent here (its ``epsilon``, and
+        its ``delta``, None: derived by that mechanism), drawing from the same noise source and with the same
+        accounting and seed (e.g. the class-conditional synthesizer's DP domains)."""
+        return Accountant(replace(self.budget, epsilon=epsilon, delta=delta), noise=self._source())
 
     # ----------------------------------------------------------------------------------------------- the shares
 
@@ -470,9 +449,9 @@ class Accountant:
         self._used[name] -= 1
         return None
 
-    def budget(self) -> Budget:
+    def ledger(self) -> Ledger:
         """The budget and every share so far, for the release manifest."""
-        return Budget(
+        return Ledger(
             epsilon=self.epsilon,
             delta=self.delta,
             rho=self.rho,
@@ -553,13 +532,14 @@ def split_budget(
     profile_parts: int | None = None,
     profile_units: float | None = None,
     acct: Accountant | None = None,
+    budget: Budget | None = None,
     empty_counts: bool = False,
 ) -> BudgetSplit:
     """Split (epsilon, delta) into the parameters of every mechanism of a release (docs/design.md section 2.3).
 
     Args:
-        params: validated aggregation parameters (epsilon, R, Q_p, N_p, B_p, sigma proportions).
-        delta: the delta in force: ``params.delta`` or one derived from the protected number of records.
+        params: validated aggregation parameters (R, Q_p, N_p, B_p, sigma proportions).
+        delta: the delta in force: the budget's, or one derived from the protected number of records.
         profile_columns: the number of numeric columns whose DP profile (code or measurement, range, bins;
             docs/design.md section 2.8) the caller draws, >= 0. With any, the share ``column_profile`` = rho B_p
             pays for it (one Gaussian mechanism, rho-zCDP) and the counts get rho (1 - Q_p - B_p). Without,
@@ -570,8 +550,9 @@ def split_budget(
             (``mechanisms._profile.profile_units``); default ``profile_parts``. Its cells' noise std is
             sqrt(units / (2 rho B_p)).
         acct: the release's accountant, into which the shares are spent (its ``number_of_records`` share, when
-            already spent, is the one of n'; its delta is declared here when it has none); default a new one,
-            for the figures alone.
+            already spent, is the one of n'; its delta is declared here when it has none); default a new one
+            of ``budget``, for the figures alone.
+        budget: the budget of that new accountant (default :class:`~spark_dpsynth.privacy.budget.Budget`).
         empty_counts: the 1-tuple share also pays for the noisy empty counts (a second draw of the same
             histogram, docs/design.md section 2.8).
 
@@ -580,11 +561,10 @@ def split_budget(
         BudgetError: ``acct`` has a different delta or has already spent these shares.
     """
     v.open_unit("delta", delta)
-    source = "given" if params.delta is not None else "derived from the protected number of records"
     if acct is None:
-        acct = Accountant(float(params.epsilon), delta, accounting=params.accounting, delta_source=source)
-    elif acct.delta is None:
-        acct.declare_delta(delta, source)
+        acct = Accountant(budget if budget is not None else Budget())
+    if acct.delta is None:
+        acct.declare_delta(delta, acct.budget.delta_source)
     elif acct.delta != delta:
         raise BudgetError(f"the release's delta is {acct.delta!r}, the split's {delta!r}")
     eps = acct.epsilon
@@ -646,7 +626,7 @@ def split_budget(
         sigma=sigma,
         sigma_proportions=tuple(props),
         sigmas=sigmas,
-        budget=acct.budget(),
+        budget=acct.ledger(),
         bins_rho=rho * bp,
         profile_columns=profile_columns,
         rho_1_delta=rho_1_delta,

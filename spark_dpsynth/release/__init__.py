@@ -18,7 +18,7 @@ from spark_dpsynth.release.core import (
     Release,
 )
 from spark_dpsynth.release.integrity import check_release
-from spark_dpsynth.release.manifest import Budget, BudgetShare, Manifest
+from spark_dpsynth.release.manifest import BudgetShare, Ledger, Manifest
 from spark_dpsynth.release.sds_format import read_sds
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AGGREGATES_SCHEMA",
     "MEASUREMENTS_SCHEMA",
-    "Budget",
+    "Ledger",
     "BudgetShare",
     "Manifest",
     "Marginal",

@@ -12,7 +12,7 @@ Blocks (docs/design.md section 1.3):
   ``test_mode``, ``noise_sampler``, ``columns``, ``privacy_unit`` (``"record"``, ``"person"`` or, for SDS
   files, ``"unknown"``) and ``privacy_unit_column``, ``protected_number_of_records`` (the only record count a
   release holds: DP), ``parameters`` (the mechanism's parameters as given), ``versions``, ``created_utc``;
-* :class:`Budget`: the total (epsilon, delta), rho when the mechanism accounts in zCDP, and the named shares
+* :class:`Ledger`: the total (epsilon, delta), rho when the mechanism accounts in zCDP, and the named shares
   of every DP step (JSON key ``budget``);
 * :class:`MarginalsBlock`, the marginals mechanism only: the reporting length R and, per length k, sigma_k,
   the sensitivity Delta_k, the noise std sigma_k sqrt(Delta_k), the threshold rho_k and the number of released
@@ -40,7 +40,7 @@ from spark_dpsynth.errors import ReleaseError
 __all__ = [
     "FORMAT_VERSION",
     "MECHANISMS",
-    "Budget",
+    "Ledger",
     "BudgetShare",
     "LengthParams",
     "MarginalsBlock",
@@ -146,7 +146,7 @@ class BudgetShare:
 
 
 @dataclass(frozen=True)
-class Budget:
+class Ledger:
     """The budget of a release and how it was split (filled by :class:`spark_dpsynth.privacy.accounting.Accountant`).
 
     The release is (epsilon, delta)-DP; when ``rho`` is set, the zCDP part of it is rho-zCDP and the sum of the
@@ -177,7 +177,7 @@ class Budget:
         }
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Budget:
+    def from_json(cls, doc: Mapping[str, Any]) -> Ledger:
         return cls(
             epsilon=float(doc["epsilon"]),
             delta=_opt_float(doc.get("delta")),
@@ -270,7 +270,7 @@ class Manifest(_FrozenDict):
             hand-built manifest without it.
         privacy_unit (str): ``"record"``, ``"person"``, or ``"unknown"`` (a release read from SDS files).
         privacy_unit_column (str | None): the column that names a person, or None.
-        budget (Budget | None): the budget and its split; None for a release read from SDS files.
+        budget (Ledger | None): the budget and its split; None for a release read from SDS files.
         marginals (MarginalsBlock | None): the marginals block, or None (other mechanisms).
         synthesizers (tuple[str, ...]): registry names of the synthesizers that can sample the release (empty:
             its mechanism's, see :func:`spark_dpsynth.registry.resolve_synthesizer`).
@@ -288,7 +288,7 @@ class Manifest(_FrozenDict):
     protected_number_of_records: int | None
     privacy_unit: str
     privacy_unit_column: str | None
-    budget: Budget | None
+    budget: Ledger | None
     marginals: MarginalsBlock | None
     synthesizers: tuple[str, ...]
     noise_sampler: str | None
@@ -327,9 +327,9 @@ class Manifest(_FrozenDict):
         mechanism = _mechanism_of(frozen)
         budget = None
         if isinstance(frozen.get("budget"), Mapping):
-            budget = Budget.from_json(frozen["budget"])
+            budget = Ledger.from_json(frozen["budget"])
         elif frozen.get("epsilon") is not None:
-            budget = Budget(
+            budget = Ledger(
                 epsilon=float(frozen["epsilon"]),
                 delta=_opt_float(frozen.get("delta")),
                 rho=_opt_float(frozen.get("rho")),

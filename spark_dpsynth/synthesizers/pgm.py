@@ -37,16 +37,23 @@ counts), such as those of the ``workload`` mechanism. The stages (docs/design.md
    distribution of the column given the record's other columns (:func:`rest_empty_shares`): a rare value is no
    longer written as an empty cell. Releases without empty counts write the whole category empty.
 
+5. **Conditions and declared rules** (:mod:`spark_dpsynth.synthesizers.conditions`): :func:`fit_for_sampling` fits
+   a declared rule's excluded cells as structural zeros, and :meth:`SamplingModel.condition` conditions the fitted
+   model on a condition's cells (evidence in the junction tree), so that :func:`sample_model` draws only such
+   records (docs/design.md section 4.8, "Conditions and declared rules").
+
 Privacy: post-processing of the release (it reads the measured marginals, their std, the noisy empty counts and
 the protected number of records, nothing else); the randomness of sampling is utility randomness (docs/design.md section 7.3).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
@@ -64,14 +71,17 @@ __all__ = [
     "FIT_ITERATIONS",
     "RANGE_DRIFT",
     "RANGE_LIMIT",
+    "SamplingModel",
     "absent_cells",
     "codebook_range",
+    "fit_for_sampling",
     "fit_release",
     "measured_empty_counts",
     "release_domain",
     "release_measurements",
     "rest_empty_shares",
     "sample",
+    "sample_model",
     "without_absent",
 ]
 
@@ -383,6 +393,183 @@ def fit_release(
     )
 
 
+@dataclass(frozen=True)
+class SamplingModel:
+    """What :func:`sample_model` draws from: the fitted model and how its codes map to the release's (module
+    docstring, stages 1, 3 and 4). Built by :func:`fit_for_sampling` on the driver; travels to the tasks in their
+    closure (its beliefs: as many floats as its junction tree's size)."""
+
+    model: GraphicalModel
+    """The model over the measurement domain less the absent cells (conditioned on any evidence)."""
+    kept: dict[int, np.ndarray]
+    """Per column with absent cells, the indices in the release's measurement domain of its cells kept
+    (:func:`without_absent`)."""
+    empty: np.ndarray
+    """int64 (d,): each column's empty category code in the model's domain, -2 where it is absent."""
+    shares: dict[int, float]
+    """Per column, the probability a drawn empty-category cell is written empty (:func:`rest_empty_shares`)."""
+
+    def in_model_domain(self, columns: tuple[str, ...], cells: np.ndarray) -> np.ndarray:
+        """A table over the release's measurement cells of ``columns`` (axes in that order) restricted to the
+        model's cells (the absent cells taken out)."""
+        out = cells
+        for axis, name in enumerate(columns):
+            kept = self.kept.get(self.model.domain.index(name))
+            if kept is not None:
+                out = np.take(out, kept, axis=axis)
+        return out
+
+    def condition(self, evidence: dict[tuple[str, ...], np.ndarray]) -> SamplingModel:
+        """The same with the model conditioned on ``evidence`` (clique -> bool table over the release's
+        measurement cells, True where a record may be; :meth:`GraphicalModel.condition`): sampled, it draws the
+        evidence's records only (docs/design.md section 4.8, "Conditions and declared rules").
+
+        Raises:
+            InvalidParameterError: the evidence has probability zero under the model.
+        """
+        if not evidence:
+            return self
+        cells = {c: self.in_model_domain(c, a) for c, a in evidence.items()}
+        model = self.model.condition(cells)
+        return dataclasses.replace(self, model=model)
+
+    def probability(self, columns: tuple[str, ...], cells: np.ndarray) -> float:
+        """The model's probability of the cells ``cells`` (a float table of weights in [0, 1] over the release's
+        measurement cells of ``columns``; a bool table for a set of cells): sum of the model's expected counts
+        times the weights, over its number of records."""
+        weights = self.in_model_domain(columns, np.asarray(cells, dtype=np.float64))
+        counts = self.model.project(columns)
+        return float(min(1.0, max(0.0, float(np.sum(counts * weights)) / self.model.total)))
+
+
+def fit_for_sampling(
+    release: Release,
+    *,
+    structural_zeros: dict[tuple[str, ...], np.ndarray] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SamplingModel:
+    """Fit the model the ``pgm`` synthesizer samples (module docstring, stages 1, 3 and 4), on the driver.
+
+    Args:
+        release: a release with measured marginals.
+        structural_zeros: clique (column names) -> bool table over the release's measurement cells of its columns
+            (released values, then the empty category), True where a record may be: the other cells are
+            structural zeros of the fit (declared rules, docs/design.md section 4.8, "Conditions and declared
+            rules"); None: none.
+        progress: optional callback receiving short progress messages.
+
+    Raises:
+        ReleaseError: the release has no measured marginal.
+    """
+    absent = absent_cells(release)
+    no_empty = sum(bool(mask[-1]) for mask in absent.values())
+    no_values = sum(int(mask[:-1].sum()) for mask in absent.values())
+    if absent:
+        report(
+            progress,
+            log,
+            f"pgm: {no_empty} of {len(release.columns)} columns measured without empty cells, {no_values} values "
+            f"or bins measured absent (below {EMPTY_Z:g} noise stds, or beyond a codebook's measured range): "
+            f"the model is fitted without them",
+        )
+    domain, measurements, kept = without_absent(
+        release_domain(release), release_measurements(release), absent
+    )
+    zeros = None
+    if structural_zeros:
+        index = {name: i for i, name in enumerate(domain.names)}
+        zeros = {}
+        for clique, cells in structural_zeros.items():
+            for axis, name in enumerate(clique):
+                if index[name] in kept:
+                    cells = np.take(cells, kept[index[name]], axis=axis)
+            zeros[clique] = cells
+        report(progress, log, f"pgm: declared rules fitted as structural zeros over {len(zeros)} column sets")
+    report(progress, log, f"pgm: fitting a graphical model to {len(measurements)} measured marginals")
+    started = time.perf_counter()
+    model = estimate(domain, measurements, iterations=FIT_ITERATIONS, structural_zeros=zeros)
+    fit = model.fit_report
+    assert fit is not None  # estimate() always reports
+    report(
+        progress,
+        log,
+        f"pgm: fitted in {time.perf_counter() - started:.1f} s ({fit.iterations} iterations, "
+        f"{len(model.cliques)} junction-tree cliques, {fit.cells} cells)",
+    )
+    # the empty category's code in the model's domain (the last cell); -2 (never drawn) where it is absent
+    empty = np.array(
+        [-2 if c in absent and absent[c][-1] else size - 1 for c, size in enumerate(domain.sizes)],
+        dtype=np.int64,
+    )
+    shares = {
+        c: p for c, p in rest_empty_shares(release, model).items() if c not in absent or not absent[c][-1]
+    }
+    if shares:
+        writes = sum(p > 0 for p in shares.values())
+        report(
+            progress,
+            log,
+            f"pgm: the empty category of {len(shares)} columns decoded as measured: empty at the measured rate in "
+            f"{writes}, a released value (given the record's other columns) otherwise",
+        )
+    return SamplingModel(model, kept, empty, shares)
+
+
+def sample_model(
+    fitted: SamplingModel,
+    release: Release,
+    params: SynthesisParams,
+    spark: SparkSession,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> DataFrame:
+    """Sample a fitted :class:`SamplingModel` on the executors (module docstring, stage 2): the rows of
+    :func:`sample`, from a model fitted once (:func:`fit_for_sampling`, conditioned or not).
+
+    Args:
+        fitted: the model.
+        release: the release it was fitted to (its columns and released values decode the codes).
+        params: as :func:`sample`.
+        spark: the session.
+        progress: optional callback receiving short progress messages.
+
+    Returns:
+        As :func:`sample`.
+    """
+    model, kept, empty, shares = fitted.model, fitted.kept, fitted.empty, fitted.shares
+    target = params.target_number_of_records
+    if target is None:
+        n = release.manifest.protected_number_of_records
+        base = float(n) if n is not None else model.total
+        target = max(1, round(base * (params.aggregate_counts_scale_factor or 1.0)))
+    seed = params.seed if params.seed is not None else secrets.randbits(63)
+
+    block_rows = BLOCK_ROWS
+    blocks = -(-target // block_rows)
+
+    def draw(part: int, parts: int) -> Iterator[np.ndarray]:
+        """The partition's rows, block by block, as int32 codes (n_b, d) in random order, -1 = empty."""
+        for b in range(part * blocks // parts, (part + 1) * blocks // parts):
+            n_block = min(block_rows, target - b * block_rows)
+            rng = np.random.default_rng(np.random.SeedSequence([seed, b], spawn_key=(_DRAW_STREAM,)))
+            codes = _decode(model.sample(n_block, rng, rounded=True), empty, model, shares, rng)
+            for c, cells in kept.items():  # the model's codes to the release's (-1, empty, stays)
+                codes[:, c] = np.where(codes[:, c] >= 0, cells[np.maximum(codes[:, c], 0)], -1)
+            yield codes[rng.permutation(n_block)].astype(np.int32)
+
+    report(progress, log, f"pgm: sampling {target} records")
+    return sample_partitions(
+        spark,
+        draw,
+        columns=release.columns,
+        domains=release.domains,
+        seed=seed,
+        partitions=params.partitions,
+        label="pgm",
+        permute=False,
+    )
+
+
 def sample(
     release: Release,
     params: SynthesisParams,
@@ -414,75 +601,6 @@ def sample(
     """
     if not isinstance(params, SynthesisParams):
         raise InvalidParameterError(f"params must be a SynthesisParams, got {type(params).__name__}")
-    absent = absent_cells(release)
-    no_empty = sum(bool(mask[-1]) for mask in absent.values())
-    no_values = sum(int(mask[:-1].sum()) for mask in absent.values())
-    if absent:
-        report(
-            progress,
-            log,
-            f"pgm: {no_empty} of {len(release.columns)} columns measured without empty cells, {no_values} values "
-            f"or bins measured absent (below {EMPTY_Z:g} noise stds, or beyond a codebook's measured range): "
-            f"the model is fitted without them",
-        )
-    domain, measurements, kept = without_absent(
-        release_domain(release), release_measurements(release), absent
-    )
-    report(progress, log, f"pgm: fitting a graphical model to {len(measurements)} measured marginals")
-    started = time.perf_counter()
-    model = estimate(domain, measurements, iterations=FIT_ITERATIONS)
-    fit = model.fit_report
-    assert fit is not None  # estimate() always reports
-    report(
-        progress,
-        log,
-        f"pgm: fitted in {time.perf_counter() - started:.1f} s ({fit.iterations} iterations, "
-        f"{len(model.cliques)} junction-tree cliques, {fit.cells} cells)",
-    )
-    target = params.target_number_of_records
-    if target is None:
-        n = release.manifest.protected_number_of_records
-        base = float(n) if n is not None else model.total
-        target = max(1, round(base * (params.aggregate_counts_scale_factor or 1.0)))
-    seed = params.seed if params.seed is not None else secrets.randbits(63)
-    # the empty category's code in the model's domain (the last cell); -2 (never drawn) where it is absent
-    empty = np.array(
-        [-2 if c in absent and absent[c][-1] else size - 1 for c, size in enumerate(domain.sizes)],
-        dtype=np.int64,
-    )
-    shares = {
-        c: p for c, p in rest_empty_shares(release, model).items() if c not in absent or not absent[c][-1]
-    }
-    if shares:
-        writes = sum(p > 0 for p in shares.values())
-        report(
-            progress,
-            log,
-            f"pgm: the empty category of {len(shares)} columns decoded as measured: empty at the measured rate in "
-            f"{writes}, a released value (given the record's other columns) otherwise",
-        )
-
-    block_rows = BLOCK_ROWS
-    blocks = -(-target // block_rows)
-
-    def draw(part: int, parts: int) -> Iterator[np.ndarray]:
-        """The partition's rows, block by block, as int32 codes (n_b, d) in random order, -1 = empty."""
-        for b in range(part * blocks // parts, (part + 1) * blocks // parts):
-            n_block = min(block_rows, target - b * block_rows)
-            rng = np.random.default_rng(np.random.SeedSequence([seed, b], spawn_key=(_DRAW_STREAM,)))
-            codes = _decode(model.sample(n_block, rng, rounded=True), empty, model, shares, rng)
-            for c, cells in kept.items():  # the model's codes to the release's (-1, empty, stays)
-                codes[:, c] = np.where(codes[:, c] >= 0, cells[np.maximum(codes[:, c], 0)], -1)
-            yield codes[rng.permutation(n_block)].astype(np.int32)
-
-    report(progress, log, f"pgm: sampling {target} records")
-    return sample_partitions(
-        spark,
-        draw,
-        columns=release.columns,
-        domains=release.domains,
-        seed=seed,
-        partitions=params.partitions,
-        label="pgm",
-        permute=False,
+    return sample_model(
+        fit_for_sampling(release, progress=progress), release, params, spark, progress=progress
     )

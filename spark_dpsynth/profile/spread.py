@@ -1,0 +1,283 @@
+"""Where the DP profile places a column's records: the cells that stand out alone and the blocks that stand out
+together, a block's records spread evenly over its values or over the lattice they lie on (docs/design.md
+section 2.8).
+
+* :func:`signal_weights`: per cell, the noisy records the profile places there.
+* :func:`spread_evenly`: an amount spread over a run's values (its lattice, :func:`_lattice`, or its cells'
+  sizes); :func:`value_cells`: the cells that hold one whole number each.
+
+Privacy: post-processing of the noisy profile; nothing here reads data or draws noise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spark_dpsynth.profile.blocks import RunSums, standing_blocks
+from spark_dpsynth.profile.grid import UNIT_TOP, ProfileGrid
+from spark_dpsynth.profile.levels import SIGNAL_FALSE_POSITIVE, noise_level, sum_threshold
+
+__all__ = ["signal_weights", "spread_evenly", "value_cells"]
+
+_LATTICE_STEPS = (2, 3, 4, 5, 6, 10, 12, 20, 24, 25, 50, 60, 100, 1000)
+"""The steps g of the lattices (the multiples of g) that a run of whole numbers is tested for where the profile
+spreads its records evenly (:func:`_lattice`): pairs, quarters, fives and tens, dozens (months counted in whole
+years), scores, hundreds (an occupation's major groups 0, 100, ..., 900), thousands. Public."""
+_LATTICE_OFF_TAIL = 0.05
+"""One-sided level at which the values off a lattice must not stand out of their noise together for the lattice
+to be taken (:func:`_lattice`): no more than a 5% test can see off it."""
+_LATTICE_OFF_SHARE = 0.25
+"""A value off a lattice holds at most this share of what a value on it holds (the off values' mean noisy count
+plus its noise at :data:`_LATTICE_OFF_TAIL`, against the on values' mean) for the lattice to be taken
+(:func:`_lattice`): weekly hours heaped at 10, 15, ..., 30 with a third as many records on each value between
+can pass the first test alone under a large noise, and would come back as multiples of 5 only (docs/design.md
+section 2.8)."""
+
+
+def _whole_members(
+    grid: ProfileGrid, members: np.ndarray, values: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the members that hold one whole number each, those numbers), or None when a lattice cannot be read from
+    ``members``: no ``values`` (:func:`value_cells`), none of them among the members, or a member that holds
+    whole numbers the profile does not tell apart (an open cell wider than one, beyond 9,999)."""
+    if values is None or len(members) == 0:
+        return None
+    held = np.isin(members, values)
+    if not held.any() or bool((grid.sizes[members[~held]] > 1.0).any()):
+        return None
+    return members[held], grid.points[(members[held] - 1) // 2]
+
+
+def _lattice(cells: np.ndarray, at: np.ndarray, counts: np.ndarray, sigma: float, laplace: bool) -> int:
+    """The step g of the coarsest lattice of whole numbers, the multiples of g (:data:`_LATTICE_STEPS`), that
+    carries the records of a run's whole numbers, or 1: they may then lie on any of its values. Post-processing
+    of the noisy profile (docs/design.md section 2.8).
+
+    Survey tables store durations in months that are whole years beyond the first three (the EU LFS's months since
+    a start: 0..35, then 36, 48, ..., 528) and occupations as major groups (0, 100, ..., 900): a run of such values
+    spread evenly over its whole numbers came back as 437 months and occupation 523, which no record holds. The
+    steps are tested from the finest up, each on the lattice found so far (g0, first 1): g, a multiple of g0, is
+    taken when the noisy sum of the run's multiples of g0 that are not multiples of g does not stand out of its
+    noise at the one-sided level :data:`_LATTICE_OFF_TAIL`, their mean plus that noise is at most
+    :data:`_LATTICE_OFF_SHARE` of the multiples' mean, and the multiples of g hold more per value than the
+    others by more than the noise of that difference (:func:`sum_threshold`, at a Bonferroni level
+    :data:`SIGNAL_FALSE_POSITIVE` over the steps): a run spread evenly over its values, or too thin to tell,
+    keeps them all.
+
+    Args:
+        cells, at: the run's cells that hold one whole number each and those numbers (:func:`_whole_members`).
+        counts: float64 (len(cells),) their noisy counts.
+        sigma: the noise std of one cell, in records; laplace: the cells' noise is discrete Laplace.
+    """
+    if len(cells) < 4:
+        return 1
+    tail = SIGNAL_FALSE_POSITIVE / len(_LATTICE_STEPS)
+    strict, strict_gaussian = noise_level(tail, laplace), noise_level(tail, False)
+    loose, loose_gaussian = noise_level(_LATTICE_OFF_TAIL, laplace), noise_level(_LATTICE_OFF_TAIL, False)
+    step = 1
+    on = np.ones(len(cells), dtype=bool)
+    for g in _LATTICE_STEPS:
+        if g % step:
+            continue
+        multiple = on & (np.mod(at, g) == 0)
+        off = on & ~multiple
+        n_on, n_off = int(multiple.sum()), int(off.sum())
+        if n_on == 0 or n_off == 0:
+            continue
+        s_on, s_off = float(counts[multiple].sum()), float(counts[off].sum())
+        bound = float(sum_threshold(n_off, sigma, loose, loose_gaussian))
+        off_quiet = s_off <= bound and (s_off + bound) / n_off <= _LATTICE_OFF_SHARE * s_on / n_on
+        # the multiples' sum less what an even spread over the lattice found so far would give them
+        excess = s_on - s_off * n_on / n_off
+        if off_quiet and excess > float(
+            sum_threshold(n_on + n_on**2 / n_off, sigma, strict, strict_gaussian)
+        ):
+            step, on = g, multiple
+    return step
+
+
+def _run_lattice(
+    grid: ProfileGrid,
+    members: np.ndarray,
+    counts: np.ndarray,
+    sigma: float,
+    laplace: bool,
+    values: np.ndarray | None,
+) -> int:
+    """:func:`_lattice` of a run of cells (``counts``: float64 (len(members),) their noisy counts), or 1 when no
+    lattice can be read from it (:func:`_whole_members`)."""
+    whole = _whole_members(grid, members, values)
+    if whole is None:
+        return 1
+    cells, at = whole
+    return _lattice(cells, at, counts[np.isin(members, cells)], sigma, laplace)
+
+
+def spread_evenly(
+    grid: ProfileGrid,
+    members: np.ndarray,
+    amount: float,
+    counts: np.ndarray,
+    sigma: float,
+    laplace: bool,
+    values: np.ndarray | None,
+    step: int = 1,
+) -> np.ndarray:
+    """float64 (len(members),) ``amount`` spread evenly over the values of ``members``: over their lattice when
+    the run has one (:func:`_lattice`; ``step``, the lattice of the block the run lies in, when the run's own is
+    1 or divides it), each of its values the same; else each cell's share in proportion to its ``sizes`` (an
+    open cell of 999 whole numbers takes 999 times a point's; all alike when no member has a size). ``counts``:
+    the members' noisy counts. Post-processing."""
+    out = np.zeros(len(members))
+    if len(members) == 0:
+        return out
+    whole = _whole_members(grid, members, values)
+    if whole is not None:
+        cells, at = whole
+        own = _lattice(cells, at, counts[np.isin(members, cells)], sigma, laplace)
+        # the block's lattice where the run's own is finer (a few values of it were too few to tell 12 from 4)
+        g = step if step % own == 0 else own
+        on = cells[np.mod(at, g) == 0] if g > 1 else cells[:0]
+        if len(on):
+            out[np.isin(members, on)] = amount / len(on)
+            return out
+    size = grid.sizes[members]
+    total = float(size.sum())
+    return amount * size / total if total > 0 else np.full(len(members), amount / len(members))
+
+
+def value_cells(grid: ProfileGrid, integral: bool) -> np.ndarray | None:
+    """The cells of ``grid`` that each hold one whole number of at most 9,999 in magnitude (the point cells of the
+    integer scale there; of the real scale, its whole-number points, when ``integral``: a real column of whole
+    numbers), sorted; None on the other scales and for a real column that is not integral. What
+    :func:`_lattice` reads. Public: from the grid alone."""
+    if not (grid.scale == "integer" or (grid.scale == "real" and integral)):
+        return None
+    p = grid.points
+    whole = (p == np.floor(p)) & (np.abs(p) <= UNIT_TOP)
+    return 1 + 2 * np.flatnonzero(whole)
+
+
+def signal_weights(
+    grid: ProfileGrid,
+    rest: np.ndarray,
+    cells: np.ndarray,
+    threshold: float,
+    sums: RunSums,
+    gaussian: float,
+    block_gaussian: float,
+    laplace: bool = False,
+    values: np.ndarray | None = None,
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The noisy counts of the cells that stand out alone, plus, in each block of magnitude whose summed noisy
+    count stands out (:func:`standing_blocks`), the rest of that sum spread evenly over the block's values
+    (:func:`spread_evenly`: over the lattice its whole numbers lie on, when ``values`` are given and it has one;
+    else each cell's share in proportion to its ``sizes``), within the parts of the block that stand out when it is
+    halved, and halved again, while the amount is large enough to tell the halves apart, or the halves are measured
+    blocks (searched or fine, :func:`block_tree`) (both halves standing out: the amount split by their noisy sums;
+    one: the other keeps its own noisy sum, a measured one less one std of its noise; neither, when they are fine
+    blocks and one holds more than :data:`_FINE_SPLIT` stds: the amount split by their positive sums); where an
+    amount is finally spread over a part, the part's cells that stand out at a Bonferroni level over the part alone
+    take it first when they hold at least :data:`_LOCAL_SHARE` of it; zero elsewhere. ``laplace``: the cells' noise
+    is discrete Laplace (the part's level is its quantile); ``values``: the cells that hold the column's whole
+    numbers (:func:`value_cells`). Also returns the runs of cells that stood out (blocks and halves), in the order
+    found (post-processing)."""
+    weights = np.zeros_like(rest)
+    alone = cells[rest[cells] > threshold]
+    weights[alone] = rest[alone]
+
+    step = 1  # the lattice of the standing block being spread (_lattice): a part too small to tell keeps it
+
+    def even(members: np.ndarray, amount: float) -> None:
+        # the lattice is read from every record of the part, those of the values taken out alone too
+        weights[members] += spread_evenly(
+            grid, members, amount, rest[members], sums.sigma, laplace, values, step
+        )
+
+    def place(members: np.ndarray, amount: float) -> None:
+        # the cells of the part that stand out of their noise at a level for this part's cells alone (a
+        # Bonferroni level over len(members), not the grid's: the part's records are known to lie here) take
+        # the amount first, up to their noisy counts; what is left is spread evenly (the years 2011..2013 each
+        # held too few records to stand out among the grid's cells, and their records were spread up to 2120)
+        if len(members) > 1 and amount > 0:
+            current = rest[members] - weights[members]
+            local = sums.sigma * noise_level(SIGNAL_FALSE_POSITIVE / len(members), laplace)
+            up = current > local
+            held = float(current[up].sum())
+            if up.any() and held >= _LOCAL_SHARE * amount:
+                taken = min(held, amount)
+                weights[members[up]] += current[up] * taken / held
+                amount -= taken
+        if amount > 0:
+            even(members, amount)
+
+    def spread(members: np.ndarray, amount: float) -> None:
+        # While the amount is at least twice what the members' sum must pass to stand out (so that even halves
+        # would each stand out), halve the members: a half that stands out gets its share and is halved in
+        # turn, a half that does not gets its own noisy excess (if positive) evenly; the amount is spread evenly
+        # over the values of the parts that are left (a thin tail of amounts between 10,000 and 900,000 is not
+        # spread up to 999,999). Halves whose records the profile measured as blocks are always tested: their
+        # noise does not add up over their cells, and a half that does not stand out keeps its own excess.
+        while len(members) >= 2:
+            current = rest - weights
+            # measured halves are blocks of the tree, tested at the blocks' level (:func:`block_level`)
+            measured = sums.halves_measured(members)
+            if not measured and amount <= 2.0 * sums.left(members, current, gaussian)[1]:
+                break
+            halves = (members[: len(members) // 2], members[len(members) // 2 :])
+            level = block_gaussian if measured else gaussian
+            left = [sums.left(h, current, level) for h in halves]
+            excess = [e for e, _ in left]
+            stands = [e > needed for e, needed in left]
+            stood.extend(h for h, up in zip(halves, stands, strict=True) if up)
+            if all(stands):
+                total = excess[0] + excess[1]
+                spread(halves[0], amount * excess[0] / total)
+                members, amount = halves[1], amount * excess[1] / total
+            elif any(stands):
+                i = 1 - stands.index(True)
+                other = halves[i]
+                # a measured half keeps its excess beyond one std of its noise (shrunk: a half without records
+                # keeps its positive noise otherwise, spread evenly over it, and the range ran past the data)
+                shrink = left[i][1] / level if measured else 0.0
+                kept = min(max(excess[i] - shrink, 0.0), amount)
+                if kept > 0:
+                    place(other, kept)
+                members, amount = halves[stands.index(True)], amount - kept
+            elif measured and sums.fine(halves[0]) and any(e > _FINE_SPLIT * n / level for e, n in left):
+                # neither fine half stands out, but one holds more than _FINE_SPLIT stds of its noise (a
+                # block's rest beyond the values that stood out alone carries the noise of every value taken
+                # out): the amount goes to the halves in proportion to their positive counts, each placed
+                # further in turn (spread evenly over 1984..2124, the rest of the years 1984..2013 was drawn up
+                # to 2120); when neither does, evenly over both (a thin tail, as person weights of 100..661)
+                kept = [max(e, 0.0) for e, _ in left]
+                total = kept[0] + kept[1]
+                if kept[0] > 0:
+                    spread(halves[0], amount * kept[0] / total)
+                if kept[1] <= 0:
+                    return
+                members, amount = halves[1], amount * kept[1] / total
+            else:
+                break
+        place(members, amount)
+
+    stood: list[np.ndarray] = []
+    for members in standing_blocks(grid, rest, cells, sums, block_gaussian):
+        stood.append(members)
+        amount = sums.left(members, rest - weights, block_gaussian)[0]
+        if amount > 0:
+            step = _run_lattice(grid, members, rest[members], sums.sigma, laplace, values)
+            spread(members, amount)
+    return weights, stood
+
+
+_LOCAL_SHARE = 0.5
+"""An amount placed in a part of a block (:func:`signal_weights`) goes first to the part's cells that stand out
+of their noise at a Bonferroni level over the part's cells alone when those cells hold at least this share of
+it (a few years among 111 whole numbers); else it is spread evenly (the ages 70..90 of a thin tail, each within
+the noise: a few of them standing out by their noise would take it all)."""
+_FINE_SPLIT = 2.0
+"""When neither fine half of a block stands out but one holds more than this many stds of its noise, the block's
+amount is split between them by their positive counts instead of spread evenly over both (:func:`signal_weights`):
+the rest of a block beyond the values that stood out alone carries the noise of every value taken out, and spread
+evenly over the fine block 1984..2124, the years 1984..2013 were drawn up to 2120 (docs/design.md section 2.8)."""

@@ -1,0 +1,632 @@
+"""Conditions and declared rules: synthetic rows that satisfy Spark SQL expressions (docs/design.md section 4.8,
+"Conditions and declared rules").
+
+Two uses of one machinery, both post-processing of the release (no privacy cost; an expression is public, written
+by the user, never read from the data):
+
+* a **condition** (``where``): ``release.sample(5000, where="sex = 'Female' AND age >= 60")`` draws rows that all
+  satisfy it, from the model conditioned on it;
+* **declared rules** (``constraints``, the ``[constraints]`` section): expressions every output row satisfies
+  (public knowledge such as "a child is not married"), recorded in the release's manifest at fit time and
+  applied to every draw.
+
+A condition holds where it is true (as a ``WHERE`` clause: null fails); a rule is broken where it is false (as
+a SQL ``CHECK`` constraint: null, e.g. a comparison with an empty cell, passes). An expression is Spark SQL over
+the output columns, in their output types (the input's, restored by
+:func:`~spark_dpsynth.synthesizers._types.restore_types`); Spark parses and evaluates it, never a parser of
+ours. Three stages:
+
+1. **Analysis** (:func:`named_columns`, on the driver, before any sampling): the expression is analysed against
+   an empty table of the release's output schema: a column the release does not have, a syntax error or a
+   non-boolean result is a :class:`~spark_dpsynth.errors.ConditionError` naming the expression.
+2. **Cells** (:func:`cell_condition`): the expression is evaluated by Spark on a small decoded domain table, the
+   cross product of the measurement cells of the columns it names (released values and the empty category),
+   each cell by its representative values: a category its value, a bin of a number its whole numbers (at most
+   :data:`REPRESENTATIVES`, evenly spaced, ends included) or an even grid of its interval, an empty cell null.
+   Per cell, the share of its representatives that satisfy it: 0 means no record of the cell can (a structural
+   zero), 1 every record does, in between a bin that the expression cuts inside.
+3. **Rows** (:func:`sample_conditioned`): the ``pgm`` synthesizer fits the rules' zero cells as structural zeros
+   (:func:`spark_dpsynth.synthesizers.pgm.fit_for_sampling`) and conditions its model on the condition's
+   possible cells (evidence in the junction tree, :meth:`spark_dpsynth.estimation.GraphicalModel.condition`), so
+   that it draws only such cells; when every expression is exact on the cells, every row satisfies them and
+   nothing more is done. Otherwise (a bin cut inside, an order between two numbers), and for the other
+   synthesizers (``model``, ``sds``, ``independent``: their samplers take no evidence), rows are drawn, typed,
+   and those that do not satisfy every expression are rejected and redrawn: rejection sampling, whose accepted
+   rows follow the sampler's distribution conditioned on the expressions exactly (von Neumann, "Various
+   techniques used in connection with random digits", 1951). Exactly n rows are kept, the first that pass in
+   the sample's partition order, which for ``pgm`` does not depend on the number of partitions.
+
+The model's estimate of how many real records satisfy a condition, its probability times the release's noisy
+number of records n', is logged (post-processing of DP outputs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import re
+import secrets
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spark_dpsynth._progress import report
+from spark_dpsynth.errors import ConditionError, InvalidParameterError
+from spark_dpsynth.synthesizers._types import bin_intervals
+
+if TYPE_CHECKING:
+    from spark_dpsynth.params import SynthesisParams
+    from spark_dpsynth.release.core import Release
+
+__all__ = [
+    "CONDITIONAL_SYNTHESIZERS",
+    "MAX_CELL_ROWS",
+    "MAX_OVERSAMPLING",
+    "REPRESENTATIVES",
+    "CellCondition",
+    "cell_condition",
+    "check_expressions",
+    "check_rules",
+    "named_columns",
+    "output_frame",
+    "rule_violations",
+    "sample_conditioned",
+    "satisfying",
+    "with_rules",
+]
+
+log = logging.getLogger(__name__)
+
+CONDITIONAL_SYNTHESIZERS = ("pgm", "model", "sds", "independent")
+"""The synthesizers that sample with a condition or declared rules: ``pgm`` by conditioning its model (exact on
+the cells), the others by rejection of whole rows."""
+REPRESENTATIVES = 64
+"""Most representative values of one bin of a number in the decoded domain table (stage 2): every whole number of
+a bin that holds at most this many, else this many evenly spaced, the ends included."""
+MAX_CELL_ROWS = 1 << 18
+"""Most rows of one expression's decoded domain table; an expression over more cells is applied to rows only."""
+MAX_OVERSAMPLING = 100.0
+"""Most rows drawn per row kept by rejection: a condition rarer than 1 / this in the sampler's rows is an error
+(``pgm`` conditions its model instead: only a bin cut inside is rejected)."""
+_ROUNDS = 4
+"""Draws of the rejection stage before it gives up (each sized from the rate the previous one observed)."""
+_ORDER = "__dpsynth_order"
+_CELL = "__dpsynth_cell"
+_OK = "__dpsynth_ok"
+_PARTITION_BITS = 33
+"""``monotonically_increasing_id`` puts the partition index above bit 33 and the row's rank in it below."""
+_ROUND_STREAM = 0x636F6E64
+"""Seed stream of the rejection stage's later draws."""
+_INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint", "byte", "short", "integer", "long")
+_STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_IDENTIFIER = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True)
+class CellCondition:
+    """An expression evaluated on the measurement cells of the columns it names (module docstring, stage 2)."""
+
+    expression: str
+    """The Spark SQL boolean expression, as given."""
+    columns: tuple[str, ...]
+    """The release columns it names, in release order."""
+    share: np.ndarray | None
+    """float64 over the measurement cells of ``columns`` (per column its released values, then the empty
+    category; axes in ``columns``' order): the share of each cell's representative values that satisfy the
+    expression, in [0, 1]; None when the table would exceed :data:`MAX_CELL_ROWS` rows (rows only)."""
+
+    @property
+    def allowed(self) -> np.ndarray | None:
+        """bool over the same cells: True where a record may satisfy the expression (None: not evaluated)."""
+        return None if self.share is None else self.share > 0
+
+    @property
+    def exact(self) -> bool:
+        """True when every cell satisfies the expression for all its values or for none (the cells express it)."""
+        return self.share is not None and bool(np.all((self.share == 0) | (self.share == 1)))
+
+
+def check_expressions(value: Any, what: str) -> tuple[str, ...]:
+    """Expressions as given by the user: a string or a list of strings, each non-empty (before anything runs).
+
+    Args:
+        value: None, a string, or a list or tuple of strings.
+        what: the name of the parameter, for the message (``"where"``, ``"constraints"``).
+
+    Returns:
+        The expressions, stripped, in order, without repeats.
+
+    Raises:
+        ConditionError: not a string or list of strings, or an empty one.
+    """
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(x, str) for x in items):
+        raise ConditionError(
+            f"{what} must be a Spark SQL boolean expression or a list of them, got {value!r}"
+        )
+    out = []
+    for x in items:
+        if not x.strip():
+            raise ConditionError(f"{what} must be non-empty Spark SQL boolean expressions, got {x!r}")
+        out.append(x.strip())
+    return tuple(dict.fromkeys(out))
+
+
+# ------------------------------------------------------------------------------------------------- analysis
+
+
+def _types(release: Release) -> Mapping[str, Any]:
+    return release.manifest.get("column_types") or {}
+
+
+def _typed(name: str, t: Mapping[str, Any] | None) -> Column:
+    """The output value of column ``name`` of the decoded domain table (columns ``num_<name>``: a bin's number
+    as a string of a double, ``txt_<name>``: a category or a label) in its output type, as
+    :func:`~spark_dpsynth.synthesizers._types.restore_types` writes it."""
+    num, txt = F.col(f"`num_{name}`").cast("double"), F.col(f"`txt_{name}`")
+    if t is None:
+        return txt.alias(name)
+    scale, type_name = str(t["scale"]), str(t["type"])
+    if t.get("bins") and scale != "category":
+        if scale == "date":
+            value = F.date_from_unix_date(num.cast("int"))
+        elif scale == "timestamp":
+            value = F.timestamp_micros(F.round(num * F.lit(1_000_000.0)).cast("long")).cast(type_name)
+        elif type_name in _INTEGER_TYPES:
+            value = F.round(num).cast(type_name)
+        elif type_name == "string":
+            whole = (num == F.floor(num)) & (F.abs(num) < F.lit(1e15))
+            value = F.when(whole, num.cast("bigint").cast("string")).otherwise(num.cast("string"))
+        else:
+            value = num.try_cast(type_name)
+        return F.coalesce(value, txt.try_cast(type_name)).alias(name)
+    return (txt if type_name == "string" else txt.try_cast(type_name)).alias(name)
+
+
+def _frame(spark: SparkSession, columns: Sequence[str], rows: pd.DataFrame | None, types: Mapping[str, Any]):  # noqa: ANN202
+    """The decoded domain table (``rows``, or none) as a DataFrame of the output columns ``columns`` (with
+    ``_CELL`` first when ``rows`` has it)."""
+    fields = [T.StructField(_CELL, T.LongType())] if rows is not None and _CELL in rows else []
+    for c in columns:
+        fields += [T.StructField(f"num_{c}", T.StringType()), T.StructField(f"txt_{c}", T.StringType())]
+    schema = T.StructType(fields)
+    if rows is None:
+        df = spark.createDataFrame([], schema)
+    else:
+        df = spark.createDataFrame(rows[[f.name for f in fields]], schema)
+    head = [F.col(_CELL)] if fields and fields[0].name == _CELL else []
+    return df.select(*head, *[_typed(c, types.get(c)) for c in columns])
+
+
+def output_frame(spark: SparkSession, release: Release) -> DataFrame:
+    """An empty DataFrame with the release's output columns in their output types (the manifest's
+    ``column_types``; strings without them): what expressions are analysed against."""
+    return _frame(spark, release.columns, None, _types(release))
+
+
+def _analyse(frame: DataFrame, expression: str, what: str) -> None:
+    """Analyse ``expression`` on ``frame`` (no rows): it must resolve and be boolean.
+
+    Raises:
+        ConditionError: naming the expression, with the first line of Spark's message (it names columns and
+            functions of the expression and the schema, never data: the table is empty).
+    """
+    from pyspark.errors import PySparkException
+
+    try:
+        field = frame.select(F.expr(expression).alias(_OK)).schema[_OK]
+    except PySparkException as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConditionError(
+            f"{what} {expression!r} cannot be evaluated on the release's columns "
+            f"({', '.join(frame.columns)}): {first}"
+        ) from None
+    if not isinstance(field.dataType, T.BooleanType):
+        raise ConditionError(
+            f"{what} {expression!r} must be a boolean expression, it gives {field.dataType.simpleString()}"
+        )
+
+
+def named_columns(
+    spark: SparkSession, release: Release, expression: str, what: str = "condition"
+) -> tuple[str, ...]:
+    """The release columns an expression names, analysed by Spark (module docstring, stage 1).
+
+    The names it may use (its identifiers outside string literals that are release columns, compared as Spark
+    does, case-insensitively) are found first, and the expression is analysed on an empty table of those
+    columns; if that fails, on all of them.
+
+    Args:
+        spark: the session.
+        release: the release (its columns and ``column_types``).
+        expression: a Spark SQL boolean expression over the output columns.
+        what: the parameter's name, for messages.
+
+    Returns:
+        The columns, in release order (all of them when the expression cannot be analysed on fewer).
+
+    Raises:
+        ConditionError: the expression names a column the release does not have, does not parse, or is not
+            boolean (before any sampling).
+    """
+    lower = {c.lower(): c for c in release.columns}
+    text = _STRING_LITERAL.sub(" ", expression)
+    found = set()
+    for quoted, bare in _IDENTIFIER.findall(text):
+        name = quoted.replace("``", "`") if quoted else bare
+        if name.lower() in lower:
+            found.add(lower[name.lower()])
+    candidates = tuple(c for c in release.columns if c in found)
+    types = _types(release)
+    if candidates:
+        try:
+            _analyse(_frame(spark, candidates, None, types), expression, what)
+            return candidates
+        except ConditionError:
+            pass
+    _analyse(output_frame(spark, release), expression, what)
+    return release.columns
+
+
+def check_rules(df: DataFrame, columns: Sequence[str] | None, rules: Sequence[str]) -> None:
+    """Analyse declared rules on the sensitive table's schema (its ``columns``, the release's; None: all), before
+    any DP draw: its types are the output's. Reads the schema only.
+
+    Raises:
+        ConditionError: a rule names a column not among ``columns``, does not parse, or is not boolean (the
+            message names the rule).
+    """
+    frame = df.select(*[F.col(f"`{c}`") for c in columns]) if columns else df
+    for rule in rules:
+        _analyse(frame, rule, "the rule")
+
+
+def with_rules(fitted: Any, rules: Sequence[str]) -> Any:
+    """A mechanism's :class:`~spark_dpsynth.registry.Fitted` with the declared rules in its release's manifest
+    (``constraints``: public, no budget; every synthesizer applies them to every draw)."""
+    from spark_dpsynth.release.manifest import thaw
+
+    release = fitted.release
+    manifest = {**thaw(release.manifest), "constraints": list(rules)}
+    return dataclasses.replace(fitted, release=dataclasses.replace(release, manifest=manifest))
+
+
+# ------------------------------------------------------------------------------------------------- cells
+
+
+def _representatives(release: Release, c: int, per_bin: int) -> list[list[tuple[str | None, str | None]]]:
+    """Per measurement cell of column ``c`` (released values, then the empty category), its representative
+    values as (number, text) strings (module docstring, stage 2)."""
+    name = release.columns[c]
+    t = _types(release).get(name)
+    cells: list[list[tuple[str | None, str | None]]] = []
+    bins = t.get("bins") if t is not None else None
+    if not bins or str(t["scale"]) == "category":
+        cells = [[(None, v)] for v in release.domains[c]]
+        return [*cells, [(None, None)]]
+    scale = str(t["scale"])
+    intervals = bin_intervals(bins, scale)
+    integral = scale in ("integer", "date") or (scale == "real" and bool(bins.get("integral")))
+    points = dict(
+        zip((str(x) for x in bins.get("point_labels") or ()), bins.get("points") or (), strict=False)
+    )
+    passthrough = {str(x) for x in bins.get("passthrough") or ()}
+    labels = list(intervals)
+    closed = bins.get("upper") is not None
+    for label in release.domains[c]:
+        if label in points:
+            cells.append([(repr(float(points[label])), None)])
+        elif label in passthrough or label not in intervals:
+            cells.append([(None, label if label in passthrough else None)])
+        else:
+            lo, hi = intervals[label]
+            if integral:
+                stop = math.ceil(hi) + (1 if closed and label == labels[-1] and math.floor(hi) == hi else 0)
+                first = math.ceil(lo)
+                values = np.arange(first, max(stop, first + 1), dtype=np.float64)
+                if values.size > per_bin:
+                    values = np.unique(np.round(np.linspace(values[0], values[-1], per_bin)))
+            else:
+                values = np.linspace(lo, hi, per_bin + 1)[:-1]
+                values = np.append(values, np.nextafter(hi, lo))
+            cells.append([(repr(float(v)), None) for v in values])
+    return [*cells, [(None, None)]]
+
+
+def _domain_table(release: Release, columns: Sequence[str]) -> tuple[pd.DataFrame, tuple[int, ...]] | None:
+    """The cross product of the columns' representative values (module docstring, stage 2), with each row's
+    flat cell index (C order over the columns' measurement cells); None when it exceeds :data:`MAX_CELL_ROWS`."""
+    index = {c: i for i, c in enumerate(release.columns)}
+    for per_bin in (REPRESENTATIVES, 9, 3):
+        reps = [_representatives(release, index[c], per_bin) for c in columns]
+        rows = math.prod(sum(len(r) for r in col) for col in reps)
+        if rows <= MAX_CELL_ROWS:
+            break
+    else:
+        return None
+    shape = tuple(len(col) for col in reps)
+    flat_cells, nums, txts = [], [], []
+    for col in reps:
+        flat_cells.append(np.repeat(np.arange(len(col)), [len(r) for r in col]))
+        nums.append(np.array([v[0] for r in col for v in r], dtype=object))
+        txts.append(np.array([v[1] for r in col for v in r], dtype=object))
+    sizes = [len(x) for x in flat_cells]
+    total = math.prod(sizes)
+    grid = np.indices(sizes).reshape(len(sizes), total) if sizes else np.zeros((0, 1), dtype=np.int64)
+    data: dict[str, Any] = {
+        _CELL: np.ravel_multi_index(tuple(flat_cells[j][grid[j]] for j in range(len(columns))), shape)
+    }
+    for j, c in enumerate(columns):
+        data[f"num_{c}"] = nums[j][grid[j]]
+        data[f"txt_{c}"] = txts[j][grid[j]]
+    return pd.DataFrame(data), shape
+
+
+def _holds(expression: str, rule: bool) -> Column:
+    """True where a row satisfies ``expression``: a condition where it is true, a rule where it is not false."""
+    return F.coalesce(F.expr(expression).cast("boolean"), F.lit(rule))
+
+
+def cell_condition(
+    spark: SparkSession, release: Release, expression: str, what: str = "condition", *, rule: bool = False
+) -> CellCondition:
+    """An expression on the measurement cells of the columns it names (module docstring, stages 1 and 2).
+
+    Args:
+        spark: the session (the decoded domain table is evaluated by Spark).
+        release: the release.
+        expression: a Spark SQL boolean expression over the output columns (null counts as false).
+        what: the parameter's name, for messages.
+        rule: True for a declared rule, satisfied unless false (null passes, as a SQL ``CHECK`` constraint);
+            False for a condition, satisfied where true (null fails, as ``WHERE``).
+
+    Returns:
+        The :class:`CellCondition` (its ``share`` None when the table would be too large: rows only).
+
+    Raises:
+        ConditionError: as :func:`named_columns`, or no cell of the release can satisfy it (it names the
+            expression).
+    """
+    columns = named_columns(spark, release, expression, what)
+    built = _domain_table(release, columns)
+    if built is None:
+        log.warning(
+            "%s %r names too many cells to evaluate on them: it is applied to rows only", what, expression
+        )
+        return CellCondition(expression, columns, None)
+    rows, shape = built
+    frame = _frame(spark, columns, rows, _types(release))
+    ok = _holds(expression, rule).cast("double")
+    from pyspark.errors import PySparkException
+
+    try:
+        # at most prod(shape) <= MAX_CELL_ROWS rows: one per cell of the decoded domain (released values only)
+        shares = frame.groupBy(_CELL).agg(F.avg(ok).alias(_OK)).toPandas()
+    except PySparkException as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConditionError(f"{what} {expression!r} fails on the release's values: {first}") from None
+    share = np.zeros(math.prod(shape), dtype=np.float64)
+    share[shares[_CELL].to_numpy(dtype=np.int64)] = shares[_OK].to_numpy(dtype=np.float64)
+    out = CellCondition(expression, columns, share.reshape(shape))
+    if not out.allowed.any():
+        raise ConditionError(
+            f"{what} {expression!r} has probability zero: no value the release can synthesize satisfies it"
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- rows
+
+
+def satisfying(where: str | None, rules: Iterable[str]) -> Column:
+    """The Column that is true where a row satisfies the condition (true) and every rule (not false)."""
+    out = _holds(where, False) if where else F.lit(True)
+    for r in rules:
+        out = out & _holds(r, True)
+    return out
+
+
+def rule_violations(df: DataFrame, rules: Sequence[str]) -> dict[str, int]:
+    """The number of rows of ``df`` (a synthetic table) that break each rule (where it is false; null passes, as
+    a SQL ``CHECK`` constraint), in one aggregation.
+
+    Returns:
+        {rule: violations}, in the rules' order.
+    """
+    if not rules:
+        return {}
+    counts = [F.sum(F.when(_holds(r, True), 0).otherwise(1)).alias(f"r{j}") for j, r in enumerate(rules)]
+    row = df.agg(*counts).first()  # one row: one count per rule
+    return {r: int(row[f"r{j}"] or 0) for j, r in enumerate(rules)}
+
+
+def _round_seed(seed: int, attempt: int) -> int:
+    if attempt == 0:
+        return seed
+    state = np.random.SeedSequence([seed, attempt], spawn_key=(_ROUND_STREAM,)).generate_state(1, np.uint64)
+    return int(state[0] >> np.uint64(1))
+
+
+def _first_rows(passing: DataFrame, n: int) -> tuple[DataFrame, int]:
+    """The first ``n`` rows of ``passing`` in partition order (or all when fewer), and how many there are: one
+    count per partition is collected (at most the sample's partitions), then each partition keeps its quota."""
+    ordered = passing.withColumn(_ORDER, F.monotonically_increasing_id())
+    part = F.shiftright(F.col(_ORDER), _PARTITION_BITS)
+    counts = ordered.groupBy(part.alias("p")).count().collect()  # one row per partition of the sample
+    by_part = {int(r["p"]): int(r["count"]) for r in counts}
+    total = sum(by_part.values())
+    if total < n or not by_part:
+        return ordered.drop(_ORDER), total
+    limits, left = [], n
+    for p in range(max(by_part) + 1):
+        take = min(by_part.get(p, 0), left)
+        limits.append((p << _PARTITION_BITS) + take)
+        left -= take
+    limit = F.element_at(F.array(*[F.lit(x).cast("long") for x in limits]), (part + F.lit(1)).cast("int"))
+    return ordered.where(F.col(_ORDER) < limit).drop(_ORDER), n
+
+
+def sample_conditioned(
+    release: Release,
+    synthesizer: str,
+    params: SynthesisParams,
+    spark: SparkSession,
+    *,
+    where: str | None,
+    rules: Sequence[str],
+    draw: Callable[[SynthesisParams], DataFrame],
+    restore: Callable[[DataFrame, int], DataFrame],
+    progress: Callable[[str], None] | None = None,
+) -> DataFrame:
+    """Synthetic rows that satisfy ``where`` and every rule (module docstring, stage 3).
+
+    Args:
+        release: the release.
+        synthesizer: the registry name of the synthesizer (one of :data:`CONDITIONAL_SYNTHESIZERS`).
+        params: its parameters; ``target_number_of_records`` is the number of rows returned (default: for a
+            condition, its estimated number of real records, the model's probability of it times n' for ``pgm``,
+            the share of a draw of n' rows that satisfies it for the others; for rules alone, as without them).
+        spark: the session.
+        where: the condition, or None.
+        rules: the declared rules (the release's and the call's).
+        draw: the synthesizer's rows (codes as strings) for parameters, for the other synthesizers.
+        restore: the rows in their output types, for a seed (``restore_types``).
+        progress: optional callback receiving short progress messages.
+
+    Returns:
+        A DataFrame of the release's output columns, every row satisfying every expression; exactly the target
+        number of rows.
+
+    Raises:
+        ConditionError: an expression names a column the release does not have, is not boolean, or has
+            probability zero (under the model, or in the sampler's rows: it names the expression); the
+            synthesizer samples with neither; a condition too rare for rejection (below 1 /
+            :data:`MAX_OVERSAMPLING` of the sampler's rows).
+    """
+    asked = ([where] if where else []) + list(rules)
+    if synthesizer not in CONDITIONAL_SYNTHESIZERS:
+        raise ConditionError(
+            f"the {synthesizer} synthesizer does not sample with where or constraints ({asked[0]!r}); use one "
+            f"of {', '.join(CONDITIONAL_SYNTHESIZERS)} (pgm conditions its model exactly)"
+        )
+    if release.manifest.get("persons") or release.manifest.get("multi_value_columns"):
+        raise ConditionError(
+            f"where and constraints ({asked[0]!r}) are not supported for releases of persons with many rows or "
+            "with multi-value columns"
+        )
+    # analysed and evaluated on the cells before anything is sampled
+    rule_cells = [cell_condition(spark, release, r, "the rule", rule=True) for r in rules]
+    where_cell = cell_condition(spark, release, where, "the condition") if where else None
+    seed = params.seed if params.seed is not None else secrets.randbits(63)
+    n_protected = release.manifest.protected_number_of_records
+    target = params.target_number_of_records
+    expressions = [c.expression for c in rule_cells]
+    if synthesizer == "pgm":
+        from spark_dpsynth.synthesizers.pgm import fit_for_sampling, sample_model
+
+        zeros: dict[tuple[str, ...], np.ndarray] = {}
+        for c in rule_cells:  # the rules over the same columns: their allowed cells intersected
+            if c.allowed is not None:
+                zeros[c.columns] = zeros[c.columns] & c.allowed if c.columns in zeros else c.allowed
+                if not zeros[c.columns].any():
+                    raise ConditionError(
+                        f"the rules over {', '.join(c.columns)} exclude every value the release can synthesize"
+                    )
+        fitted = fit_for_sampling(release, structural_zeros=zeros or None, progress=progress)
+        rate = 1.0
+        if where_cell is not None and where_cell.allowed is not None:
+            probability = fitted.probability(where_cell.columns, where_cell.share)
+            if probability <= 0:
+                raise ConditionError(f"the condition {where!r} has probability zero under the model")
+            base = float(n_protected) if n_protected is not None else fitted.model.total
+            report(
+                progress,
+                log,
+                f"pgm: the model's estimate of the real records that satisfy the condition: {probability * base:.0f} "
+                f"(its probability {probability:.4g} times the release's noisy number of records)",
+            )
+            if target is None:
+                target = max(1, round(probability * base))
+            possible = fitted.probability(where_cell.columns, where_cell.allowed)
+            try:
+                fitted = fitted.condition({where_cell.columns: where_cell.allowed})
+            except InvalidParameterError as err:
+                raise ConditionError(f"the condition {where!r} has probability zero under the model") from err
+            rate = probability / max(possible, 1e-300)
+        # rules' cells that are partly satisfied, and a condition cut inside a bin, are rejected on rows
+        for cell in rule_cells:
+            if cell.share is not None and not cell.exact:
+                rate *= fitted.probability(cell.columns, cell.share)
+
+        def sampled(p: SynthesisParams) -> DataFrame:
+            return sample_model(fitted, release, p, spark, progress=progress)
+
+        if all(c.exact for c in [*rule_cells, *([where_cell] if where_cell else [])]):
+            n_rows = target if target is not None else None
+            rows = sampled(dataclasses.replace(params, target_number_of_records=n_rows, seed=seed))
+            return restore(rows, seed)
+        return _rejection(
+            sampled, restore, params, target, expressions, seed, rate, where, progress, n_protected
+        )
+    if target is None and where is not None:
+        # the rows of a draw of n' that satisfy it: an estimate of the real records that do (post-processing)
+        rows = restore(draw(dataclasses.replace(params, seed=seed)), seed)
+        passing = rows.where(satisfying(where, expressions))
+        report(
+            progress,
+            log,
+            f"{synthesizer}: the rows of a draw of the release's size that satisfy the condition",
+        )
+        return passing
+    return _rejection(draw, restore, params, target, expressions, seed, 1.0, where, progress, n_protected)
+
+
+def _rejection(
+    draw: Callable[[SynthesisParams], DataFrame],
+    restore: Callable[[DataFrame, int], DataFrame],
+    params: SynthesisParams,
+    target: int | None,
+    expressions: Sequence[str],
+    seed: int,
+    rate: float,
+    where: str | None,
+    progress: Callable[[str], None] | None,
+    n_protected: int | None = None,
+) -> DataFrame:
+    """Draw, type and keep the first ``target`` rows that satisfy every expression (module docstring, stage 3)."""
+    from spark_dpsynth.params import MAX_SYNTHETIC_RECORDS
+
+    if target is None:  # rules alone: as many rows as without them
+        target = max(1, round(float(n_protected or 1) * (params.aggregate_counts_scale_factor or 1.0)))
+    rate = min(1.0, max(rate, 1.0 / MAX_OVERSAMPLING))
+    for attempt in range(_ROUNDS):
+        m = math.ceil(target / rate * 1.02 + 6.0 * math.sqrt(target / rate) + 16)
+        if m > MAX_OVERSAMPLING * target + 1000 or m > MAX_SYNTHETIC_RECORDS:
+            break
+        round_seed = _round_seed(seed, attempt)
+        rows = restore(
+            draw(dataclasses.replace(params, target_number_of_records=m, seed=round_seed)), round_seed
+        )
+        kept, passed = _first_rows(rows.where(satisfying(where, expressions)), target)
+        report(
+            progress,
+            log,
+            f"conditions: {passed} of {m} drawn rows kept (rejection of rows, round {attempt + 1})",
+        )
+        if passed >= target:
+            return kept
+        rate = max(passed, 0.5) / m
+    what = f"the condition {where!r}" if where else f"the rules {list(expressions)!r}"
+    raise ConditionError(
+        f"{what} holds in too few of the synthesizer's rows to draw {target} by rejection (fewer than 1 in "
+        f"{MAX_OVERSAMPLING:g}); the pgm synthesizer conditions its model on the cells exactly"
+    )
