@@ -133,6 +133,7 @@ def test_nist_industry_codes_come_back_as_codes_the_column_holds(spark, shared_d
     # the default workload mechanism and pgm: no synthetic code the column does not hold
     from spark_dpsynth.mechanisms.workload import fit_workload
     from spark_dpsynth.params import DataConfig, SynthesisParams, WorkloadParams
+    from spark_dpsynth.privacy.budget import Budget
     from spark_dpsynth.synthesizers import pgm
     from spark_dpsynth.synthesizers._types import restore_types
 
@@ -140,8 +141,9 @@ def test_nist_industry_codes_come_back_as_codes_the_column_holds(spark, shared_d
     df = spark.createDataFrame(real)
     release = fit_workload(
         df,
-        WorkloadParams(epsilon=4.0, reporting_length=2, selection="mst", seed=5, estimation_iterations=20),
+        WorkloadParams(reporting_length=2, selection="mst", estimation_iterations=20),
         DataConfig(),
+        budget=Budget(4.0, seed=5),
     )
     meaning = release.manifest["column_meanings"]["INDP"]
     assert meaning["meaning"] == "code" and meaning["reason"].startswith("DP code set"), meaning

@@ -46,6 +46,7 @@ import json, sys
 from pyspark.sql import SparkSession
 from spark_dpsynth.mechanisms.marginals import dp_aggregate
 from spark_dpsynth.params import AggregationParams
+from spark_dpsynth.privacy.budget import Budget
 spark = (SparkSession.builder.master(sys.argv[1]).config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "4").getOrCreate())
 rows = [(f"a{i % 7}", f"b{(i * 3) % 5}", f"c{(i * 11) % 4}", None if i % 9 == 0 else f"d{i % 3}") for i in range(3000)]

@@ -417,7 +417,8 @@ def test_adult_meets_the_issue_targets(spark):
     config = load_config(str(ROOT / "conf" / "adult.toml"))
     raw = spark.read.csv(str(ROOT / "data" / "adult.csv.gz"), header=True).where(config.row_filter)
     data_config = resolve_columns(raw.columns, config.data)
-    release = dp_aggregate(raw, dataclasses.replace(config.aggregate, epsilon=4.0, seed=5), data_config)
+    budget = dataclasses.replace(config.budget, epsilon=4.0, seed=5)
+    release = dp_aggregate(raw, config.aggregate, data_config, budget=budget)
     synthetic = synthesize(release, SynthesisParams(seed=1, partitions=2), spark).cache()
     metrics = evaluate(prepare(raw, data_config), synthetic, release, max_marginal_length=3)
     n_prot = release.protected_number_of_records
