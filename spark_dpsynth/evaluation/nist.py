@@ -88,6 +88,22 @@ def sdnist_density_edges() -> list[float]:
     return [0.0, 150.0] + [float(x) for x in grid[8:]]
 
 
+def _columns_of(name: str, named: Sequence[str], columns: Sequence[str]) -> tuple[str, ...]:
+    """``named`` as a tuple of columns of the tables.
+
+    Raises:
+        InvalidParameterError: ``named`` is a string, not a sequence.
+        SchemaError: a named column is not a column of the tables.
+    """
+    if isinstance(named, str):
+        raise InvalidParameterError(f"{name} must be a sequence of column names, got a string")
+    out = tuple(named)
+    missing = [c for c in out if c not in columns]
+    if missing:
+        raise SchemaError(f"{name} {missing} are not columns of the tables")
+    return out
+
+
 def nist_group_columns(columns: Sequence[str], named: Sequence[str] | None) -> tuple[str, ...] | None:
     """The group columns of NIST's score for a table: ``named`` when given (checked against ``columns``), else
     :data:`SDNIST_GROUP_COLUMNS` when the table has them all, else None (no NIST figure: SDNist's grouped
@@ -98,12 +114,7 @@ def nist_group_columns(columns: Sequence[str], named: Sequence[str] | None) -> t
     """
     if named is None:
         return SDNIST_GROUP_COLUMNS if all(c in columns for c in SDNIST_GROUP_COLUMNS) else None
-    if isinstance(named, str):
-        raise InvalidParameterError("nist_group_columns must be a sequence of column names, got a string")
-    named = tuple(named)
-    missing = [c for c in named if c not in columns]
-    if missing:
-        raise SchemaError(f"nist_group_columns {missing} are not columns of the tables")
+    named = _columns_of("nist_group_columns", named, columns)
     if len(set(named)) != len(named):
         raise SchemaError(f"nist_group_columns repeat a column: {list(named)}")
     return named
@@ -155,12 +166,7 @@ def nist_k_marginal(
     if percentile_columns is None:
         ranked = tuple(c for c in SDNIST_PERCENTILE_COLUMNS if c in columns)
     else:
-        if isinstance(percentile_columns, str):
-            raise InvalidParameterError("percentile_columns must be a sequence of column names, got a string")
-        ranked = tuple(percentile_columns)
-        wrong = [c for c in ranked if c not in columns]
-        if wrong:
-            raise SchemaError(f"percentile_columns {wrong} are not columns of the tables")
+        ranked = _columns_of("percentile_columns", percentile_columns, columns)
     pair_columns = sorted(set(columns) - set(SDNIST_LEFT_OUT) - set(groups))
     if not pair_columns:
         return None

@@ -552,15 +552,18 @@ def split_budget(
         acct: the release's accountant, into which the shares are spent (its ``number_of_records`` share, when
             already spent, is the one of n'; its delta is declared here when it has none); default a new one
             of ``budget``, for the figures alone.
-        budget: the budget of that new accountant (default :class:`~spark_dpsynth.privacy.budget.Budget`).
+        budget: the budget of that new accountant (default :class:`~spark_dpsynth.privacy.budget.Budget`); with
+            ``acct``, it must be ``acct``'s.
         empty_counts: the 1-tuple share also pays for the noisy empty counts (a second draw of the same
             histogram, docs/design.md section 2.8).
 
     Raises:
-        InvalidParameterError: delta is not in (0, 1).
+        InvalidParameterError: delta is not in (0, 1); ``budget`` is not ``acct``'s.
         BudgetError: ``acct`` has a different delta or has already spent these shares.
     """
     v.open_unit("delta", delta)
+    if acct is not None and budget is not None and budget != acct.budget:
+        raise InvalidParameterError("split_budget: give the run's accountant or a budget, not two budgets")
     if acct is None:
         acct = Accountant(budget if budget is not None else Budget())
     if acct.delta is None:
