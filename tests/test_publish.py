@@ -127,6 +127,60 @@ def test_a_kept_release_is_published_alone_when_a_later_step_fails(
     assert hidden(old_run) == []
 
 
+def test_a_full_disk_frees_the_staged_synthetic_data_before_the_kept_release_is_published(
+    old_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The synthesis fills the disk (a fault-injected file system: writing a record fails while the staged
+    synthetic parts exist): those parts are removed first, and the release is published."""
+    real = publish._write_json
+
+    def write_json(path: str, value: dict) -> None:
+        staging = os.path.dirname(path)
+        if os.path.lexists(os.path.join(staging, "synthetic")):
+            raise OSError(28, "No space left on device (injected)")
+        real(path, value)
+
+    monkeypatch.setattr(publish, "_write_json", write_json)
+    with pytest.raises(OSError, match="injected"):
+        with OutputStage(None, str(old_run), overwrite=True, names=NAMES) as stage:
+            write_outputs(stage, "new", ("release",))
+            stage.keep_staged()
+            write_outputs(stage, "new", ("synthetic",))
+            raise OSError(28, "No space left on device (injected)")
+    assert stage.published == ["release"]
+    assert sorted(os.listdir(old_run)) == ["release"]
+    assert (old_run / "release" / "part-0").read_text() == "new release\n"
+    assert hidden(old_run) == []
+
+
+def test_a_kept_release_that_cannot_be_published_is_moved_aside_not_lost(
+    old_run: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Publishing the kept release fails too (the disk stays full): it is moved, by a rename, where
+    ``synthesize --output`` finds it, the previous outputs are untouched, and a warning says where."""
+    before = snapshot(old_run)
+
+    def publish_fails(self: OutputStage) -> None:
+        raise OSError(28, "No space left on device (injected)")
+
+    monkeypatch.setattr(OutputStage, "_publish", publish_fails)
+    with caplog.at_level("WARNING", logger="spark_dpsynth.data.publish"):
+        with pytest.raises(RuntimeError, match="synthesis"):
+            with OutputStage(None, str(old_run), overwrite=True, names=NAMES) as stage:
+                write_outputs(stage, "drawn", ("release",))
+                stage.keep_staged()
+                raise RuntimeError("the synthesis failed")
+    assert stage.published == []
+    recovered = f"{publish.RECOVERED_PREFIX}{os.path.basename(stage.staging_dir)[len(STAGING_PREFIX) :]}"
+    after = snapshot(old_run)
+    assert after.pop(f"{recovered}/release/part-0") == b"drawn release\n"
+    assert after.pop(f"{recovered}/release") is None and after.pop(recovered) is None
+    assert after == before and hidden(old_run) == []
+    (warning,) = [r.getMessage() for r in caplog.records if "could not publish" in r.getMessage()]
+    assert "(No space left on device)" in warning
+    assert f"spark-dpsynth synthesize --output {old_run / recovered}" in warning
+
+
 def test_kept_outputs_grow_step_by_step_and_a_success_publishes_all(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="evaluation"):
         with OutputStage(None, str(tmp_path / "a"), names=NAMES) as stage:
@@ -386,6 +440,43 @@ def test_two_concurrent_pipeline_runs_have_one_winner(tmp_path: Path) -> None:
     assert "another run" in lines[0] or "output exists" in lines[0]
     assert sorted(os.listdir(out)) == sorted(NAMES)
     assert (out / "release" / "manifest.json").is_file()
+
+
+@pytest.fixture
+def small_file_system(tmp_path: Path):  # noqa: ANN201 - a generator fixture
+    """A 5 MB tmpfs at ``tmp_path/small`` (skipped where mounting is not permitted)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(mount)], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root and CAP_SYS_ADMIN")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_synthesis_keeps_the_release_and_synthesize_goes_on(small_file_system: Path) -> None:
+    """A pipeline whose synthetic table does not fit on its file system: exit 3, the release published (the
+    staged synthetic parts removed first), and ``synthesize`` from it, with a smaller table, succeeds."""
+    out = small_file_system / "out"
+    cli = [sys.executable, "-m", "spark_dpsynth"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = ["pipeline", "--input", ADULT, "--output", str(out), "--synthesizer", "model"]
+    args += ["--target-number-of-records", "300000"]
+    done = subprocess.run([*cli, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 3, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("spark-dpsynth: error: the synthesis failed: the disk is full (No space left on device)")
+    assert f"the release is kept in {out}/release" in last
+    assert os.listdir(out) == ["release"] and (out / "release" / "manifest.json").is_file()
+    args = ["synthesize", "--output", str(out), "--target-number-of-records", "2000", "--no-single-csv"]
+    done = subprocess.run([*cli, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(out)) == ["release", "synthetic"]
 
 
 @pytest.mark.slow

@@ -525,7 +525,9 @@ def _rollback_dead(
     return ok
 
 
-def _keep_recovered(out_dir: str, fd: int, ident: str, kept: list[str]) -> None:
+def _keep_recovered(
+    out_dir: str, fd: int, ident: str, kept: list[str], why: str = "died after it drew its release"
+) -> None:
     """Move the kept outputs of a dead run (a drawn release: its budget is spent) out of its staging directory
     (open as ``fd``) to ``out_dir/spark-dpsynth-recovered-<id>/`` and say where: never deleted with the staging.
 
@@ -545,9 +547,10 @@ def _keep_recovered(out_dir: str, fd: int, ident: str, kept: list[str]) -> None:
         os.replace(name, os.path.join(target, name), src_dir_fd=fd)
     resume = shlex.join(["spark-dpsynth", "synthesize", "--output", target])
     log.warning(
-        "a run on %s died after it drew its release (the budget is spent): its kept outputs (%s) are in %s, "
+        "a run on %s %s (the budget is spent): its kept outputs (%s) are in %s, "
         "not published; go on from them with `%s` and that run's options, or move them into %s",
         out_dir,
+        why,
         ", ".join(present),
         target,
         resume,
@@ -1005,18 +1008,54 @@ class OutputStage:
         """After a failure: publish the kept outputs alone; the rest of the scope becomes stale (an older output
         computed from the previous release is removed with ``overwrite``, and cannot exist without it)."""
         kept = set(self._kept)
+        # What was staged after the kept outputs goes first: a run that failed because the disk filled up (its
+        # synthetic parts) frees that space before the kept outputs and the journal are written.
+        for name in self._paths:
+            if name not in kept:
+                _remove_quietly(os.path.join(self._staging, name))
         self._stale = [n for n in self._scope() if n not in kept]
         self._paths = list(self._kept)
         unkept = self._tables[self._kept_tables :]
         self._tables = self._tables[: self._kept_tables]
         try:
             self._publish()
-        except Exception:  # noqa: BLE001 - the run's own failure is the one reported
-            log.error("the kept outputs (%s) could not be published", ", ".join(self._kept))
+        except Exception as err:  # noqa: BLE001 - the run's own failure is the one reported
             self.published = []
             self.published_tables = []
+            self._set_kept_aside(err)
         finally:
             self._tables += unkept  # dropped by _cleanup
+
+    def _set_kept_aside(self, err: BaseException) -> None:
+        """The kept outputs could not be published (``err``): move them out of the staging directory to
+        ``out_dir/spark-dpsynth-recovered-<id>/`` (renames: no space needed), as the recovery of a dead run
+        does, and say where; should even that fail, the staging directory is left for the next run's recovery.
+        """
+        why = os.strerror(err.errno) if isinstance(err, OSError) and err.errno else type(err).__name__
+        try:
+            fd = os.open(self._staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            fd = None
+        try:
+            if fd is None:
+                raise OSError(errno.ENOENT, "the staging directory cannot be opened")
+            _keep_recovered(
+                self._out_dir, fd, self._id, self._kept, why=f"could not publish its drawn release ({why})"
+            )
+        except OSError as moved:
+            self._keep_staging = True
+            log.error(
+                "the kept outputs (%s) could not be published (%s) nor moved aside (%s): they stay in %s, "
+                "which the next run on %s recovers",
+                ", ".join(self._kept),
+                why,
+                os.strerror(moved.errno or 0),
+                self._staging,
+                self._out_dir,
+            )
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def _publish(self) -> None:
         missing = [n for n in self._paths if not os.path.lexists(os.path.join(self._staging, n))]
