@@ -17,11 +17,16 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
 
     from pyspark.sql import SparkSession
 
+    from spark_dpsynth.data.jvm_stderr import piped_jvm_launch
+    from spark_dpsynth.data.session import quiet_log4j2_file
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # catalog tables written by tests (tests/test_io.py) go to a temporary warehouse, not the work tree
     warehouse = tmp_path_factory.mktemp("warehouse")
 
-    session = (
+    # as a session of spark_dpsynth's own starts (data.session): no JVM banner, Spark's log output off
+    quiet = f"-Dlog4j2.configurationFile={quiet_log4j2_file()}"
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("spark_dpsynth-tests")
         .config("spark.ui.enabled", "false")
@@ -32,8 +37,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.warehouse.dir", str(warehouse))
-        .getOrCreate()
+        .config("spark.driver.extraJavaOptions", quiet)
     )
+    with piped_jvm_launch():
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

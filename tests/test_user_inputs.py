@@ -17,8 +17,8 @@ import pytest
 from pyspark.sql import types as T
 
 import spark_dpsynth as dps
-from spark_dpsynth.cli._signals import LAUNCHER_BANNER, _copy
 from spark_dpsynth.data.io import as_spark_frame, check_frame
+from spark_dpsynth.data.jvm_stderr import LAUNCHER_BANNER, copy_stderr
 from spark_dpsynth.data.prepare import check_flat_columns
 from spark_dpsynth.errors import SchemaError
 from spark_dpsynth.params import DataConfig
@@ -132,7 +132,7 @@ def test_pandas_types_through_arrow_and_a_void_column_refused_before_any_draw(sp
         dps.fit(frame, epsilon=4)
 
 
-def test_a_pandas_frame_without_a_session_gets_a_local_one(tmp_path: Path) -> None:
+def test_a_pandas_frame_without_a_session_gets_a_quiet_local_one(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import pandas as pd
@@ -150,6 +150,9 @@ def test_a_pandas_frame_without_a_session_gets_a_local_one(tmp_path: Path) -> No
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[('a', 'bigint'), ('b', 'string')] 2 local[1]"
+    # the session started in-process prints no JVM banner either (data.jvm_stderr, data.session)
+    banner = ("WARNING: Using incubator modules", "Setting default log level", "To adjust logging level")
+    assert not [line for line in result.stderr.splitlines() if line.startswith(banner)], result.stderr
 
 
 # --------------------------------------------------------------------------------------------- nested Parquet
@@ -244,7 +247,7 @@ def test_debug_keeps_the_jvm_banner(nested_parquet, tmp_path) -> None:  # noqa: 
 
 def test_the_jvm_stderr_copy_leaves_out_the_launcher_banner(monkeypatch: pytest.MonkeyPatch) -> None:
     # the copy drops everything once a stop signal muted the JVM: an earlier test of this process may have
-    monkeypatch.setattr("spark_dpsynth.cli._signals._MUTED", threading.Event())
+    monkeypatch.setattr("spark_dpsynth.data.jvm_stderr._MUTED", threading.Event())
 
     def copied(chunks: list[bytes], banner: tuple[bytes, ...]) -> bytes:
         source_r, source_w = os.pipe()
@@ -252,7 +255,7 @@ def test_the_jvm_stderr_copy_leaves_out_the_launcher_banner(monkeypatch: pytest.
         for chunk in chunks:
             os.write(source_w, chunk)
         os.close(source_w)
-        _copy(source_r, None, target_w, banner)
+        copy_stderr(source_r, None, target_w, banner)
         os.close(target_w)
         with os.fdopen(target_r, "rb") as f:
             return f.read()

@@ -14,8 +14,8 @@ the session starts (:func:`launched_jvm`):
   its own stderr until a SIGINT or SIGTERM arrives (:func:`mute_jvm`), seen through the signal wakeup fd the
   moment it is delivered, before any Python handler runs; after this process exits nothing the JVM writes
   reaches the terminal. Without ``--debug`` the copy leaves out the Java launcher's start-up warning
-  (:data:`LAUNCHER_BANNER`: Spark starts every JVM with ``--add-modules=jdk.incubator.vector``, and no Java
-  option silences the warning that follows); the log4j2 configuration of
+  (:data:`~spark_dpsynth.data.jvm_stderr.LAUNCHER_BANNER`, :mod:`spark_dpsynth.data.jvm_stderr`); the log4j2
+  configuration of
   :mod:`spark_dpsynth.data.session` silences the rest of the start-up banner.
 
 A session that already exists, a Spark Connect session and spark-submit's own JVM (the driver is then the JVM's
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -38,9 +37,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from spark_dpsynth.data.io import local_path
+from spark_dpsynth.data.jvm_stderr import LAUNCHER_BANNER, mute_jvm, piped_jvm_launch
 
 if TYPE_CHECKING:
     from spark_dpsynth.data.publish import OutputStage
@@ -58,18 +58,9 @@ __all__ = [
     "stop_jvm",
 ]
 
-_MUTED = threading.Event()
 _STOPS = (signal.SIGINT, signal.SIGTERM)
 _LAUNCHED: list[subprocess.Popen] = []
 """The JVM processes :func:`launched_jvm` saw start."""
-
-LAUNCHER_BANNER = (b"WARNING: Using incubator modules:",)
-"""Starts of the lines the Java launcher writes before the JVM runs any code, left out without ``--debug``."""
-
-
-def mute_jvm() -> None:
-    """Stop copying the JVM's stderr to this process's stderr (for the rest of the process)."""
-    _MUTED.set()
 
 
 def stop_jvm(seconds: float = 15.0) -> bool:
@@ -105,52 +96,6 @@ def _stop_accumulator_server() -> None:
         time.sleep(1.2)
 
 
-def _copy(source: int, wakeup: int | None, target: int, banner: tuple[bytes, ...] = ()) -> None:
-    """Copy ``source`` to ``target`` until ``source`` ends; after a stop signal (a SIGINT or SIGTERM byte on the
-    wakeup fd) or :func:`mute_jvm`, read and drop. The first lines of ``source`` that start with one of
-    ``banner`` are left out (held until their line ends; any other line ends the banner)."""
-    fds = [source] if wakeup is None else [source, wakeup]
-    head = b""  # the start of the stream, while it may still be banner lines
-    in_banner = bool(banner)
-    while True:
-        try:
-            ready, _, _ = select.select(fds, [], [])
-        except InterruptedError:  # pragma: no cover - select is retried by Python (PEP 475)
-            continue
-        if wakeup is not None and wakeup in ready:
-            try:
-                received = os.read(wakeup, 64)
-            except BlockingIOError:
-                received = b""
-            if any(b in (int(s) for s in _STOPS) for b in received):
-                _MUTED.set()
-        if source in ready:
-            data = os.read(source, 65536)
-            if in_banner:
-                head, data, in_banner = _drop_banner(head + data, banner, ended=not data)
-            if not data and not in_banner:
-                os.close(source)
-                return
-            if data and not _MUTED.is_set():
-                with contextlib.suppress(OSError):
-                    os.write(target, data)
-
-
-def _drop_banner(text: bytes, banner: tuple[bytes, ...], *, ended: bool) -> tuple[bytes, bytes, bool]:
-    """(what to hold, what to copy, whether banner lines may still follow) of the stream's start ``text``: whole
-    lines starting with one of ``banner`` are dropped; a partial line that may still become one is held, unless
-    the stream ``ended``; the first other line ends the banner."""
-    while text:
-        line, newline, rest = text.partition(b"\n")
-        if not newline:  # a partial line: hold it while it may still be a banner line
-            maybe = any(b.startswith(line) or line.startswith(b) for b in banner)
-            return (text, b"", True) if maybe and not ended else (b"", text, False)
-        if not any(line.startswith(b) for b in banner):
-            return b"", text, False
-        text = rest
-    return b"", b"", not ended
-
-
 @contextlib.contextmanager
 def launched_jvm(*, debug: bool = False) -> Iterator[None]:
     """Start a session inside this block: a JVM that PySpark launches in it ignores SIGINT and SIGTERM and writes
@@ -159,47 +104,19 @@ def launched_jvm(*, debug: bool = False) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    import pyspark.java_gateway as gateway
 
-    read_end, write_end = os.pipe()
-    launched = []
-    original = gateway.Popen
+    def ignore_stops() -> None:
+        for stop in _STOPS:
+            signal.signal(stop, signal.SIG_IGN)
 
-    def popen(command: Any, **kwargs: Any) -> subprocess.Popen:
-        inner = kwargs.get("preexec_fn")
-
-        def preexec() -> None:
-            if inner is not None:
-                inner()
-            for stop in _STOPS:
-                signal.signal(stop, signal.SIG_IGN)
-
-        kwargs["preexec_fn"] = preexec
-        if kwargs.get("stderr") is None:
-            kwargs["stderr"] = write_end
-        proc = original(command, **kwargs)
-        launched.append(proc)
-        _LAUNCHED.append(proc)
-        return proc
-
-    gateway.Popen = popen  # type: ignore[assignment, misc]
+    launched: list[subprocess.Popen] = []
     try:
-        yield
+        with piped_jvm_launch(
+            debug=debug, preexec=ignore_stops, wakeup=_wakeup_fd, stops=tuple(int(s) for s in _STOPS)
+        ) as launched:
+            yield
     finally:
-        gateway.Popen = original  # type: ignore[misc]
-        os.close(write_end)
-        if not launched:
-            os.close(read_end)
-        else:
-            wakeup = _wakeup_fd()
-            target = os.dup(2)
-            banner = () if debug else LAUNCHER_BANNER
-            threading.Thread(
-                target=_copy,
-                args=(read_end, wakeup, target, banner),
-                name="spark-dpsynth-jvm-stderr",
-                daemon=True,
-            ).start()
+        _LAUNCHED.extend(launched)
 
 
 def _wakeup_fd() -> int | None:

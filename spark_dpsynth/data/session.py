@@ -20,8 +20,8 @@ last bytes, PySpark logs every SQL error with its query context as a JSON line).
   ``spark.executor.extraJavaOptions``; in ``local`` mode the executors run in the driver's JVM), Spark's
   start-up banner ("Setting default log level ...") included, and a classic session that exists already is set
   to log level ``OFF`` (:func:`gate_spark_logs`); the Java launcher's own warning ("Using incubator modules",
-  from the ``--add-modules`` Spark starts every JVM with) is left out by the command line, which copies the
-  JVM's stderr (:mod:`spark_dpsynth.cli._signals`);
+  from the ``--add-modules`` Spark starts every JVM with) is left out of the JVM's stderr, which a session
+  started here writes through this process (:mod:`spark_dpsynth.data.jvm_stderr`);
 * :func:`configure_logging` lets only this package's own loggers reach the log handlers, disables PySpark's
   query-context loggers (which write to stderr themselves) and routes Python warnings through the same gate.
 
@@ -46,6 +46,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from spark_dpsynth.data.jvm_stderr import piped_jvm_launch
 from spark_dpsynth.errors import InvalidParameterError, SparkSetupError
 
 log = logging.getLogger(__name__)
@@ -297,7 +298,8 @@ def get_session(
     if not debug:
         builder = _quiet_builder(builder)
     try:
-        spark = builder.getOrCreate()
+        with piped_jvm_launch(debug=debug):  # without the Java launcher's banner (data.jvm_stderr)
+            spark = builder.getOrCreate()
     except Exception as err:
         if delta and "JAVA_GATEWAY_EXITED" in str(err):
             raise SparkSetupError(
