@@ -5,6 +5,7 @@ test with two real concurrent CLI runs."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,9 +22,10 @@ from spark_dpsynth.data.publish import (
     OutputStage,
     check_writable,
     clean_dead_stagings,
+    recover_before_reading,
     signals_deferred,
 )
-from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, SparkSetupError
+from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, ReleaseError, SparkSetupError
 from tests.conftest import ROOT
 
 NAMES = ("release", "synthetic", "synthetic.csv", "evaluation")
@@ -312,7 +314,7 @@ def test_a_legacy_staging_without_owner_is_removed_only_when_old(tmp_path: Path)
     old = tmp_path / f"{STAGING_PREFIX}abcd1234"
     (old / "release").mkdir(parents=True)
     recent = tmp_path / f"{STAGING_PREFIX}ef567890"
-    recent.mkdir()
+    (recent / "release").mkdir(parents=True)
     past = time.time() - publish.LEGACY_STAGING_SECONDS - 60
     for p in (old, old / "release"):
         os.utime(p, (past, past))
@@ -459,7 +461,9 @@ def small_file_system(tmp_path: Path):  # noqa: ANN201 - a generator fixture
 
 
 @pytest.mark.slow
-def test_a_full_disk_during_synthesis_keeps_the_release_and_synthesize_goes_on(small_file_system: Path) -> None:
+def test_a_full_disk_during_synthesis_keeps_the_release_and_synthesize_goes_on(
+    small_file_system: Path,
+) -> None:
     """A pipeline whose synthetic table does not fit on its file system: exit 3, the release published (the
     staged synthetic parts removed first), and ``synthesize`` from it, with a smaller table, succeeds."""
     out = small_file_system / "out"
@@ -470,7 +474,9 @@ def test_a_full_disk_during_synthesis_keeps_the_release_and_synthesize_goes_on(s
     done = subprocess.run([*cli, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 3, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("spark-dpsynth: error: the synthesis failed: the disk is full (No space left on device)")
+    assert last.startswith(
+        "spark-dpsynth: error: the synthesis failed: the disk is full (No space left on device)"
+    )
     assert f"the release is kept in {out}/release" in last
     assert os.listdir(out) == ["release"] and (out / "release" / "manifest.json").is_file()
     args = ["synthesize", "--output", str(out), "--target-number-of-records", "2000", "--no-single-csv"]
@@ -789,3 +795,251 @@ def test_a_dead_runs_drawn_release_is_kept_by_the_next_run(
     (warning,) = [r.getMessage() for r in caplog.records if "drew its release" in r.getMessage()]
     assert f"are in {old_run / recovered}, not published" in warning
     assert f"spark-dpsynth synthesize --output {old_run / recovered}" in warning
+
+
+# --------------------------------------------------------------------------------------------- kill -9 at every step
+
+_DIE_AT_STEP = textwrap.dedent(
+    """
+    import os, shutil, sys
+    from spark_dpsynth.data import publish
+    from spark_dpsynth.data.publish import OutputStage
+    out, n, kept, source = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "kept", sys.argv[4]
+    names = ("release", "synthetic", "synthetic.csv", "evaluation")
+    stage = OutputStage(None, out, overwrite=True, names=names).__enter__()
+    for name in names:
+        target = stage.path(name)
+        if name == "release" and source:
+            shutil.copytree(source, target)
+        elif name.endswith(".csv"):
+            open(target, "w").write("new\\n")
+        else:
+            os.mkdir(target)
+            open(os.path.join(target, "part-0"), "w").write(f"new {name}\\n")
+            if name == "release":
+                open(os.path.join(target, "manifest.json"), "w").write('{"run": "new"}')
+        if name == "release" and kept:
+            stage.keep_staged()  # a pipeline's drawn release: the budget is spent
+    steps = []
+    def step():
+        steps.append(1)
+        if len(steps) == n:
+            os._exit(9)  # kill -9: no handler, no finally
+    real_replace, real_remove, real_rmdir = os.replace, publish._remove, os.rmdir
+    def replace(src, dst, **kw):
+        step()
+        return real_replace(src, dst, **kw)
+    def remove(path, dir_fd=None):
+        if len(steps) + 1 == n and dir_fd is None and os.path.isdir(path):  # dies halfway through a tree
+            os.unlink(next(os.path.join(r, f) for r, _, files in os.walk(path) for f in files))
+        step()
+        return real_remove(path, dir_fd)
+    def rmdir(path, *args, **kw):
+        if os.path.basename(str(path)).startswith(publish.STAGING_PREFIX):
+            step()
+        return real_rmdir(path, *args, **kw)
+    os.replace, publish._remove, os.rmdir = replace, remove, rmdir
+    stage.__exit__(None, None, None)
+    print(len(steps))
+    """
+)
+"""A child that publishes four new outputs over an earlier run and dies (``os._exit``, as kill -9) just before its
+n-th file-system step, or halfway through it when the step deletes a tree; ``n`` = 0 never dies and prints the
+number of steps."""
+
+PUBLISH_STEPS = 17
+"""The steps of that publish: the journal written (1), four outputs renamed aside (2-5), four renamed in (6-9),
+the journal committed (10), the four earlier outputs deleted (11-14), the journal and the owner file removed
+(15-16), the staging directory removed (17)."""
+COMMIT_STEP = 10
+
+
+def die_publishing(out: Path, n: int, *, kept: bool = False, source: Path | None = None) -> str:
+    """Run :data:`_DIE_AT_STEP` on ``out`` (``source``: a release directory published as the new release);
+    returns its id (the staging directory's), or its output when it lived."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [str(out), str(n), "kept" if kept else "-", str(source or "")]
+    result = subprocess.run(
+        [sys.executable, "-c", _DIE_AT_STEP, *args], env=env, timeout=60, capture_output=True, text=True
+    )
+    if n == 0:
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+    assert result.returncode == 9, result.stderr
+    stagings = [n for n in hidden(out) if n.startswith(STAGING_PREFIX)]
+    return stagings[0][len(STAGING_PREFIX) :] if stagings else ""
+
+
+def outputs(tag: str) -> dict[str, bytes | None]:
+    """The snapshot of a complete run's outputs (:func:`write_outputs` with a manifest in ``release``)."""
+    return {
+        "evaluation": None,
+        "evaluation/part-0": f"{tag} evaluation\n".encode(),
+        "release": None,
+        "release/manifest.json": f'{{"run": "{tag}"}}'.encode(),
+        "release/part-0": f"{tag} release\n".encode(),
+        "synthetic": None,
+        "synthetic.csv": f"{tag}\n".encode(),
+        "synthetic/part-0": f"{tag} synthetic\n".encode(),
+    }
+
+
+def _next_run(directory: Path) -> None:
+    with OutputStage(None, str(directory), names=("other",)) as stage:
+        Path(stage.path("other")).write_text("x\n")
+
+
+def _synthesize_check(directory: Path) -> None:
+    from spark_dpsynth.pipeline import Run, job_config
+
+    Run(job_config(None, output=str(directory)), "synthesize").check()
+
+
+def _load(directory: Path) -> None:
+    from spark_dpsynth.release.core import Release
+
+    # the manifest is found (recovered first); the fake release then has no aggregates
+    with pytest.raises(ReleaseError, match="has no aggregates directory"):
+        Release.load(str(directory / "release"), None)  # type: ignore[arg-type]
+
+
+READERS = {
+    "the next run": _next_run,
+    "recover_before_reading": lambda d: recover_before_reading(str(d)),
+    "synthesize's check": _synthesize_check,
+    "Release.load": _load,
+}
+"""Everything that acts on an output directory a run died publishing: a later run's stage, and our readers."""
+
+
+def test_the_publish_has_the_steps_the_fault_injection_counts(old_run: Path) -> None:
+    (old_run / "release" / "manifest.json").write_text('{"run": "old"}')
+    assert die_publishing(old_run, 0) == str(PUBLISH_STEPS)
+    assert snapshot(old_run) == outputs("new") and hidden(old_run) == []
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["plain", "kept-release"])
+@pytest.mark.parametrize("n", range(1, PUBLISH_STEPS + 1))
+def test_kill_9_at_every_publish_step_leaves_all_old_or_all_new_to_every_reader(
+    old_run: Path, tmp_path_factory: pytest.TempPathFactory, n: int, kept: bool
+) -> None:
+    """The publishing process is killed at step ``n``: the next run and every reader of the directory first roll
+    the publish back (not committed: exactly the earlier outputs, a kept release moved where ``synthesize``
+    finds it) or forward (committed: exactly the new outputs), never a mix, and no hidden entry is left."""
+    (old_run / "release" / "manifest.json").write_text('{"run": "old"}')
+    before = snapshot(old_run)
+    assert before == outputs("old")
+    ident = die_publishing(old_run, n, kept=kept)
+    expected = before if n <= COMMIT_STEP else outputs("new")
+    recovered = f"{publish.RECOVERED_PREFIX}{ident}"
+    for reader_name, read in READERS.items():
+        copy = tmp_path_factory.mktemp("reader") / "out"
+        shutil.copytree(old_run, copy, symlinks=True)
+        read(copy)
+        after = snapshot(copy)
+        if reader_name == "the next run":
+            assert after.pop("other") == b"x\n"
+        if kept and n <= COMMIT_STEP:  # the drawn release is never lost
+            assert after.pop(f"{recovered}/release/part-0") == b"new release\n", reader_name
+            assert after.pop(f"{recovered}/release/manifest.json") == b'{"run": "new"}'
+            assert after.pop(f"{recovered}/release") is None and after.pop(recovered) is None
+        assert after == expected, f"{reader_name} after a kill at step {n}"
+        assert hidden(copy) == [], f"{reader_name} after a kill at step {n}"
+
+
+def test_a_reader_that_cannot_write_refuses_a_half_published_directory(
+    old_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not committed: the reader cannot settle it, so it reads nothing and says what to do; committed (all new
+    already, the earlier outputs not yet deleted): it reads the new outputs as they are."""
+    (old_run / "release" / "manifest.json").write_text('{"run": "old"}')
+    real_access = os.access
+    monkeypatch.setattr(publish.os, "access", lambda p, mode: mode & os.W_OK == 0 and real_access(p, mode))
+    die_publishing(old_run, 6)  # the four earlier outputs renamed aside, nothing renamed in
+    left = snapshot(old_run)
+    with pytest.raises(ReleaseError, match=r"half published by a run that died .*with write access"):
+        recover_before_reading(str(old_run))
+    with pytest.raises(ReleaseError, match=r"half published by a run that died"):
+        _synthesize_check(old_run)
+    assert snapshot(old_run) == left
+    monkeypatch.setattr(publish.os, "access", real_access)
+    recover_before_reading(str(old_run))
+    assert snapshot(old_run) == outputs("old") and hidden(old_run) == []
+    die_publishing(old_run, COMMIT_STEP + 2)
+    monkeypatch.setattr(publish.os, "access", lambda p, mode: mode & os.W_OK == 0 and real_access(p, mode))
+    recover_before_reading(str(old_run))
+    assert {k: v for k, v in snapshot(old_run).items() if not k.startswith(".")} == outputs("new")
+
+
+def test_a_directory_without_stagings_is_only_listed_by_a_reader(
+    old_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_lock(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a reader locked a directory with nothing to recover")
+
+    monkeypatch.setattr(publish, "_dir_lock", no_lock)
+    recover_before_reading(str(old_run))
+    recover_before_reading(str(old_run / "missing"))
+    assert hidden(old_run) == []
+
+
+# --------------------------------------------------------------------------------------------- a Delta table's mark
+
+
+class _FakeDelta:
+    """A session recording the SQL and the Delta write of publishing a catalog table (no Delta jars here)."""
+
+    def __init__(self, properties: dict[str, dict[str, str]]) -> None:
+        self.properties = properties
+        self.log: list[str] = []
+        self.read = self
+        self.write = self
+
+    def sql(self, query: str):  # noqa: ANN201
+        self.log.append(query)
+        table = query.split()[-1]
+        rows = [(k, v) for k, v in self.properties.get(table, {}).items()]
+        return type("Rows", (), {"collect": lambda _self: rows})()
+
+    def table(self, name: str):  # noqa: ANN201
+        return self
+
+    def format(self, fmt: str):  # noqa: ANN201
+        return self
+
+    def mode(self, mode: str):  # noqa: ANN201
+        self.log.append(f"write mode {mode}")
+        return self
+
+    def option(self, key: str, value: str):  # noqa: ANN201
+        return self
+
+    def saveAsTable(self, name: str) -> None:  # noqa: N802
+        self.log.append(f"write {name}")
+
+
+@pytest.mark.parametrize(("exists", "marked"), [(False, True), (True, True), (True, False), (False, False)])
+def test_a_delta_tables_test_mode_mark_follows_its_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exists: bool, marked: bool
+) -> None:
+    """Publishing rewrites a Delta table in one transaction, which does not carry the staged table's properties:
+    the mark is set before test-mode rows replace a table and after they are written, and an earlier mark is
+    removed after private rows replace a marked table."""
+    staged = "db.t__spark_dpsynth_tmp_x0"
+    spark = _FakeDelta({staged: {"spark_dpsynth.test_mode": "NOT private"} if marked else {}})
+    monkeypatch.setattr(publish, "table_exists", lambda _spark, name: exists)
+    stage = OutputStage(spark, str(tmp_path), overwrite=True)  # type: ignore[arg-type]
+    assert stage._publish_table(staged, "db.t", "delta") is None
+    mark = "ALTER TABLE db.t SET TBLPROPERTIES ('spark_dpsynth.test_mode' = 'NOT private')"
+    write = [f"write mode {'overwrite' if exists else 'error'}", "write db.t"]
+    after = (
+        [mark] if marked else ["ALTER TABLE db.t UNSET TBLPROPERTIES IF EXISTS ('spark_dpsynth.test_mode')"]
+    )
+    expected = [
+        f"SHOW TBLPROPERTIES {staged}",
+        *([mark] if marked and exists else []),
+        *write,
+        *(after if marked or exists else []),
+        f"DROP TABLE IF EXISTS {staged}",
+    ]
+    assert spark.log == expected

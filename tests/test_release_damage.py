@@ -1,12 +1,17 @@
 """A damaged release is refused in one line naming the damaged file: a truncated Parquet file, another table's
-file, a file from another release (its checksum is this release's), bytes that are not Parquet. ``dps.load``
-and :func:`spark_dpsynth.release.load_release` raise :class:`ReleaseError` (docs/design.md section 1.3), never
-Spark's error or its Java trace."""
+file, a file from another release (with or without its checksum file), bytes that are not Parquet, an extra
+part, another release's manifest. ``dps.load`` and :func:`spark_dpsynth.release.load_release` raise
+:class:`ReleaseError` (docs/design.md section 1.3), never Spark's error or its Java trace. A release saved now
+lists the SHA-256 of its files (``SHA256SUMS``), checked first; one written before (no ``SHA256SUMS``) still
+loads, with the Parquet, checksum and manifest checks only. Reading a release settles a publish that a dead run
+left half done in its output directory first (docs/design.md section 1.7)."""
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +26,7 @@ from spark_dpsynth.params import DataConfig, WorkloadParams
 from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.release import load_release
 from spark_dpsynth.release.core import ModelFiles
+from spark_dpsynth.release.integrity import DIGEST_FILE
 
 
 def _rows(n: int, seed: int) -> list[tuple[str, str, str]]:
@@ -65,6 +71,13 @@ def _from_another_release(part: Path, other: Path) -> None:
     shutil.copyfile(_part(other, part.parent.name), part)
 
 
+def _from_another_release_with_its_checksum(part: Path, other: Path) -> None:
+    """The other release's data file and its checksum file, both under this one's names."""
+    theirs = _part(other, part.parent.name)
+    shutil.copyfile(theirs, part)
+    shutil.copyfile(theirs.with_name(f".{theirs.name}.crc"), part.with_name(f".{part.name}.crc"))
+
+
 def _another_table(part: Path, other: Path) -> None:
     table = "aggregates" if part.parent.name == "measurements" else "measurements"
     shutil.copyfile(_part(part.parent.parent, table), part)
@@ -81,9 +94,14 @@ DAMAGE: dict[str, tuple[Callable[[Path, Path], None], str]] = {
     "from-another-release": (_from_another_release, "Spark cannot read it"),
     "another-table": (_another_table, "its columns are not those of release/"),
     "not-parquet": (_not_parquet, "not a readable Parquet file"),
+    "from-another-release-with-its-checksum": (_from_another_release_with_its_checksum, ""),
 }
+"""Each damage and the reason given for a release without digests (the swap with its checksum file passes
+those checks: the reason the digests exist)."""
+DIGEST_REASON = f"its SHA-256 is not the one {DIGEST_FILE} lists"
 
 
+@pytest.mark.parametrize("digests", [True, False], ids=["with-digests", "written-before-digests"])
 @pytest.mark.parametrize("table", ["measurements", "aggregates"])
 @pytest.mark.parametrize("damage", list(DAMAGE))
 @pytest.mark.filterwarnings("error::UserWarning")
@@ -93,20 +111,25 @@ def test_a_damaged_release_file_is_a_release_error_naming_it(
     tmp_path: Path,
     damage: str,
     table: str,  # noqa: ANN001
+    digests: bool,
 ) -> None:
     mine, other = releases
+    harm, reason = DAMAGE[damage]
+    if not digests and not reason:
+        pytest.skip("without digests a file swapped with its checksum file is not detected")
     copy = tmp_path / "release"
     shutil.copytree(mine, copy)
+    if not digests:
+        (copy / DIGEST_FILE).unlink()
     part = _part(copy, table)
-    harm, reason = DAMAGE[damage]
     harm(part, other)
     for read in (lambda: dps.load(str(copy), spark), lambda: load_release(str(copy), spark)):
         with pytest.raises(ReleaseError) as caught:
             read()
         message = str(caught.value)
         assert message == (
-            f"the release file {str(part)!r} is damaged or not this release's ({reason}"
-            + ("" if damage != "another-table" else table)
+            f"the release file {str(part)!r} is damaged or not this release's ("
+            + (DIGEST_REASON if digests else reason + ("" if damage != "another-table" else table))
             + "); restore the release directory as it was written"
         )
         error = caught.value
@@ -124,3 +147,120 @@ def test_a_damaged_public_table_of_a_model_is_a_release_error(tmp_path: Path) ->
         ReleaseError, match=rf"the release file '{table}' is damaged .*not a readable Parquet"
     ):
         ModelFiles.read(str(tmp_path), "archetype")
+
+
+def test_a_saved_release_lists_the_sha256_of_every_file_as_sha256sum_checks_them(releases) -> None:  # noqa: ANN001
+    mine, _ = releases
+    listed = [line.split("  ", 1)[1] for line in (mine / DIGEST_FILE).read_text().splitlines()]
+    files = sorted(str(p.relative_to(mine)) for p in mine.rglob("*") if p.is_file() and p.name != DIGEST_FILE)
+    assert sorted(listed) == files and "manifest.json" in listed
+    assert any(n.startswith("measurements/.part-") and n.endswith(".crc") for n in listed)
+    if shutil.which("sha256sum"):
+        subprocess.run(["sha256sum", "--check", "--quiet", DIGEST_FILE], cwd=mine, check=True)
+
+
+def _extra_part(copy: Path, other: Path) -> Path:
+    extra = copy / "aggregates" / "part-99999.parquet"
+    shutil.copyfile(_part(other, "aggregates"), extra)
+    return extra
+
+
+def _manifest_edited_consistently(copy: Path, other: Path) -> Path:
+    doc = json.loads((copy / "manifest.json").read_text())
+    doc["note"] = "edited by hand"  # every relation kept: only the digest sees it
+    (copy / "manifest.json").write_text(json.dumps(doc))
+    return copy / "manifest.json"
+
+
+@pytest.mark.parametrize(
+    ("harm", "reason"),
+    [
+        (_extra_part, f"{DIGEST_FILE} does not list it"),
+        (_manifest_edited_consistently, DIGEST_REASON),
+    ],
+    ids=["extra-part", "consistent-manifest-edit"],
+)
+def test_an_extra_part_or_a_manifest_edit_that_keeps_every_relation_is_refused(
+    spark,
+    releases: tuple[Path, Path],
+    tmp_path: Path,
+    harm: Callable[[Path, Path], Path],
+    reason: str,  # noqa: ANN001
+) -> None:
+    mine, other = releases
+    copy = tmp_path / "release"
+    shutil.copytree(mine, copy)
+    named = harm(copy, other)
+    with pytest.raises(ReleaseError) as caught:
+        dps.load(str(copy), spark)
+    assert str(caught.value) == (
+        f"the release file {str(named)!r} is damaged or not this release's ({reason}); restore the release "
+        "directory as it was written"
+    )
+
+
+def test_another_releases_manifest_is_refused(spark, releases: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: ANN001
+    """Named by the first check it fails: its measurements do not fit this release's cells, or its figures, or its
+    digest."""
+    mine, other = releases
+    copy = tmp_path / "release"
+    shutil.copytree(mine, copy)
+    shutil.copyfile(other / "manifest.json", copy / "manifest.json")
+    with pytest.raises(ReleaseError) as caught:
+        dps.load(str(copy), spark)
+    assert caught.value.__cause__ is None and "Py4J" not in str(caught.value)
+
+
+def test_a_hand_edited_figure_is_named_before_the_manifests_digest(
+    spark,
+    releases: tuple[Path, Path],
+    tmp_path: Path,  # noqa: ANN001
+) -> None:
+    mine, _ = releases
+    copy = tmp_path / "release"
+    shutil.copytree(mine, copy)
+    doc = json.loads((copy / "manifest.json").read_text())
+    doc["epsilon"] = 0.5
+    (copy / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ReleaseError, match="the release's manifest is inconsistent: .*epsilon"):
+        dps.load(str(copy), spark)
+
+
+def test_a_release_written_before_digests_loads_and_says_so(
+    spark,
+    releases: tuple[Path, Path],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,  # noqa: ANN001
+) -> None:
+    mine, _ = releases
+    copy = tmp_path / "release"
+    shutil.copytree(mine, copy)
+    (copy / DIGEST_FILE).unlink()
+    with caplog.at_level(logging.INFO, logger="spark_dpsynth.release.core"):
+        loaded = dps.load(str(copy), spark)
+    assert loaded.manifest == dps.load(str(mine), spark).manifest
+    assert any("has no file digests" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(("step", "which"), [(3, "old"), (11, "new")], ids=["not-committed", "committed"])
+def test_a_release_whose_directory_a_run_died_publishing_loads_all_old_or_all_new(
+    spark,
+    releases: tuple[Path, Path],
+    tmp_path: Path,
+    step: int,
+    which: str,  # noqa: ANN001
+) -> None:
+    """The run was killed after the earlier release was renamed aside (not committed: rolled back) or after its
+    commit (rolled forward): ``dps.load`` settles the directory first and reads one whole release."""
+    from tests.test_publish import die_publishing, hidden
+
+    mine, other = releases
+    out = tmp_path / "out"
+    out.mkdir()
+    shutil.copytree(mine, out / "release")
+    die_publishing(out, step, source=other)
+    assert step != 3 or not (out / "release").exists(), "the earlier release is renamed aside"
+    loaded = dps.load(str(out / "release"), spark)
+    expected = mine if which == "old" else other
+    assert loaded.manifest == dps.load(str(expected), spark).manifest
+    assert hidden(out) == []

@@ -43,6 +43,9 @@ def run_query(config: JobConfig, session: Callable[[bool], Any]) -> int:
     )
     if not release_dir:
         raise InvalidParameterError("no release: give --release DIR, or --output DIR to read DIR/release")
+    from spark_dpsynth.data.publish import recover_before_reading
+
+    recover_before_reading(os.path.dirname(os.path.abspath(local_path(release_dir))))  # design.md section 1.7
     if not os.path.isfile(os.path.join(local_path(release_dir), "manifest.json")):
         raise ReleaseError(f"no release at {release_dir}; run `spark-dpsynth aggregate` first")
     from spark_dpsynth.release import load_release

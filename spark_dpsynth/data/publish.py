@@ -15,12 +15,17 @@ docs/design.md section 1.7):
   tables are published last, and the journal is marked committed. A failure at any step before the commit moves
   everything back: the previous outputs are left exactly as they were. Only after the commit are the old
   outputs deleted.
-* **Recovery.** A run that died (killed, power loss) leaves its staging directory behind with an unlocked owner
-  file. The next run on the same ``DIR`` finds it under the directory lock: a journal that was not committed is
-  rolled back (the old outputs restored), a committed one finished, and the staging removed. A staging
-  directory whose owner still holds its lock is a live run's and is never touched. What a dead run kept
-  (:meth:`OutputStage.keep_staged`, a drawn release whose budget is spent) is never deleted: it is moved to
-  ``DIR/spark-dpsynth-recovered-<id>/`` (laid out as an output directory) and a warning says where.
+* **Recovery: to a reader ``DIR`` is all-old or all-new.** A run that died (killed, power loss) leaves its staging
+  directory behind with an unlocked owner file, and maybe a publish cut at any step. Before anything of ``DIR`` is
+  read or written, the next run (entering its stage) and every reader (``synthesize``, ``evaluate``, ``query``,
+  ``Release.load``: :func:`recover_before_reading`) settle it under the directory lock (:func:`clean_dead_stagings`):
+  a journal not committed is rolled back (the outputs renamed in go back, the old ones are restored), a committed
+  one rolled forward (the new outputs are all in place; the old ones renamed aside are deleted), and the staging
+  removed (docs/design.md section 1.7). A staging directory whose owner still holds its lock is a live run's and is
+  never touched. What a dead run kept (:meth:`OutputStage.keep_staged`, a drawn release whose budget is spent) is
+  never deleted: when its publish is rolled back it is moved to ``DIR/spark-dpsynth-recovered-<id>/`` (laid out as
+  an output directory) and a warning says where. A reader that cannot write ``DIR`` reads it as it is, unless a dead
+  run's publish is unfinished there (:class:`~spark_dpsynth.errors.ReleaseError`).
 * **Nothing found is trusted.** Anyone who can write ``DIR`` can plant entries in it, so the recovery acts only
   on a staging directory that is a real directory (not a link) of the user's own, whose owner file and journal
   are regular JSON files naming only plain entry names (one path component, no ``..``, not hidden) that the
@@ -34,6 +39,8 @@ Renames stay within ``DIR`` (a staged directory is ours and writable), so a dest
 write permission of its own to be renamed aside. ``DIR`` must be on a file system with ``rename`` and ``flock``
 (a local disk, NFS, a Databricks volume). Everything here uses the driver's file system and, for tables, the
 DataFrame/SQL API only, so it runs on Spark Connect.
+
+One file over 800 lines: the output stage's claim, publish and recovery are one protocol on one journal.
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from spark_dpsynth.data.io import check_table_name, local_path, table_exists
-from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, SparkSetupError
+from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, ReleaseError, SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,6 +84,7 @@ __all__ = [
     "check_outputs_free",
     "check_writable",
     "clean_dead_stagings",
+    "recover_before_reading",
     "signals_deferred",
     "write_text_atomically",
 ]
@@ -113,6 +121,8 @@ _JOURNAL = ".journal.json"
 _RECORD_MAX_BYTES = 1 << 20
 """Largest owner file or journal read (a run's records are a few hundred bytes)."""
 _JOURNAL_STATES = ("publishing", "committed")
+_TEST_MODE_PROPERTY = "spark_dpsynth.test_mode"
+"""The table property that marks a test-mode catalog table (value ``NOT private``, docs/outputs.md)."""
 _TMP_TABLE_SUFFIX = "__spark_dpsynth_tmp_"
 _OLD_TABLE_SUFFIX = "__spark_dpsynth_old_"
 
@@ -402,6 +412,9 @@ def _staging_is_live(staging: str) -> bool:
     try:
         fd = os.open(owner_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
+        with contextlib.suppress(OSError):
+            if not os.listdir(staging):  # emptied by a run that died removing it (under the directory lock a
+                return False  # live run's staging always has its owner file)
         # Written by an older version (no owner file): dead once nothing in it changed for a day.
         newest = 0.0
         for root, dirs, files in os.walk(staging):
@@ -626,6 +639,53 @@ def clean_dead_stagings(out_dir: str) -> list[str]:
     return removed
 
 
+def recover_before_reading(out_dir: str) -> None:
+    """Settle a dead run's interrupted publish in the output directory ``out_dir`` before its outputs are read:
+    under the directory lock, :func:`clean_dead_stagings` rolls it back (its journal was not committed) or
+    forward (it was), so that a reader finds either all the previous outputs or all the new ones, never a mix
+    (docs/design.md section 1.7). Every command and library call that reads an output directory (``synthesize``,
+    ``evaluate``, ``query``, :func:`spark_dpsynth.load` of ``DIR/release``) calls it first.
+
+    A directory with neither a staging directory nor an output renamed aside (the usual case) is only listed:
+    no lock, no write. One that the reader cannot write is read as it is, unless a dead run's publish is
+    unfinished in it.
+
+    Args:
+        out_dir: the output directory (a ``file:`` prefix is accepted); a missing one is left alone.
+
+    Raises:
+        ReleaseError: a dead run's publish is unfinished in ``out_dir`` and the reader cannot write it (the
+            message says to run a command with write access).
+        InvalidParameterError: a staging directory is refused (:func:`clean_dead_stagings`).
+        OutputExistsError: a live run held the directory lock longer than :data:`LOCK_TIMEOUT_SECONDS`.
+    """
+    base = os.path.abspath(local_path(out_dir))
+    try:
+        entries = os.listdir(base)
+    except OSError:  # missing, not a directory, unreadable: the reader reports what it cannot read
+        return
+    if not any(e.startswith((STAGING_PREFIX, BACKUP_PREFIX)) for e in entries):
+        return
+    if not os.access(base, os.W_OK | os.X_OK):
+        for entry in sorted(entries):
+            staging = os.path.join(base, entry)
+            if not entry.startswith(STAGING_PREFIX) or os.path.islink(staging):
+                continue
+            journal = _read_json(os.path.join(staging, _JOURNAL)) or {}
+            # liveness from the owner record: probing its lock without the directory lock could take it from a
+            # run that is just starting
+            if journal.get("state") == "publishing" and not _pid_alive(
+                _read_json(os.path.join(staging, _OWNER)) or {}
+            ):
+                raise ReleaseError(
+                    f"the outputs in {base} are half published by a run that died ({staging}); run any "
+                    "spark-dpsynth command on that directory with write access to settle them first"
+                )
+        return
+    with signals_deferred(), _dir_lock(base):
+        clean_dead_stagings(base)
+
+
 def _remove_staging(staging: str, fd: int | None = None) -> bool:
     """Remove a staging directory, its owner file last (a half-removed staging still names its owner).
 
@@ -768,6 +828,11 @@ def _tmp_table_name(name: str, suffix: str, ident: str) -> str:
     tmp = f"{bare}{suffix}{ident}"
     parts[-1] = f"`{tmp}`" if last.startswith("`") else tmp
     return ".".join(parts)
+
+
+def _has_property(spark: SparkSession, table: str, key: str) -> bool:
+    """True when the catalog table ``table`` has the table property ``key`` (``SHOW TBLPROPERTIES``)."""
+    return any(row[0] == key for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect())
 
 
 def _already_exists(err: BaseException) -> bool:
@@ -1132,10 +1197,22 @@ class OutputStage:
             raise OutputExistsError(f"output table exists: {final}; pass --overwrite to replace it")
         try:
             if fmt == "delta":
+                # The test-mode mark (a table property) does not travel with the rows: it is set on the existing
+                # table before test-mode rows replace it, and after the write on the new one (a Delta write keeps
+                # or lacks properties of its own); a table of private rows loses an earlier mark after the write.
+                # Each window errs towards the mark (docs/outputs.md, "Test-mode marks").
+                marked = _has_property(spark, staged, _TEST_MODE_PROPERTY)
+                mark = f"ALTER TABLE {final} SET TBLPROPERTIES ('{_TEST_MODE_PROPERTY}' = 'NOT private')"
+                if marked and exists:
+                    spark.sql(mark)
                 # one Delta transaction: atomic (an atomic create without overwrite), keeps the table's history
                 spark.read.table(staged).write.format("delta").mode(
                     "overwrite" if exists else "error"
                 ).option("overwriteSchema", "true").saveAsTable(final)
+                if marked:
+                    spark.sql(mark)
+                elif exists:
+                    spark.sql(f"ALTER TABLE {final} UNSET TBLPROPERTIES IF EXISTS ('{_TEST_MODE_PROPERTY}')")
                 spark.sql(f"DROP TABLE IF EXISTS {staged}")
                 old = None
             else:

@@ -8,6 +8,9 @@ On disk a release is a directory::
                        values: array<string> (the k values), count: bigint (noisy, normalized, > 0)
       manifest.json    privacy parameters (epsilon, delta, rho, sigmas, sensitivities, thresholds,
                        protected_number_of_records, columns, ...), see ``spark_dpsynth.mechanisms.marginals``
+      SHA256SUMS       the SHA-256 of every other file, written last and checked on load
+                       (:func:`spark_dpsynth.release.integrity.check_file_digests`; a release written before
+                       it loads with its Parquet, checksum and manifest checks only)
       measurements/    (only when the release has measured marginals) Parquet, one row per cell of every
                        measured marginal, schema marginal: int (index into the manifest's ``measurements``
                        list), cell: bigint (C-order flat index into the marginal's table), value: double (the
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 import warnings
@@ -59,6 +63,8 @@ from spark_dpsynth.release.manifest import Manifest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MODEL_FILES",
@@ -352,7 +358,8 @@ class Release:
         )
 
     def save(self, path: str, spark: SparkSession, *, overwrite: bool = False) -> None:
-        """Write ``path/aggregates`` (Parquet) and ``path/manifest.json``.
+        """Write ``path/aggregates`` (Parquet), the measurements and model files, ``path/manifest.json``, and last
+        ``path/SHA256SUMS``, the SHA-256 of every other file (checked by :meth:`load`).
 
         The release is first written to a temporary directory next to ``path`` and then renamed into place, so a
         failure never leaves a half-written release behind. Works on a classic or a Spark Connect session;
@@ -367,6 +374,7 @@ class Release:
             OutputExistsError: ``path`` exists and ``overwrite`` is False.
         """
         from spark_dpsynth.data.publish import atomic_path
+        from spark_dpsynth.release.integrity import write_file_digests
 
         with atomic_path(path, overwrite=overwrite) as tmp:
             os.makedirs(tmp)
@@ -394,6 +402,8 @@ class Release:
             with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as f:
                 json.dump(doc, f, indent=2, sort_keys=True)
                 f.write("\n")
+            # every file's SHA-256, checked on load: a file swapped from another release is named
+            write_file_digests(tmp)
 
     def _measurements_manifest(self) -> list[dict[str, Any]]:
         """The manifest's ``measurements`` list for :attr:`measurements`: the mechanism's own list (which may
@@ -432,14 +442,21 @@ class Release:
         :func:`spark_dpsynth.release.load_release` reads either).
 
         Raises:
-            ReleaseError: the directory, its manifest or its aggregates are missing or unreadable, a Parquet
-                file of the release is damaged (truncated, or another release's: the message names it),
+            ReleaseError: the directory, its manifest or its aggregates are missing or unreadable, a file of
+                the release is damaged (truncated, or another release's, with its checksum file too: its
+                SHA-256 is not the one ``SHA256SUMS`` lists; the message names it), the output
+                directory holding it is half published by a run that died and cannot be settled
+                (:func:`spark_dpsynth.data.publish.recover_before_reading`),
                 ``path`` is a file, or the manifest's privacy figures or counts disagree
                 (:func:`spark_dpsynth.release.integrity.check_release`).
         """
-        from spark_dpsynth.release.integrity import check_release
+        from spark_dpsynth.data.publish import recover_before_reading
+        from spark_dpsynth.release.integrity import check_file_digests, check_release
 
         path = _local(path)
+        # a run that died publishing the output directory holding this release is settled first (all-old or
+        # all-new, docs/design.md section 1.7)
+        recover_before_reading(os.path.dirname(os.path.abspath(path)))
         if os.path.isfile(path):
             raise ReleaseError(
                 f"{path!r} is a file, not a release directory; read SDS aggregates files with "
@@ -453,6 +470,23 @@ class Release:
                 manifest = json.load(f)
         except (OSError, json.JSONDecodeError) as err:
             raise ReleaseError(f"cannot read {manifest_path!r}: {err}") from err
+        if not check_file_digests(path):
+            log.info(
+                "the release at %s has no file digests (an earlier version wrote it): its files are checked by "
+                "their Parquet footers, schemas and checksums only",
+                path,
+            )
+        release = cls._read_directory(path, spark, manifest)
+        check_release(release)
+        # last: what the checks above name (a hand-edited figure) is said first; an edit that keeps every relation,
+        # or another release's manifest that passed them, is still refused
+        check_file_digests(path, manifest=True)
+        return _with_model_files(release, path)
+
+    @classmethod
+    def _read_directory(cls, path: str, spark: SparkSession, manifest: Any) -> Release:
+        """The release in the directory ``path`` with the manifest object read from it, not yet checked by
+        :func:`~spark_dpsynth.release.integrity.check_release` (:meth:`load`)."""
         agg_path = os.path.join(path, "aggregates")
         if not os.path.isdir(agg_path):
             raise ReleaseError(f"release at {path!r} has no aggregates directory")
@@ -470,22 +504,19 @@ class Release:
                 raise ReleaseError(
                     f"release at {path!r} has measurements but its manifest does not list them"
                 )
-            check_release(release)
-            return _with_model_files(release, path)
+            return release
         if not os.path.isdir(meas_path):
             raise ReleaseError(f"release at {path!r} lists measurements but has no measurements directory")
         # Release-sized: the measured cells are the DP release itself (the mechanism bounds their number).
         cells = _read_table(spark, meas_path, MEASUREMENTS_SCHEMA, "measurements")
         measured = _read_measurements(listed, cells, release)
-        release = cls(
+        return cls(
             columns=release.columns,
             domains=release.domains,
             marginals=release.marginals,
             manifest=release.manifest,
             measurements=measured,
         )
-        check_release(release)
-        return _with_model_files(release, path)
 
 
 def _with_model_files(release: Release, directory: str) -> Release:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from spark_dpsynth.release.core import Release
     from spark_dpsynth.release.manifest import Manifest
 
-__all__ = ["RELATIVE_TOLERANCE", "check_release"]
+__all__ = ["DIGEST_FILE", "RELATIVE_TOLERANCE", "check_file_digests", "check_release", "write_file_digests"]
 
 RELATIVE_TOLERANCE = 1e-6
 """Figures that should be equal may differ by this much, relative (JSON round trips and root finding)."""
@@ -385,3 +385,127 @@ def _share(m: Manifest, name: str) -> Any:
         return m.budget.share(name)
     except KeyError:
         return None
+
+
+# --------------------------------------------------------------------------------------------- file digests
+
+DIGEST_FILE = "SHA256SUMS"
+"""The file of a saved release that lists the SHA-256 of each of its other files, one ``<hex>  <path>`` line
+per file, paths relative to the release directory (the format ``sha256sum -c`` checks; docs/outputs.md)."""
+_DIGEST_CHUNK = 1 << 20
+
+
+def write_file_digests(directory: str) -> str:
+    """Write :data:`DIGEST_FILE` into a release directory: the SHA-256 of every regular file under it (the
+    Parquet parts, their ``.crc`` checksum files, the model files and ``manifest.json``), written last by
+    :meth:`~spark_dpsynth.release.core.Release.save`.
+
+    Returns:
+        The path of the digest file.
+    """
+    import os
+
+    lines = []
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files):
+            rel = os.path.relpath(os.path.join(root, name), directory).replace(os.sep, "/")
+            if rel != DIGEST_FILE:
+                lines.append(f"{_sha256(os.path.join(root, name))}  {rel}\n")
+    path = os.path.join(directory, DIGEST_FILE)
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+    return path
+
+
+def check_file_digests(directory: str, *, manifest: bool = False) -> bool:
+    """Check the files of a saved release against its :data:`DIGEST_FILE`, naming the first that differs: a file
+    swapped from another release together with its checksum file, truncated or edited is refused.
+
+    :meth:`~spark_dpsynth.release.core.Release.load` checks the data files (``manifest=False``) before anything
+    is read: every listed file but ``manifest.json``, and no unlisted file in a directory of listed files (an
+    extra Parquet part, which Spark would read). It checks ``manifest.json`` (``manifest=True``) after
+    :func:`check_release`, so a hand-edited figure is reported by name first, and an edit that keeps every
+    relation is still refused.
+
+    Returns:
+        True when checked; False for a release written before the digests (no :data:`DIGEST_FILE`): it is read
+        with the checks it always had (Parquet footers and schemas, Spark's checksums, :func:`check_release`).
+
+    Raises:
+        ReleaseError: naming the damaged, missing or unlisted file, or a malformed digest file.
+    """
+    import os
+
+    base = os.path.abspath(directory)
+    listed = _read_digests(base)
+    if listed is None:
+        return False
+    names = ["manifest.json"] if manifest else [n for n in listed if n != "manifest.json"]
+    names.sort(key=lambda rel: (rel.rsplit("/", 1)[-1].startswith((".", "_")), rel))  # data files named first
+    for rel in names:
+        file = os.path.join(base, *rel.split("/"))
+        digest = listed.get(rel)
+        if digest is None or not os.path.isfile(file) or os.path.islink(file):
+            raise _file_damaged(
+                file, f"{DIGEST_FILE} does not list it" if digest is None else "it is missing"
+            )
+        try:
+            found = _sha256(file)
+        except OSError as err:
+            raise _file_damaged(file, f"unreadable: {os.strerror(err.errno or 0)}") from None
+        if found != digest:
+            raise _file_damaged(file, f"its SHA-256 is not the one {DIGEST_FILE} lists")
+    if not manifest:
+        folders = {os.path.dirname(os.path.join(base, *rel.split("/"))) for rel in names} - {base}
+        for folder in sorted(folders):
+            for name in sorted(os.listdir(folder)):
+                file = os.path.join(folder, name)
+                rel = os.path.relpath(file, base).replace(os.sep, "/")
+                if rel not in listed and not os.path.isdir(file):
+                    raise _file_damaged(file, f"{DIGEST_FILE} does not list it")
+    return True
+
+
+def _read_digests(base: str) -> dict[str, str] | None:
+    """The relative path -> SHA-256 map of ``base/SHA256SUMS``; None when there is none.
+
+    Raises:
+        ReleaseError: the file is unreadable, or a line is not ``<64 hex>  <plain relative path>``.
+    """
+    import os
+    import re
+
+    path = os.path.join(base, DIGEST_FILE)
+    if not os.path.lexists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        raise _file_damaged(path, "unreadable") from None
+    listed = {}
+    for line in text.splitlines():
+        found = re.fullmatch(r"([0-9a-f]{64}) [ *](.+)", line)
+        rel = found.group(2) if found else ""
+        if not found or rel.startswith("/") or ".." in rel.split("/") or "\\" in rel:
+            raise _file_damaged(path, "a line is not a SHA-256 and a path inside the release")
+        listed[rel] = found.group(1)
+    return listed
+
+
+def _sha256(path: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_DIGEST_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _file_damaged(file: str, reason: str) -> ReleaseError:
+    return ReleaseError(
+        f"the release file {file!r} is damaged or not this release's ({reason}); restore the release "
+        "directory as it was written"
+    )
