@@ -22,6 +22,9 @@ The command line (:mod:`spark_dpsynth.cli.main`) parses its options into the sam
 published together (:class:`~spark_dpsynth.data.publish.OutputStage`). Every check that needs no data runs before
 Spark reads a row (:func:`check_before_reading`), the checks that need the schema only before any DP draw
 (:func:`check_schema`), and a release once drawn is kept whatever fails after it (docs/design.md section 1.7).
+
+One file over 800 lines: the run's steps in order (read, check, release, synthesize, evaluate, publish), shared by
+the library, the command line and the jobs.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from spark_dpsynth.data.io import (
     write_frame,
     write_single_csv,
 )
-from spark_dpsynth.data.publish import OutputStage
+from spark_dpsynth.data.publish import OutputStage, recover_before_reading
 from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, ReleaseError, SchemaError
 
 if TYPE_CHECKING:
@@ -313,8 +316,9 @@ def _warn_hopeless_budget(config: JobConfig) -> None:
     delta) keeps every value out of a marginals release unless it is held by more records than a table holds."""
     if config.mechanism_name() != "marginals":
         return
+    from spark_dpsynth.mechanisms.budget_split import split_budget
     from spark_dpsynth.params import MAX_SYNTHETIC_RECORDS
-    from spark_dpsynth.privacy.accounting import MAX_DERIVED_DELTA, rho_1_threshold_discrete, split_budget
+    from spark_dpsynth.privacy.accounting import MAX_DERIVED_DELTA, rho_1_threshold_discrete
 
     delta = config.budget.delta_or(MAX_DERIVED_DELTA)
     split = split_budget(config.aggregate, delta, budget=config.budget)
@@ -801,17 +805,25 @@ class Run:
 
     def check(self) -> None:
         """The checks before Spark starts (:func:`check_before_reading`), and the outputs of earlier commands
-        this one reads.
+        this one reads, once a dead run's interrupted publish in their directory is rolled forward or back
+        (:func:`~spark_dpsynth.data.publish.recover_before_reading`, docs/design.md section 1.7).
 
         Raises:
-            InvalidParameterError: no output directory, or a check of :func:`check_before_reading`.
-            ReleaseError: no release (``synthesize``, ``evaluate``) or no synthetic data (``evaluate``).
+            InvalidParameterError: no output directory, a check of :func:`check_before_reading`, or a staging
+                directory in the output directory that is not as a run writes it.
+            ReleaseError: no release (``synthesize``, ``evaluate``) or no synthetic data (``evaluate``), or a
+                dead run's half-published outputs that this user cannot settle.
         """
         config, command = self.config, self.command
         if not config.output_path:
             raise InvalidParameterError("no output: give --output DIR or [output] path in the config")
         check_before_reading(config, command)
         release_dir = self.release_dir
+        if command in ("synthesize", "evaluate"):
+            # A run that died publishing in DIR is rolled forward or back before anything of it is read:
+            # DIR is all-old or all-new to a reader (docs/design.md section 1.7).
+            recover_before_reading(os.path.dirname(os.path.abspath(local_path(release_dir))))
+            recover_before_reading(config.output_path)
         if command in ("synthesize", "evaluate") and not (
             os.path.isfile(os.path.join(local_path(release_dir), "manifest.json"))
             or os.path.isfile(local_path(release_dir))

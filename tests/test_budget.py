@@ -9,17 +9,15 @@ import opendp.prelude as dp
 import pytest
 from scipy.stats import norm
 
+from spark_dpsynth.mechanisms.budget_split import fabrication_etas, split_budget, thresholds_for
 from spark_dpsynth.params import AccuracyMode, AggregationParams, FabricationMode
 from spark_dpsynth.privacy.accounting import (
     MAX_DERIVED_DELTA,
     adaptive_threshold,
     delta_from_protected_n,
     epsilon_from_rho_delta,
-    fabrication_etas,
     rho_1_threshold,
     rho_from_epsilon_delta,
-    split_budget,
-    thresholds_for,
 )
 from spark_dpsynth.privacy.budget import Budget
 

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from spark_dpsynth.config import load_config
 from spark_dpsynth.errors import ConfigError, InvalidParameterError, SchemaError
+from spark_dpsynth.evaluation.catalog import METRICS
 from spark_dpsynth.evaluation.metrics import (
     METRICS_FILE,
     TSTR_MAX_ROWS,
@@ -129,6 +130,8 @@ def test_tvd_rows_and_blank_cells_by_hand(spark, caplog):
     logged = [r.getMessage() for r in caplog.records if r.name == "spark_dpsynth.evaluation.metrics"]
     assert any("started" in line for line in logged) and any("done in" in line for line in logged)
 
+    # the dict is the table of metrics, entry by entry, in order
+    assert list(m) == [key for spec in METRICS for key in spec.outputs]
     assert m["rows"] == {"sensitive": 4, "synthetic": 5}
     assert m["record_expansion"] == pytest.approx(0.25)
     assert m["blank_cell_share"] == {"sensitive": pytest.approx(2 / 8), "synthetic": pytest.approx(3 / 10)}
@@ -828,12 +831,13 @@ def test_a_failed_metric_is_reported_and_the_others_are_written(spark, tmp_path,
     def broken(*args, **kwargs):
         raise _SparkFailure("value 'MARKER-SECRET' cannot be written")
 
-    monkeypatch.setattr("spark_dpsynth.evaluation.metrics.numeric_metrics", broken)
-    monkeypatch.setattr("spark_dpsynth.evaluation.metrics.tstr_metrics", broken)
+    monkeypatch.setattr("spark_dpsynth.evaluation.catalog.numeric_metrics", broken)
+    monkeypatch.setattr("spark_dpsynth.evaluation.catalog.tstr_metrics", broken)
     metrics = evaluate(df, df, numeric_columns=("A",), label="C")
     reason = "_SparkFailure [TASK_WRITE_FAILED]"
     assert metrics["numeric"] == {"failed": reason} and metrics["tstr"] == {"failed": reason}
     assert metrics["failed_metrics"] == {"numeric": reason, "tstr": reason}
+    assert list(metrics) == [key for spec in METRICS for key in spec.outputs]
     assert metrics["tvd"]["1"]["mean"] == 0.0 and metrics["rows"]["synthetic"] == len(SEED_ROWS)
     path = write_metrics(metrics, str(tmp_path / "evaluation"))
     text = Path(path).read_text() + render_report(metrics)

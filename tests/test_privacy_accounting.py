@@ -10,6 +10,7 @@ import pytest
 
 from spark_dpsynth.errors import BudgetError, InvalidParameterError
 from spark_dpsynth.mechanisms._discovery import draw_protected_n, release_accountant
+from spark_dpsynth.mechanisms.budget_split import split_budget
 from spark_dpsynth.params import AggregationParams
 from spark_dpsynth.privacy.accounting import (
     Accountant,
@@ -17,7 +18,6 @@ from spark_dpsynth.privacy.accounting import (
     opendp_epsilon_of_rho,
     rho_1_threshold,
     rho_1_threshold_discrete,
-    split_budget,
 )
 from spark_dpsynth.privacy.budget import Budget
 
@@ -155,8 +155,8 @@ def test_rho_1_from_the_bound_is_the_exact_threshold_or_one_more(monkeypatch: py
 def test_tiny_epsilon_thresholds_take_constant_memory() -> None:
     import tracemalloc
 
+    from spark_dpsynth.mechanisms.budget_split import split_budget, thresholds_for
     from spark_dpsynth.params import AggregationParams
-    from spark_dpsynth.privacy.accounting import split_budget, thresholds_for
 
     tracemalloc.start()
     try:

@@ -17,10 +17,11 @@ from scipy.stats import beta, chisquare
 from spark_dpsynth.mechanisms import _counting
 from spark_dpsynth.mechanisms._counting import CandidateIndex
 from spark_dpsynth.mechanisms._discovery import noisy_threshold as threshold_through
+from spark_dpsynth.mechanisms.budget_split import split_budget, thresholds_for
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded
 from spark_dpsynth.params import AggregationParams
 from spark_dpsynth.privacy._seeded import SeededNoise
-from spark_dpsynth.privacy.accounting import Accountant, rho_1_threshold, split_budget, thresholds_for
+from spark_dpsynth.privacy.accounting import Accountant, rho_1_threshold
 from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import CryptographicNoise, NoiseSource, NoNoise
 
@@ -93,6 +94,26 @@ def test_noise_distribution_discrete_gaussian_chi_square(sigma: float) -> None:
     assert _chi_square_p(draws, _gaussian(sigma), width) > ALPHA
     assert _chi_square_p(draws, _gaussian(0.7 * sigma), width) < ALPHA
     assert _chi_square_p(draws, _gaussian(1.3 * sigma), width) < ALPHA
+
+
+def test_long_noise_vectors_are_drawn_in_parts_of_the_asked_total(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long vector is drawn in parts on threads (one per core), together exactly the size asked, in order."""
+    from spark_dpsynth.privacy import noise
+
+    calls: list[int] = []
+
+    def measurement(zeros: list[int]) -> list[int]:
+        calls.append(len(zeros))
+        return [len(calls)] * len(zeros)  # which part a draw came from
+
+    monkeypatch.setattr(noise.os, "cpu_count", lambda: 4)
+    out = noise._drawn_in_parts(measurement, 5 * noise.PARALLEL_DRAWS)
+    assert out.dtype == np.int64 and out.shape == (5 * noise.PARALLEL_DRAWS,)
+    assert len(calls) == 4 and sum(calls) == out.shape[0]
+    assert sorted(np.unique(out).tolist()) == [1, 2, 3, 4]
+    calls.clear()
+    assert noise._drawn_in_parts(measurement, noise.PARALLEL_DRAWS).shape == (noise.PARALLEL_DRAWS,)
+    assert calls == [noise.PARALLEL_DRAWS], "a short vector is one call"
 
 
 @pytest.mark.parametrize("scale", [3.0, 20.0])

@@ -23,9 +23,10 @@ from spark_dpsynth.mechanisms._profile import (
     profile_units,
     spend_exact_values,
 )
+from spark_dpsynth.mechanisms.budget_split import split_budget
 from spark_dpsynth.mechanisms.marginals import LocalBackend, aggregate_encoded, dp_aggregate
 from spark_dpsynth.params import AggregationParams, BinSpec, DataConfig
-from spark_dpsynth.privacy.accounting import Accountant, split_budget
+from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoNoise
 from spark_dpsynth.profile import (

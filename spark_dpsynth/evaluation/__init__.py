@@ -2,9 +2,13 @@
 
 Modules, by job:
 
-* :mod:`.metrics`: ``evaluate`` (the orchestration: one Spark job per evaluation, then the scores),
+* :mod:`.metrics`: ``evaluate`` (the orchestration: one Spark job per evaluation, then the table of metrics),
   ``write_metrics`` (``metrics.json``), ``true_aggregates`` (the exact k-tuple counts SDS's evaluator compares
-  with); the layout of the metrics dict, ``METRICS_FILE``, ``METRICS_VERSION``, ``PRIVACY_KEYS``.
+  with), ``METRICS_FILE``.
+* :mod:`.catalog`: the table of metrics, ``METRICS`` (each metric a named entry: its function, when it applies,
+  the keys it writes), the layout's ``METRICS_VERSION`` and ``PRIVACY_KEYS``, the guard of a metric that fails.
+* :mod:`.sampling`: ``RowSampling`` (the seeded row sampling of large tables) and the lines that describe the
+  row and column-subset sampling.
 * :mod:`.cells`: cell counting on Spark: column-subset plans, the vectorized per-batch counter run by
   ``mapInArrow`` in Spark's Python workers, the release's cells, the one-shuffle aggregation.
 * :mod:`.tvd`: total variation distances of the column marginals, the worst 1-way columns.
@@ -17,6 +21,8 @@ Modules, by job:
 * :mod:`.tstr`: ``train_synthetic_test_real`` (scikit-learn classifiers on the driver) and its bounded
   samples on Spark.
 * :mod:`.report`: ``write_report``, the HTML page of the metrics (matplotlib).
+* :mod:`.report_marginals`: the page's sections on the marginals (SDS's evaluator, the TVDs, the yardstick).
+* :mod:`.report_html`: the page's pieces (escaping, tables, number formats, embedded PNG figures, colors).
 * :mod:`._common`: schema checks, column quoting and stage logging shared by the modules above.
 
 The public names below are imported on first use (PEP 562): Spark's Python workers import this package to

@@ -366,7 +366,7 @@ def release_cells(release: Release, plan: SubsetPlan, like: DataFrame) -> DataFr
     return like.sparkSession.createDataFrame(table)
 
 
-class _Counts(NamedTuple):
+class CellCounts(NamedTuple):
     """What the one Spark job of :func:`evaluate` returns to the driver (subset- and bucket-sized)."""
 
     per_subset: dict[int, dict[str, Any]]
@@ -393,7 +393,7 @@ def _bucket_index(count: Column) -> Column:
     return F.when((j > 0) & (bound(j - 1) >= count), j - 1).otherwise(j)
 
 
-def aggregate(union: DataFrame, plan: SubsetPlan, sds_length: int, resolution: int) -> _Counts:
+def aggregate(union: DataFrame, plan: SubsetPlan, sds_length: int, resolution: int) -> CellCounts:
     """Sum the partial cell counts and reduce them to per-subset and per-bucket sums, in one Spark job.
 
     ``union`` holds partial counts ``k, subset, v0.., n_s, n_y, n_r, n_b`` (sensitive, synthetic, release, and a
@@ -404,7 +404,7 @@ def aggregate(union: DataFrame, plan: SubsetPlan, sds_length: int, resolution: i
     aggregates and the top values of the 1-column subsets then read those partitions without another shuffle.
 
     Returns:
-        :class:`_Counts`. Per subset (and per (k, bucket)): ``k``; ``rows_s``, ``rows_y`` = the sum of the
+        :class:`CellCounts`. Per subset (and per (k, bucket)): ``k``; ``rows_s``, ``rows_y`` = the sum of the
         sensitive / synthetic counts over the subset's cells (the number of rows for subsets whose empty
         cells are kept); ``blank_s``, ``blank_y`` = the count of the empty cell of a 1-column subset (0 for
         longer subsets); ``tvd2`` = sum over cells of |n_s rows_y - n_y rows_s| (exact integer; the subset's
@@ -436,7 +436,7 @@ def aggregate(union: DataFrame, plan: SubsetPlan, sds_length: int, resolution: i
         cells.unpersist()
 
 
-def _reduce_cells(sums: DataFrame, plan: SubsetPlan, sds_length: int, resolution: int) -> _Counts:
+def _reduce_cells(sums: DataFrame, plan: SubsetPlan, sds_length: int, resolution: int) -> CellCounts:
     """:func:`aggregate`'s reduction of the cell sums ``sums`` (``k, subset, v0.., n_s, n_y, n_r, n_b``, one row
     per cell, hash-partitioned on ``subset``) to the per-subset and per-bucket sums and the top values."""
     k = F.col("k")
@@ -520,7 +520,7 @@ def _reduce_cells(sums: DataFrame, plan: SubsetPlan, sds_length: int, resolution
         .where(F.col("rank") <= F.lit(_ONE_WAY_VALUES))
         .select(F.lit("value").alias("kind"), "k", "subset", "v0", n_s.alias("s"), n_y.alias("y"))
     )
-    out = _Counts({}, {}, {})
+    out = CellCounts({}, {}, {})
     # Subset-sized: one row per (column subset, count bucket), about sum of C(d, L) * log2(n / 10) rows, plus
     # at most _ONE_WAY_VALUES rows per column. Two collects of the persisted sums, not one of their union: the
     # Spark Connect client (4.1) refuses a union whose two sides carry the same Observation of the tables' lineage.

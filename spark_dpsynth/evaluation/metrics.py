@@ -28,8 +28,10 @@ The metrics are:
 * ``identifier_columns``: the release's identifier columns (left out of the measurement by configuration,
   synthetic surrogate keys; docs/design.md section 2.8): never compared, never counted as empty.
 
-This module checks the inputs, runs the parts in order and assembles the dict: the cell counts on Spark are
-:mod:`spark_dpsynth.evaluation.cells`, the scores :mod:`~spark_dpsynth.evaluation.tvd`,
+This module checks the inputs, samples and counts the tables once, then writes the entries of the table of
+metrics in order (:data:`spark_dpsynth.evaluation.catalog.METRICS`: each metric's function, when it applies and
+the keys it writes): the row sampling is :mod:`spark_dpsynth.evaluation.sampling`, the cell counts on Spark
+:mod:`~spark_dpsynth.evaluation.cells`, the scores :mod:`~spark_dpsynth.evaluation.tvd`,
 :mod:`~spark_dpsynth.evaluation.sds_evaluator` and :mod:`~spark_dpsynth.evaluation.tstr`.
 
 Privacy: the evaluation reads the sensitive data and adds no noise. Its outputs (true counts of tuples, true
@@ -55,7 +57,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
@@ -66,25 +67,27 @@ from pyspark.sql import functions as F
 
 from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
-from spark_dpsynth.evaluation._common import check_table, failure_reason, mismatch, quote, timed_stage
+from spark_dpsynth.evaluation._common import check_table, mismatch, timed_stage
+from spark_dpsynth.evaluation.catalog import (
+    METRICS,
+    METRICS_VERSION,
+    PRIVACY_KEYS,
+    MetricInputs,
+    describe_out_of_support,
+    describe_real_sample,
+)
 from spark_dpsynth.evaluation.cells import SubsetPlan, aggregate, cell_counts, release_cells
-from spark_dpsynth.evaluation.coverage import merge_coverage, release_coverage, synthetic_coverage
 from spark_dpsynth.evaluation.nist import nist_group_columns as resolve_nist_groups
-from spark_dpsynth.evaluation.nist import nist_k_marginal
-from spark_dpsynth.evaluation.numeric import (
-    COLUMNS_PER_PASS,
-    check_numeric_columns,
-    numeric_metrics,
+from spark_dpsynth.evaluation.numeric import check_numeric_columns
+from spark_dpsynth.evaluation.sampling import (
+    MAX_ROWS,
+    RowSampling,
+    describe_row_sampling,
+    describe_sampling,
+    subset_sampling_entry,
 )
-from spark_dpsynth.evaluation.sds_evaluator import bucket_bins, sds_side
-from spark_dpsynth.evaluation.tstr import check_label, tstr_metrics
-from spark_dpsynth.evaluation.tvd import one_way_worst, tvd_metrics
-from spark_dpsynth.evaluation.yardstick import (
-    CATEGORICAL_MAX_VALUES,
-    QUANTILE_BINS,
-    Yardstick,
-    build_yardstick,
-)
+from spark_dpsynth.evaluation.tstr import check_label
+from spark_dpsynth.evaluation.yardstick import build_yardstick
 
 if TYPE_CHECKING:
     from spark_dpsynth.release.core import Release
@@ -111,9 +114,6 @@ log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.json"
 """File name :func:`write_metrics` writes in its directory."""
-METRICS_VERSION = 1
-"""Version of the layout of the dict :func:`evaluate` returns; bumped when a key changes meaning or goes away."""
-
 SDS_RESOLUTION = 10
 """SDS's default reporting resolution (``reporting_resolution`` in SDS's pipeline and web app): the count below
 which a true tuple is "rare" for the leakage count and left out of preservation unless it appears."""
@@ -123,36 +123,6 @@ MAX_SUBSETS = 2_000
 """Default bound on the L-column subsets :func:`evaluate` compares per length L >= 2: a length with more
 (C(d, L) > 2,000, e.g. the 70,300 3-column subsets of a 76-column table) is compared on 2,000 subsets drawn
 by a seeded, public choice (docs/design.md section 5.5)."""
-
-MAX_ROWS = 1_000_000
-"""Default bound on the rows of each table the evaluation counts exactly: a larger table (by the release's
-protected number of records for the sensitive table, by its count for the synthetic one) is evaluated on a
-seeded hash sample of about this many rows (docs/design.md section 5.5)."""
-SAMPLE_ROWS_PER_PARTITION = 250_000
-"""Rows per partition of a table sampled by :meth:`RowSampling.sample` when the evaluation reads it (about
-``max_rows`` / this partitions: 4 at the default)."""
-_DRAW = "__evaluation_draw"
-"""The uniform random column of a sampled table (dropped once the sample is drawn)."""
-_SYNTHETIC_SEED = 0x5DEECE66D
-"""XORed into the seed of the synthetic table's draw (the sensitive table uses the seed itself)."""
-
-PRIVACY_KEYS = (
-    "epsilon",
-    "delta",
-    "rho",
-    "reporting_length",
-    "sigmas",
-    "noise_std",
-    "sensitivities",
-    "thresholds",
-    "protected_number_of_records",
-    "accounting",
-    "accuracy_mode",
-    "fabrication_mode",
-    "noise_sampler",
-    "test_mode",
-)
-"""The release manifest's entries :func:`evaluate` copies into ``privacy`` (all public, DP)."""
 
 # ---------------------------------------------------------------------------------------------------------------
 # Public API
@@ -494,115 +464,41 @@ def evaluate(
         if empty:
             # No distance is defined; the evaluation (not private) says so and the run goes on (design 1.7).
             return _undefined_metrics(columns, tvd_length, res, plan, sampling, n, n_syn, empty, release)
-        compared = {"sensitive": n, "synthetic": n_syn}
-        n, n_syn = sampling.total("sensitive", n), sampling.total("synthetic", n_syn)
-        blank_s = sum(row.get("blank_s", 0) for row in per_subset.values())
-        blank_y = sum(row.get("blank_y", 0) for row in per_subset.values())
-
-        metrics: dict[str, Any] = {
-            "metrics_version": METRICS_VERSION,
-            "differentially_private": False,
-            "columns": list(columns),
-            "max_marginal_length": tvd_length,
-            "subset_sampling": _sampling_entry(plan),
-            "resolution": res,
-            "rows": {"sensitive": n, "synthetic": n_syn},
-            "record_expansion": (n_syn - n) / n,
-            "blank_cell_share": {
-                "sensitive": blank_s / (compared["sensitive"] * d),
-                "synthetic": blank_y / (compared["synthetic"] * d),
-            },
-            "row_sampling": sampling.entry(compared),
-        }
-        metrics["yardstick"] = {
-            "source": "input" if typed_source else "given",
-            "categorical_max_values": CATEGORICAL_MAX_VALUES,
-            "quantile_bins": QUANTILE_BINS,
-            "columns": yard.rules,
-        }
-        empty_shares = {
-            c: {
-                "sensitive": per_subset[plan.ids[(i,)]]["blank_s"] / compared["sensitive"],
-                "synthetic": per_subset[plan.ids[(i,)]]["blank_y"] / compared["synthetic"],
-            }
-            for i, c in enumerate(columns)
-        }
-        metrics["empty_share_by_column"] = empty_shares
-        metrics["out_of_support"] = _out_of_support(yard, per_subset, plan, compared["synthetic"])
-        binned = set(((release.manifest.get("data") or {}).get("bins") or {}) if release is not None else ())
-        metrics["empty_columns"] = merge_coverage(
-            release_coverage(release) if release is not None else [],
-            synthetic_coverage(empty_shares, binned=binned),
-            columns,
+        inputs = MetricInputs(
+            columns=columns,
+            tvd_length=tvd_length,
+            resolution=res,
+            plan=plan,
+            sampling=sampling,
+            compared={"sensitive": n, "synthetic": n_syn},
+            counts=counts,
+            sds_counts=sds_counts,
+            yard=yard,
+            typed_source=typed_source,
+            release=release,
+            release_for_sds=release_for_sds,
+            reporting_length=reporting_length,
+            sensitive=sensitive,
+            synthetic=synthetic,
+            typed_sensitive=typed_s,
+            typed_synthetic=typed_y,
+            source_sensitive=source_s,
+            source_synthetic=source_y,
+            numeric_kinds=numeric_kinds,
+            holdout=holdout,
+            label=label,
+            label_values=mapping,
+            tstr_max_rows=tstr_rows,
+            seed=seed,
+            nist_groups=nist_groups,
+            log=log,
+            progress=progress,
         )
-        metrics.update(
-            tvd_metrics(
-                per_subset, plan, columns, synthetic_sampled=metrics["row_sampling"]["synthetic"]["sampled"]
-            )
-        )
-        three_way = metrics["tvd"].get("3")
-        metrics["k_marginal_score"] = 1000.0 * (1.0 - three_way["mean"]) if three_way else None
-        metrics["one_way_worst"] = one_way_worst(
-            counts.top_values, per_subset, plan, metrics["tvd_by_subset"]["1"]
-        )
-        metrics["sds"] = None
-        if release_for_sds is not None:
-            bins_sds = bucket_bins(sds_counts.per_bucket)
-            metrics["sds"] = {
-                "reporting_length": reporting_length,
-                **{
-                    side_name: sds_side(
-                        sds_counts.per_subset, sds_counts.per_bucket, bins_sds, reporting_length, side
-                    )
-                    for side_name, side in (("release", "r"), ("synthetic", "y"))
-                },
-            }
-        # A metric that fails is reported as failed, with a reason that holds no data value, and the others
-        # are kept (docs/design.md section 5.6): the evaluation spends no budget and never loses the rest.
-        failed: dict[str, str] = {}
-        metrics["numeric"] = None
-        if numeric_kinds:
-            d_num = len(numeric_kinds)
-            passes = 1
-            if d_num > COLUMNS_PER_PASS:
-                passes = -(-d_num // COLUMNS_PER_PASS) + 1
-            stage = f"numeric metrics of {d_num} column(s) ({passes} pass{'es' if passes > 1 else ''} over the tables)"
-
-            def numeric() -> dict[str, Any] | None:
-                with timed_stage(log, stage, progress):
-                    return numeric_metrics(typed_s, typed_y, tuple(numeric_kinds))
-
-            metrics["numeric"] = _guarded("numeric", failed, numeric)
-        metrics["tstr"] = None
-        if label is not None:
-            metrics["tstr"] = _guarded(
-                "tstr",
-                failed,
-                lambda: tstr_metrics(
-                    synthetic, sensitive, holdout, label, mapping, tstr_rows, seed, progress
-                ),
-            )
-        metrics["nist_k_marginal_score"] = None
-        metrics["nist_k_marginal"] = None
-        if nist_groups is not None:
-            # NIST's own formula, on the input's own values (the yardstick's source) with SDNist's bins
-            stage = f"NIST's k-marginal score (SDNist's formula, groups {list(nist_groups)})"
-
-            def nist() -> dict[str, Any] | None:
-                with timed_stage(log, stage, progress):
-                    return nist_k_marginal(source_s, source_y, nist_groups)
-
-            nist_result = _guarded("nist_k_marginal", failed, nist)
-            if nist_result is not None and "failed" not in nist_result:
-                metrics["nist_k_marginal_score"] = nist_result.pop("score")
-            metrics["nist_k_marginal"] = nist_result
-        metrics["failed_metrics"] = failed
-        metrics["privacy"] = None
-        metrics["identifier_columns"] = []
-        if release is not None:
-            metrics["privacy"] = {key: release.manifest.get(key) for key in PRIVACY_KEYS}
-            # left out of every measurement by configuration: not compared, not counted as empty (design 2.8)
-            metrics["identifier_columns"] = list(release.manifest.get("identifier_columns") or {})
+        # The table of metrics, in order (spark_dpsynth.evaluation.catalog): a metric that fails is reported as
+        # failed, with a reason that holds no data value, and the others are kept (docs/design.md section 5.6).
+        metrics: dict[str, Any] = {}
+        for spec in METRICS:
+            metrics.update(spec.compute(inputs) if spec.applies(inputs) else spec.absent_values())
         log.info("evaluation done in %.2f s", time.perf_counter() - started)
         return metrics
     finally:
@@ -629,7 +525,7 @@ def _undefined_metrics(
         "differentially_private": False,
         "columns": list(columns),
         "max_marginal_length": length,
-        "subset_sampling": _sampling_entry(plan),
+        "subset_sampling": subset_sampling_entry(plan),
         "resolution": resolution,
         "rows": {
             "sensitive": sampling.total("sensitive", n),
@@ -653,19 +549,6 @@ def _undefined_metrics(
         "privacy": {key: release.manifest.get(key) for key in PRIVACY_KEYS} if release is not None else None,
         "identifier_columns": list(release.manifest.get("identifier_columns") or {}) if release else [],
     }
-
-
-def _guarded(name: str, failed: dict[str, str], compute: Callable[[], Any]) -> Any:
-    """``compute()``, or, when it raises an Exception, ``{"failed": reason}`` with the reason also recorded in
-    ``failed[name]`` (:func:`~spark_dpsynth.evaluation._common.failure_reason`: no data value). Interrupts
-    (BaseException) go through."""
-    try:
-        return compute()
-    except Exception as err:  # noqa: BLE001 - reported in the metrics, the other metrics are kept
-        reason = failure_reason(err)
-        log.warning("the %s metrics failed: %s", name, reason)
-        failed[name] = reason
-        return {"failed": reason}
 
 
 def write_metrics(metrics: dict[str, Any], directory: str) -> str:
@@ -742,245 +625,6 @@ def true_aggregates(df: DataFrame, reporting_length: int) -> DataFrame:
     )
 
 
-class RowSampling:
-    """The seeded row sampling of :func:`evaluate` (``max_rows``): which tables are sampled, at which rate, and
-    their sizes (observed in the cell pass itself with :class:`pyspark.sql.Observation`, no extra pass).
-
-    :func:`evaluate` samples the prepared tables it is given. A caller that holds the tables before they are
-    prepared (the ``evaluate`` and ``pipeline`` commands) samples them there instead, with :meth:`sample`, and
-    hands the sampling to :func:`evaluate` (``row_sampling``): only the sampled rows are then cleaned, binned and
-    converted, each table is read once (the sample is kept on the executors' local disks, ``DISK_ONLY``, for
-    the cell pass and the numeric metrics), and the cell counts and the numeric metrics are of the same rows
-    (docs/design.md section 5.5).
-
-    Args:
-        max_rows: the most rows of each table counted exactly (an integer >= 0; 0: every row).
-        seed: the seed of the row hash (an integer).
-
-    Raises:
-        InvalidParameterError: ``max_rows`` or ``seed`` out of range.
-    """
-
-    METHOD = (
-        "Bernoulli by a seeded uniform random column: a row is kept when rand(seed) < rate = max_rows / rows "
-        "(independently of its values: identical rows are drawn independently), the synthetic table with "
-        "another seed; rand is a function of the seed, the input partition's index and the row's position in it"
-    )
-    RAW_METHOD = METHOD.replace("a row is kept", "before preparing, a row is kept")
-
-    def __init__(self, max_rows: int = MAX_ROWS, seed: int = 0) -> None:
-        self.max_rows = v.integer("max_rows", max_rows, low=0)
-        self.seed = v.integer("seed", seed)
-        self.rates: dict[str, float] = {}
-        self.expected: dict[str, int] = {}
-        self.observations: dict[str, Any] = {}
-        self.floors: dict[str, DataFrame] = {}
-        self.sds_skipped: str | None = None
-        self.raw = False
-        self._persisted: list[DataFrame] = []
-
-    @property
-    def sampled(self) -> bool:
-        return any(rate < 1.0 for rate in self.rates.values())
-
-    def sample(
-        self,
-        side: str,
-        df: DataFrame,
-        rows: int | None = None,
-        *,
-        columns: Sequence[str] | None = None,
-    ) -> DataFrame:
-        """A table before it is prepared, or its seeded uniform sample when it has more than ``max_rows`` rows.
-
-        Args:
-            side: ``"sensitive"`` or ``"synthetic"``.
-            df: the table as read (the sensitive input after its row filter, or the synthetic table as written).
-            rows: its number of rows (the sensitive table: the release's public protected number of records
-                n'); None: a count of ``df`` (from the files' metadata for a table read from Parquet).
-            columns: the columns the evaluation reads (hashed, and the only ones kept); None: every column.
-                A table whose rows are merged per person (a privacy unit) must not be sampled here: the sample
-                would split a person's rows; :func:`evaluate` samples the merged records instead.
-
-        Returns:
-            ``df`` (restricted to ``columns``) when it has at most ``max_rows`` rows or ``max_rows`` is 0;
-            else a uniform sample at the rate max_rows / rows, persisted on the local disks (``DISK_ONLY``;
-            released when :func:`evaluate` returns, or by :meth:`unpersist`). The table's size is observed in
-            the first pass over it. For the sensitive table at a rate <= 1/2, a second sample disjoint from the
-            first, at the same rate and in the same persisted pass, is kept for the real-vs-real floor
-            (:meth:`floor`).
-
-        Raises:
-            InvalidParameterError: ``side`` is not one of the two, or was sampled already.
-        """
-        if side not in ("sensitive", "synthetic") or side in self.rates:
-            raise InvalidParameterError(f"side must be 'sensitive' or 'synthetic', once each, got {side!r}")
-        table = df.select(*(F.col(quote(c)) for c in dict.fromkeys(columns))) if columns is not None else df
-        out = self.apply(side, table, rows)
-        if self.rates[side] < 1.0:
-            self.raw = True
-        return out
-
-    def unpersist(self) -> None:
-        """Release the samples :meth:`sample` persisted."""
-        for df in self._persisted:
-            df.unpersist()
-        self._persisted = []
-
-    def apply(self, side: str, df: DataFrame, rows_hint: int | None) -> DataFrame:
-        """``df`` itself, or its uniform sample when its rows (``rows_hint``, else a count) exceed ``max_rows``.
-
-        The sample is drawn with ``rand(seed)`` (the synthetic table with another seed, so that a table compared
-        with a copy of itself is not compared on the same row positions) right where ``df`` is read, and
-        persisted on the local disks (``DISK_ONLY``, about ``max_rows`` rows, twice that for the sensitive table
-        with its floor sample), so that every later pass reads the same rows. ``rand`` is seeded per partition
-        with seed + the partition's index and draws in the partition's row order: the sample is reproducible
-        on a task's retry and on a re-read of the same input with the same splits (a file scan), and it changes
-        (within the sampling error) when the input is split differently (docs/design.md section 5.5).
-        """
-        if self.max_rows == 0:
-            self.rates[side] = 1.0
-            return df
-        # A count of the table (synthetic: from the files' metadata when read from Parquet); the sensitive
-        # table's size comes from the release's public n' when there is a release.
-        rows = int(rows_hint) if rows_hint is not None else df.count()
-        self.expected[side] = rows
-        if rows <= self.max_rows:
-            self.rates[side] = 1.0
-            return df
-        rate = self.rates[side] = self.max_rows / rows
-        from pyspark import StorageLevel
-        from pyspark.sql import Observation
-
-        self.observations[side] = Observation(f"evaluate_{side}_rows")
-        observed = df.observe(self.observations[side], F.count(F.lit(1)).alias("rows"))
-        # a second, disjoint sample of the sensitive table for the real-vs-real floor: rate <= u < 2 rate
-        with_floor = side == "sensitive" and rate <= 0.5
-        u = F.rand(self._seed(side))
-        drawn = observed.withColumn(_DRAW, u).where(F.col(_DRAW) < F.lit(2 * rate if with_floor else rate))
-        # About max_rows rows (twice that with the floor sample), on disk: not in the JVM's heap.
-        persisted = drawn.persist(StorageLevel.DISK_ONLY)
-        self._persisted.append(persisted)
-        # The sample keeps the input's partitions (10M rows read in 60 splits: 60 slivers of ~17,000 rows), and
-        # each later pass (cell counts, numeric metrics) would pay a task per sliver; it reads the persisted
-        # partitions merged into a few (no shuffle: the sampling pass keeps the input's parallelism).
-        merged = persisted.coalesce(max(1, math.ceil(self.max_rows / SAMPLE_ROWS_PER_PARTITION)))
-        if with_floor:
-            self.floors[side] = merged.where(F.col(_DRAW) >= F.lit(rate)).drop(_DRAW)
-        return merged.where(F.col(_DRAW) < F.lit(rate)).drop(_DRAW)
-
-    def floor(self, side: str = "sensitive") -> DataFrame | None:
-        """The second uniform sample of ``side`` drawn by :meth:`apply` (disjoint from the compared one, at the
-        same rate), or None (not sampled, or a rate above 1/2)."""
-        return self.floors.get(side)
-
-    def same_rate(self, side: str, df: DataFrame) -> DataFrame:
-        """``df`` (the typed twin of a table) sampled uniformly at that table's rate (another draw of rows)."""
-        rate = self.rates.get(side, 1.0)
-        return df if rate >= 1.0 else df.where(F.rand(self._seed(side) + 1) < F.lit(rate))
-
-    def _seed(self, side: str) -> int:
-        return self.seed if side == "sensitive" else self.seed ^ _SYNTHETIC_SEED
-
-    def total(self, side: str, compared: int) -> int:
-        """The table's number of rows: ``compared`` when it was not sampled, else the observed count."""
-        observation = self.observations.get(side)
-        if observation is None:
-            return compared
-        return int(observation.get["rows"])
-
-    def entry(self, compared: dict[str, int]) -> dict[str, Any]:
-        """``row_sampling`` of :func:`evaluate`."""
-        sides = {}
-        for side, rows in compared.items():
-            rate = self.rates.get(side, 1.0)
-            sides[side] = {
-                "sampled": rate < 1.0,
-                "rate": rate,
-                "rows": self.total(side, rows),
-                "rows_compared": rows,
-                # Dvoretzky-Kiefer-Wolfowitz (Massart 1990): P(sup |F_m - F| > e) <= 2 exp(-2 m e^2), e at 95%
-                "cdf_error_95": math.sqrt(math.log(2 / 0.05) / (2 * rows)) if rate < 1.0 and rows else 0.0,
-            }
-        return {
-            "max_rows": self.max_rows,
-            "seed": self.seed,
-            "sampled": self.sampled,
-            "method": self.RAW_METHOD if self.raw else self.METHOD,
-            **sides,
-            "sds_skipped": self.sds_skipped,
-        }
-
-
-def describe_row_sampling(metrics: dict[str, Any]) -> list[str]:
-    """One line per sampled table of ``metrics``, e.g. "sensitive table: 1,000,212 of 10,000,000 rows compared
-    (a seeded uniform sample, max_rows 1,000,000)"; empty when every row was compared."""
-    sampling = metrics.get("row_sampling") or {}
-    return [
-        f"{side} table: {sampling[side]['rows_compared']:,} of {sampling[side]['rows']:,} rows compared "
-        f"(a seeded uniform sample, max_rows {sampling['max_rows']:,})"
-        for side in ("sensitive", "synthetic")
-        if (sampling.get(side) or {}).get("sampled")
-    ]
-
-
-def describe_out_of_support(metrics: dict[str, Any]) -> list[str]:
-    """The summary's lines on ``out_of_support``: the share of synthetic cells the sensitive column cannot hold,
-    and the (up to 6) worst columns, e.g. "income 1,203 (12.0%)"; empty without the entry."""
-    entry = metrics.get("out_of_support")
-    if not entry:
-        return []
-    line = f"{entry['count']:,} synthetic cells ({entry['share']:.2%}) hold a value the sensitive column never holds"
-    if not entry["columns"]:
-        return [line]
-    by_column = entry["by_column"]
-    worst = ", ".join(
-        f"{c} {by_column[c]['count']:,} ({by_column[c]['share']:.1%})" for c in entry["columns"][:6]
-    )
-    return [line, f"worst: {worst}"]
-
-
-def describe_real_sample(metrics: dict[str, Any]) -> str | None:
-    """The summary's line on what the synthetic table is worth in real records (``tvd[L].real_sample_records``,
-    docs/design.md section 5.5), e.g. "1-way 2,140,000 / 2-way 95,300 / 3-way 41,200 records"; "within
-    sampling error" for a length whose mean TVD is at or below the compared rows' own; None without the entry."""
-    tvd = metrics.get("tvd") or {}
-    lengths = [
-        k for k in sorted(tvd, key=int) if isinstance(tvd[k], dict) and "real_sample_records" in tvd[k]
-    ]
-    if not lengths:
-        return None
-    parts = []
-    for k in lengths:
-        m = tvd[k]["real_sample_records"]
-        parts.append(f"{k}-way " + ("within sampling error" if m is None else f"{m:,} records"))
-    return " / ".join(parts)
-
-
-def _sampling_entry(plan: SubsetPlan) -> dict[str, Any]:
-    """``subset_sampling`` of :func:`evaluate`: which lengths compare a seeded sample of their subsets."""
-    return {
-        "max_subsets": plan.max_subsets,
-        "seed": plan.seed,
-        "sampled": {str(k): plan.sampled[k] for k in plan.totals},
-        "compared": {str(k): len(plan.of_length(k)) for k in plan.totals},
-        "total": {str(k): plan.totals[k] for k in plan.totals},
-        "method": "uniform without replacement from (d, L, seed) only: numpy PCG64 seeded by (seed, d, L)",
-    }
-
-
-def describe_sampling(metrics: dict[str, Any]) -> list[str]:
-    """One line per sampled length of ``metrics`` (:func:`evaluate`'s dict), e.g. "3-way: mean over 2,000 of
-    70,300 3-column subsets, sampled (seed 0)"; empty when every subset was compared."""
-    sampling = metrics.get("subset_sampling") or {}
-    return [
-        f"{k}-way: mean over {sampling['compared'][k]:,} of {sampling['total'][k]:,} {k}-column subsets, "
-        f"sampled (seed {sampling['seed']})"
-        for k, sampled in (sampling.get("sampled") or {}).items()
-        if sampled
-    ]
-
-
 def _as_long(column: str, name: str) -> Column:
     """Column ``column`` cast to bigint, named ``name``."""
     return F.col(column).cast("bigint").alias(name)
@@ -994,40 +638,3 @@ def _zero(name: str) -> Column:
 def _zeros(*names: str) -> list[Column]:
     """A bigint 0 per name."""
     return [_zero(name) for name in names]
-
-
-def _out_of_support(
-    yard: Yardstick, per_subset: dict[int, dict[str, Any]], plan: SubsetPlan, rows_y: int
-) -> dict[str, Any]:
-    """``out_of_support`` of :func:`evaluate`: per column, the synthetic values the sensitive column cannot hold
-    (docs/design.md section 5.2), and the total over the table's cells."""
-    outside = yard.out_of_range()
-    by_column: dict[str, Any] = {}
-    for i, c in enumerate(yard.columns):
-        rule = yard.rules[c]["rule"]
-        text = bool(yard.rules[c].get("text"))
-        row = per_subset[plan.ids[(i,)]]
-        count = int(outside.get(c, 0)) if rule == "bins" else int(row.get("unseen_y", 0))
-        if text:
-            # numbers written as text: its numbers outside the range, its text values never in the column
-            count += int(row.get("unseen_y", 0))
-        non_empty = rows_y - int(row.get("blank_y", 0))
-        by_column[c] = {
-            "rule": rule,
-            "what": "a number outside the sensitive [min, max], or a text the sensitive column never holds"
-            if text
-            else "outside the sensitive [min, max] or not a number"
-            if rule == "bins"
-            else "never in the sensitive column",
-            "count": count,
-            "share": count / rows_y,
-            "share_of_non_empty": count / non_empty if non_empty else None,
-        }
-    total = sum(entry["count"] for entry in by_column.values())
-    worst = sorted((c for c in by_column if by_column[c]["count"]), key=lambda c: -by_column[c]["count"])
-    return {
-        "count": total,
-        "share": total / (rows_y * len(yard.columns)),
-        "columns": worst,
-        "by_column": by_column,
-    }

@@ -21,21 +21,29 @@ frequent values of the worst columns). It is for the data owner, like the sensit
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from spark_dpsynth.errors import InvalidParameterError
+from spark_dpsynth.evaluation.report_html import (
+    REAL_COLOR,
+    SYNTHETIC_COLOR,
+    as_float,
+    escape,
+    format_number,
+    general,
+    html_table,
+    png_image,
+)
+from spark_dpsynth.evaluation.report_marginals import sds_section, tvd_section
 
 __all__ = ["write_report", "render_report", "headline_numbers", "REPORT_FILE"]
 
@@ -43,11 +51,6 @@ log = logging.getLogger(__name__)
 
 REPORT_FILE = "report.html"
 """File name :func:`write_report` writes in its directory."""
-
-_RELEASE_COLOR = "#1f77b4"
-_SYNTHETIC_COLOR = "#ff7f0e"
-_REAL_COLOR = "#2ca02c"
-_DPI = 96
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -112,8 +115,8 @@ def render_report(metrics: dict[str, Any], *, title: str = "spark_dpsynth evalua
         _identifiers_section(metrics.get("identifier_columns")),
         _constraints_section(metrics.get("constraints")),
         _failed_section(metrics.get("failed_metrics")),
-        _sds_section(metrics.get("sds")),
-        _tvd_section(metrics),
+        sds_section(metrics.get("sds")),
+        tvd_section(metrics),
         _numeric_section(metrics.get("numeric")),
         _tstr_section(metrics.get("tstr")),
     ]
@@ -137,7 +140,7 @@ def headline_numbers(metrics: dict[str, Any]) -> list[tuple[str, str, Any, str]]
     def add(key: str, label: str, kind: str) -> None:
         value = _lookup(metrics, key)
         if value is not None:
-            rows.append((key, label, value, _format(value, kind)))
+            rows.append((key, label, value, format_number(value, kind)))
 
     add("rows.sensitive", "sensitive rows", "int")
     add("rows.synthetic", "synthetic rows", "int")
@@ -215,42 +218,6 @@ def _lookup(metrics: dict[str, Any], key: str) -> Any:
     return value
 
 
-def _format(value: Any, kind: str) -> str:
-    """A number as the page shows it (``kind``: int, pct (a share), pct100 (already %), dec, dec2, score)."""
-    if value is None:
-        return "n/a"
-    if kind == "int":
-        return f"{int(value):,}"
-    if kind == "pct":
-        return f"{100.0 * value:.2f}%"
-    if kind == "pct100":
-        return f"{value:.2f}%"
-    if kind == "dec2":
-        return f"{value:.2f}"
-    if kind == "score":
-        return f"{value:.1f}"
-    return f"{value:.4f}"
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value))
-
-
-def _table(header: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "") -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def _png(fig: Figure, alt: str, ident: str) -> str:
-    """The figure as an ``<img>`` with a base64 PNG data URI."""
-    FigureCanvasAgg(fig)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=_DPI, bbox_inches="tight")
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img id="{ident}" alt="{_e(alt)}" src="data:image/png;base64,{data}">'
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Sections
 # ---------------------------------------------------------------------------------------------------------------
@@ -281,7 +248,7 @@ def _privacy_section(privacy: dict[str, Any] | None) -> str:
             return "n/a"
         if isinstance(value, float):
             return f"{value:.{digits}g}"
-        return _e(value)
+        return escape(value)
 
     summary = [
         ("epsilon", num(privacy.get("epsilon"))),
@@ -306,7 +273,7 @@ def _privacy_section(privacy: dict[str, Any] | None) -> str:
     for k in lengths:
         per_k.append(
             [
-                _e(k),
+                escape(k),
                 num((privacy.get("sigmas") or {}).get(k)),
                 num((privacy.get("sensitivities") or {}).get(k)),
                 num((privacy.get("noise_std") or {}).get(k)),
@@ -314,10 +281,10 @@ def _privacy_section(privacy: dict[str, Any] | None) -> str:
             ]
         )
     out = ['<section id="privacy"><h2>Privacy parameters (from the release manifest)</h2>']
-    out.append(_table(["parameter", "value"], [[_e(a), b] for a, b in summary], "params"))
+    out.append(html_table(["parameter", "value"], [[escape(a), b] for a, b in summary], "params"))
     if per_k:
         out.append(
-            _table(
+            html_table(
                 [
                     "k",
                     "sigma_k",
@@ -336,9 +303,9 @@ def _privacy_section(privacy: dict[str, Any] | None) -> str:
 def _headline_section(metrics: dict[str, Any]) -> str:
     rows = []
     for key, label, value, text in headline_numbers(metrics):
-        exact = _e(json.dumps(value))
+        exact = escape(json.dumps(value))
         rows.append(
-            f'<tr><td>{_e(label)}</td><td class="num" data-key="{_e(key)}" data-value="{exact}">{_e(text)}</td></tr>'
+            f'<tr><td>{escape(label)}</td><td class="num" data-key="{escape(key)}" data-value="{exact}">{escape(text)}</td></tr>'
         )
     return (
         '<section id="headline"><h2>Headline numbers</h2>'
@@ -355,23 +322,27 @@ def _persons_section(persons: dict[str, Any] | None) -> str:
         return ""
     cap, counts, shares = persons["cap"], persons["persons"], persons["rows_per_person"]
     means = " / ".join(
-        _format(persons["mean_rows_per_person"][k], "dec2") for k in ("sensitive", "synthetic")
+        format_number(persons["mean_rows_per_person"][k], "dec2") for k in ("sensitive", "synthetic")
     )
     rows = [
         (
             "persons, sensitive / synthetic",
-            " / ".join(_format(counts[k], "int") for k in ("sensitive", "synthetic")),
+            " / ".join(format_number(counts[k], "int") for k in ("sensitive", "synthetic")),
         ),
-        ("L, the most rows of one person the event measurements read", _format(cap, "int")),
-        ("sensitive persons with more than L rows (NOT private)", _format(persons["share_above_cap"], "pct")),
+        ("L, the most rows of one person the event measurements read", format_number(cap, "int")),
+        (
+            "sensitive persons with more than L rows (NOT private)",
+            format_number(persons["share_above_cap"], "pct"),
+        ),
         ("mean rows per person: sensitive / synthetic", means),
-        ("TVD of rows per person (public bins)", _format(persons["rows_per_person_tvd"], "dec")),
+        ("TVD of rows per person (public bins)", format_number(persons["rows_per_person_tvd"], "dec")),
     ]
     rows += [
-        (f"TVD of person column {c}", _format(v, "dec")) for c, v in persons["person_columns_tvd"].items()
+        (f"TVD of person column {c}", format_number(v, "dec"))
+        for c, v in persons["person_columns_tvd"].items()
     ]
     rows += [
-        (f"TVD of the mean rows per person by value of {c}", _format(e["tvd_of_means"], "dec"))
+        (f"TVD of the mean rows per person by value of {c}", format_number(e["tvd_of_means"], "dec"))
         for c, e in persons["events_by_category"].items()
     ]
     labels = [str(lo) if hi == lo else f"{lo}+" if hi is None else f"{lo}-{hi}" for lo, hi in shares["bins"]]
@@ -385,15 +356,21 @@ def _persons_section(persons: dict[str, Any] | None) -> str:
     x = np.arange(len(labels))
     fig = Figure(figsize=(min(max(6.4, 0.3 * len(labels) + 2.0), 12.0), 3.2))
     ax = fig.add_subplot()
-    ax.bar(x - 0.2, [_nan(v) for v in shares["sensitive"]], width=0.4, color=_REAL_COLOR, label="sensitive")
     ax.bar(
-        x + 0.2, [_nan(v) for v in shares["synthetic"]], width=0.4, color=_SYNTHETIC_COLOR, label="synthetic"
+        x - 0.2, [as_float(v) for v in shares["sensitive"]], width=0.4, color=REAL_COLOR, label="sensitive"
+    )
+    ax.bar(
+        x + 0.2,
+        [as_float(v) for v in shares["synthetic"]],
+        width=0.4,
+        color=SYNTHETIC_COLOR,
+        label="synthetic",
     )
     step = max(1, math.ceil(len(labels) / 30))
     ax.set_xticks(x[::step], labels[::step], rotation=45 if len(labels) > 12 else 0)
     ax.set_xlabel("rows per person (public bins)")
     ax.set_ylabel("share of persons")
-    ax.set_title(f"Rows per person (TVD {_format(persons['rows_per_person_tvd'], 'dec')})")
+    ax.set_title(f"Rows per person (TVD {format_number(persons['rows_per_person_tvd'], 'dec')})")
     ax.legend()
     fig.tight_layout()
     return (
@@ -401,239 +378,10 @@ def _persons_section(persons: dict[str, Any] | None) -> str:
         "read at most L rows of each person (person-level DP); the synthetic persons' numbers of rows come from a "
         "noisy histogram of the persons' numbers of rows, and their rows from the event model. TVD: half the L1 "
         "distance of two distributions. Computed from the sensitive persons without noise: NOT private.</p>"
-        + _table(["metric", "value"], [[_e(a), _e(b)] for a, b in rows], "headline")
-        + _png(fig, "rows per person, sensitive vs synthetic", "plot-persons-rows")
+        + html_table(["metric", "value"], [[escape(a), escape(b)] for a, b in rows], "headline")
+        + png_image(fig, "rows per person, sensitive vs synthetic", "plot-persons-rows")
         + "</section>"
     )
-
-
-def _sds_section(sds: dict[str, Any] | None) -> str:
-    if not sds:
-        return ""
-    sides = [("release", sds["release"], _RELEASE_COLOR), ("synthetic", sds["synthetic"], _SYNTHETIC_COLOR)]
-    out = [
-        '<section id="sds"><h2>SDS evaluator: the release and the synthetic data against the true aggregates</h2>'
-    ]
-    out.append(
-        "<p>Preservation = mean of min(count / true count, 1) over the evaluated combinations (true count "
-        "&ge; resolution, or present); proportional error = |count - true count| / true count (1 for a "
-        "fabricated combination). Buckets are SDS's (0, 10], (10, 20], (20, 40], ... of the true count.</p>"
-    )
-    lengths = sorted(sds["release"]["by_length"], key=int)
-    fig = Figure(figsize=(6.4, 3.2))
-    ax = fig.add_subplot()
-    x = np.arange(len(lengths))
-    for i, (name, side, color) in enumerate(sides):
-        values = [_nan(side["by_length"][k]["preservation"]) for k in lengths]
-        ax.bar(x + (i - 0.5) * 0.38, values, width=0.38, label=name, color=color)
-    ax.set_xticks(x, [f"k={k}" for k in lengths])
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("preservation")
-    ax.set_title("Preservation by combination length")
-    ax.legend()
-    out.append(_png(fig, "preservation by length", "plot-preservation-by-length"))
-
-    buckets = list(sds["release"]["by_count_bucket"])
-    fig = Figure(figsize=(6.4, 3.2))
-    ax = fig.add_subplot()
-    x = np.arange(len(buckets))
-    for name, side, color in sides:
-        values = [_nan(side["by_count_bucket"][b]["preservation"]) for b in buckets]
-        ax.plot(x, values, marker="o", label=name, color=color)
-    ax.set_xticks(x, buckets, rotation=45)
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("true count bucket (upper bound)")
-    ax.set_ylabel("preservation")
-    ax.set_title("Preservation by true count")
-    ax.legend()
-    out.append(_png(fig, "preservation by count bucket", "plot-preservation-by-count"))
-
-    fig = Figure(figsize=(9.6, 3.2))
-    left, right = fig.subplots(1, 2)
-    for name, side, color in sides:
-        left.plot(
-            x, [_nan(side["by_count_bucket"][b]["mean_absolute_error"]) for b in buckets], "o-", color=color
-        )
-        right.plot(
-            x,
-            [_nan(side["by_count_bucket"][b]["mean_proportional_error"]) for b in buckets],
-            "o-",
-            color=color,
-            label=name,
-        )
-    for ax, label in ((left, "mean absolute error (records)"), (right, "mean proportional error")):
-        ax.set_xticks(x, buckets, rotation=45)
-        ax.set_xlabel("true count bucket (upper bound)")
-        ax.set_ylabel(label)
-    left.set_title("Error vs true count")
-    right.set_title("Proportional error vs true count")
-    right.legend()
-    out.append(_png(fig, "error vs real count", "plot-error-vs-count"))
-
-    for name, side, _ in sides:
-        rows = []
-        for k in lengths:
-            e = side["by_length"][k]
-            rows.append(
-                [
-                    _e(k),
-                    _format(e["true_tuples"], "int"),
-                    _format(e["tuples"], "int"),
-                    _format(e["suppressed_pct"], "pct100"),
-                    _format(e["fabricated_pct"], "pct100"),
-                    _format(e["mean_absolute_error"], "dec2"),
-                    _format(e["preservation"], "pct"),
-                    _format(e["mean_proportional_error"], "dec"),
-                    _format(e["leakage_count"], "int"),
-                ]
-            )
-        out.append(f"<h3>{_e(name)} by length</h3>")
-        out.append(
-            _table(
-                [
-                    "k",
-                    "true combinations",
-                    "combinations",
-                    "suppressed",
-                    "fabricated",
-                    "mean abs. error",
-                    "preservation",
-                    "mean prop. error",
-                    "leakage",
-                ],
-                rows,
-                "sds",
-            )
-        )
-    rows = []
-    for b in buckets:
-        r, y = sds["release"]["by_count_bucket"][b], sds["synthetic"]["by_count_bucket"][b]
-        rows.append(
-            [
-                f"({r['lower']}, {_e(b)}]",
-                _format(r["tuples"], "int"),
-                _format(r["preservation"], "pct"),
-                _format(r["mean_proportional_error"], "dec"),
-                _format(y["tuples"], "int"),
-                _format(y["preservation"], "pct"),
-                _format(y["mean_proportional_error"], "dec"),
-            ]
-        )
-    out.append("<h3>By true count bucket</h3>")
-    out.append(
-        _table(
-            [
-                "true count",
-                "release: combinations",
-                "preservation",
-                "mean prop. error",
-                "synthetic: combinations",
-                "preservation",
-                "mean prop. error",
-            ],
-            rows,
-            "sds",
-        )
-    )
-    out.append("</section>")
-    return "".join(out)
-
-
-def _tvd_section(metrics: dict[str, Any]) -> str:
-    columns = metrics["columns"]
-    by_subset = metrics.get("tvd_by_subset", {})
-    out = ['<section id="tvd"><h2>Column marginals: total variation distance</h2>']
-    from spark_dpsynth.evaluation.metrics import describe_row_sampling, describe_sampling
-
-    notes = (
-        (
-            "Sampled rows",
-            describe_row_sampling(metrics),
-            "A table with more rows than the bound (<code>[evaluate] max_rows</code>) is compared on a seeded "
-            "uniform sample of its rows (each row kept with probability max_rows / rows, independently of its "
-            "values): every distance, share and numeric metric is that of the samples (a TVD from samples is "
-            "biased upwards: the sampling error of each length is given below); SDS's evaluator, which compares "
-            "exact counts, is skipped.",
-        ),
-        (
-            "Sampled column subsets",
-            describe_sampling(metrics),
-            "A length with more subsets than the bound (<code>[evaluate] max_subsets</code>) is compared on "
-            "that many subsets, drawn uniformly without replacement from the number of columns and the seed "
-            "only (never from the data); its mean TVD, NIST score and SDS statistics are over that sample.",
-        ),
-    )
-    for title, lines, text in notes:
-        if lines:
-            out.append(f"<p><b>{title}.</b> " + "; ".join(_e(line) for line in lines) + f". {text}</p>")
-    out += _yardstick_html(metrics)
-    if "2" in by_subset:
-        d = len(columns)
-        grid = np.full((d, d), np.nan)
-        two = metrics["tvd"].get("2") or {}
-        pairs = (
-            [tuple(p) for p in two["subsets"]]
-            if two.get("sampled")
-            else [(a, b) for a in range(d) for b in range(a + 1, d)]
-        )
-        for (i, j), value in zip(pairs, by_subset["2"].values(), strict=True):
-            grid[i, j] = grid[j, i] = value
-        for i, value in enumerate(by_subset.get("1", {}).values()):
-            grid[i, i] = value
-        size = max(4.0, 0.45 * d + 2.0)
-        fig = Figure(figsize=(size + 1.2, size))
-        ax = fig.add_subplot()
-        image = ax.imshow(grid, cmap="Reds", vmin=0.0, vmax=max(float(np.nanmax(grid)), 1e-9))
-        ax.set_xticks(range(d), columns, rotation=90)
-        ax.set_yticks(range(d), columns)
-        if d <= 16:
-            for i in range(d):
-                for j in range(d):
-                    if not math.isnan(grid[i, j]):
-                        ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=6)
-        ax.set_title(
-            "2-way TVD per column pair (diagonal: 1-way TVD"
-            + ("; sampled pairs, blank: not compared)" if two.get("sampled") else ")")
-        )
-        fig.colorbar(image, ax=ax, shrink=0.8)
-        out.append(_png(fig, "heatmap of 2-way TVD", "plot-tvd-heatmap"))
-    worst = metrics.get("one_way_worst") or []
-    if worst:
-        fig = Figure(figsize=(9.6, 2.8 * math.ceil(len(worst) / 2)))
-        axes = fig.subplots(math.ceil(len(worst) / 2), 2, squeeze=False).ravel()
-        for ax, entry in zip(axes, worst, strict=False):
-            labels = ["(empty)" if v is None else str(v) for v in entry["values"]] + ["(other)"]
-            labels = [label if len(label) <= 18 else label[:17] + "\u2026" for label in labels]
-            real = [*entry["sensitive"], entry["other"]["sensitive"]]
-            synthetic = [*entry["synthetic"], entry["other"]["synthetic"]]
-            x = np.arange(len(labels))
-            ax.bar(x - 0.2, real, width=0.4, color=_REAL_COLOR, label="sensitive")
-            ax.bar(x + 0.2, synthetic, width=0.4, color=_SYNTHETIC_COLOR, label="synthetic")
-            ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
-            ax.set_ylabel("share of rows")
-            ax.set_title(f"{entry['column']} (1-way TVD {entry['tvd']:.3f})", fontsize=9)
-            ax.legend(fontsize=7)
-        for ax in axes[len(worst) :]:
-            ax.set_visible(False)
-        fig.suptitle("Sensitive vs synthetic 1-way distributions of the worst columns")
-        fig.tight_layout()
-        out.append(_png(fig, "1-way distributions of the worst columns", "plot-one-way-worst"))
-    rows = []
-    for length in sorted(metrics["tvd"], key=int):
-        t = metrics["tvd"][length]
-        rows.append(
-            [
-                _e(length),
-                _format(t["count"], "int")
-                + (f" of {_format(t['subsets_total'], 'int')}, sampled" if t.get("sampled") else ""),
-                _format(t["mean"], "dec"),
-                _format(t["max"], "dec"),
-                _e(t.get("worst", "")),
-            ]
-        )
-    out.append(_table(["L", "column subsets", "mean TVD", "worst TVD", "worst subset"], rows, "sds"))
-    out.append("</section>")
-    return "".join(out)
 
 
 def _empty_columns_section(entries: list[dict[str, Any]] | None) -> str:
@@ -641,7 +389,7 @@ def _empty_columns_section(entries: list[dict[str, Any]] | None) -> str:
         return ""
     from spark_dpsynth.evaluation.coverage import describe
 
-    items = "".join(f"<li>{_e(describe(e))}</li>" for e in entries)
+    items = "".join(f"<li>{escape(describe(e))}</li>" for e in entries)
     return (
         '<section id="empty-columns"><h2>Columns that released nothing or almost nothing</h2>'
         "<p>Released values and their share of the protected number of records come from the release (public); "
@@ -655,7 +403,7 @@ def _identifiers_section(names: list[str] | None) -> str:
         return ""
     return (
         '<section id="identifiers"><h2>Identifier columns</h2>'
-        f"<p>Left out of the measurement by configuration ([data] identifiers): {_e(', '.join(names))}. The "
+        f"<p>Left out of the measurement by configuration ([data] identifiers): {escape(', '.join(names))}. The "
         "synthetic table holds fresh surrogate keys there (docs/design.md section 2.8); they are not compared and "
         "not counted as empty.</p></section>"
     )
@@ -667,7 +415,7 @@ def _constraints_section(rules: list[dict[str, Any]] | None) -> str:
     if not rules:
         return ""
     rows = "".join(
-        f"<tr><td><code>{_e(r['rule'])}</code></td><td>{int(r['violations']):,}</td></tr>" for r in rules
+        f"<tr><td><code>{escape(r['rule'])}</code></td><td>{int(r['violations']):,}</td></tr>" for r in rules
     )
     return (
         '<section id="constraints"><h2>Declared rules</h2>'
@@ -680,7 +428,7 @@ def _constraints_section(rules: list[dict[str, Any]] | None) -> str:
 def _failed_section(failed: dict[str, str] | None) -> str:
     if not failed:
         return ""
-    items = "".join(f"<li>{_e(name)}: {_e(reason)}</li>" for name, reason in failed.items())
+    items = "".join(f"<li>{escape(name)}: {escape(reason)}</li>" for name, reason in failed.items())
     return (
         '<section id="failed"><h2>Metrics that failed</h2>'
         "<p>These metrics could not be computed; the others are shown (docs/design.md section 5.6).</p>"
@@ -706,19 +454,19 @@ def _numeric_section(numeric: dict[str, Any] | None) -> str:
     for column, e in by_column.items():
         rows.append(
             [
-                _e(column),
-                _format(e["ks"], "dec"),
-                _g(e["wasserstein"]) + ("" if e["wasserstein_error_bound"] is None else
-                                       f" &plusmn; {_g(e['wasserstein_error_bound'])}"),
-                _format(e["wasserstein_normalized"], "dec"),
-                _g(e["sensitive"]["mean"]) + " / " + _g(e["synthetic"]["mean"]),
-                _format(e["sensitive"]["castable_share"], "pct") + " / "
-                + _format(e["synthetic"]["castable_share"], "pct"),
-                _e(e["skipped"] or ""),
+                escape(column),
+                format_number(e["ks"], "dec"),
+                general(e["wasserstein"]) + ("" if e["wasserstein_error_bound"] is None else
+                                       f" &plusmn; {general(e['wasserstein_error_bound'])}"),
+                format_number(e["wasserstein_normalized"], "dec"),
+                general(e["sensitive"]["mean"]) + " / " + general(e["synthetic"]["mean"]),
+                format_number(e["sensitive"]["castable_share"], "pct") + " / "
+                + format_number(e["synthetic"]["castable_share"], "pct"),
+                escape(e["skipped"] or ""),
             ]
         )  # fmt: skip
     out.append(
-        _table(
+        html_table(
             [
                 "column",
                 "KS",
@@ -739,18 +487,18 @@ def _numeric_section(numeric: dict[str, Any] | None) -> str:
         axes = fig.subplots(math.ceil(len(worst) / 2), 2, squeeze=False).ravel()
         for ax, column in zip(axes, worst, strict=False):
             e = by_column[column]
-            ax.step(e["cdf"]["sensitive"], probs, where="post", color=_REAL_COLOR, label="sensitive")
-            ax.step(e["cdf"]["synthetic"], probs, where="post", color=_SYNTHETIC_COLOR, label="synthetic")
+            ax.step(e["cdf"]["sensitive"], probs, where="post", color=REAL_COLOR, label="sensitive")
+            ax.step(e["cdf"]["synthetic"], probs, where="post", color=SYNTHETIC_COLOR, label="synthetic")
             ax.set_ylim(0, 1.02)
             ax.set_ylabel("CDF")
             ax.set_xlabel(column if e["kind"] == "number" else f"{column} ({e['scale']})", fontsize=7)
-            ax.set_title(f"{column} (KS {e['ks']:.3f}, W1 {_g(e['wasserstein'])})", fontsize=9)
+            ax.set_title(f"{column} (KS {e['ks']:.3f}, W1 {general(e['wasserstein'])})", fontsize=9)
             ax.legend(fontsize=7)
         for ax in axes[len(worst) :]:
             ax.set_visible(False)
         fig.suptitle("Sensitive vs synthetic CDFs of the numeric columns with the largest KS distance")
         fig.tight_layout()
-        out.append(_png(fig, "CDFs of the worst numeric columns", "plot-numeric-cdf"))
+        out.append(png_image(fig, "CDFs of the worst numeric columns", "plot-numeric-cdf"))
     corr = numeric.get("correlation")
     if corr:
         names = corr["columns"]
@@ -760,7 +508,7 @@ def _numeric_section(numeric: dict[str, Any] | None) -> str:
         axes = fig.subplots(1, 3)
         panels = (("sensitive", "RdBu_r", 1.0), ("synthetic", "RdBu_r", 1.0), ("difference", "PuOr_r", None))
         for ax, (key, cmap, limit) in zip(axes, panels, strict=True):
-            grid = np.array([[_nan(x) for x in row] for row in corr[key]])
+            grid = np.array([[as_float(x) for x in row] for row in corr[key]])
             bound = limit or max(float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 0.0, 1e-9)
             image = ax.imshow(grid, cmap=cmap, vmin=-bound, vmax=bound)
             ax.set_xticks(range(d), names, rotation=90, fontsize=7)
@@ -773,37 +521,33 @@ def _numeric_section(numeric: dict[str, Any] | None) -> str:
             ax.set_title({"difference": "synthetic - sensitive"}.get(key, key), fontsize=9)
             fig.colorbar(image, ax=ax, shrink=0.7)
         fig.suptitle("Pearson correlations of the numeric columns")
-        out.append(_png(fig, "correlation heatmaps", "plot-numeric-correlation"))
+        out.append(png_image(fig, "correlation heatmaps", "plot-numeric-correlation"))
         out.append(
             "<p>Correlation difference over the column pairs: mean |difference| "
-            f"{_format(corr['mean_abs_difference'], 'dec')}, largest {_format(corr['max_abs_difference'], 'dec')}"
-            f" ({_e(' / '.join(corr['max_pair'] or []))}), Frobenius norm {_format(corr['frobenius_norm'], 'dec')}."
+            f"{format_number(corr['mean_abs_difference'], 'dec')}, largest {format_number(corr['max_abs_difference'], 'dec')}"
+            f" ({escape(' / '.join(corr['max_pair'] or []))}), Frobenius norm {format_number(corr['frobenius_norm'], 'dec')}."
             "</p>"
         )
     out.append("</section>")
     return "".join(out)
 
 
-def _g(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.4g}"
-
-
 def _tstr_section(tstr: dict[str, Any] | None) -> str:
     if not tstr or tstr.get("failed"):
         return ""
-    head = f'<section id="tstr"><h2>Train on synthetic, test on real: {_e(tstr["label"])}</h2>'
+    head = f'<section id="tstr"><h2>Train on synthetic, test on real: {escape(tstr["label"])}</h2>'
     if tstr.get("skipped"):
-        return head + f"<p>Skipped: {_e(tstr['skipped'])}</p></section>"
+        return head + f"<p>Skipped: {escape(tstr['skipped'])}</p></section>"
     fig = Figure(figsize=(6.4, 3.2))
     ax = fig.add_subplot()
     groups = ["accuracy", f"F1 ({tstr['positive_class']})"]
     bars = [
-        ("train on real", [tstr["trtr_accuracy"], tstr["trtr_f1"]], _REAL_COLOR),
-        ("train on synthetic", [tstr["tstr_accuracy"], tstr["tstr_f1"]], _SYNTHETIC_COLOR),
+        ("train on real", [tstr["trtr_accuracy"], tstr["trtr_f1"]], REAL_COLOR),
+        ("train on synthetic", [tstr["tstr_accuracy"], tstr["tstr_f1"]], SYNTHETIC_COLOR),
     ]
     x = np.arange(len(groups))
     for i, (name, values, color) in enumerate(bars):
-        values = [_nan(v) for v in values]
+        values = [as_float(v) for v in values]
         ax.bar(x + (i - 0.5) * 0.38, values, width=0.38, label=name, color=color)
         for xi, v in zip(x, values, strict=True):
             if not math.isnan(v):
@@ -815,16 +559,12 @@ def _tstr_section(tstr: dict[str, Any] | None) -> str:
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
     rows = tstr.get("rows", {})
     note = (
-        f"<p>{_e(tstr.get('model', ''))}. Rows: synthetic {_format(rows.get('synthetic'), 'int')}, real "
-        f"training {_format(rows.get('real_train'), 'int')}, held-out real {_format(rows.get('real_test'), 'int')}"
-        f" (each at most {_format(tstr.get('max_rows'), 'int')}). F1 is that of the positive class "
-        f"{_e(tstr['positive_class'])} (the least frequent label of the real training data).</p>"
+        f"<p>{escape(tstr.get('model', ''))}. Rows: synthetic {format_number(rows.get('synthetic'), 'int')}, real "
+        f"training {format_number(rows.get('real_train'), 'int')}, held-out real {format_number(rows.get('real_test'), 'int')}"
+        f" (each at most {format_number(tstr.get('max_rows'), 'int')}). F1 is that of the positive class "
+        f"{escape(tstr['positive_class'])} (the least frequent label of the real training data).</p>"
     )
-    return head + _png(fig, "train-on-synthetic vs train-on-real", "plot-tstr") + note + "</section>"
-
-
-def _nan(value: Any) -> float:
-    return float("nan") if value is None else float(value)
+    return head + png_image(fig, "train-on-synthetic vs train-on-real", "plot-tstr") + note + "</section>"
 
 
 _STYLE = """
@@ -867,101 +607,3 @@ _PAGE = """<!DOCTYPE html>
 </body>
 </html>
 """
-
-
-def _real_sample_figure(tvd: dict[str, Any], lengths: list[str]) -> list[str]:
-    """What the synthetic table is worth in real records (docs/design.md section 5.5): per length, the expected
-    mean TVD of a uniform sample of m sensitive records against the compared ones, as m grows, with the
-    synthetic table's mean TVD across it; empty for metrics without ``spread``."""
-    from spark_dpsynth.evaluation.metrics import describe_real_sample
-    from spark_dpsynth.evaluation.tvd import expected_sample_tvd
-
-    shown = [k for k in lengths if tvd[k].get("spread") and tvd[k].get("sensitive_rows")]
-    if not shown:
-        return []
-    found = [tvd[k]["real_sample_records"] for k in shown if tvd[k].get("real_sample_records")]
-    rows = max(tvd[k]["sensitive_rows"] for k in shown)
-    top = 10.0 ** math.ceil(math.log10(max([rows, *found]) * 10))
-    grid = np.logspace(2, math.log10(top), 200)
-    fig = Figure(figsize=(6.4, 3.6))
-    ax = fig.add_subplot()
-    for i, k in enumerate(shown):
-        entry = tvd[k]
-        color = f"C{i}"
-        second = [entry["synthetic_rows"]] if entry.get("synthetic_rows") else None
-        curve = [expected_sample_tvd(m, [entry["spread"]], [entry["sensitive_rows"]], second) for m in grid]
-        ax.plot(grid, curve, color=color, label=f"{k}-way: a real sample of m records")
-        ax.axhline(
-            entry["mean"], color=color, linestyle="--", linewidth=1, label=f"{k}-way: the synthetic table"
-        )
-        if entry.get("real_sample_records"):
-            ax.plot([entry["real_sample_records"]], [entry["mean"]], "o", color=color)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("records m of a uniform sample of the sensitive table")
-    ax.set_ylabel("mean TVD to the compared rows")
-    ax.set_title("What the synthetic table is worth in real records")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return [
-        f"<p><b>Worth in real records.</b> {_e(describe_real_sample({'tvd': tvd}) or '')}: a uniform sample of "
-        "that many records of the sensitive table is expected to be as far from the compared rows as the "
-        "synthetic table is (the normal approximation of the floor above, rough below a few records per "
-        "cell).</p>",
-        _png(
-            fig, "expected TVD of a real sample against its size, and the synthetic table's TVD", "plot-worth"
-        ),
-    ]
-
-
-def _yardstick_html(metrics: dict[str, Any]) -> list[str]:
-    """The yardstick, the sampling error of each length, and the out-of-support values (docs/design.md sections
-    5.2 and 5.5); empty for metrics written before they existed."""
-    out: list[str] = []
-    tvd = metrics.get("tvd") or {}
-    lengths = [k for k in sorted(tvd, key=int) if isinstance(tvd[k], dict) and "floor" in tvd[k]]
-    if lengths:
-        cells = "; ".join(
-            f"{k}-way mean TVD {tvd[k]['mean']:.4f}, floor {tvd[k]['floor']:.4f}"
-            + (
-                f" (measured {tvd[k]['floor_measured']:.4f})"
-                if tvd[k].get("floor_measured") is not None
-                else ""
-            )
-            for k in lengths
-        )
-        out.append(
-            f"<p><b>Sampling error.</b> {_e(cells)}. The floor is the TVD two uniform samples of these sizes "
-            "of one table would show (expected from the sensitive shares; measured on a second, disjoint sample "
-            "of the sensitive table when its rows were sampled): a TVD near its floor is as good as the data "
-            "can show.</p>"
-        )
-    worth = _real_sample_figure(tvd, lengths)
-    if worth:
-        out += worth
-    yard = metrics.get("yardstick")
-    if yard:
-        rules = "; ".join(f"{c}: {r['why']}" for c, r in yard["columns"].items())
-        out.append(
-            "<p><b>Yardstick.</b> Columns are compared on the input's own values or on bins that do not come "
-            f"from the release: {_e(rules)}.</p>"
-        )
-    unseen = metrics.get("out_of_support")
-    if unseen:
-        rows = "".join(
-            f"<tr><td>{_e(c)}</td><td>{_e(e['what'])}</td><td>{e['count']:,}</td><td>{e['share']:.2%}</td></tr>"
-            for c, e in unseen["by_column"].items()
-            if e["count"]
-        )
-        out.append(
-            "<h3>Out-of-support values: synthetic values the sensitive column never holds</h3>"
-            f"<p>{unseen['count']:,} synthetic cells ({unseen['share']:.2%}) hold a value that never occurs in the "
-            "sensitive column (a column compared on its own values) or lies outside its observed [min, max] "
-            "(a binned column). Not private.</p>"
-            + (
-                f"<table><tr><th>column</th><th>what</th><th>count</th><th>share</th></tr>{rows}</table>"
-                if rows
-                else ""
-            )
-        )
-    return out

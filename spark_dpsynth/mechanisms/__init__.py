@@ -14,9 +14,16 @@ entry point):
 * :mod:`.workload`: DP-selected marginals (AIM rounds or MST) for the ``pgm`` synthesizer.
 * :mod:`.choice`: the default method's choice between the marginals and the workload, from the DP number of
   records.
+* :mod:`.prelude`: what every mechanism runs first, paid with its own share of the budget
+  (:func:`~.prelude.prepare_table`): the column types, the DP test of numbers written as text, n', the DP
+  profile and its exact values; the mechanism is then its selection and measurement.
+* :mod:`.persons`: a person's rows bounded to at most L (:func:`~.persons.bound_persons`) before a mechanism
+  reads them at the row-level budget (docs/design.md section 2.10).
 
-What they share (underscore modules, public names inside; docs/design.md section 1.8):
+What they share (public names inside; docs/design.md section 1.8):
 
+* :mod:`.budget_split`: the marginals mechanism's split of the budget (epsilon_N, rho, epsilon_Q, sigma_k) and its
+  thresholds (docs/design.md sections 2.3 and 2.5).
 * :mod:`._discovery`: the run's accountant, the one draw of the protected number of records n', the noisy threshold that releases a
   column's values, which columns have public values.
 * :mod:`._profile`: the DP profile of the numeric columns without public bins (the noisy histogram; its

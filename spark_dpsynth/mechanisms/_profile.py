@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -66,6 +67,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+PROFILE_PROGRESS_SECONDS = 30.0
+"""While the DP profile's noise is drawn (tens of thousands of exact draws a column), a line at most this often."""
 
 PROFILE_PASS_COLUMNS = 128
 """Columns of one scale profiled per Spark job (:func:`dp_profiles`). The records are exploded into (column,
@@ -241,7 +245,18 @@ def dp_profiles(
                 for r in pairs.where(finite).groupBy("j").agg(F.countDistinct("x").alias("d")).collect():
                     distinct_of[int(r["j"])] = int(r["d"])
     out = {}
+    started = last = time.monotonic()
     for j, c in enumerate(columns):
+        if time.monotonic() - last >= PROFILE_PROGRESS_SECONDS:  # a wide table draws for minutes
+            last = time.monotonic()
+            log.info(
+                "DP profile: noise drawn for %d of %d columns (%.0f s; %d public cells a column on the %s grid)",
+                j,
+                len(columns),
+                last - started,
+                int(grids[types[c].scale].possible.sum()),
+                types[c].scale,
+            )
         scale = types[c].scale
         grid = grids[scale]
         hist = np.zeros(grid.size, dtype=np.int64)

@@ -47,6 +47,7 @@ from spark_dpsynth import _validate as v
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms._discovery import protected_n_from, release_accountant
+from spark_dpsynth.mechanisms.prelude import prepare_table
 from spark_dpsynth.params import TEXT_NUMBERS_EPSILON_PROPORTION, AggregationParams, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant, spend_number_of_records
 from spark_dpsynth.privacy.budget import Budget
@@ -125,6 +126,58 @@ def _public_domains(
     return out
 
 
+@dataclass(frozen=True)
+class _ClassConditionalShares:
+    """The class-conditional mechanism's share of the prelude
+    (:class:`~spark_dpsynth.mechanisms.prelude.PreludeShares`), in pure DP: the text test a share of epsilon; n'
+    from the count of records whose epsilon_N is already spent; the profile ``profile_epsilon_proportion`` x
+    epsilon (discrete Laplace, no blocks); the exact values the profile's epsilon per column and half of delta
+    (declared from n' unless given; the domains' release keeps the other half)."""
+
+    params: ClassConditionalParams
+    acct: Accountant
+    unit: str = "epsilon"
+    text_numbers_in_rho: bool = False
+
+    @property
+    def domains(self) -> Mapping[str, tuple[str, ...]]:
+        return self.params.domains
+
+    def protected_n(self, true_n: int) -> int:
+        return protected_n_from(true_n, self.acct)
+
+    def rho(self, protected_n: int) -> float:
+        raise AssertionError("the class-conditional mechanism is accounted in pure DP")
+
+    def profile(self, types, need, protected_n):  # noqa: ANN001, ANN201 - see PreludeShares.profile
+        from spark_dpsynth.mechanisms._profile import profile_parts
+        from spark_dpsynth.privacy.accounting import profile_mechanism
+
+        return self.acct.spend_epsilon(
+            "column_profile",
+            self.params.profile_epsilon_proportion,
+            profile_mechanism(len(need)),
+            parts=profile_parts(types, need, blocks=False),
+        )
+
+    def exact_values(self, exact: int, need: int, charged: float, protected_n: int) -> float:
+        from spark_dpsynth.mechanisms._profile import spend_exact_values
+        from spark_dpsynth.privacy.accounting import delta_from_protected_n
+
+        if self.acct.delta is None:
+            self.acct.declare_delta(delta_from_protected_n(protected_n), self.acct.budget.delta_source)
+        assert self.acct.delta is not None
+        spend_exact_values(
+            self.acct,
+            self.acct.delta / 2.0,
+            epsilon_proportion=self.params.profile_epsilon_proportion * exact / need,
+        )
+        return charged * exact / need
+
+    def no_exact_values(self) -> None:
+        return None
+
+
 def fit_class_conditional(
     df,  # noqa: ANN001 - pyspark.sql.DataFrame
     params: ClassConditionalParams | None = None,
@@ -167,25 +220,7 @@ def fit_class_conditional(
     """
     from pyspark.sql import functions as F
 
-    from spark_dpsynth.data.prepare import prepare, resolve_columns
-    from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
-    from spark_dpsynth.mechanisms._profile import (
-        dp_exact_values,
-        dp_profiles,
-        profile_parts,
-        spend_exact_values,
-        text_numbers_step,
-    )
-    from spark_dpsynth.privacy.accounting import delta_from_protected_n, profile_mechanism
-    from spark_dpsynth.profile import (
-        apply_profiles,
-        column_types,
-        exact_value_targets,
-        meanings_manifest,
-        numeric_view,
-        profile_targets,
-        types_manifest,
-    )
+    from spark_dpsynth.data.prepare import resolve_columns
 
     params = params if params is not None else ClassConditionalParams()
     check_data(params, data_config if data_config is not None else DataConfig())
@@ -209,48 +244,10 @@ def fit_class_conditional(
     eps_n = spend_number_of_records(acct, params.number_of_records_epsilon_proportion)
     # Column meanings (docs/design.md section 2.8), through the same DP profile as the other mechanisms, here in
     # its pure-DP form (discrete Laplace): a numeric code stays a category, a measurement gets DP bins.
-    types = column_types(df.schema, data)
-    report_columns(types, data, progress)
-    df = numeric_view(df, types)
-    # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers
-    types = text_numbers_step(df, types, data, acct, progress, "class_conditional", params.domains)
-    need = tuple(c for c in profile_targets(types, data) if c not in params.domains)
-    input_types, profiles, eps_p = types, {}, 0.0
-    protected_n: int | None = None
-    if need:
-        # One number reaches the driver: the true number of records, used only for n' (never logged).
-        protected_n = protected_n_from(prepare(df, data).count(), acct)
-        eps_p = acct.spend_epsilon(
-            "column_profile",
-            params.profile_epsilon_proportion,
-            profile_mechanism(len(need)),
-            parts=profile_parts(types, need, blocks=False),
-        )
-        report(
-            progress,
-            log,
-            f"class_conditional: DP profile of {len(need)} numeric column(s) (epsilon {eps_p:g})",
-        )
-        profiles = dp_profiles(prepare(df, data), types, need, data.dp_bins, protected_n, acct)
-        exact = exact_value_targets(types, profiles)
-        if exact:
-            # the exact values of the measurements off the grid: the profile's epsilon per column, and half of
-            # delta (declared here; the domains' release keeps the other half)
-            if acct.delta is None:
-                acct.declare_delta(delta_from_protected_n(protected_n), acct.budget.delta_source)
-            spend_exact_values(
-                acct,
-                acct.delta / 2.0,
-                epsilon_proportion=params.profile_epsilon_proportion * len(exact) / len(need),
-            )
-            report(progress, log, f"class_conditional: DP exact values of {len(exact)} measurement(s)")
-        profiles = dp_exact_values(
-            prepare(df, data), types, profiles, data.dp_bins, protected_n, acct if exact else None
-        )
-        report_profiles(profiles, progress)
-        types, data = apply_profiles(types, data, profiles)
-    sources = {c: "dp_profile" if c in profiles else "config" for c in data.bins}
-    prepared = prepare(df, data)
+    table = prepare_table(
+        df, data, acct, _ClassConditionalShares(params, acct), stage="class_conditional", progress=progress
+    )
+    data, prepared, protected_n = table.config, table.records, table.protected_n
     domains = _public_domains(columns, data, params)
     eps_domain = 0.0
     delta = 0.0
@@ -359,7 +356,7 @@ def fit_class_conditional(
         "epsilon_n": eps_n,
         "epsilon_m": eps_m,
         "epsilon_domain": eps_domain,
-        "epsilon_profile": eps_p,
+        "epsilon_profile": table.charged,
         "epsilon_exact_values": acct.share("exact_values").epsilon if acct.spent("exact_values") else 0.0,
         "epsilon_text_numbers": acct.share("text_numbers").epsilon if acct.spent("text_numbers") else 0.0,
         "noise": "discrete Laplace on every (value, class) bin of the public domain",
@@ -368,9 +365,9 @@ def fit_class_conditional(
         "sensitivities": {"1": 1, "2": 1},
         "protected_number_of_records": int(protected_n),
         "domains_from_release": missing,
-        "column_types": types_manifest(types, data.bins, sources),
-        "column_meanings": meanings_manifest(input_types, data, profiles),
-        "profile_columns": len(need),
+        "column_types": table.column_types,
+        "column_meanings": table.column_meanings,
+        "profile_columns": table.profiled,
         "parameters": {
             **acct.budget.parameters(),
             "label": label,

@@ -33,7 +33,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -53,21 +53,15 @@ from spark_dpsynth.mechanisms._discovery import (
 from spark_dpsynth.mechanisms._manifest import (
     data_manifest,
     release_key,
-    report_columns,
     report_high_cardinality,
     report_identifiers,
-    report_profiles,
     versions,
 )
 from spark_dpsynth.mechanisms._spark_backend import SparkBackend
+from spark_dpsynth.mechanisms.budget_split import BudgetSplit, split_budget, thresholds_for
+from spark_dpsynth.mechanisms.prelude import prepare_table
 from spark_dpsynth.params import AggregationParams, DataConfig
-from spark_dpsynth.privacy.accounting import (
-    Accountant,
-    BudgetSplit,
-    delta_from_protected_n,
-    split_budget,
-    thresholds_for,
-)
+from spark_dpsynth.privacy.accounting import Accountant, delta_from_protected_n
 from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import synthesizers_for
@@ -527,6 +521,56 @@ def _manifest(
     }
 
 
+@dataclass
+class _AggregateShares:
+    """The marginals mechanism's share of the prelude (:class:`~spark_dpsynth.mechanisms.prelude.PreludeShares`):
+    the text test a pure share of epsilon before the conversion to zCDP; with a profile, n' and then the whole
+    budget split (:func:`~spark_dpsynth.mechanisms.budget_split.split_budget`, kept in :attr:`split` for the
+    measurement), whose rho B_p pays for the profile and, per column, for the exact values, whose threshold takes
+    the quarter of delta the split keeps (spent unused without exact values)."""
+
+    params: AggregationParams
+    acct: Accountant
+    empty_counts: bool
+    unit: str = "rho"
+    text_numbers_in_rho: bool = False
+    domains: dict[str, object] = field(default_factory=dict)
+    split: BudgetSplit | None = None
+    """The budget split, made by :meth:`profile` (None without a profile: the measurement makes it)."""
+
+    def protected_n(self, true_n: int) -> int:
+        return draw_protected_n(true_n, self.params, self.acct)
+
+    def rho(self, protected_n: int) -> float:
+        raise AssertionError("the marginals mechanism tests numbers written as text in epsilon")
+
+    def profile(self, types, need, protected_n):  # noqa: ANN001, ANN201 - see PreludeShares.profile
+        from spark_dpsynth.mechanisms._profile import profile_parts, profile_units
+
+        self.split = split_budget(
+            self.params,
+            self.acct.budget.delta_or(delta_from_protected_n(protected_n)),
+            len(need),
+            profile_parts=profile_parts(types, need),
+            profile_units=profile_units(types, need),
+            acct=self.acct,
+            empty_counts=self.empty_counts,
+        )
+        return self.split.bins_rho
+
+    def exact_values(self, exact: int, need: int, charged: float, protected_n: int) -> float:
+        from spark_dpsynth.mechanisms._profile import spend_exact_values
+
+        rho_e = charged * exact / need
+        spend_exact_values(self.acct, self.acct.remaining_delta(), rho=rho_e)
+        return rho_e
+
+    def no_exact_values(self) -> None:
+        self.acct.spend_delta(
+            "exact_values_threshold", self.acct.remaining_delta(), "unused: no DP measurement off the grid"
+        )
+
+
 def dp_aggregate(
     df,  # noqa: ANN001 - pyspark.sql.DataFrame
     params: AggregationParams | None = None,
@@ -578,25 +622,8 @@ def dp_aggregate(
     """
     from pyspark.sql import functions as F
 
-    from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
-    from spark_dpsynth.mechanisms._profile import (
-        dp_exact_values,
-        dp_profiles,
-        profile_parts,
-        profile_units,
-        spend_exact_values,
-        text_numbers_step,
-    )
-    from spark_dpsynth.profile import (
-        apply_profiles,
-        column_types,
-        exact_value_targets,
-        identifiers_manifest,
-        meanings_manifest,
-        numeric_view,
-        profile_targets,
-        types_manifest,
-    )
+    from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, resolve_columns
+    from spark_dpsynth.profile import identifiers_manifest
 
     params = params if params is not None else AggregationParams()
     data_config = data_config if data_config is not None else DataConfig()
@@ -613,62 +640,21 @@ def dp_aggregate(
     )
     # Column types and bins (docs/design.md section 2.8): from the schema and the configuration (public), then
     # the DP profile of the numeric columns without public edges (code or measurement, DP bins).
-    types = column_types(df.schema, config)
     identifiers = identifiers_manifest(df.schema, config)
     report_identifiers(identifiers, progress)
-    report_columns(types, config, progress)
-    df = numeric_view(df, types)
     acct = release_accountant(budget, noise, acct)
-    # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers
-    types = text_numbers_step(df, types, config, acct, progress, "aggregate")
-    need = profile_targets(types, config)
-    protected_n = protected_n_of(protected_n, acct)
-    split = None
-    sources = {c: "config" for c in config.bins}
-    profiles = {}
-    input_types = types
-    if need:
-        records = prepare(df, config)  # the profiled columns are still plain values here
-        if protected_n is None:
-            # One number reaches the driver: the true number of records, used only for n' (never logged).
-            protected_n = draw_protected_n(records.count(), params, acct)
-        delta = acct.budget.delta_or(delta_from_protected_n(protected_n))
-        split = split_budget(
-            params,
-            delta,
-            len(need),
-            profile_parts=profile_parts(types, need),
-            profile_units=profile_units(types, need),
-            acct=acct,
-            empty_counts=not config.multi_value,
-        )
-        report(
-            progress,
-            log,
-            f"aggregate: DP profile of {len(need)} numeric column(s) (rho {split.bins_rho:.4g})",
-        )
-        profiles = dp_profiles(records, types, need, config.dp_bins, protected_n, acct)
-        exact = exact_value_targets(types, profiles)
-        if not exact:
-            acct.spend_delta(
-                "exact_values_threshold", acct.remaining_delta(), "unused: no DP measurement off the grid"
-            )
-        else:
-            # out of the share kept for them by split_budget (rho B_p): the profile's rho per column; and the
-            # quarter of delta kept
-            rho_e = split.bins_rho * len(exact) / len(need)
-            spend_exact_values(acct, acct.remaining_delta(), rho=rho_e)
-            report(
-                progress, log, f"aggregate: DP exact values of {len(exact)} measurement(s) (rho {rho_e:.4g})"
-            )
-        profiles = dp_exact_values(
-            records, types, profiles, config.dp_bins, protected_n, acct if exact else None
-        )
-        report_profiles(profiles, progress)
-        types, config = apply_profiles(types, config, profiles)
-        sources.update({c: "dp_profile" for c, p in profiles.items() if p.meaning == "measurement"})
+    shares = _AggregateShares(params, acct, empty_counts=not config.multi_value)
+    table = prepare_table(
+        df,
+        config,
+        acct,
+        shares,
+        stage="aggregate",
+        progress=progress,
+        protected_n=protected_n_of(protected_n, acct),
+    )
+    config, types, prepared = table.config, table.types, table.records
     assert config.columns is not None
-    prepared = prepare(df, config)
     names: tuple[str, ...] = config.columns
     derived: dict[str, tuple[str, str]] = {}
     cached = None
@@ -706,12 +692,12 @@ def dp_aggregate(
                 acct=acct,
                 extra_manifest={
                     **data_manifest(config, identifiers),
-                    "column_types": types_manifest(types, config.bins, sources),
-                    "column_meanings": meanings_manifest(input_types, config, profiles),
+                    "column_types": table.column_types,
+                    "column_meanings": table.column_meanings,
                 },
                 private_columns=private,
-                protected_n=protected_n,
-                split=split,
+                protected_n=table.protected_n,
+                split=shares.split,
                 coverage_columns=frozenset(
                     j for j, c in enumerate(names) if c in types and _values_found_in_data(c, types, config)
                 ),

@@ -70,6 +70,8 @@ __all__ = [
     "rows_grid",
     "check_event_table",
     "cap_from_histogram",
+    "BoundedRows",
+    "bound_persons",
     "fit_events",
     "group_privacy_per_row",
     "with_rows_column",
@@ -204,33 +206,59 @@ def _grid_histogram(counts, grid: tuple[int, ...], bound: int) -> np.ndarray:  #
     return h
 
 
-def fit_events(
+@dataclasses.dataclass(frozen=True)
+class BoundedRows:
+    """The outcome of :func:`bound_persons`: each person's rows bounded to at most L, and the row-level budget
+    under which a mechanism's prelude and measurement read them (docs/design.md section 2.10)."""
+
+    rows: Any  # pyspark DataFrame
+    """The bounded rows (cached: :meth:`unpersist` when done): the event columns, :data:`ROWS_COLUMN`, then the
+    row keys; no privacy unit column."""
+    config: Any  # JobConfig (pipeline layer)
+    """The job's configuration at the row level: its budget (epsilon_e / L, delta_r), no privacy unit, the
+    event columns with :data:`ROWS_COLUMN`'s public domain 1..L."""
+    noise: NoiseSource
+    """The release's one noise source: the event mechanism draws through it after the person-level steps."""
+    block: dict[str, Any]
+    """The manifest's ``persons`` block: the noisy histogram, L and its source, the person columns, the
+    person-level ledger and the budgets."""
+    protected_persons: int
+    """P', the protected number of persons (>= 1)."""
+    cached: Any  # pyspark DataFrame
+
+    def unpersist(self) -> None:
+        """Drop the cache of the bounded rows."""
+        self.cached.unpersist()
+
+
+def bound_persons(
     df,  # noqa: ANN001 - pyspark DataFrame
     config: Any,  # noqa: ANN401 - JobConfig (pipeline layer)
-    fit_rows: Callable[[Any, Any, NoiseSource], Any],
     *,
     progress: Progress | None = None,
-) -> Any:  # noqa: ANN401 - registry.Fitted
-    """The person-level release of an event table (module docstring; docs/design.md section 2.10).
+) -> BoundedRows:
+    """Steps 1-5 of the module docstring: the person-level steps that bound each person's rows to L, before any
+    mechanism's prelude (:func:`spark_dpsynth.mechanisms.prelude.prepare_table`) reads them.
 
     Args:
         df: the sensitive event table after ``row_filter``; ``config.data.privacy_unit`` names the person.
         config: the job's :class:`~spark_dpsynth.config.JobConfig`; its ``[aggregate]`` epsilon and delta are
             the person-level budget (delta None: 1 / (P' ln P') from the protected number of persons P').
-        fit_rows: ``fit_rows(rows, row_config, noise)`` runs the configured mechanism on the bounded rows with
-            ``row_config`` (the row-level budget, no privacy unit, :data:`ROWS_COLUMN` among the columns with
-            its public domain) and the release's one noise source, and returns its ``Fitted``.
         progress: receives one short message per stage (never a statistic of the data).
 
     Returns:
-        The event mechanism's ``Fitted`` whose release manifest has ``privacy_unit`` ``"person"``,
-        ``privacy_unit_column``, ``protected_number_of_persons`` and the ``persons`` block.
+        The :class:`BoundedRows` (cached: the caller unpersists them).
 
     L is lowered (halved) while the row-level delta of group privacy would fall below ``MIN_DELTA`` (an epsilon
     of hundreds): from public figures, so no refusal comes after budget is spent.
 
     Raises:
         SchemaError: a schema check of :func:`check_event_table` (before any data is read).
+
+    Privacy:
+        The histogram of persons by rows and the test of person columns are discrete Laplace shares of the
+        person-level epsilon (L1 sensitivity 1 and d); the rest, epsilon_e and delta, is the event level's, at
+        epsilon_e / L and delta / (L e^((L-1) epsilon_e / L)) per row by group privacy (Vadhan 2017, Lemma 2.2).
     """
     from pyspark.sql import functions as F
 
@@ -351,9 +379,9 @@ def fit_events(
             budget=dataclasses.replace(budget, epsilon=eps_row, delta=delta_row),
         )
         kept = bounded.select(*[f"`{c}`" for c in (*event_data.columns, *row_keys)])
-        fitted = fit_rows(kept, event_config, noise)
-    finally:
+    except BaseException:
         bounded.unpersist()
+        raise
     block.update(
         epsilon=float(acct.epsilon),
         delta=delta,
@@ -366,11 +394,45 @@ def fit_events(
         columns=list(df.columns),
         time_column=time_column,
     )
+    return BoundedRows(kept, event_config, noise, block, protected_persons, bounded)
+
+
+def fit_events(
+    df,  # noqa: ANN001 - pyspark DataFrame
+    config: Any,  # noqa: ANN401 - JobConfig (pipeline layer)
+    fit_rows: Callable[[Any, Any, NoiseSource], Any],
+    *,
+    progress: Progress | None = None,
+) -> Any:  # noqa: ANN401 - registry.Fitted
+    """The person-level release of an event table (module docstring; docs/design.md section 2.10): the rows
+    bounded per person (:func:`bound_persons`), then the configured mechanism on them at the row-level budget.
+
+    Args:
+        df: the sensitive event table after ``row_filter``; ``config.data.privacy_unit`` names the person.
+        config: the job's :class:`~spark_dpsynth.config.JobConfig`; its ``[aggregate]`` epsilon and delta are
+            the person-level budget (delta None: 1 / (P' ln P') from the protected number of persons P').
+        fit_rows: ``fit_rows(rows, row_config, noise)`` runs the configured mechanism on the bounded rows with
+            ``row_config`` (the row-level budget, no privacy unit, :data:`ROWS_COLUMN` among the columns with
+            its public domain) and the release's one noise source, and returns its ``Fitted``.
+        progress: receives one short message per stage (never a statistic of the data).
+
+    Returns:
+        The event mechanism's ``Fitted`` whose release manifest has ``privacy_unit`` ``"person"``,
+        ``privacy_unit_column``, ``protected_number_of_persons`` and the ``persons`` block.
+
+    Raises:
+        SchemaError: a schema check of :func:`check_event_table` (before any data is read).
+    """
+    bounded = bound_persons(df, config, progress=progress)
+    try:
+        fitted = fit_rows(bounded.rows, bounded.config, bounded.noise)
+    finally:
+        bounded.unpersist()
     manifest = fitted.release.manifest.with_entries(
         privacy_unit="person",
-        privacy_unit_column=unit,
-        protected_number_of_persons=protected_persons,
-        persons=block,
+        privacy_unit_column=bounded.block["privacy_unit_column"],
+        protected_number_of_persons=bounded.protected_persons,
+        persons=bounded.block,
     )
     release = dataclasses.replace(fitted.release, manifest=manifest)
     return dataclasses.replace(fitted, release=release)

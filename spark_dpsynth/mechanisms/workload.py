@@ -36,6 +36,9 @@ the counts' 1/(2 sigma_1^2)), every measurement (1/(2 sigma^2): discrete Gaussia
 Rogers 2021, as in AIM), converted once to (epsilon - epsilon_N, delta/2)-DP; the discrete Laplace count of
 records spends epsilon_N, the threshold rho_1 delta/2. The manifest lists every round's rho and choice; no true
 count, score or candidate statistic is written or logged.
+
+One file over 800 lines: the workload mechanism's steps in order (domains, selection, measurement, manifest); its
+selection and counting are their own modules.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from spark_dpsynth.mechanisms._discovery import (
 )
 from spark_dpsynth.mechanisms._mst import mst
 from spark_dpsynth.mechanisms._selection import TrueTables, all_cliques
+from spark_dpsynth.mechanisms.prelude import prepare_table
 from spark_dpsynth.params import DataConfig, Selection, WorkloadParams
 from spark_dpsynth.privacy.accounting import (
     Accountant,
@@ -271,7 +275,7 @@ def fit_workload(
     """
     from pyspark.sql import functions as F
 
-    from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, prepare, resolve_columns
+    from spark_dpsynth.data.prepare import check_privacy_units, expand_multi_value, resolve_columns
     from spark_dpsynth.mechanisms._discovery import distinct_values, public_domains
     from spark_dpsynth.mechanisms._manifest import (
         data_manifest,
@@ -297,8 +301,18 @@ def fit_workload(
     identifiers = identifiers_manifest(df.schema, config)  # schema only; never measured (design 2.8)
     report_identifiers(identifiers, progress)
     # Column types and bins, as the marginals mechanism (docs/design.md section 2.8).
-    df, config, types_block, bins = _typed_bins(df, config, params, acct, progress, protected_n)
-    prepared = prepare(df, config)
+    table = prepare_table(
+        df,
+        config,
+        acct,
+        _WorkloadShares(params, acct),
+        stage="workload",
+        progress=progress,
+        protected_n=protected_n,
+    )
+    config = table.config
+    prepared = table.records
+    assert config.columns is not None
     names: tuple[str, ...] = config.columns
     derived: dict[str, tuple[str, str]] = {}
     cached = prepared = prepared.persist() if config.merges_rows else prepared
@@ -328,7 +342,7 @@ def fit_workload(
             acct,
             progress,
             release_key,
-            protected_n=bins.protected_n if bins.protected_n is not None else protected_n,
+            protected_n=table.protected_n,
         )
         kept = discovery.kept
         sizes = tuple(len(discovery.domains[j]) + 1 for j in kept)
@@ -469,11 +483,11 @@ def fit_workload(
         "versions": versions(),
     }
     manifest.update(data_manifest(config, identifiers))
-    manifest["column_types"] = types_block
+    manifest["column_types"] = table.column_types
     manifest["high_cardinality"] = high_cardinality
-    manifest["bins_rho"] = bins.rho
-    manifest["profile_columns"] = bins.columns
-    manifest["column_meanings"] = bins.meanings
+    manifest["bins_rho"] = table.charged
+    manifest["profile_columns"] = table.profiled
+    manifest["column_meanings"] = table.column_meanings
     if derived:
         manifest["multi_value_columns"] = {
             c: {
@@ -501,100 +515,47 @@ def fit_workload(
 
 
 @dataclass(frozen=True)
-class _Bins:
-    """The DP bin edges' share of the budget (zero when every binned column has public edges)."""
+class _WorkloadShares:
+    """The workload mechanism's share of the prelude (:class:`~spark_dpsynth.mechanisms.prelude.PreludeShares`):
+    zCDP throughout. n' is drawn first (one count of the records, discrete Laplace with epsilon_N) so that delta
+    and rho are known (:func:`_to_zcdp`); the text test's ``text_numbers`` is rho T_p, the profile's
+    ``column_profile`` rho B_p (``bins_epsilon_proportion``) and the exact values take the profile's rho per
+    column and a quarter of delta for their threshold (the discovery's threshold keeps the other quarter)."""
 
-    protected_n: int | None = None
-    """n', drawn before the edges (the discovery then reuses it)."""
-    rho: float = 0.0
-    """rho B_p, the share of the DP profile."""
-    columns: int = 0
-    """The number of numeric columns profiled."""
-    meanings: dict[str, dict[str, object]] = field(default_factory=dict)
-    """The manifest's ``column_meanings`` (:func:`~spark_dpsynth.profile.meanings_manifest`)."""
+    params: WorkloadParams
+    acct: Accountant
+    unit: str = "rho"
+    text_numbers_in_rho: bool = True
+    domains: dict[str, object] = field(default_factory=dict)
 
+    def protected_n(self, true_n: int) -> int:
+        return draw_protected_n(true_n, self.params, self.acct)
 
-def _typed_bins(df, config, params, acct, progress, protected_n=None):  # noqa: ANN001, ANN202 - DataFrame, ...
-    """Column types, the report line per column, and the DP profile of the numeric columns without public bins
-    (docs/design.md section 2.8): (df in its numeric view, config with every bin, manifest ``column_types``,
-    :class:`_Bins`). With a numeric column or a string column that the DP test of numbers written as text reads,
-    n' is drawn here through ``acct`` (one count of the records, discrete Laplace with epsilon_N), unless the
-    caller gives it, so that delta and rho are known (:func:`_to_zcdp`); the test's share ``text_numbers`` =
-    rho T_p and the profile's ``column_profile`` = rho B_p are spent in ``acct`` and drawn through."""
-    from spark_dpsynth.data.prepare import prepare
-    from spark_dpsynth.mechanisms._manifest import report_columns, report_profiles
-    from spark_dpsynth.mechanisms._profile import (
-        dp_exact_values,
-        dp_profiles,
-        profile_parts,
-        profile_sigma,
-        profile_units,
-        spend_exact_values,
-        text_numbers_step,
-    )
-    from spark_dpsynth.params import TEXT_NUMBERS_RHO_PROPORTION
-    from spark_dpsynth.profile import (
-        apply_profiles,
-        column_types,
-        exact_value_targets,
-        meanings_manifest,
-        numeric_view,
-        profile_targets,
-        text_number_candidates,
-        types_manifest,
-    )
+    def rho(self, protected_n: int) -> float:
+        return self.acct.rho if self.acct.rho is not None else _to_zcdp(self.acct, protected_n)
 
-    types = column_types(df.schema, config)
-    report_columns(types, config, progress)
-    df = numeric_view(df, types)
-    records = prepare(df, config)  # the DP-binned columns are still plain values here
-    rho_total = None
-    if text_number_candidates(types, config) or profile_targets(types, config):
-        if protected_n is None:
-            # One number reaches the driver: the true number of records, used only for n' (never logged).
-            protected_n = draw_protected_n(records.count(), params, acct)
-        rho_total = acct.rho if acct.rho is not None else _to_zcdp(acct, protected_n)
-        # strings that are numbers written as text (NIST's incomes and "N") are profiled as numbers: the test
-        # in its zCDP form, rho T_p of the budget's rho
-        types = text_numbers_step(
-            df, types, config, acct, progress, "workload", rho=rho_total * TEXT_NUMBERS_RHO_PROPORTION
-        )
-    need = profile_targets(types, config)
-    sources = {c: "config" for c in config.bins}
-    input_types = types
-    profiles = {}
-    bins = _Bins(protected_n)
-    if need:
-        assert rho_total is not None and protected_n is not None
-        rho_b = rho_total * params.bins_epsilon_proportion
-        parts = profile_parts(types, need)
-        acct.spend_rho(
+    def profile(self, types, need, protected_n):  # noqa: ANN001, ANN201 - see PreludeShares.profile
+        from spark_dpsynth.mechanisms._profile import profile_parts, profile_sigma, profile_units
+
+        rho_b = self.rho(protected_n) * self.params.bins_epsilon_proportion
+        return self.acct.spend_rho(
             "column_profile",
             rho_b,
             profile_mechanism(len(need)),
             sigma=profile_sigma(rho_b, profile_units(types, need)),
-            parts=parts,
+            parts=profile_parts(types, need),
         )
-        report(progress, log, f"workload: DP profile of {len(need)} numeric column(s) (rho {rho_b:.4g})")
-        profiles = dp_profiles(records, types, need, config.dp_bins, protected_n, acct)
-        exact = exact_value_targets(types, profiles)
-        if exact:
-            # the profile's rho per column for the exact values of the measurements off its grid; a quarter of
-            # delta for their threshold (the discovery's threshold keeps the other quarter)
-            rho_e = rho_b * len(exact) / len(need)
-            spend_exact_values(acct, acct.delta / 4.0, rho=rho_e)
-            report(
-                progress, log, f"workload: DP exact values of {len(exact)} measurement(s) (rho {rho_e:.4g})"
-            )
-        profiles = dp_exact_values(
-            records, types, profiles, config.dp_bins, protected_n, acct if exact else None
-        )
-        report_profiles(profiles, progress)
-        types, config = apply_profiles(types, config, profiles)
-        sources.update({c: "dp_profile" for c, p in profiles.items() if p.meaning == "measurement"})
-        bins = _Bins(protected_n, rho_b, len(need))
-    bins = dataclasses.replace(bins, meanings=meanings_manifest(input_types, config, profiles))
-    return df, config, types_manifest(types, config.bins, sources), bins
+
+    def exact_values(self, exact: int, need: int, charged: float, protected_n: int) -> float:
+        from spark_dpsynth.mechanisms._profile import spend_exact_values
+
+        rho_e = charged * exact / need
+        assert self.acct.delta is not None
+        spend_exact_values(self.acct, self.acct.delta / 4.0, rho=rho_e)
+        return rho_e
+
+    def no_exact_values(self) -> None:
+        return None
 
 
 def _to_zcdp(acct: Accountant, protected_n: int) -> float:
@@ -649,7 +610,7 @@ def _discover(
     # below, never logged or written.
     measure_empty = bool(disc_cols) and not any(names[j] in derived for j in disc_cols)
     records_for_empty = true_n if measure_empty else 0
-    if protected_n is None:  # else drawn before the DP bin edges (_typed_bins) or by the default's choice
+    if protected_n is None:  # else drawn by the prelude (prepare_table) or by the default's choice
         protected_n = draw_protected_n(true_n, params, acct)
     del true_n
     rho = acct.rho if acct.rho is not None else _to_zcdp(acct, protected_n)

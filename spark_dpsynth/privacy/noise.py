@@ -17,6 +17,8 @@ record. It is computed here from a histogram of per-record values, so records ne
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import numpy as np
@@ -76,14 +78,16 @@ class CryptographicNoise:
         m = dp.m.make_gaussian(
             dp.vector_domain(dp.atom_domain(T=dp.i64)), dp.l2_distance(T=dp.i64), scale=float(scale)
         )
-        return np.asarray(m([0] * size), dtype=np.int64)
+        return _drawn_in_parts(m, size)
 
     def discrete_laplace(self, scale: float, size: int) -> np.ndarray:
+        if size == 0:
+            return np.zeros(0, dtype=np.int64)
         dp = self._dp
         m = dp.m.make_laplace(
             dp.vector_domain(dp.atom_domain(T=dp.i64)), dp.l1_distance(T=dp.i64), scale=float(scale)
         )
-        return np.asarray(m([0] * size), dtype=np.int64)
+        return _drawn_in_parts(m, size)
 
     def quantile(self, histogram: np.ndarray, alpha: float, epsilon: float) -> int:
         dp = self._dp
@@ -105,6 +109,28 @@ class CryptographicNoise:
         m = dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)
         assert m.map(float(sensitivity)) <= rho * (1 + 1e-9)
         return int(m([float(x) for x in np.asarray(scores, dtype=np.float64)]))
+
+
+PARALLEL_DRAWS = 8192
+"""Vectors of noise at least twice this long are drawn in parts of about this length on the driver's cores."""
+
+
+def _drawn_in_parts(measurement, size: int) -> np.ndarray:  # noqa: ANN001 - an OpenDP Measurement
+    """``size`` independent draws of ``measurement`` (an OpenDP noise measurement on a vector of i64 zeros).
+
+    OpenDP's exact samplers cost microseconds a draw (rational arithmetic, one cryptographic byte string each),
+    and its library calls release the GIL (ctypes): a long vector is drawn in parts on a thread per core. The
+    draws are independent and identically distributed, so the parts together are one vector of ``size`` draws
+    whatever the number of parts (the DP profile of a wide table draws tens of thousands per column,
+    docs/design.md section 2.8).
+    """
+    workers = min(os.cpu_count() or 1, size // PARALLEL_DRAWS)
+    if workers < 2:
+        return np.asarray(measurement([0] * size), dtype=np.int64)
+    bounds = np.linspace(0, size, workers + 1).astype(int)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="spark-dpsynth-noise") as pool:
+        parts = list(pool.map(lambda n: measurement([0] * int(n)), np.diff(bounds)))
+    return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
 
 
 class NoNoise:

@@ -12,8 +12,8 @@ Blocks (docs/design.md section 1.3):
   ``test_mode``, ``noise_sampler``, ``columns``, ``privacy_unit`` (``"record"``, ``"person"`` or, for SDS
   files, ``"unknown"``) and ``privacy_unit_column``, ``protected_number_of_records`` (the only record count a
   release holds: DP), ``parameters`` (the mechanism's parameters as given), ``versions``, ``created_utc``;
-* :class:`Ledger`: the total (epsilon, delta), rho when the mechanism accounts in zCDP, and the named shares
-  of every DP step (JSON key ``budget``);
+* :class:`Ledger` (:mod:`spark_dpsynth.privacy.ledger`, re-exported here): the total (epsilon, delta), rho
+  when the mechanism accounts in zCDP, and the named shares of every DP step (JSON key ``budget``);
 * :class:`MarginalsBlock`, the marginals mechanism only: the reporting length R and, per length k, sigma_k,
   the sensitivity Delta_k, the noise std sigma_k sqrt(Delta_k), the threshold rho_k and the number of released
   k-tuples (flat JSON keys ``sigmas``, ``sensitivities``, ``noise_std``, ``thresholds``, ``released_tuples``);
@@ -36,6 +36,7 @@ from types import MappingProxyType
 from typing import Any
 
 from spark_dpsynth.errors import ReleaseError
+from spark_dpsynth.privacy.ledger import BudgetShare, Ledger
 
 __all__ = [
     "FORMAT_VERSION",
@@ -108,95 +109,6 @@ def thaw(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [thaw(v) for v in value]
     return value
-
-
-@dataclass(frozen=True)
-class BudgetShare:
-    """One DP step's share of a release's budget (JSON: an entry of ``budget.shares``)."""
-
-    name: str
-    """What the share pays for, e.g. ``"number_of_records"``, ``"percentiles"``, ``"marginals_k2"``."""
-    mechanism: str
-    """The DP mechanism of that step, e.g. ``"discrete Laplace"``, ``"discrete Gaussian"``."""
-    epsilon: float | None = None
-    """Pure or approximate DP epsilon of the step, when it is accounted in (epsilon, delta)."""
-    delta: float | None = None
-    """delta of the step, when it has one."""
-    rho: float | None = None
-    """zCDP rho of the step, when it is accounted in zCDP."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "mechanism": self.mechanism,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "rho": self.rho,
-        }
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> BudgetShare:
-        return cls(
-            name=str(doc["name"]),
-            mechanism=str(doc.get("mechanism", "")),
-            epsilon=_opt_float(doc.get("epsilon")),
-            delta=_opt_float(doc.get("delta")),
-            rho=_opt_float(doc.get("rho")),
-        )
-
-
-@dataclass(frozen=True)
-class Ledger:
-    """The budget of a release and how it was split (filled by :class:`spark_dpsynth.privacy.accounting.Accountant`).
-
-    The release is (epsilon, delta)-DP; when ``rho`` is set, the zCDP part of it is rho-zCDP and the sum of the
-    shares' rho equals ``rho`` (up to rounding).
-    """
-
-    epsilon: float
-    """Total epsilon, > 0."""
-    delta: float | None
-    """Total delta in (0, 1), or None for a pure-DP release."""
-    rho: float | None = None
-    """zCDP budget of the zCDP-accounted steps, or None."""
-    accounting: str | None = None
-    """How rho follows from epsilon and delta: ``"classic"`` or ``"tight_zcdp"`` (None: no conversion)."""
-    delta_source: str | None = None
-    """``"given"`` or ``"derived from the protected number of records"``."""
-    shares: tuple[BudgetShare, ...] = ()
-    """Every DP step and what it spent."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "rho": self.rho,
-            "accounting": self.accounting,
-            "delta_source": self.delta_source,
-            "shares": [s.to_json() for s in self.shares],
-        }
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Ledger:
-        return cls(
-            epsilon=float(doc["epsilon"]),
-            delta=_opt_float(doc.get("delta")),
-            rho=_opt_float(doc.get("rho")),
-            accounting=doc.get("accounting"),
-            delta_source=doc.get("delta_source"),
-            shares=tuple(BudgetShare.from_json(s) for s in doc.get("shares") or ()),
-        )
-
-    def share(self, name: str) -> BudgetShare:
-        """The share called ``name``.
-
-        Raises:
-            KeyError: no share has that name.
-        """
-        for s in self.shares:
-            if s.name == name:
-                return s
-        raise KeyError(name)
 
 
 @dataclass(frozen=True)
