@@ -173,3 +173,67 @@ def test_adult_rules_for_every_synthesizer(spark, tmp_path) -> None:  # noqa: AN
             assert set(rule_violations(rows, rules).values()) == {0}, name
         metrics = dps.evaluate(adult, rows, loaded)
         assert metrics["constraints"] == [{"rule": r, "violations": 0} for r in rules]
+
+
+# ------------------------------------------------------------------------------------------ a rule that cuts a bin
+
+# The joint of (A, N) over the measurement domain: A in {a, b, empty}, N's bins [0, 10), [10, 20) and empty.
+JOINT_AN = np.array([[200.0, 300.0, 0.0], [300.0, 200.0, 0.0], [0.0, 0.0, 0.0]])
+N_TYPE = {
+    "scale": "integer",
+    "type": "int",
+    "nullable": True,
+    "bins": {"edges": [10.0], "labels": ["<10", ">=10"], "lower": 0.0, "upper": 19.0, "integral": False,
+             "passthrough": [], "point_labels": [], "points": [], "shape": [], "source": "config"},
+}  # fmt: skip
+
+
+def binned_release():  # noqa: ANN201
+    """A release of A and a number N in two public bins, measured without noise worth the name (std 1)."""
+    import pandas as pd
+
+    from spark_dpsynth.estimation.domain import Measurement
+    from spark_dpsynth.release import Release
+
+    aggregates = pd.DataFrame(
+        {"k": [1] * 4, "columns": [["A"], ["A"], ["N"], ["N"]], "values": [["a"], ["b"], ["<10"], [">=10"]],
+         "count": [500, 500, 500, 500]}
+    )  # fmt: skip
+    manifest = {
+        "columns": ["A", "N"], "mechanism": "workload", "synthesizers": ["pgm"], "reporting_length": 1,
+        "protected_number_of_records": 1000, "epsilon": 1.0, "delta": 1e-6, "test_mode": True, "rounds": [],
+        "selection": "aim",
+        "column_types": {"A": {"scale": "category", "type": "string", "nullable": True}, "N": N_TYPE},
+    }  # fmt: skip
+    base = Release.from_pandas(aggregates, manifest)
+    return Release(
+        base.columns, base.domains, base.marginals, base.manifest,
+        measurements=(Measurement(("A", "N"), JOINT_AN + 0.5, 1.0),),
+    )  # fmt: skip
+
+
+def test_a_rule_that_cuts_a_bin_draws_the_value_again_not_the_row(spark) -> None:  # noqa: ANN001
+    """The measured records of the cell (a, [0, 10)) satisfy the rule, so the cell keeps its mass (rejecting
+    whole rows would take half of it away) and its values are drawn where the rule allows them; the rows of b
+    fill the values a cannot take, so the bin's values stay even, as the measurements leave them."""
+    from spark_dpsynth import registry
+    from spark_dpsynth.params import SynthesisParams
+    from spark_dpsynth.synthesizers._types import restore_types
+    from spark_dpsynth.synthesizers.conditions import sample_conditioned
+
+    release = binned_release()
+    rule = "NOT (N < 5 AND A = 'a')"
+    spec = registry.synthesizer("pgm")
+    rows = sample_conditioned(
+        release, "pgm", SynthesisParams(target_number_of_records=4_000, seed=3, partitions=2), spark,
+        where=None, rules=[rule], draw=lambda p: spec.load_sample()(release, p, spark),
+        restore=lambda r, seed: restore_types(r, release.manifest, seed=seed),
+    ).toPandas()  # fmt: skip
+    assert len(rows) == 4_000
+    assert not ((rows["A"] == "a") & (rows["N"] < 5)).any()
+    cell = (rows["A"] == "a") & (rows["N"] < 10)
+    assert cell.mean() == pytest.approx(0.2, abs=0.015)  # not 0.1, as whole rows rejected would give
+    assert set(rows.loc[cell, "N"]) == {5, 6, 7, 8, 9}
+    low = rows.loc[rows["N"] < 10, "N"].value_counts() / 2_000  # the bin's 2,000 rows
+    assert low.min() > 0.1 - 0.025 and low.max() < 0.1 + 0.025  # even: 1 / 10 each
+    assert rows.loc[(rows["A"] == "b") & (rows["N"] < 10), "N"].min() == 0

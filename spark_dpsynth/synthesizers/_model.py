@@ -68,6 +68,8 @@ relative to the network; Csiszar 1975) of the network onto the estimated margina
 partitions differ only by sampling noise.
 
 Privacy: everything here reads the release only (post-processing, docs/design.md sections 1.1 and 4.1).
+
+One file over 800 lines: the model synthesizer's fit and its raking share the fitted model's arrays.
 """
 
 from __future__ import annotations

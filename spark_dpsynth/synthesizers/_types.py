@@ -62,6 +62,7 @@ __all__ = [
     "has_column_types",
     "open_bounds",
     "restore_types",
+    "restore_value",
     "with_surrogate_keys",
 ]
 
@@ -267,7 +268,7 @@ def _clipped(piece: Sequence[float], lo: float, hi: float) -> tuple[float, float
     return first, last, w, (step if last > first else 0.0)
 
 
-def _restore(value: Column, scale: str, type_name: str) -> Column:
+def restore_value(value: Column, scale: str, type_name: str) -> Column:
     """The drawn number (double) on ``scale`` cast to the input type."""
     if scale == "date":
         return F.date_from_unix_date(value.cast("int"))
@@ -352,13 +353,13 @@ def _restore_columns(synthetic: DataFrame, types: Mapping[str, Any], seed: int |
             if shaped is not None:
                 drawn = F.coalesce(shaped, drawn)
             # an empty cell stays empty (least/greatest below would turn a null into a bound)
-            value = F.when(label.isNull(), F.lit(None)).otherwise(_restore(drawn, scale, type_name))
+            value = F.when(label.isNull(), F.lit(None)).otherwise(restore_value(drawn, scale, type_name))
             # an exact point (a spike kept as its own category) comes back as itself
             for point, point_label in zip(
                 bins.get("points") or (), bins.get("point_labels") or (), strict=True
             ):
                 value = F.when(
-                    label == F.lit(str(point_label)), _restore(F.lit(float(point)), scale, type_name)
+                    label == F.lit(str(point_label)), restore_value(F.lit(float(point)), scale, type_name)
                 ).otherwise(value)
             passthrough = [str(x) for x in bins.get("passthrough") or ()]
             if passthrough:

@@ -36,8 +36,29 @@ ours. Three stages:
    techniques used in connection with random digits", 1951). Exactly n rows are kept, the first that pass in
    the sample's partition order, which for ``pgm`` does not depend on the number of partitions.
 
+   A declared rule that cuts a bin inside is first met, for ``pgm``, by drawing the row's values in their bins
+   again where the rules allow them, its cells kept (:func:`_redrawing`; the rows that no value satisfies are
+   then rejected as above). A rule, unlike a condition, is something every real record satisfies: the measured
+   marginals count records that satisfy it, so the model's mass of a cell is the mass of the cell's values the
+   rules allow, and the fit has already moved the mass of the cells no value of which is allowed (the
+   structural zeros; McKenna, Miklau and Sheldon, "Winning the NIST contest: a scalable and general approach to
+   differentially private synthetic data", JPC 2021 [MMS21]; private-pgm's ``structural_zeros``). Rejecting
+   whole rows instead keeps of a cell's rows only the share of its values the rules allow (of the married
+   records in a bin of ages 10 to 17, a rule "no married child under 15" keeps 3 ages in 8), so every marginal
+   of the cut column and of the columns the rules name moves away from the measurements (docs/design.md section
+   4.8, "Conditions and declared rules"). Redrawn, the cells' marginals stay the model's, and a bin's values
+   are drawn from the joint of (the values a row's rules allow, the value) closest to independence with the
+   rows and the bin's even values as its margins (iterative proportional fitting: Deming and Stephan, "On a
+   least squares adjustment of a sampled frequency table when the expected marginal totals are known", Ann.
+   Math. Statist. 11, 1940; its limit is the I-projection of Csiszar, "I-divergence geometry of probability
+   distributions and minimization problems", Ann. Probab. 3, 1975), or, for bins of reals, again until the
+   rules hold (rejection of the value alone [vN51]).
+
 The model's estimate of how many real records satisfy a condition, its probability times the release's noisy
 number of records n', is logged (post-processing of DP outputs).
+
+One file over 800 lines: a condition's and the rules' stages (cells in the model, values drawn again inside their
+bins, rows rejected) share one plan of columns, seeds and rounds.
 """
 
 from __future__ import annotations
@@ -69,6 +90,7 @@ __all__ = [
     "CONDITIONAL_SYNTHESIZERS",
     "MAX_CELL_ROWS",
     "MAX_OVERSAMPLING",
+    "REDRAWS",
     "REPRESENTATIVES",
     "CellCondition",
     "cell_condition",
@@ -94,10 +116,24 @@ MAX_CELL_ROWS = 1 << 18
 """Most rows of one expression's decoded domain table; an expression over more cells is applied to rows only."""
 MAX_OVERSAMPLING = 100.0
 """Most rows drawn per row kept by rejection: a condition rarer than 1 / this in the sampler's rows is an error
-(``pgm`` conditions its model instead: only a bin cut inside is rejected)."""
+(``pgm`` conditions its model instead: only a bin cut inside is rejected, and for a rule only the rows whose
+values redrawn in their bins still break it)."""
 _ROUNDS = 4
 """Draws of the rejection stage before it gives up (each sized from the rate the previous one observed)."""
+REDRAWS = 32
+"""Most draws of a row's values in their bins before the row is rejected, where a declared rule cuts a bin inside
+(module docstring, stage 3)."""
 _ORDER = "__dpsynth_order"
+_LABEL = "__dpsynth_label_"
+_CANDIDATE = "__dpsynth_candidate_"
+_VALUES = "__dpsynth_values"
+_CUMULATIVE = "__dpsynth_cumulative"
+_UNIFORM = "__dpsynth_uniform"
+_BIN = "__dpsynth_bin"
+_MASK = "__dpsynth_mask"
+_KEY = "__dpsynth_kind"
+_REDRAW_STREAM = 0x72647277
+"""Seed stream of the redraws of values in their bins."""
 _CELL = "__dpsynth_cell"
 _OK = "__dpsynth_ok"
 _PARTITION_BITS = 33
@@ -562,10 +598,14 @@ def sample_conditioned(
             except InvalidParameterError as err:
                 raise ConditionError(f"the condition {where!r} has probability zero under the model") from err
             rate = probability / max(possible, 1e-300)
-        # rules' cells that are partly satisfied, and a condition cut inside a bin, are rejected on rows
+        # a rule that cuts a bin inside: its rows' values in the bin are drawn again (module docstring, stage 3);
+        # the rows left, and a condition cut inside a bin, are rejected on rows
+        binned = _redrawn_columns(release, rule_cells)
         for cell in rule_cells:
             if cell.share is not None and not cell.exact:
-                rate *= fitted.probability(cell.columns, cell.share)
+                kept = 1.0 - (1.0 - cell.share) ** REDRAWS if set(binned) & set(cell.columns) else cell.share
+                rate *= fitted.probability(cell.columns, kept)
+        typed = _redrawing(restore, release, binned, rule_cells, progress) if binned else restore
 
         def sampled(p: SynthesisParams) -> DataFrame:
             return sample_model(fitted, release, p, spark, progress=progress)
@@ -575,7 +615,7 @@ def sample_conditioned(
             rows = sampled(dataclasses.replace(params, target_number_of_records=n_rows, seed=seed))
             return restore(rows, seed)
         return _rejection(
-            sampled, restore, params, target, expressions, seed, rate, where, progress, n_protected
+            sampled, typed, params, target, expressions, seed, rate, where, progress, n_protected
         )
     if target is None and where is not None:
         # the rows of a draw of n' that satisfy it: an estimate of the real records that do (post-processing)
@@ -588,6 +628,197 @@ def sample_conditioned(
         )
         return passing
     return _rejection(draw, restore, params, target, expressions, seed, 1.0, where, progress, n_protected)
+
+
+def _redrawn_columns(release: Release, rule_cells: Sequence[CellCondition]) -> tuple[str, ...]:
+    """The binned number columns named by a rule that is not exact on the cells (it cuts a bin inside, or is
+    applied to rows only), in release order: their values are drawn again in their bins (module docstring,
+    stage 3)."""
+    types = _types(release)
+    named = {c for cell in rule_cells if not cell.exact for c in cell.columns}
+    out = []
+    for c in release.columns:
+        t = types.get(c)
+        if c in named and t is not None and t.get("bins") and str(t["scale"]) != "category":
+            out.append(c)
+    return tuple(out)
+
+
+def _redraw_seed(seed: int, attempt: int) -> int:
+    state = np.random.SeedSequence([seed, attempt], spawn_key=(_REDRAW_STREAM,)).generate_state(1, np.uint64)
+    return int(state[0] >> np.uint64(1))
+
+
+def _bin_values(t: Mapping[str, Any]) -> dict[str, list[float]] | None:
+    """Per bin label of a binned column, the whole numbers :func:`~spark_dpsynth.synthesizers._types.restore_types`
+    draws in it, each alike; None when the column draws otherwise (reals, a within-bin shape) or a bin holds
+    more than :data:`REPRESENTATIVES` of them."""
+    bins, scale = t["bins"], str(t["scale"])
+    if bins.get("shape") or not (scale == "integer" or (scale == "real" and bins.get("integral"))):
+        return None
+    intervals = bin_intervals(bins, scale)
+    closed = bins.get("upper") is not None
+    out = {}
+    for i, (label, (lo, hi)) in enumerate(intervals.items()):
+        first = math.ceil(lo)
+        last = i == len(intervals) - 1
+        stop = math.ceil(hi) + (1 if closed and last and math.floor(hi) == hi else 0)
+        count = max(stop - first, 1)
+        if count > REPRESENTATIVES:
+            return None
+        out[label] = [float(first + k) for k in range(count)]
+    return out
+
+
+def _coupling(masks: np.ndarray, counts: np.ndarray, iterations: int = 500) -> np.ndarray:
+    """The joint of (a row's allowed values, its value) closest to independence in Kullback-Leibler divergence
+    with the rows' counts and equal values as its margins, its support the allowed pairs (module docstring,
+    stage 3): iterative proportional fitting (Deming and Stephan 1940; its limit is Csiszar's I-projection, 1975).
+
+    Args:
+        masks: bool (masks, values): the values each kind of row allows (each row at least one).
+        counts: float (masks,): the rows of each kind.
+
+    Returns:
+        float (masks, values): per kind of row, its distribution over the values (rows sum to 1).
+    """
+    support = masks.astype(np.float64)
+    target = np.full(support.shape[1], counts.sum() / support.shape[1])
+    b = np.ones(support.shape[1])
+    for _ in range(iterations):
+        a = counts / np.maximum(support @ b, 1e-300)
+        b = target / np.maximum(support.T @ a, 1e-300)
+    joint = support * np.outer(a, b)
+    return joint / np.maximum(joint.sum(axis=1, keepdims=True), 1e-300)
+
+
+def _coupled_draw(
+    frame: DataFrame, b: str, label: str, t: Mapping[str, Any], values: dict[str, list[float]],
+    rules: Sequence[str], seed: int,
+) -> DataFrame:  # fmt: skip
+    """``frame`` with column ``b``'s values drawn again in their bins (label column ``label``) from
+    :func:`_coupling`'s distribution of the row's kind, its kind the values of its bin that satisfy every rule
+    of ``rules`` (which name ``b``) given the row's other values; a row that allows no value keeps its own."""
+    from spark_dpsynth.synthesizers._types import restore_value
+
+    scale, type_name = str(t["scale"]), str(t["type"])
+    labels = list(values)
+    number = F.create_map(*[x for i, lab in enumerate(labels) for x in (F.lit(lab), F.lit(i + 1))])
+    candidates = F.element_at(
+        F.array(
+            *[F.array(*[restore_value(F.lit(v), scale, type_name) for v in values[lab]]) for lab in labels]
+        ),
+        F.element_at(number, F.col(f"`{label}`").cast("string")),
+    )
+    held = " AND ".join(f"coalesce(cast(({r}) AS boolean), true)" for r in rules)
+    name = "`" + b.replace("`", "``") + "`"
+    frame = frame.select(
+        "*",
+        candidates.alias(_VALUES),
+        F.element_at(number, F.col(f"`{label}`").cast("string")).alias(_BIN),
+    )
+    frame = frame.select("*", F.expr(f"transform(`{_VALUES}`, {name} -> {held})").alias(_MASK))
+    key = F.concat_ws(
+        ":",
+        F.col(_BIN).cast("string"),
+        F.array_join(F.transform(F.col(_MASK), lambda x: F.when(x, "1").otherwise("0")), ""),
+    )
+    frame = frame.select("*", key.alias(_KEY))
+    # one row per (bin, kind of row): at most the bins times the kinds the rules make
+    kinds = frame.where(F.col(_BIN).isNotNull()).groupBy(_KEY).count().collect()
+    by_bin: dict[int, list[tuple[str, np.ndarray, float]]] = {}
+    for row in kinds:
+        bin_no, bits = str(row[_KEY]).split(":")
+        mask = np.array([c == "1" for c in bits], dtype=bool)
+        if mask.any():
+            by_bin.setdefault(int(bin_no), []).append((str(row[_KEY]), mask, float(row["count"])))
+    table = []
+    for kinds_of_bin in by_bin.values():
+        if all(mask.all() for _, mask, _ in kinds_of_bin):
+            continue  # the rules cut nothing in this bin: its values stay as drawn
+        masks = np.array([mask for _, mask, _ in kinds_of_bin])
+        dist = _coupling(masks, np.array([n for _, _, n in kinds_of_bin]))
+        for (k, _, _), p in zip(kinds_of_bin, dist, strict=True):
+            cum = np.cumsum(p)
+            cum[-1] = 1.0
+            table += [F.lit(k), F.array(*[F.lit(float(x)) for x in cum])]
+    columns = [c for c in frame.columns if c not in (_VALUES, _BIN, _MASK, _KEY)]
+    if not table:
+        return frame.select(*[F.col(f"`{c}`") for c in columns])
+    # the uniform drawn once per row, as a column (inside the lambda, rand would be drawn per element)
+    frame = frame.select(
+        "*", F.element_at(F.create_map(*table), F.col(_KEY)).alias(_CUMULATIVE), F.rand(seed).alias(_UNIFORM)
+    )
+    cum, u = F.col(_CUMULATIVE), F.col(_UNIFORM)
+    index = F.size(F.filter(cum, lambda x: x <= u)) + F.lit(1)
+    drawn = F.element_at(F.col(_VALUES), F.least(index, F.size(F.col(_VALUES))))
+    value = F.when(cum.isNotNull(), drawn).otherwise(F.col(name))
+    return frame.select(*[value.alias(c) if c == b else F.col(f"`{c}`") for c in columns])
+
+
+def _redrawing(
+    restore: Callable[[DataFrame, int], DataFrame],
+    release: Release,
+    binned: Sequence[str],
+    rule_cells: Sequence[CellCondition],
+    progress: Callable[[str], None] | None,
+) -> Callable[[DataFrame, int], DataFrame]:
+    """``restore`` with the values of the ``binned`` columns drawn again in their bins where the rules that name
+    them cut the bins (module docstring, stage 3); the rows' cells never change.
+
+    A column whose bins hold whole numbers drawn alike (:func:`_bin_values`): each row's kind is the set of the
+    values of its bin that satisfy the rules naming the column given the row's other values; the values are
+    drawn from the joint of (kind, value) closest to independence that has the drawn rows' kinds and equal
+    values in each bin as its margins (:func:`_coupling`), so a bin's values stay as even as without the rules
+    wherever the rules allow, and each row gets a value its rules allow. A rule's support alone (each row
+    uniform on its allowed values) would crowd the values that many kinds allow: children's ages under 5 have
+    no disability answers, but a row without them may be any age, so ages 5 to 9 would get three in four of the
+    bin [0, 10). Other binned columns: a row's values are drawn again, up to :data:`REDRAWS` times, while it
+    breaks a rule (rejection of the value alone [vN51]). A row that no value satisfies is left as drawn (the
+    caller rejects it).
+    """
+    from spark_dpsynth.synthesizers._types import restore_types
+
+    types = _types(release)
+    labels = {b: f"{_LABEL}{b}" for b in binned}
+    exact = {b: v for b in binned if (v := _bin_values(types[b])) is not None}
+    others = [b for b in binned if b not in exact]
+    candidates = {b: f"{_CANDIDATE}{b}" for b in others}
+    manifest = {"column_types": {candidates[b]: types[b] for b in others}}
+    expressions = [c.expression for c in rule_cells]
+    naming = {b: [c.expression for c in rule_cells if b in c.columns] for b in binned}
+    report(
+        progress,
+        log,
+        f"conditions: the values of {', '.join(binned)} in their bins are drawn where the rules allow them",
+    )
+
+    def typed(rows: DataFrame, seed: int) -> DataFrame:
+        frame = restore(rows.select("*", *[F.col(f"`{b}`").alias(labels[b]) for b in binned]), seed)
+        out = [c for c in frame.columns if c not in labels.values()]
+        for j, (b, values) in enumerate(exact.items()):
+            frame = _coupled_draw(
+                frame, b, labels[b], types[b], values, naming[b], _redraw_seed(seed, REDRAWS + j)
+            )
+        for attempt in range(1, REDRAWS if others else 1):
+            frame = frame.select(
+                "*",
+                satisfying(None, expressions).alias(_OK),
+                *[F.col(f"`{labels[b]}`").alias(candidates[b]) for b in others],
+            )
+            frame = restore_types(frame, manifest, seed=_redraw_seed(seed, attempt))
+            frame = frame.select(
+                *[
+                    F.when(F.col(_OK), F.col(f"`{c}`")).otherwise(F.col(f"`{candidates[c]}`")).alias(c)
+                    if c in candidates
+                    else F.col(f"`{c}`")
+                    for c in out
+                ],
+                *[F.col(f"`{labels[b]}`") for b in binned],
+            )
+        return frame.select(*[F.col(f"`{c}`") for c in out])
+
+    return typed
 
 
 def _rejection(
