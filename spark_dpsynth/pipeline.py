@@ -401,24 +401,25 @@ def fit_release(
     """
     spec = registry.mechanism(config.mechanism_name())
     if config.constraints:  # declared rules: analysed on the schema before any DP draw, kept in the manifest
-        from spark_dpsynth.synthesizers.conditions import check_rules, with_rules
+        from spark_dpsynth.synthesizers.conditions import check_rules
 
         check_rules(df, config.data.columns, config.constraints)
-        return with_rules(_fit_release(df, config, spark, spec, progress), config.constraints)
-    return _fit_release(df, config, spark, spec, progress)
-
-
-def _fit_release(df, config, spark, spec, progress):  # noqa: ANN001, ANN202 - fit_release without the rules
     if config.data.keeps_events and not spec.keeps_rows:
         from spark_dpsynth.mechanisms.persons import fit_events
 
-        return fit_events(
+        fitted = fit_events(
             df,
             config,
             lambda rows, row_config, noise: fit_rows(rows, row_config, spark, progress=progress, noise=noise),
             progress=progress,
         )
-    return fit_rows(df, config, spark, progress=progress)
+    else:
+        fitted = fit_rows(df, config, spark, progress=progress)
+    if config.constraints:
+        from spark_dpsynth.synthesizers.conditions import with_rules
+
+        return with_rules(fitted, config.constraints)
+    return fitted
 
 
 def fit_rows(
