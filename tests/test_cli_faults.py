@@ -26,7 +26,7 @@ from spark_dpsynth.cli.main import build_parser, load_job_config, main
 from spark_dpsynth.config import load_document, parse_config
 from spark_dpsynth.data.io import uncastable_columns
 from spark_dpsynth.errors import ConfigError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, small_tmpfs
 
 ADULT = str(ROOT / "data" / "adult.csv.gz")
 
@@ -279,17 +279,8 @@ def test_evaluate_names_the_missing_synthetic_columns_before_running(
 @pytest.fixture
 def small_disk(tmp_path: Path):  # noqa: ANN201 - Iterator[Path]
     """A 512 KiB tmpfs at ``tmp_path/disk`` (skipped where this process may not mount one)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)], capture_output=True, check=False
-    )
-    if mounted.returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    try:
+    with small_tmpfs(tmp_path / "disk", "512k") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True, check=False)
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from spark_dpsynth.data.publish import (
     signals_deferred,
 )
 from spark_dpsynth.errors import InvalidParameterError, OutputExistsError, ReleaseError, SparkSetupError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, small_tmpfs
 
 NAMES = ("release", "synthetic", "synthetic.csv", "evaluation")
 
@@ -445,19 +445,10 @@ def test_two_concurrent_pipeline_runs_have_one_winner(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def small_file_system(tmp_path: Path):  # noqa: ANN201 - a generator fixture
+def small_file_system(tmp_path: Path):  # noqa: ANN201 - Iterator[Path]
     """A 5 MB tmpfs at ``tmp_path/small`` (skipped where mounting is not permitted)."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(mount)], capture_output=True, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip("mounting a small tmpfs needs root and CAP_SYS_ADMIN")
-    try:
+    with small_tmpfs(tmp_path / "small", "5m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.slow
