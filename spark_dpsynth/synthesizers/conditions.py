@@ -80,7 +80,7 @@ from pyspark.sql import types as T
 
 from spark_dpsynth._progress import report
 from spark_dpsynth.errors import ConditionError, InvalidParameterError
-from spark_dpsynth.synthesizers._types import bin_intervals
+from spark_dpsynth.synthesizers._types import bin_intervals, restore_value
 
 if TYPE_CHECKING:
     from spark_dpsynth.params import SynthesisParams
@@ -140,7 +140,6 @@ _PARTITION_BITS = 33
 """``monotonically_increasing_id`` puts the partition index above bit 33 and the row's rank in it below."""
 _ROUND_STREAM = 0x636F6E64
 """Seed stream of the rejection stage's later draws."""
-_INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint", "byte", "short", "integer", "long")
 _STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 _IDENTIFIER = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -213,18 +212,7 @@ def _typed(name: str, t: Mapping[str, Any] | None) -> Column:
         return txt.alias(name)
     scale, type_name = str(t["scale"]), str(t["type"])
     if t.get("bins") and scale != "category":
-        if scale == "date":
-            value = F.date_from_unix_date(num.cast("int"))
-        elif scale == "timestamp":
-            value = F.timestamp_micros(F.round(num * F.lit(1_000_000.0)).cast("long")).cast(type_name)
-        elif type_name in _INTEGER_TYPES:
-            value = F.round(num).cast(type_name)
-        elif type_name == "string":
-            whole = (num == F.floor(num)) & (F.abs(num) < F.lit(1e15))
-            value = F.when(whole, num.cast("bigint").cast("string")).otherwise(num.cast("string"))
-        else:
-            value = num.try_cast(type_name)
-        return F.coalesce(value, txt.try_cast(type_name)).alias(name)
+        return F.coalesce(restore_value(num, scale, type_name), txt.try_cast(type_name)).alias(name)
     return (txt if type_name == "string" else txt.try_cast(type_name)).alias(name)
 
 
@@ -699,7 +687,6 @@ def _coupled_draw(
     """``frame`` with column ``b``'s values drawn again in their bins (label column ``label``) from
     :func:`_coupling`'s distribution of the row's kind, its kind the values of its bin that satisfy every rule
     of ``rules`` (which name ``b``) given the row's other values; a row that allows no value keeps its own."""
-    from spark_dpsynth.synthesizers._types import restore_value
 
     scale, type_name = str(t["scale"]), str(t["type"])
     labels = list(values)

@@ -95,7 +95,7 @@ from spark_dpsynth.estimation.uncertainty import (
     model_error,
 )
 from spark_dpsynth.release.core import Release, one_way_means
-from spark_dpsynth.synthesizers._types import bin_intervals
+from spark_dpsynth.synthesizers._types import bin_intervals, restore_value
 from spark_dpsynth.synthesizers.pgm import (
     FIT_ITERATIONS,
     absent_cells,
@@ -304,17 +304,7 @@ def _typed(label: Column, number: Column, t: dict[str, Any] | None) -> Column:
     from_label = label if type_name == "string" else label.try_cast(type_name)
     if not t.get("bins") or scale == "category":
         return from_label
-    if scale == "date":
-        value = F.date_from_unix_date(number.cast("int"))
-    elif scale == "timestamp":
-        value = F.timestamp_micros(F.round(number * F.lit(1_000_000.0)).cast("long")).cast(type_name)
-    elif type_name in ("tinyint", "smallint", "int", "bigint"):
-        value = F.round(number).cast(type_name)
-    elif type_name == "string":
-        whole = (number == F.floor(number)) & (F.abs(number) < F.lit(1e15))
-        value = F.when(whole, number.cast("bigint").cast("string")).otherwise(number.cast("string"))
-    else:
-        value = number.try_cast(type_name)
+    value = restore_value(number, scale, type_name)
     return F.when(number.isNotNull() & ~F.isnan(number), value).otherwise(from_label)
 
 
