@@ -158,6 +158,36 @@ def test_single_csv_file(spark, people, tmp_path: Path) -> None:
     assert _leftovers(tmp_path) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["people.csv"]
 
 
+def test_csv_outputs_write_numbers_in_plain_notation_and_read_back_equal(spark, tmp_path: Path) -> None:
+    values = [6.528138041902716e-4, 18.0, 12345678.9, -0.00012, 0.0, None, 2.675, 1.5e25, float("nan")]
+    df = spark.createDataFrame(
+        [(i, v, 0.1 if v else None) for i, v in enumerate(values)], "i int, x double, f float"
+    )
+    single = tmp_path / "one.csv"
+    write_single_csv(df, str(single))
+    write_frame(df, str(tmp_path / "dir"), "csv")
+    texts = [line.split(",")[1] for line in single.read_text().splitlines()[1:]]
+    assert texts == [
+        "0.000652813804190272",
+        "18.0",
+        "12345678.9",
+        "-0.00012",
+        "0.0",
+        "",
+        "2.675",
+        "1.5E25",
+        "NaN",
+    ]
+    assert {line.split(",")[2] for line in single.read_text().splitlines()[1:]} == {"0.1", ""}
+    for back in (
+        spark.read.csv(str(single), header=True, schema="i int, x double, f float"),
+        spark.read.csv(str(tmp_path / "dir"), header=True, schema="i int, x double, f float"),
+    ):
+        got = {r["i"]: r["x"] for r in back.collect()}
+        for i, v in enumerate(values):
+            assert (got[i] is None and v is None) or got[i] == pytest.approx(v, rel=1e-15, nan_ok=True)
+
+
 def test_catalog_table_round_trip_and_overwrite(spark, people, tmp_path: Path) -> None:
     spark.sql("CREATE DATABASE IF NOT EXISTS io_test")
     name = "io_test.people"

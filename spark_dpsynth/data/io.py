@@ -17,7 +17,8 @@ name, a name given twice (compared as Spark compares names) or a name Spark SQL 
 control character) is an error naming the column; every other name (spaces, dots, other characters) is kept
 exactly. A record with more or fewer fields than the header is an error (``ragged_rows="error"``) or padded with
 empty values and cut (``ragged_rows="pad"``); the error never shows the record. CSV outputs are written the same
-way (:data:`CSV_WRITE_OPTIONS`), so pandas and Spark read them back with their default options.
+way (:data:`CSV_WRITE_OPTIONS`), so pandas and Spark read them back with their default options; their float and
+double columns in plain decimal notation, never scientific (:mod:`spark_dpsynth.data.number_text`).
 
 The outputs of a run are staged and published all together or not at all by
 :class:`spark_dpsynth.data.publish.OutputStage` (claims, locks, rollback and the recovery of dead runs' staging
@@ -39,6 +40,7 @@ import re
 import shutil
 from typing import TYPE_CHECKING
 
+from spark_dpsynth.data.number_text import with_plain_numbers
 from spark_dpsynth.errors import InvalidParameterError, SchemaError, SparkSetupError
 
 if TYPE_CHECKING:
@@ -651,6 +653,8 @@ def write_frame(df: DataFrame, path: str, fmt: str, *, mode: str = "error") -> N
         SparkSetupError: ``fmt`` is Delta and the session has no Delta Lake.
     """
     _check_format(fmt)
+    if fmt == "csv":
+        df = with_plain_numbers(df)
     writer = df.write.mode(mode)
     try:
         if fmt == "csv":
@@ -675,7 +679,7 @@ def write_single_csv(df: DataFrame, path: str) -> None:
     if os.path.exists(parts):
         shutil.rmtree(parts)
     try:
-        df.coalesce(1).write.mode("error").options(**CSV_WRITE_OPTIONS).csv(parts)
+        with_plain_numbers(df).coalesce(1).write.mode("error").options(**CSV_WRITE_OPTIONS).csv(parts)
         files = sorted(f for f in os.listdir(parts) if f.startswith("part-"))
         if len(files) != 1:
             raise SparkSetupError(f"expected one CSV part file in {parts}, found {len(files)}")

@@ -56,6 +56,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from spark_dpsynth.data.number_text import plain_number_text
+
 __all__ = [
     "SURROGATE_PREFIX",
     "bin_intervals",
@@ -282,9 +284,9 @@ def restore_value(value: Column, scale: str, type_name: str) -> Column:
         # a string column binned on integer edges (e.g. NIST's AGEP read without inference): "81", not "81.0"
         return F.round(value).cast("bigint").cast("string")
     if scale == "real" and type_name == "string":
-        # numbers written as text: a whole number as "81" (as NIST writes it), the others as Spark writes a double
+        # numbers written as text: a whole number as "81" (as NIST writes it), the others in plain decimal notation
         whole = (value == F.floor(value)) & (F.abs(value) < F.lit(1e15))
-        return F.when(whole, value.cast("bigint").cast("string")).otherwise(value.try_cast(type_name))
+        return F.when(whole, value.cast("bigint").cast("string")).otherwise(plain_number_text(value))
     return value.try_cast(type_name)
 
 
