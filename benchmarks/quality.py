@@ -5,7 +5,8 @@
 type inference, default options), and the synthetic table scored is the CLI's output table (``DIR/synthetic``).
 ``--seed`` makes our runs test mode (reproducible, NOT private). A pipeline that fails is a row that says so;
 the table is then made by ``aggregate`` and ``synthesize`` (the pipeline without its evaluation). Modes:
-``auto`` (the CLI's default: nothing added), ``model``, ``sds`` (``--synthesizer``), ``aim``, ``mst``
+``auto`` (the CLI's default: nothing added), ``model``, ``sds``, ``independent`` (``--synthesizer``; independent
+with ``--reporting-length 1``, its 1-way tables alone), ``aim``, ``mst``
 (``--synthesizer pgm --selection``).
 
 Data sets (``DATASETS``): with the project's configurations, Adult's train split (``conf/adult.toml``), NIST's
@@ -17,7 +18,9 @@ at run time), the same codes written as strings (``adult_codes_str``, ``c5``), A
 (``adult_raw``), the EU LFS sample as it comes (``lfs_raw``, 77 columns), NIST's Texas and national 2019
 excerpts as they come (``nist_tx_raw``, ``nist_national_raw``: 24 columns, integer codes, a density, numbers
 written as text with ``N``), and the SF fire calls table of private-pgm's examples (``sf_fire``: 32
-integer-coded columns, a seeded sample of 20,000 of its 305,119 rows). Files under ``../shared/data`` are skipped when absent.
+integer-coded columns, a seeded sample of 20,000 of its 305,119 rows), and two wide small tables (issue 59):
+``lfs_small`` (a seeded sample of 5,822 rows of the LFS sample, 77 columns) and ``sf_fire_small`` (5,000 rows of
+SF fire, 32 columns). Files under ``../shared/data`` are skipped when absent.
 
 ``peer_mst``, ``peer_aim``: MST / AIM of private-pgm, run by smartnoise-synth from their own environment
 (``.venv-peers``, ``make bench-peers-env``) in a subprocess (``benchmarks/peers.py``). **The peers read the table
@@ -132,6 +135,20 @@ DATASETS: dict[str, dict[str, Any]] = {
         "rows": 20_000,
         "epsilons": [4.0],
     },
+    # wide and small, no configuration (issue 59): few records per column
+    "lfs_small": {
+        "build": "sample",
+        "input": SHARED_DATA / "eurostat_lfs_fr_sample50k.csv.gz",
+        "rows": 5_822,
+        "epsilons": [4.0],
+        "tvd_subsets": 2000,
+    },
+    "sf_fire_small": {
+        "build": "sample",
+        "input": SHARED_DATA / "pgm_sf_fire_discretized.csv.gz",
+        "rows": 5_000,
+        "epsilons": [4.0],
+    },
 }
 """The data sets. ``build``: the CSV is written once at run time into ``OUTPUT/work/inputs/`` (``build_input``):
 ``adult_codes`` Adult's train split recoded to integer codes, ``adult_codes_str`` the same codes written as
@@ -144,6 +161,7 @@ CLI_MODES: dict[str, list[str]] = {
     "aim": ["--synthesizer", "pgm", "--selection", "aim"],
     "mst": ["--synthesizer", "pgm", "--selection", "mst"],
     "class_conditional": ["--synthesizer", "class_conditional"],
+    "independent": ["--synthesizer", "independent", "--reporting-length", "1"],
 }
 """Our modes: the ``spark-dpsynth`` options of each (``auto``: the CLI's default, nothing added)."""
 PEER_MODES = {"peer_mst": "mst", "peer_aim": "aim"}
@@ -602,8 +620,8 @@ def main(argv: list[str] | None = None) -> int:
         "--modes",
         default="auto,model,sds,mst",
         help="comma-separated, our modes (each a spark-dpsynth pipeline run): auto (the CLI's default), model, "
-        "sds (marginals mechanism), aim, mst (workload mechanism + pgm), class_conditional (its class: the "
-        "last column); "
+        "sds (marginals mechanism), independent (its 1-way tables alone), aim, mst (workload mechanism + pgm), "
+        "class_conditional (its class: the last column); "
         "peer_mst, peer_aim may be listed here too",
     )
     parser.add_argument("--peers", default="mst,aim", help="comma-separated peers to add: mst, aim")

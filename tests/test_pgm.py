@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -357,3 +359,16 @@ def test_a_public_codebook_of_numbers_loses_its_ends_beyond_the_data() -> None:
     manifest = {**dict(base.manifest), "domain_discovery": {"public_domain_columns": ["C"]}}
     as_words = Release(words.columns, words.domains, words.marginals, manifest, measurements=(c_table,))
     assert not pgm.absent_cells(as_words)[2][:-1].any()  # no order to read ends from
+
+
+def test_measured_empty_counts_give_each_settled_column_its_own_noise_std() -> None:
+    # the discovery measures the columns the DP profile settled in a group of their own (docs/design.md 4.7):
+    # their empty counts carry that group's noise, which the empty-cell tests must read
+    disc = {
+        "empty_counts": {"a": 40, "b": -3, "c": 12},
+        "empty_counts_noise_std": 16.0,
+        "settled": {"columns": ["b"], "noise_std": 32.0},
+    }
+    release = SimpleNamespace(manifest={"domain_discovery": disc}, columns=("a", "b", "c", "d"))
+    counts, stds = pgm.measured_empty_counts(release)
+    assert counts == {0: 40.0, 1: -3.0, 2: 12.0} and stds == {0: 16.0, 1: 32.0, 2: 16.0}

@@ -1,12 +1,13 @@
 """AIM's selection for the workload mechanism (McKenna, Mullins, Sheldon, Miklau, "AIM: An Adaptive and Iterative
 Mechanism for Differentially Private Synthetic Data", VLDB 2022, Algorithm 1; docs/design.md section 4.7): the
-1-way tables, then rounds that choose one clique by the exponential mechanism and measure it, with the estimate
-of :mod:`spark_dpsynth.estimation` refitted after each.
+1-way tables, then rounds that choose one clique (several on wide tables: :func:`picks_per_round`) by the
+exponential mechanism and measure it, with the estimate of :mod:`spark_dpsynth.estimation` refitted after each.
 
 * :func:`aim`: the rounds, their budget (annealing) and the model-size rule; a last round that joins the
   columns the rounds left apart (:func:`_join_round`);
 * :func:`aim_candidates`, :func:`candidate_order`, :func:`order_key`: the cliques scored in a round (public);
 * :func:`choose_fitting`: the exponential mechanism over the candidates that fit the model-size rule;
+* :func:`picks_per_round`, :func:`batch_rule`: the cliques a round measures and the ones its later picks skip;
 * :func:`refit_steps`: the step cap of the rounds' refits;
 * :class:`Projector`, :func:`model_size_rule`: post-processing of the DP model (its marginals, its size).
 """
@@ -33,13 +34,18 @@ __all__ = [
     "Projector",
     "aim",
     "aim_candidates",
+    "batch_rule",
     "candidate_order",
     "choose_fitting",
     "model_size_rule",
     "order_key",
+    "picks_per_round",
     "refit_steps",
 ]
 
+AIM_ROUNDS = 64
+"""The rounds (refits) AIM's planned picks are spread over before a round measures several cliques
+(:func:`picks_per_round`)."""
 REFIT_STEPS_MAX = 300
 """The rounds' refits take at most this many steps where the counts hold few noise stds (:func:`refit_steps`)."""
 REFIT_STEPS_MIN = 50
@@ -120,6 +126,8 @@ def aim(
     model = estimate(domain, as_measurements(), iterations=steps, total=total)
     candidates_all = [c for c in all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
     wide = len(candidates_all) > params.max_candidates_per_round
+    # Several picks per round on wide tables only, where a round scores a sample of the candidates anyway.
+    picks = picks_per_round(rounds_planned) if wide else 1
     measured_cliques: list[tuple[int, ...]] = list(ones)
     join = params.aim_join_columns
     first_round_rho = 1.0 / (2 * sigma**2) + epsilon**2 / 8.0
@@ -128,7 +136,7 @@ def aim(
     while used < rho * (1 - 1e-9) and t < last:
         t += 1
         remaining = rho - used
-        round_rho = 1.0 / (2 * sigma**2) + epsilon**2 / 8.0
+        round_rho = picks * (1.0 / (2 * sigma**2) + epsilon**2 / 8.0)
         parts = Components(d, measured_cliques).count() - 1 if join else 0
         if parts and (remaining < (parts + 2) * first_round_rho or remaining < 2 * round_rho or t == last):
             # What is left joins the columns the rounds left apart (:func:`_join_round`) instead of a last round.
@@ -156,11 +164,12 @@ def aim(
             continue
         final = remaining < 2 * round_rho or t == last
         if final:
-            sigma = math.sqrt(1.0 / (2.0 * alpha * remaining))
-            epsilon = math.sqrt(8.0 * (1.0 - alpha) * remaining)
-        size_limit = params.max_model_cells * min(1.0, (used + round_rho) / rho)
+            # The last round spends the rest over its picks (AIM, Algorithm 1, lines 8-10, per pick).
+            sigma = math.sqrt(picks / (2.0 * alpha * remaining))
+            epsilon = math.sqrt(8.0 * (1.0 - alpha) * remaining / picks)
+        pick_rho = epsilon**2 / 8.0 + 1.0 / (2 * sigma**2)
+        size_limit = params.max_model_cells * min(1.0, (used + picks * pick_rho) / rho)
         pool = aim_candidates(candidates_all, measured_cliques, d, wide, params, key, t)
-        fits = model_size_rule(domain, names, model, size_limit)
         project = Projector(model)
         true = tables.get(pool)
         # Scores are private: used only by the exponential mechanism below, never logged or written.
@@ -173,61 +182,80 @@ def aim(
                 float(np.abs(true[c] - est).sum()) - math.sqrt(2 / math.pi) * sigma * n_cells
             )
         del estimates
-        selection = f"round_{t}_selection"
-        acct.spend_rho(
-            selection,
-            epsilon**2 / 8.0,
-            "exponential mechanism (AIM score, sensitivity R)",
-            epsilon=epsilon,
-        )
-        chosen = choose_fitting(pool, scores, fits, acct, selection, float(r))
-        del scores
-        if chosen is None:
-            # Nothing in the pool fits the model-size rule: a 1-way table (inside the model) is re-measured.
-            ones_scores = np.array(
-                [
-                    float(np.abs(true1[c] - model.project((names[c[0]],))).sum())
-                    - math.sqrt(2 / math.pi) * sigma * true1[c].size
-                    for c in ones
-                ]
+        chosen_round: list[tuple[int, ...]] = []
+        full = False
+        for j in range(picks):
+            # Pick j: the exponential mechanism over the pool minus the cliques that hold or are held by an
+            # earlier pick of the round, under the model-size rule with those picks in the model (public).
+            selection = f"round_{t}_selection" if j == 0 else f"round_{t}_selection_{j + 1}"
+            acct.spend_rho(
+                selection,
+                epsilon**2 / 8.0,
+                "exponential mechanism (AIM score, sensitivity R)",
+                epsilon=epsilon,
             )
-            chosen = ones[int(acct.exponential(selection, ones_scores, float(r)))]  # type: ignore[arg-type]
-            del ones_scores
-            true = {**true, chosen: true1[chosen]}
-        before = model.project(tuple(names[x] for x in chosen))
-        m = measure(state, acct, true[chosen], chosen, sigma, names, t, f"round_{t}_measure")
+            chosen = None
+            if not full:
+                extra = [tuple(names[x] for x in c) for c in chosen_round]
+                fits = batch_rule(model_size_rule(domain, names, model, size_limit, extra), chosen_round)
+                chosen = choose_fitting(pool, scores, fits, acct, selection, float(r))
+            if chosen is None:
+                # Nothing in the pool fits: a 1-way table (inside the model) is re-measured, and so are the
+                # round's later picks (public: asking the rule again would cost a triangulation per candidate).
+                full = True
+                left = [c for c in ones if c not in chosen_round]
+                ones_scores = np.array(
+                    [
+                        float(np.abs(true1[c] - model.project((names[c[0]],))).sum())
+                        - math.sqrt(2 / math.pi) * sigma * true1[c].size
+                        for c in left
+                    ]
+                )
+                chosen = left[int(acct.exponential(selection, ones_scores, float(r)))]  # type: ignore[arg-type]
+                del ones_scores
+                true = {**true, chosen: true1[chosen]}
+            chosen_round.append(chosen)
+        del scores
+        before = [model.project(tuple(names[x] for x in c)) for c in chosen_round]
+        cells = 0
+        for j, chosen in enumerate(chosen_round):
+            label = f"round_{t}_measure" if j == 0 else f"round_{t}_measure_{j + 1}"
+            cells += measure(state, acct, true[chosen], chosen, sigma, names, t, label).values.size
+            if chosen not in measured_cliques:
+                measured_cliques.append(chosen)
         del true
-        used += epsilon**2 / 8.0 + 1.0 / (2 * sigma**2)
-        if chosen not in measured_cliques:
-            measured_cliques.append(chosen)
+        used += picks * pick_rho
+        chosen_names = [[names[x] for x in c] for c in chosen_round]
         state.rounds.append(
             {
                 "round": t,
-                "rho": epsilon**2 / 8.0 + 1.0 / (2 * sigma**2),
-                "rho_selection": epsilon**2 / 8.0,
-                "rho_measurement": 1.0 / (2 * sigma**2),
+                "rho": picks * pick_rho,
+                "rho_selection": picks * epsilon**2 / 8.0,
+                "rho_measurement": picks / (2 * sigma**2),
                 "epsilon_selection": epsilon,
                 "sigma": sigma,
                 "candidates": len(pool),
-                "chosen": [names[x] for x in chosen],
+                "picks": picks,
+                "chosen": chosen_names[0] if picks == 1 else chosen_names,
             }
         )
         report(
             progress,
             log,
-            f"workload (aim): round {t}: {[names[x] for x in chosen]} of {len(pool)} candidates "
+            f"workload (aim): round {t}: {', '.join(str(c) for c in chosen_names)} of {len(pool)} candidates "
             f"(sigma {sigma:.3g}, rho used {used / rho:.0%})",
         )
         steps = refit_steps(model.total, sigma, params.estimation_iterations)
         model = estimate(domain, as_measurements(), iterations=steps, warm_start=model)
         if model.fit_report is not None:
             state.rounds[-1]["refit_steps"] = model.fit_report.iterations
-        after = model.project(tuple(names[x] for x in chosen))
-        # Annealing (AIM, Algorithm 1, lines 14-16): both estimates are DP, so this test is post-processing.
-        if (
-            not final
-            and float(np.abs(after - before).sum()) <= math.sqrt(2 / math.pi) * sigma * m.values.size
-        ):
+        moved = sum(
+            float(np.abs(model.project(tuple(names[x] for x in c)) - b).sum())
+            for c, b in zip(chosen_round, before, strict=True)
+        )
+        # Annealing (AIM, Algorithm 1, lines 14-16; over a round's picks, their summed movement against their
+        # summed expected noise): both estimates are DP, so this test is post-processing.
+        if not final and moved <= math.sqrt(2 / math.pi) * sigma * cells:
             sigma /= 2.0
             epsilon *= 2.0
         if final:
@@ -376,14 +404,21 @@ class Projector:
         return [self._cache[c] if len(self._groups(c)) == 1 else self(c) for c in cliques]
 
 
-def model_size_rule(domain, names: Sequence[str], model, size_limit: float):  # noqa: ANN001, ANN202 - estimation types
+def model_size_rule(  # noqa: ANN201 - callable(clique) -> bool
+    domain,  # noqa: ANN001 - estimation.Domain
+    names: Sequence[str],
+    model,  # noqa: ANN001 - estimation.GraphicalModel
+    size_limit: float,
+    extra: Sequence[tuple[str, ...]] = (),
+):
     """AIM's model-size rule as a predicate on cliques (public: sizes and the DP model's cliques only): True
-    when the junction tree of the model plus the clique stays within ``size_limit`` cells. A clique inside a
-    model clique leaves the tree unchanged; the others need a triangulation (tens of ms on 76 columns), so the
-    predicate is asked lazily, and cached, by :func:`choose_fitting`."""
+    when the junction tree of the model plus ``extra`` (the round's earlier picks, column names) plus the
+    clique stays within ``size_limit`` cells. A clique inside one of those cliques leaves the tree unchanged;
+    the others need a triangulation (tens of ms on 76 columns), so the predicate is asked lazily, and cached,
+    by :func:`choose_fitting`."""
     from spark_dpsynth.estimation import junction_tree_size
 
-    model_cliques = [tuple(c) for c in model.cliques]
+    model_cliques = [tuple(c) for c in model.cliques] + [tuple(c) for c in extra]
     covers = [set(c) for c in model_cliques]
     memo: dict[tuple[int, ...], bool] = {}
     current: list[int] = []
@@ -400,6 +435,30 @@ def model_size_rule(domain, names: Sequence[str], model, size_limit: float):  # 
         return memo[c]
 
     return fits
+
+
+def picks_per_round(rounds_planned: int) -> int:
+    """The cliques one AIM round of a wide table (more candidates than ``max_candidates_per_round``; other tables: 1)
+    measures (public: from the width): ceil(T / :data:`AIM_ROUNDS`) for T planned picks, so that the T measurements
+    AIM's budget is planned for take at most :data:`AIM_ROUNDS` rounds, one refit of the model and one scoring of
+    the candidates each; 1 while T <= :data:`AIM_ROUNDS` (AIM as published). The picks of a round are the
+    exponential mechanism drawn again on the same scores without the cliques already picked, each charged as one
+    choice (docs/design.md section 4.7, "Several picks per round").
+    """
+    return max(1, -(-rounds_planned // AIM_ROUNDS))
+
+
+def batch_rule(fits, chosen: Sequence[tuple[int, ...]]):  # noqa: ANN001, ANN201 - callable(clique) -> bool
+    """``fits`` restricted to the cliques that neither hold nor are held by a clique of ``chosen`` (the round's
+    earlier picks, public): a round measures no clique twice, nor a clique and one of its sub-cliques, whose
+    scores, computed before either is measured, would count the same error twice."""
+    taken = [set(c) for c in chosen]
+
+    def accept(c: tuple[int, ...]) -> bool:
+        cs = set(c)
+        return not any(cs <= t or t <= cs for t in taken) and bool(fits(c))
+
+    return accept
 
 
 def choose_fitting(

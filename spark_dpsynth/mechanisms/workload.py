@@ -15,7 +15,9 @@ graphical-model estimator to fit (:mod:`spark_dpsynth.estimation`, the ``pgm`` s
    threshold (each record adds 1 to exactly Delta_1 cells of the values-and-empties vector: no more budget;
    manifest ``empty_counts``). The fixed domain of column j is its released values plus one empty category
    (empty cells and unreleased values). Its share of rho grows with the number of columns it covers
-   (``WorkloadParams.domain_share``); with ``discovery_measurements`` its released counts are passed on as
+   (``WorkloadParams.domain_share``); columns the DP profile has settled (codes whose standing values hold
+   nearly all their records, :func:`settled_columns`) get a quarter of another column's rho, in a second group
+   with its own noise and threshold; with ``discovery_measurements`` its released counts are passed on as
    partial 1-way measurements (post-processing: no more budget; the empty category unmeasured).
 2. **Encoding.** The records are encoded once to codes over the fixed domain (``mapInArrow``, cached
    patterns with their multiplicity); every record adds 1 to exactly one cell of a clique's table, so a table
@@ -89,6 +91,14 @@ log = logging.getLogger(__name__)
 
 _PERCENTILE_SHARE = 0.05
 """Share of the discovery's rho spent on the DP percentile of Delta_1 (only with multi-value columns)."""
+
+SETTLED_SHARE = 0.99
+"""A column is *settled* when its DP profile found it a code whose standing values hold at least this share of
+its non-empty records (``column_meanings``' ``point_share``, post-processing of the profile): what the
+discovery can still find there holds at most the rest (docs/design.md section 4.7, "Settled columns")."""
+SETTLED_RHO_FACTOR = 0.25
+"""A settled column's per-column rho in the discovery, relative to another column's: its counts get twice the
+noise std, and the rho saved goes to the columns whose values the discovery must find."""
 
 
 # ------------------------------------------------------------------------------------------------ planner
@@ -217,17 +227,36 @@ class Discovery:
     columns, none with multi-value columns). In memory only, never logged or written."""
 
     def release_empty_counts(self, acct: Accountant) -> None:
-        """Add the discovery's noise (the second draw of its share ``discovery_counts``, std ``noise_std``, no
-        threshold; docs/design.md section 4.7, step 1) to the true empty counts, write them to the manifest's
-        ``empty_counts`` and drop the true ones."""
+        """Add the discovery's noise (the second draw of its share ``discovery_counts``, std ``noise_std``, or of
+        ``discovery_counts_settled`` for settled columns, no threshold; docs/design.md section 4.7, step 1) to
+        the true empty counts, write them to the manifest's ``empty_counts`` and drop the true ones."""
         if not self._true_empty:
             return
-        names = list(self._true_empty)
-        true = np.array([self._true_empty[name] for name in names], dtype=np.int64)
-        noisy = acct.gaussian("discovery_counts", true, math.sqrt(int(self.manifest["sensitivity"])))
-        del true
-        self.manifest["empty_counts"] = {name: int(e) for name, e in zip(names, noisy.tolist(), strict=True)}
+        settled = set((self.manifest.get("settled") or {}).get("columns", ()))
+        out: dict[str, int] = {}
+        for share, group, key in (
+            ("discovery_counts", [c for c in self._true_empty if c not in settled], self.manifest),
+            (
+                "discovery_counts_settled",
+                [c for c in self._true_empty if c in settled],
+                self.manifest.get("settled"),
+            ),
+        ):
+            if not group:
+                continue
+            true = np.array([self._true_empty[name] for name in group], dtype=np.int64)
+            noisy = acct.gaussian(share, true, math.sqrt(int(key["sensitivity"])))
+            del true
+            out.update({name: int(e) for name, e in zip(group, noisy.tolist(), strict=True)})
+        self.manifest["empty_counts"] = {name: out[name] for name in self._true_empty}
         self._true_empty.clear()
+
+    def noise_std_of(self, column: str) -> float:
+        """The noise std of a discovered column's released counts (its group's: settled or not)."""
+        settled = self.manifest.get("settled") or {}
+        if column in settled.get("columns", ()):
+            return float(settled["noise_std"])
+        return float(self.manifest["noise_std"])
 
 
 def fit_workload(
@@ -343,6 +372,7 @@ def fit_workload(
             progress,
             release_key,
             protected_n=table.protected_n,
+            settled=settled_columns(table.column_meanings, names),
         )
         kept = discovery.kept
         sizes = tuple(len(discovery.domains[j]) + 1 for j in kept)
@@ -570,6 +600,20 @@ def _to_zcdp(acct: Accountant, protected_n: int) -> float:
     return rho
 
 
+def settled_columns(meanings: dict[str, dict[str, object]], names: Sequence[str]) -> frozenset[int]:
+    """The columns the discovery measures at ``SETTLED_RHO_FACTOR`` of another's rho: codes of the DP profile
+    whose standing values hold at least ``SETTLED_SHARE`` of their non-empty records (``meanings``: the
+    manifest's ``column_meanings``, DP outputs only; docs/design.md section 4.7, "Settled columns")."""
+    out = set()
+    for j, name in enumerate(names):
+        m = meanings.get(name) or {}
+        share = m.get("point_share")
+        if m.get("meaning") == "code" and m.get("source") == "dp_profile" and share is not None:
+            if float(share) >= SETTLED_SHARE:  # type: ignore[arg-type]
+                out.add(j)
+    return frozenset(out)
+
+
 def _discover(
     backend,  # noqa: ANN001 - a SparkBackend (._spark_backend) or a LocalBackend (tests)
     names: tuple[str, ...],
@@ -581,10 +625,16 @@ def _discover(
     progress: Progress | None,
     release_key,  # noqa: ANN001 - callable(seed) -> int
     protected_n: int | None = None,
+    settled: frozenset[int] = frozenset(),
 ) -> tuple[Discovery, int, float]:
     """The 1-way domain discovery (the marginals mechanism's k = 1 step over the columns without public
     values), the protected number of records and delta; converts the rest of epsilon to rho in ``acct``
-    (:func:`_to_zcdp`) unless the DP profile did."""
+    (:func:`_to_zcdp`) unless the DP profile did.
+
+    ``settled`` (public: from the DP profile, :func:`settled_columns`): columns measured in a second group at
+    ``SETTLED_RHO_FACTOR`` of another column's rho, each group its own Gaussian mechanism (sensitivity the
+    square root of its columns) and threshold (delta split by columns: a union bound over the groups); without
+    multi-value columns only."""
     from spark_dpsynth.mechanisms import _counting
     from spark_dpsynth.mechanisms._counting import CandidateIndex
 
@@ -651,19 +701,35 @@ def _discover(
             # Each record has at most one value per single-value column.
             sensitivity = len(disc_cols)
             rho_counts = rho_disc
-        sigma1 = 1.0 / math.sqrt(2.0 * rho_counts)
+        settled_cols = [] if private else [j for j in disc_cols if j in settled]
+        if len(settled_cols) == len(disc_cols):
+            settled_cols = []  # all settled: one group, as without
+        n_main = sensitivity - len(settled_cols)
+        weight = n_main + SETTLED_RHO_FACTOR * len(settled_cols)
+        rho_main = rho_counts * n_main / weight
+        what = "discrete Gaussian (1-way counts of the values present" + (
+            ", and of each column's empty cells: L2 sensitivity sqrt(Delta_1) still)"
+            if measure_empty
+            else ")"
+        )
+        sigma1 = 1.0 / math.sqrt(2.0 * rho_main)
         acct.spend_rho(
             "discovery_counts",
-            rho_counts,
-            "discrete Gaussian (1-way counts of the values present"
-            + (
-                ", and of each column's empty cells: L2 sensitivity sqrt(Delta_1) still)"
-                if measure_empty
-                else ")"
-            ),
+            rho_main,
+            what if not settled_cols else what + ", columns not settled by the DP profile",
             sigma=sigma1,
             parts=2 if measure_empty else 1,
         )
+        if settled_cols:
+            rho_settled = rho_counts - rho_main
+            sigma_s = 1.0 / math.sqrt(2.0 * rho_settled)
+            acct.spend_rho(
+                "discovery_counts_settled",
+                rho_settled,
+                what + f", the {len(settled_cols)} columns settled by the DP profile",
+                sigma=sigma_s,
+                parts=2 if measure_empty else 1,
+            )
         # delta/2, or delta/4 when the DP exact-value step spent the other quarter
         delta_t = acct.spend_delta(
             "discovery_threshold", acct.remaining_delta(), "threshold rho_1 on the noisy 1-way counts"
@@ -671,20 +737,48 @@ def _discover(
         key = release_key(acct.budget.seed)
         value_hash = tuple(_counting.value_hashes(list(vals), j) for j, vals in enumerate(dictionary))
         true_counts = backend.counts(index, sensitivity, key, value_hash)
-        scale = sigma1 * math.sqrt(sensitivity)
-        threshold = rho_1_threshold_discrete(sigma1, sensitivity, 2.0 * delta_t)
-        noisy, keep = noisy_threshold(
-            true_counts, threshold, acct, "discovery_counts", math.sqrt(sensitivity)
-        )
+        column_of = index.subsets[index.decode(index.keys)[0], 0].astype(np.int64)
+        scale = sigma1 * math.sqrt(n_main)
+        # a union bound over the groups: each its share of delta by its columns
+        threshold = rho_1_threshold_discrete(sigma1, n_main, 2.0 * delta_t * n_main / sensitivity)
+        if not settled_cols:
+            noisy, keep = noisy_threshold(true_counts, threshold, acct, "discovery_counts", math.sqrt(n_main))
+        else:
+            in_settled = np.isin(column_of, np.array(settled_cols, dtype=np.int64))
+            noisy = np.zeros(true_counts.shape, dtype=np.int64)
+            keep = np.zeros(true_counts.shape, dtype=bool)
+            noisy[~in_settled], keep[~in_settled] = noisy_threshold(
+                true_counts[~in_settled], threshold, acct, "discovery_counts", math.sqrt(n_main)
+            )
+            threshold_s = rho_1_threshold_discrete(
+                sigma_s, len(settled_cols), 2.0 * delta_t * len(settled_cols) / sensitivity
+            )
+            noisy[in_settled], keep[in_settled] = noisy_threshold(
+                true_counts[in_settled],
+                threshold_s,
+                acct,
+                "discovery_counts_settled",
+                math.sqrt(len(settled_cols)),
+            )
+            manifest["settled"] = {
+                "columns": [names[j] for j in settled_cols],
+                "sensitivity": len(settled_cols),
+                "sigma": sigma_s,
+                "noise_std": sigma_s * math.sqrt(len(settled_cols)),
+                "threshold": threshold_s,
+                "rho": rho_settled,
+                "rule": f"a DP-profiled code whose standing values hold >= {SETTLED_SHARE:g} of its non-empty "
+                f"records: {SETTLED_RHO_FACTOR:g} of another column's rho",
+            }
         if measure_empty:
             # c(j, empty) = n - sum of column j's value counts: exact (Delta_1 = the number of discovered columns
             # bounds no record), noised like every value count; the empty candidates are public, so no threshold.
-            column_of = index.subsets[index.decode(index.keys)[0], 0].astype(np.int64)
             values_sum = np.bincount(column_of, weights=true_counts, minlength=d).astype(np.int64)
             # The noise is drawn after the selection (Discovery.release_empty_counts), the last draw of the
             # release: the other draws of a test-mode release stay those of a release without empty counts.
             true_empty = {j: int(records_for_empty - values_sum[j]) for j in disc_cols}
-            del values_sum, column_of
+            del values_sum
+        del column_of
         del true_counts, records_for_empty
         subset_idx, codes = index.decode(index.keys[keep])
         kept_noisy = noisy[keep]
@@ -695,7 +789,7 @@ def _discover(
             released.setdefault(int(s), []).append((int(c), int(n)))
         manifest.update(
             {
-                "sensitivity": int(sensitivity),
+                "sensitivity": int(n_main),
                 "sigma": sigma1,
                 "noise_std": scale,
                 "threshold": threshold,
@@ -704,6 +798,7 @@ def _discover(
             }
         )
         if measure_empty:
+            # the other columns' std; the settled columns' is "settled"'s noise_std (pgm.measured_empty_counts)
             manifest["empty_counts_noise_std"] = scale
         else:
             manifest["empty_counts_skipped"] = (
@@ -753,7 +848,6 @@ def _discovery_measurements(
     records."""
     if derived or "threshold" not in discovery.manifest:
         return [], []
-    scale = float(discovery.manifest["noise_std"])
     out: list[Measurement] = []
     entries: list[dict[str, Any]] = []
     for j in kept:
@@ -767,6 +861,7 @@ def _discovery_measurements(
         mask[-1] = False
         if not size:
             continue
+        scale = discovery.noise_std_of(names[j])
         out.append(Measurement((names[j],), values, scale, mask))
         entries.append(
             {

@@ -103,23 +103,30 @@ _DECODE_CELLS = 1 << 21
 """Float cells (records x column values) of one chunk of the rest decoding's conditional tables (16 MiB)."""
 
 
-def measured_empty_counts(release: Release) -> tuple[dict[int, float], float] | None:
-    """The release's noisy numbers of empty cells per column and their noise std, or None when it has none.
+def measured_empty_counts(release: Release) -> tuple[dict[int, float], dict[int, float]] | None:
+    """The release's noisy numbers of empty cells per column and their noise stds, or None when it has none.
 
     They are the workload mechanism's domain discovery's (manifest ``domain_discovery.empty_counts``,
-    ``empty_counts_noise_std``; docs/design.md section 4.7): one per discovered column, noisy (possibly
+    ``empty_counts_noise_std``, and for the columns the DP profile settled ``domain_discovery.settled``'s
+    ``columns`` and ``noise_std``; docs/design.md section 4.7): one per discovered column, noisy (possibly
     negative). Releases without them (multi-value columns, releases written before) give None.
 
     Returns:
-        ({column index: noisy empty count}, noise std), columns in ``release.columns`` order.
+        ({column index: noisy empty count}, {column index: its noise std}), columns in ``release.columns``
+        order.
     """
     disc = release.manifest.get("domain_discovery") or {}
     counts = disc.get("empty_counts")
     std = disc.get("empty_counts_noise_std")
     if not counts or std is None:
         return None
+    settled = disc.get("settled") or {}
+    settled_columns = set(settled.get("columns") or ())
     found = {c: float(counts[name]) for c, name in enumerate(release.columns) if name in counts}
-    return (found, float(std)) if found else None
+    stds = {
+        c: float(settled["noise_std"]) if release.columns[c] in settled_columns else float(std) for c in found
+    }
+    return (found, stds) if found else None
 
 
 def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
@@ -140,7 +147,7 @@ def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
     """
     types = release.manifest.get("column_types") or {}
     public = set((release.manifest.get("domain_discovery") or {}).get("public_domain_columns") or ())
-    empties, empty_std = measured_empty_counts(release) or ({}, 0.0)
+    empties, empty_stds = measured_empty_counts(release) or ({}, {})
     out = {}
     for c, (mean, std) in one_way_means(release.measurements, release.columns).items():
         below = (mean < z * std) & np.isfinite(std)
@@ -155,7 +162,7 @@ def absent_cells(release: Release, z: float = EMPTY_Z) -> dict[int, np.ndarray]:
             cut[order[:lower]] = True
             cut[order[upper + 1 :]] = True
             mask[:-1] |= cut & np.isfinite(std[:-1])
-        mask[-1] = below[-1] and not (c in empties and empties[c] >= z * empty_std)
+        mask[-1] = below[-1] and not (c in empties and empties[c] >= z * empty_stds[c])
         if mask.any() and not mask.all():
             out[c] = mask
     return out
@@ -237,12 +244,13 @@ def rest_empty_shares(release: Release, model: GraphicalModel, z: float = EMPTY_
     measured = measured_empty_counts(release)
     if measured is None:
         return {}
-    counts, std = measured
+    counts, stds = measured
     means = one_way_means(release.measurements, release.columns)
     out = {}
     for c, e in counts.items():
         if not release.domains[c]:
             continue
+        std = stds[c]
         r = float(model.project((release.columns[c],))[-1])
         s_r = float(means[c][1][-1]) if c in means else 0.0
         s_r = s_r if np.isfinite(s_r) else 0.0
