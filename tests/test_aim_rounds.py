@@ -70,27 +70,28 @@ def test_the_model_size_rule_counts_the_rounds_earlier_picks() -> None:
     assert with_picks((0, 3))  # the chain x3-x0-x1-x2: 300 cells
 
 
+def _aim_on_a_chain(n: int, noise_seed: int, **params: object) -> tuple:
+    """AIM (no joining round, 40 candidates a round) on a chain of 8 columns of n records at (2, 1e-6):
+    (accountant, rho, measurements, rounds)."""
+    d = 8
+    codes, sizes = _chain(n, d)
+    names = tuple(f"x{i}" for i in range(d))
+    acct = Accountant(Budget(2.0, 1e-6), noise=SeededNoise(noise_seed))
+    rho = acct.convert_to_rho(2.0, 1e-6)
+    settings = WorkloadParams(selection="aim", aim_join_columns=False, max_candidates_per_round=40, **params)
+    _, entries, rounds = select_and_measure(
+        LocalCliqueCounter(codes, sizes), names, rho, settings, acct, order_key=b"k"
+    )
+    return acct, rho, entries, rounds
+
+
 @pytest.mark.parametrize("picks", [1, 3])
 def test_several_picks_per_round_are_charged_one_choice_each(picks: int, monkeypatch) -> None:  # noqa: ANN001
-    """With k picks per round (a wide table: more candidates than max_candidates_per_round) each round spends k exponential-mechanism choices and k measurements (one
-    share each, named after the round), its picks are distinct and none holds another, the rounds' rho adds
-    up to the budget, and each round records its picks."""
+    """With k picks per round (a wide table: more candidates than max_candidates_per_round) each round spends
+    k exponential-mechanism choices and k measurements (one share each, named after the round), its picks are
+    distinct and none holds another, the rounds' rho adds up to the budget, and each round records its picks."""
     monkeypatch.setattr(_aim, "picks_per_round", lambda planned: picks)
-    d = 8
-    codes, sizes = _chain(3000, d)
-    names = tuple(f"x{i}" for i in range(d))
-    acct = Accountant(Budget(2.0, 1e-6), noise=SeededNoise(3))
-    rho = acct.convert_to_rho(2.0, 1e-6)
-    params = WorkloadParams(
-        selection="aim",
-        max_rounds=6,
-        estimation_iterations=30,
-        aim_join_columns=False,
-        max_candidates_per_round=40,
-    )
-    _, entries, rounds = select_and_measure(
-        LocalCliqueCounter(codes, sizes), names, rho, params, acct, order_key=b"k"
-    )
+    acct, rho, entries, rounds = _aim_on_a_chain(3000, 3, max_rounds=6, estimation_iterations=30)
     shares = acct.ledger().shares
     assert sum(s.rho or 0.0 for s in shares) == pytest.approx(rho, rel=1e-9)
     assert sum(r["rho"] for r in rounds) == pytest.approx(rho, rel=1e-9)
@@ -144,21 +145,8 @@ def test_when_nothing_fits_a_rounds_picks_remeasure_distinct_one_way_tables(monk
     """A model already at its size limit takes no clique: each pick of the round re-measures a 1-way table
     (a different one per pick), each still one choice and one measurement, and the budget adds up."""
     monkeypatch.setattr(_aim, "picks_per_round", lambda planned: 3)
-    d = 8
-    codes, sizes = _chain(2000, d)
-    names = tuple(f"x{i}" for i in range(d))
-    acct = Accountant(Budget(2.0, 1e-6), noise=SeededNoise(4))
-    rho = acct.convert_to_rho(2.0, 1e-6)
-    params = WorkloadParams(
-        selection="aim",
-        max_rounds=3,
-        estimation_iterations=10,
-        aim_join_columns=False,
-        max_model_cells=20,
-        max_candidates_per_round=40,
-    )
-    _, entries, rounds = select_and_measure(
-        LocalCliqueCounter(codes, sizes), names, rho, params, acct, order_key=b"k"
+    acct, rho, entries, rounds = _aim_on_a_chain(
+        2000, 4, max_rounds=3, estimation_iterations=10, max_model_cells=20
     )
     assert sum(s.rho or 0.0 for s in acct.ledger().shares) == pytest.approx(rho, rel=1e-9)
     for r in rounds[1:]:
