@@ -22,6 +22,7 @@ from spark_dpsynth.privacy._seeded import SeededNoise
 from spark_dpsynth.privacy.accounting import Accountant, rho_1_threshold_discrete
 from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoNoise
+from spark_dpsynth.release.manifest import discovery_noise_std
 
 NAMES = ("p", "q", "r", "s")
 
@@ -94,8 +95,13 @@ def test_settled_columns_cost_a_quarter_and_the_rest_get_the_rho_saved() -> None
     # the empty counts: each column at its group's std, drawn from its group's share
     split.release_empty_counts(split_acct)
     assert split.manifest["empty_counts"] == {"p": 0, "q": 0, "r": 0, "s": 4000}
-    assert m["empty_counts_noise_std"] == m["noise_std"]  # the one std the synthesizer reads: not settled
-    assert split.noise_std_of("q") == m["settled"]["noise_std"] and split.noise_std_of("p") == m["noise_std"]
+    assert (
+        m["empty_counts_noise_std"] == m["noise_std"]
+    )  # the other columns' std; settled ones read "settled"
+    assert (
+        discovery_noise_std(m, "q") == m["settled"]["noise_std"]
+        and discovery_noise_std(m, "p") == m["noise_std"]
+    )
     # reused as partial measurements, each at its own std
     out, _ = _discovery_measurements(split, split.kept, NAMES, {}, {})
     assert {x.clique[0]: x.std for x in out} == {

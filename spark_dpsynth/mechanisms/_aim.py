@@ -45,9 +45,8 @@ __all__ = [
 
 AIM_ROUNDS = 128
 """The rounds (refits) AIM's planned picks are spread over before a round measures several cliques
-(:func:`picks_per_round`): one pick a round up to 32 columns at the default 4 d planned picks (at 64, NIST's
-24-column national excerpt took two a round: 3-way TVD .0893 and .0900 against .0874 and .0837 with one, two
-seeds), two at 47 columns."""
+(:func:`picks_per_round`): one pick a round up to 32 columns at the default 4 d planned picks, two at 47
+(docs/design.md section 4.7, "Several picks per round": fewer rounds cost a 24-column table quality)."""
 REFIT_STEPS_MAX = 300
 """The rounds' refits take at most this many steps where the counts hold few noise stds (:func:`refit_steps`)."""
 REFIT_STEPS_MIN = 50

@@ -83,7 +83,7 @@ from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoiseSource
 from spark_dpsynth.registry import Fitted, MechanismContext, synthesizers_for
 from spark_dpsynth.release.core import Marginal, Release, one_way_means, sorted_marginal
-from spark_dpsynth.release.manifest import FORMAT_VERSION
+from spark_dpsynth.release.manifest import FORMAT_VERSION, discovery_noise_std
 
 __all__ = ["fit_workload", "select_and_measure", "check_plan", "run", "Discovery", "Plan"]
 
@@ -250,13 +250,6 @@ class Discovery:
             out.update({name: int(e) for name, e in zip(group, noisy.tolist(), strict=True)})
         self.manifest["empty_counts"] = {name: out[name] for name in self._true_empty}
         self._true_empty.clear()
-
-    def noise_std_of(self, column: str) -> float:
-        """The noise std of a discovered column's released counts (its group's: settled or not)."""
-        settled = self.manifest.get("settled") or {}
-        if column in settled.get("columns", ()):
-            return float(settled["noise_std"])
-        return float(self.manifest["noise_std"])
 
 
 def fit_workload(
@@ -861,7 +854,7 @@ def _discovery_measurements(
         mask[-1] = False
         if not size:
             continue
-        scale = discovery.noise_std_of(names[j])
+        scale = discovery_noise_std(discovery.manifest, names[j])
         out.append(Measurement((names[j],), values, scale, mask))
         entries.append(
             {

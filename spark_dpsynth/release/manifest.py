@@ -46,6 +46,7 @@ __all__ = [
     "LengthParams",
     "MarginalsBlock",
     "Manifest",
+    "discovery_noise_std",
     "freeze",
 ]
 
@@ -307,6 +308,17 @@ class Manifest(_FrozenDict):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Manifest:  # type: ignore[override]
         return self
+
+
+def discovery_noise_std(discovery: Mapping[str, Any], column: str, key: str = "noise_std") -> float:
+    """The noise std of a discovered column's released counts, from the manifest's ``domain_discovery`` block:
+    its ``settled`` group's ``noise_std`` when the DP profile settled the column, else the block's ``key``
+    (``noise_std``; ``empty_counts_noise_std`` for the empty counts, the same draws' std). docs/design.md
+    section 4.7, "Settled columns"."""
+    settled = discovery.get("settled") or {}
+    if column in (settled.get("columns") or ()):
+        return float(settled["noise_std"])
+    return float(discovery[key])
 
 
 def _opt_float(value: Any) -> float | None:

@@ -63,6 +63,7 @@ from spark_dpsynth.errors import InvalidParameterError, ReleaseError
 from spark_dpsynth.estimation import Domain, GraphicalModel, Measurement, estimate
 from spark_dpsynth.params import SynthesisParams
 from spark_dpsynth.release.core import Release, one_way_means
+from spark_dpsynth.release.manifest import discovery_noise_std
 from spark_dpsynth.synthesizers._kernels import sample_partitions
 
 __all__ = [
@@ -120,12 +121,8 @@ def measured_empty_counts(release: Release) -> tuple[dict[int, float], dict[int,
     std = disc.get("empty_counts_noise_std")
     if not counts or std is None:
         return None
-    settled = disc.get("settled") or {}
-    settled_columns = set(settled.get("columns") or ())
     found = {c: float(counts[name]) for c, name in enumerate(release.columns) if name in counts}
-    stds = {
-        c: float(settled["noise_std"]) if release.columns[c] in settled_columns else float(std) for c in found
-    }
+    stds = {c: discovery_noise_std(disc, release.columns[c], "empty_counts_noise_std") for c in found}
     return (found, stds) if found else None
 
 
