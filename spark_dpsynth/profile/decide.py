@@ -80,19 +80,6 @@ MAX_CODE_RANGE = 100
 share its single values hold: codes 0..41 of a country, ages, weekly hours (docs/design.md section 2.8)."""
 
 
-RANGE_TAIL = 1.0 / 256.0
-"""The share of a measurement's records the DP range may leave out at either end (:func:`range_tail`): the
-range spans the levels RANGE_TAIL .. 1 - RANGE_TAIL of the running sum of its noisy weights, so that it covers the
-column's 1st..99th percentiles (the weights read rare tail values only where cells or blocks stand out, so the
-levels land inside the true ones), while a few records far out stay out."""
-
-
-def range_tail(n_bins: int) -> float:
-    """The level at which a measurement's DP range is trimmed (:func:`spark_dpsynth.profile.span.trimmed`): a
-    quarter of a bin's share, at most :data:`RANGE_TAIL`."""
-    return min(1.0 / (4 * n_bins), RANGE_TAIL)
-
-
 def profile_from_noisy(
     name: str,
     scale: str,
@@ -148,7 +135,6 @@ def profile_from_noisy(
     standing = point_cells[noisy[point_cells] > threshold]
     share = float(noisy[standing].sum()) / non_empty
     half_bin = 1.0 / (2 * n_bins)
-    range_level = range_tail(n_bins)
     numeric = scale in ("integer", "real")
     # the records beyond the values that stand out, and the noise of that difference
     rest_mass = non_empty - float(noisy[standing].sum())
@@ -191,7 +177,7 @@ def profile_from_noisy(
     weights, stood = signal_weights(
         grid, present, cells, threshold, sums, gaussian, block_gaussian, laplace, values
     )
-    span = trimmed(cells[weights[cells] > 0], weights, range_level, n_bins)
+    span = trimmed(cells[weights[cells] > 0], weights, n_bins)
     span = inside_spikes(span, present, standing, half_bin * non_empty, sums, gaussian, stood)
     whole = whole_number_range(grid, present, span, half_bin * non_empty)
     small_range = numeric and whole is not None and 2 <= whole[1] - whole[0] + 1 <= MAX_CODE_RANGE
@@ -243,7 +229,7 @@ def profile_from_noisy(
         rest, stood = signal_weights(
             grid, rest, cells, threshold, sums, gaussian, block_gaussian, laplace, values
         )
-        signal = trimmed(cells[rest[cells] > 0], rest, range_level, n_bins)
+        signal = trimmed(cells[rest[cells] > 0], rest, n_bins)
         inside = inside_spikes(signal, present, standing, half_bin * non_empty, sums, gaussian, stood)
         rest = moved_inside(rest, grid.sizes, signal, inside)
         signal = inside[~np.isin(inside, gaps)]

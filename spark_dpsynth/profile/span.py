@@ -43,16 +43,26 @@ def whole_number_range(
     return lo, hi
 
 
-def trimmed(signal: np.ndarray, rest: np.ndarray, tail: float, n_bins: int | None = None) -> np.ndarray:
-    """``signal``'s first and last cell moved inwards to the ``tail`` and 1 - ``tail`` levels of the running
-    noisy sum over its span (made non-decreasing); the records of the two tails are drawn inside it
-    (post-processing). Empty when the span holds no mass.
+RANGE_TAIL = 1.0 / 256.0
+"""The share of a measurement's records its DP range may leave out at either end (:func:`trimmed`), at most a
+quarter of a bin's: the range then reaches the column's 1st and 99th percentiles (the weights read rare tail
+values only where cells or blocks stand out, so the levels land inside the true ones)."""
 
-    With ``n_bins`` (b), an end reaches past the 1/(4 b) level by at most :data:`TAIL_REACH` times the cells
-    between that level and the 1/b level (the outermost bin's inner part), on either side: a thin tail that
-    stands out reaches its 1st and 99th percentiles, while the even spread of a coarse block, whose last cells
-    hold a share as large as its first, does not carry the range far past the data (work experience of 83 years
-    where the records end at 29)."""
+TAIL_REACH = 2.0
+"""How far past the 1/(4 b) level a DP range may reach (:func:`trimmed`), in units of the cells between that level
+and the 1/b level."""
+
+
+def trimmed(signal: np.ndarray, rest: np.ndarray, n_bins: int) -> np.ndarray:
+    """``signal``'s first and last cell moved inwards to the t and 1 - t levels of the running noisy sum over
+    its span (made non-decreasing), t = min(1/(4 b), :data:`RANGE_TAIL`) for b = ``n_bins``; the records of the
+    two tails are drawn inside it (post-processing). Empty when the span holds no mass.
+
+    An end reaches past the 1/(4 b) level by at most :data:`TAIL_REACH` times the cells between that level and
+    the 1/b level (the outermost bin's inner part), on either side: a thin tail that stands out reaches its 1st
+    and 99th percentiles, while the even spread of a coarse block, whose last cells hold a share as large as its
+    first, does not carry the range far past the data (work experience of 83 years where the records end at
+    29)."""
     if len(signal) == 0:
         return signal
     first, last = int(signal[0]), int(signal[-1])
@@ -63,18 +73,14 @@ def trimmed(signal: np.ndarray, rest: np.ndarray, tail: float, n_bins: int | Non
     def level(q: float) -> int:
         return first + int(np.searchsorted(cdf, q * cdf[-1], side="left"))
 
+    quarter, bin_ = 1.0 / (4 * n_bins), 1.0 / n_bins
+    tail = min(quarter, RANGE_TAIL)
     lo, hi = level(tail), level(1.0 - tail)
-    if n_bins is not None and tail < 1.0 / (4 * n_bins):
-        quarter, bin_ = 1.0 / (4 * n_bins), 1.0 / n_bins
+    if tail < quarter:
         lo_q, hi_q = level(quarter), level(1.0 - quarter)
         lo = max(lo, lo_q - int(TAIL_REACH * max(level(bin_) - lo_q, 1)))
         hi = min(hi, hi_q + int(TAIL_REACH * max(hi_q - level(1.0 - bin_), 1)))
     return signal[(signal >= lo) & (signal <= hi)] if lo <= hi else signal[:0]
-
-
-TAIL_REACH = 2.0
-"""How far past the 1/(4 b) level a DP range may reach (:func:`trimmed`), in units of the cells between that level
-and the 1/b level."""
 
 
 def inside_spikes(
