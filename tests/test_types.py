@@ -61,7 +61,7 @@ from spark_dpsynth.profile.blocks import RunSums as _Sums
 from spark_dpsynth.profile.blocks import standing_blocks as _standing_blocks
 from spark_dpsynth.profile.shape import within_bin_shape as _within_bin_shape
 from spark_dpsynth.profile.span import _GAP_MIN_CELLS
-from spark_dpsynth.profile.spread import _run_lattice, value_cells
+from spark_dpsynth.profile.spread import run_lattice, value_cells
 from spark_dpsynth.synthesizers._types import bin_intervals, open_bounds, restore_types
 
 SCHEMA = "n int, x double, d date, t timestamp, s string"
@@ -536,6 +536,11 @@ def test_dp_profile_draws_nothing_between_the_values_and_a_top_code(monkeypatch)
     monkeypatch.setattr(
         "spark_dpsynth.profile.decide.gap_to_top_code", lambda span, *args, **kwargs: span[:0]
     )
+    # the values between 12 and 99 that hold noise only are also dropped between anchors (_noise_only): without
+    # either, the noise on 13..98 is drawn
+    monkeypatch.setattr(
+        "spark_dpsynth.profile.decide._noise_only", lambda signal, *args: np.zeros(len(signal), dtype=bool)
+    )
     grid, counts = _with_noise(values, "integer", 54.0, 0)
     b = profile_from_noisy("MONTHPR", "integer", grid, counts, 0.0, 54.0, 16, len(values)).bins
     assert b.upper >= 90 and _pieces_share(b, 12.5 + 2 * _GAP_MIN_CELLS, 98.5) > 0.2
@@ -600,6 +605,12 @@ def test_dp_profile_draws_months_counted_in_years_on_their_lattice(monkeypatch) 
     assert _off_lattice_share(bins("integer", 0), 36, 12) > 0.15
 
 
+def _lattice_step(grid, members, counts, sigma, laplace, values) -> float:  # noqa: ANN001
+    """The step of a run's lattice (:func:`run_lattice`), 0.0 when none can be read."""
+    lattice = run_lattice(grid, members, counts, sigma, laplace, values)
+    return lattice[1] if lattice is not None else 0.0
+
+
 def test_lattice_takes_the_coarsest_step_that_carries_the_records() -> None:
     grid = profile_grid("integer")
     members = cells_of(grid, np.arange(0.0, 1000.0), np.ones(1000, dtype=bool))
@@ -610,7 +621,7 @@ def test_lattice_takes_the_coarsest_step_that_carries_the_records() -> None:
         noisy = np.round(rng.normal(0.0, sigma, 1000))
         for x, c in counts.items():
             noisy[x] += c
-        return _run_lattice(grid, members, noisy, sigma, False, values)
+        return _lattice_step(grid, members, noisy, sigma, False, values)
 
     groups = dict(zip(range(0, 1000, 100), [60, 500, 1100, 1500, 700, 1100, 200, 600, 500, 750], strict=True))
     years = {x: 150.0 for x in range(36, 529, 12)}
@@ -629,10 +640,68 @@ def test_lattice_takes_the_coarsest_step_that_carries_the_records() -> None:
     points = cells_of(real, np.arange(0.0, 1000.0), np.ones(1000, dtype=bool))
     run = np.arange(points[0], points[-1] + 1)  # the whole numbers 0..999 and the real cells between them
     counts = np.zeros(real.size)
-    assert _run_lattice(real, run, counts[run], 54.0, False, whole) == 1
+    assert _lattice_step(real, run, counts[run], 54.0, False, whole) == 1
     counts[points[::100]] = 800.0
-    assert _run_lattice(real, run, counts[run], 54.0, False, whole) == 100
-    assert _run_lattice(real, run, counts[run], 54.0, False, None) == 1
+    assert _lattice_step(real, run, counts[run], 54.0, False, whole) == 100
+    assert _lattice_step(real, run, counts[run], 54.0, False, None) == 0.0  # no lattice can be read
+
+
+def _real_profile(values: np.ndarray, sigma: float, seed: int) -> BinSpec | None:
+    """The bins of a real column's profile (cells, blocks and its count of fractions, each with Gaussian noise of
+    ``sigma`` per cell, kappa sigma per block)."""
+    grid = profile_grid("real")
+    i = np.searchsorted(grid.points, values, side="right") - 1
+    cells = cells_of(grid, grid.points[i], grid.points[i] == values)
+    true = np.bincount(cells, minlength=grid.size).astype(np.float64)
+    rng = np.random.default_rng(seed)
+    kappa = block_noise("real")
+    blocks = _block_counts(grid, true) + np.round(rng.normal(0.0, sigma, len(kappa)) * kappa)
+    counts = true.copy()
+    counts[grid.possible] += np.round(rng.normal(0.0, sigma, int(grid.possible.sum())))
+    fractions = float((values != np.floor(values)).sum()) + round(rng.normal(0.0, sigma))
+    profile = profile_from_noisy(
+        "rating",
+        "real",
+        grid,
+        counts,
+        fractions,
+        sigma,
+        16,
+        len(values),
+        blocks=blocks,
+        block_sigma=kappa * sigma,
+    )
+    return profile.bins
+
+
+def _off_halves_share(b: BinSpec) -> float:
+    """The share of a within-bin shape's weight on values that are not multiples of 0.5 (an interval's weight
+    all of it: its real numbers are almost never halves)."""
+    total = off = 0.0
+    for a, c, w, *piece_step in b.shape:
+        on = a == c or bool(piece_step)
+        on = on and (2 * a).is_integer() and (2 * (piece_step[0] if piece_step else 0.5)).is_integer()
+        total += w
+        off += 0.0 if on else w
+    return off / total
+
+
+def test_a_real_column_of_halves_comes_back_in_halves_under_heavy_noise() -> None:
+    # ratings 0.5, 1.0, .., 5.0 of 16,500 records at a person-level noise (300 records per cell): only 3, 4 and 5
+    # stand out alone; the rest, spread over every real number of the range, came back as ratings of 3.26
+    shares = dict(zip(np.arange(0.5, 5.01, 0.5), [12, 31, 11, 59, 27, 206, 84, 292, 79, 199], strict=True))
+    values = np.concatenate([np.full(int(16.5 * k), x) for x, k in shares.items()])
+    measured = [b for b in (_real_profile(values, 300.0, seed) for seed in range(6)) if b is not None]
+    assert measured  # some draws are read as a code of its standing values: counted as categories
+    for b in measured:
+        assert _off_halves_share(b) == 0.0, b.shape
+    # values spread over the reals (between the points): the records lie between them, kept there
+    rng = np.random.default_rng(3)
+    spread = np.round(rng.uniform(1.0, 5.0, 16500), 6)
+    for seed in range(3):
+        b = _real_profile(spread, 300.0, seed)
+        assert b is not None
+        assert sum(w for a, c, w, *_ in b.shape if a < c) >= 0.9 * sum(w for _, _, w, *_ in b.shape)
 
 
 def test_within_bin_shape_keeps_a_lattice_and_ends_each_piece_in_its_bin() -> None:
@@ -671,6 +740,46 @@ def test_dp_profile_of_codes_read_as_doubles_draws_whole_numbers_it_holds() -> N
         assert b.integral and 9.0 in b.points and b.upper <= 6
         assert all(a == round(a) and c == round(c) for a, c, *_ in b.shape)
     assert measured >= 2
+
+
+def test_dp_profile_draws_no_year_a_panel_skipped() -> None:
+    # a panel's survey years 68..88 without 74, 76, 79, 81, 84 and 86 (two rows per person, 430..810 records a
+    # year) at a person-level noise of 100 records per cell: a few years do not stand out alone among the grid's
+    # cells, and the rest of the range was drawn over every whole number of it, the skipped years too
+    years = np.array([68, 69, 70, 71, 72, 73, 75, 77, 78, 80, 82, 83, 85, 87, 88], dtype=np.float64)
+    per_year = [538, 432, 549, 599, 480, 577, 660, 630, 538, 492, 596, 586, 639, 746, 813]
+    values = np.repeat(years, per_year)
+    measured = 0
+    for seed in range(6):
+        grid, counts, blocks, block_sigma = _with_blocks(values, "integer", 100.0, seed)
+        p = profile_from_noisy(
+            "year",
+            "integer",
+            grid,
+            counts,
+            0.0,
+            100.0,
+            16,
+            len(values),
+            blocks=blocks,
+            block_sigma=block_sigma,
+        )
+        if p.bins is None:
+            continue
+        measured += 1
+        held = set(p.bins.points)
+        for a, c, w, *step in p.bins.shape:
+            held |= set(np.arange(a, c + 1.0, step[0] if step else 1.0).tolist()) if w > 0 else set()
+        assert held <= set(years.tolist()), sorted(held - set(years.tolist()))
+    assert measured >= 2
+    # a country code's rare values 3..40, 90 records each, every one within the noise of 54 records at the grid's
+    # level: together they stand out, and the range's shape keeps them (the points 1 and 2 are not in it)
+    values = np.concatenate([np.full(6000, 1.0), np.full(3000, 2.0), np.repeat(np.arange(3.0, 41.0), 90)])
+    for seed in range(3):
+        grid, counts = _with_noise(values, "integer", 54.0, seed)
+        b = profile_from_noisy("COUNTRY", "integer", grid, counts, 0.0, 54.0, 16, len(values)).bins
+        assert b is not None and {1.0, 2.0} <= set(b.points) and b.lower <= 4 and b.upper >= 38
+        assert _pieces_share(b, 3.0, 40.0) > 0.6
 
 
 def test_dp_profile_cuts_nothing_below_a_heavy_value_the_records_go_beyond() -> None:

@@ -19,7 +19,7 @@ from spark_dpsynth.params import BinSpec
 from spark_dpsynth.profile.blocks import RunSums, block_level
 from spark_dpsynth.profile.codes import code_set
 from spark_dpsynth.profile.grid import ProfileGrid, cells_of
-from spark_dpsynth.profile.levels import SIGNAL_FALSE_POSITIVE, noise_level
+from spark_dpsynth.profile.levels import SIGNAL_FALSE_POSITIVE, noise_level, sum_threshold
 from spark_dpsynth.profile.shape import within_bin_shape
 from spark_dpsynth.profile.span import (
     gap_to_top_code,
@@ -28,7 +28,13 @@ from spark_dpsynth.profile.span import (
     trimmed,
     whole_number_range,
 )
-from spark_dpsynth.profile.spread import signal_weights, spread_evenly, value_cells
+from spark_dpsynth.profile.spread import (
+    point_cells,
+    run_lattice,
+    signal_weights,
+    spread_evenly,
+    value_cells,
+)
 
 __all__ = ["MAX_CODE_RANGE", "MEANINGS", "ColumnProfile", "profile_from_noisy"]
 
@@ -73,6 +79,60 @@ class ColumnProfile:
 
     def to_json(self) -> dict[str, object]:
         return {"meaning": self.meaning, "point_share": round(self.point_share, 3), "reason": self.reason}
+
+
+def _noise_only(
+    signal: np.ndarray, spikes: np.ndarray, noisy: np.ndarray, sigma: float, laplace: bool
+) -> np.ndarray:
+    """bool (len(signal),): the values of a small range (``signal``, its cells beyond the exact values ``spikes``)
+    that hold noise only. A value is *anchored* when it is an exact value or stands out alone at the level
+    :data:`_QUIET_TAIL` Bonferroni-corrected over the range. Of the others that lie between two anchors, those the
+    Benjamini-Hochberg procedure at false discovery rate :data:`_QUIET_TAIL` finds above their noise are kept
+    (Benjamini and Hochberg, JRSS B 1995, section 3; a month of 150 records among 90 empty ones); the rest are
+    noise only when their noisy sum does not stand out at the one-sided level :data:`_QUIET_TAIL` and, with that
+    bound, holds per value at most :data:`_QUIET_SHARE` of the median of the anchors beside them: the years a
+    panel skipped between its survey years. Values beyond the outermost anchors (a thin tail of ages), a thin run
+    between anchors not far above it, and rare values that stand out together (a country code's) keep their counts.
+    Post-processing of the noisy profile (docs/design.md section 2.8)."""
+    from scipy.stats import laplace as laplace_dist
+    from scipy.stats import norm
+
+    counts = noisy[signal]
+    local = sigma * noise_level(_QUIET_TAIL / max(len(signal), 1), laplace)
+    anchors = np.union1d(signal[counts > local], spikes)
+    out = np.zeros(len(signal), dtype=bool)
+    if len(anchors) < 2:
+        return out
+    inside = np.flatnonzero((counts <= local) & (signal > anchors[0]) & (signal < anchors[-1]))
+    if len(inside) == 0:
+        return out
+    z = counts[inside] / sigma
+    p = laplace_dist.sf(z, scale=1.0 / math.sqrt(2.0)) if laplace else norm.sf(z)
+    order = np.argsort(p, kind="stable")
+    passed = np.flatnonzero(p[order] <= _QUIET_TAIL * np.arange(1, len(p) + 1) / len(p))
+    dropped = inside[order[int(passed[-1]) + 1 :]] if len(passed) else inside
+    if len(dropped) == 0:
+        return out
+    total = float(counts[dropped].sum())
+    bound = float(
+        sum_threshold(len(dropped), sigma, noise_level(_QUIET_TAIL, laplace), noise_level(_QUIET_TAIL, False))
+    )
+    above = np.searchsorted(anchors, signal[dropped])
+    neighbours = float(np.median(noisy[np.union1d(anchors[above], anchors[above - 1])]))
+    if total <= bound and (total + bound) / len(dropped) <= _QUIET_SHARE * neighbours:
+        out[dropped] = True
+    return out
+
+
+_QUIET_SHARE = 0.25
+"""The values of a small range dropped as noise only (:func:`_noise_only`) hold, per value, at most this share of
+the median of their neighbouring anchors (their noisy sum plus its bound at :data:`_QUIET_TAIL`): the test of a
+lattice's values off it (``spread._LATTICE_OFF_SHARE``)."""
+
+
+_QUIET_TAIL = 0.05
+"""The levels of :func:`_noise_only`: its anchors' (Bonferroni over the range), its false discovery rate and the
+one-sided level its dropped values' noisy sum must not pass."""
 
 
 MAX_CODE_RANGE = 100
@@ -131,8 +191,8 @@ def profile_from_noisy(
     block_gaussian = block_level(grid)
     threshold = sigma * level
     non_empty = max(float(protected_n) - max(float(noisy[grid.null_cell]), 0.0), 1.0)
-    point_cells = np.arange(1, grid.null_cell, 2)
-    standing = point_cells[noisy[point_cells] > threshold]
+    point_ids = np.arange(1, grid.null_cell, 2)
+    standing = point_ids[noisy[point_ids] > threshold]
     share = float(noisy[standing].sum()) / non_empty
     half_bin = 1.0 / (2 * n_bins)
     numeric = scale in ("integer", "real")
@@ -156,6 +216,10 @@ def profile_from_noisy(
         sigma * noise_level(_WHOLE_FALSE_POSITIVE, laplace), non_empty / 1000.0
     )
     values = value_cells(grid, integral)
+    # a real column of fractions: its records may lie on the grid's points only (ratings in halves), read as a
+    # lattice of them where the open cells between hold nothing that stands out (docs/design.md section 2.8)
+    fractions = scale == "real" and not integral
+    lattice = point_cells(grid) if fractions else values
     sums = RunSums(grid, cells, present, sigma, level, blocks, block_sigma)
     # a sparse code set (an industry code: few values far apart, its rare ones within the noise) is a code: binned,
     # its rest was spread over whole numbers the column never holds (docs/design.md section 2.8, "code sets")
@@ -175,10 +239,15 @@ def profile_from_noisy(
     if numeric and sparse is not None:
         return ColumnProfile(name, "code", None, min(share, 1.0), sparse, non_empty)
     weights, stood = signal_weights(
-        grid, present, cells, threshold, sums, gaussian, block_gaussian, laplace, values
+        grid, present, cells, threshold, sums, gaussian, block_gaussian, laplace, lattice, fractions
     )
     span = trimmed(cells[weights[cells] > 0], weights, n_bins)
     span = inside_spikes(span, present, standing, half_bin * non_empty, sums, gaussian, stood)
+    # a column of fractions: the lattice of its points read from all its records, those that stand out alone too
+    # (3, 4 and 5 of ratings in halves), for the parts of it whose rest alone is too thin to tell
+    reach = np.arange(span[0], span[-1] + 1) if len(span) else span
+    read = run_lattice(grid, reach, present[reach], sigma, laplace, lattice, True) if fractions else None
+    step = read[1] if read is not None else 0.0
     whole = whole_number_range(grid, present, span, half_bin * non_empty)
     small_range = numeric and whole is not None and 2 <= whole[1] - whole[0] + 1 <= MAX_CODE_RANGE
     # the empty run before a top code (99 above months 1..12): no record is drawn there
@@ -216,9 +285,17 @@ def profile_from_noisy(
             # a real column of whole numbers: its values are the range's whole numbers, not the real grid's
             # points and intervals between them (2.1, 2.2), which hold only noise
             signal = signal[np.isin(signal, whole_points)]
+        elif fractions:
+            # a real column of fractions whose range's open cells hold nothing (whole_number_range): its records
+            # lie on the range's points, on their lattice when they have one (ratings 3.0, 3.5, .., 5.0), not on
+            # every real number between (a rating of 3.26)
+            on = run_lattice(grid, signal, present[signal], sigma, laplace, lattice, True, step)
+            if on is not None and len(on[0]):
+                signal = on[0]
         # the range's records beyond its exact values: without the values (they are points) and the empty
         # run before a top code, the range ends where they end
         signal = signal[~np.isin(signal, gaps) & ~np.isin(signal, spikes)]
+        signal = signal[~_noise_only(signal, spikes, noisy, sigma, laplace)]
         kept = np.zeros(len(rest), dtype=bool)
         kept[signal] = True
         rest[~kept] = 0.0
@@ -227,7 +304,7 @@ def profile_from_noisy(
         # the rest's mass is read from them only, so that the noise of thousands of empty cells does not
         # swamp it (Adult's capital_gain beyond 0: about 8% of the records over 7,000 whole numbers)
         rest, stood = signal_weights(
-            grid, rest, cells, threshold, sums, gaussian, block_gaussian, laplace, values
+            grid, rest, cells, threshold, sums, gaussian, block_gaussian, laplace, lattice, fractions, step
         )
         signal = trimmed(cells[rest[cells] > 0], rest, n_bins)
         inside = inside_spikes(signal, present, standing, half_bin * non_empty, sums, gaussian, stood)
@@ -240,7 +317,9 @@ def profile_from_noisy(
             # 3% lie among 90 values); collapsed onto the standing values it moved the column's mean
             span = cells[(cells > standing[0]) & (cells < standing[-1])]
             span = span[~np.isin(span, standing) & ~np.isin(span, gaps)]
-            spread = spread_evenly(grid, span, max(rest_mass, 0.0), present[span], sigma, laplace, values)
+            spread = spread_evenly(
+                grid, span, max(rest_mass, 0.0), present[span], sigma, laplace, lattice, points=fractions
+            )
             if len(span) and (spread > 0).any():
                 rest = np.zeros_like(rest)
                 rest[span] = spread
@@ -260,7 +339,9 @@ def profile_from_noisy(
             without_spikes = present.copy()
             without_spikes[spikes] = 0.0
             value, needed = sums.left(run, without_spikes, block_gaussian)
-            spread = spread_evenly(grid, span, unplaced, present[span], sigma, laplace, values)
+            spread = spread_evenly(
+                grid, span, unplaced, present[span], sigma, laplace, lattice, points=fractions
+            )
             if (spread > 0).sum() >= 2 and value > needed:
                 rest = np.zeros_like(rest)
                 rest[span] = spread

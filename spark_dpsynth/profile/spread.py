@@ -17,7 +17,7 @@ from spark_dpsynth.profile.blocks import RunSums, standing_blocks
 from spark_dpsynth.profile.grid import UNIT_TOP, ProfileGrid
 from spark_dpsynth.profile.levels import SIGNAL_FALSE_POSITIVE, noise_level, sum_threshold
 
-__all__ = ["signal_weights", "spread_evenly", "value_cells"]
+__all__ = ["point_cells", "run_lattice", "signal_weights", "spread_evenly", "value_cells"]
 
 _LATTICE_STEPS = (2, 3, 4, 5, 6, 10, 12, 20, 24, 25, 50, 60, 100, 1000)
 """The steps g of the lattices (the multiples of g) that a run of whole numbers is tested for where the profile
@@ -35,17 +35,50 @@ section 2.8)."""
 
 
 def _whole_members(
-    grid: ProfileGrid, members: np.ndarray, values: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """(the members that hold one whole number each, those numbers), or None when a lattice cannot be read from
-    ``members``: no ``values`` (:func:`value_cells`), none of them among the members, or a member that holds
-    whole numbers the profile does not tell apart (an open cell wider than one, beyond 9,999)."""
+    grid: ProfileGrid,
+    members: np.ndarray,
+    values: np.ndarray | None,
+    counts: np.ndarray,
+    sigma: float,
+    laplace: bool,
+    points: bool,
+) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(the members that hold one value each, those values in units of their decimal step u, u), or None when a
+    lattice cannot be read from ``members``: no ``values`` (:func:`value_cells`), none of them among the members,
+    or a member that holds whole numbers the profile does not tell apart (an open cell wider than one, beyond
+    9,999). u is the largest power of ten (at most 1) that every value held is a multiple of: 1 for whole numbers,
+    0.1 for ratings 3.0, 3.5, .., 5.0. With ``points`` (``values`` are the real grid's points, :func:`point_cells`:
+    a real column that is not one of whole numbers) also None when the run's open cells (values between the
+    points) stand out of their noise together at the one-sided level :data:`_LATTICE_OFF_TAIL`: its records
+    then lie between the points too. ``counts``: float64 (len(members),) the members' noisy counts."""
     if values is None or len(members) == 0:
         return None
     held = np.isin(members, values)
     if not held.any() or bool((grid.sizes[members[~held]] > 1.0).any()):
         return None
-    return members[held], grid.points[(members[held] - 1) // 2]
+    if points:
+        between = ~held & grid.possible[members]
+        level, level_gaussian = noise_level(_LATTICE_OFF_TAIL, laplace), noise_level(_LATTICE_OFF_TAIL, False)
+        bound = float(sum_threshold(int(between.sum()), sigma, level, level_gaussian))
+        if between.any() and float(counts[between].sum()) > bound:
+            return None
+    at = grid.points[(members[held] - 1) // 2]
+    unit = next(
+        (u for u in _DECIMAL_UNITS if np.allclose(at / u, np.rint(at / u), rtol=0.0, atol=1e-6)),
+        _DECIMAL_UNITS[-1],
+    )
+    return members[held], np.rint(at / unit), unit
+
+
+_DECIMAL_UNITS = (1.0, 0.1, 0.01, 0.001, 1e-4)
+"""The decimal steps u a run's values are read in (:func:`_whole_members`), coarsest first: the real grid's points
+below 9,999 are multiples of 10^-4 at least (its two significant digits from 0.001)."""
+
+
+def _multiple(a: float, b: float) -> bool:
+    """``a`` (> 0) is a whole multiple of ``b`` (> 0), within rounding."""
+    q = a / b
+    return abs(q - round(q)) <= 1e-6 * max(q, 1.0)
 
 
 def _lattice(cells: np.ndarray, at: np.ndarray, counts: np.ndarray, sigma: float, laplace: bool) -> int:
@@ -96,21 +129,31 @@ def _lattice(cells: np.ndarray, at: np.ndarray, counts: np.ndarray, sigma: float
     return step
 
 
-def _run_lattice(
+def run_lattice(
     grid: ProfileGrid,
     members: np.ndarray,
     counts: np.ndarray,
     sigma: float,
     laplace: bool,
     values: np.ndarray | None,
-) -> int:
-    """:func:`_lattice` of a run of cells (``counts``: float64 (len(members),) their noisy counts), or 1 when no
-    lattice can be read from it (:func:`_whole_members`)."""
-    whole = _whole_members(grid, members, values)
+    points: bool = False,
+    step: float = 0.0,
+) -> tuple[np.ndarray, float] | None:
+    """(the members on the run's lattice, its step in the run's values), or None when no lattice can be read from
+    the run (:func:`_whole_members`). The step is :func:`_lattice`'s in the run's units times their decimal step (100
+    for an occupation's major groups, 0.5 for ratings in halves; the unit itself when no coarser lattice carries the
+    records), or ``step``, the lattice of the block the run lies in, when the run's own is finer and divides it (a
+    few values of it were too few to tell 12 from 4). ``values``: :func:`value_cells`, or with ``points`` (a real
+    column that is not one of whole numbers) :func:`point_cells`. ``counts``: float64 (len(members),) the members'
+    noisy counts. Post-processing of the noisy profile (docs/design.md section 2.8)."""
+    whole = _whole_members(grid, members, values, counts, sigma, laplace, points)
     if whole is None:
-        return 1
-    cells, at = whole
-    return _lattice(cells, at, counts[np.isin(members, cells)], sigma, laplace)
+        return None
+    cells, at, unit = whole
+    own = _lattice(cells, at, counts[np.isin(members, cells)], sigma, laplace) * unit
+    g = step if step > 0.0 and _multiple(step, own) else own
+    ratio = at * unit / g
+    return cells[np.abs(ratio - np.rint(ratio)) <= 1e-6 * np.maximum(np.abs(ratio), 1.0)], g
 
 
 def spread_evenly(
@@ -121,26 +164,21 @@ def spread_evenly(
     sigma: float,
     laplace: bool,
     values: np.ndarray | None,
-    step: int = 1,
+    step: float = 0.0,
+    points: bool = False,
 ) -> np.ndarray:
     """float64 (len(members),) ``amount`` spread evenly over the values of ``members``: over their lattice when
-    the run has one (:func:`_lattice`; ``step``, the lattice of the block the run lies in, when the run's own is
-    1 or divides it), each of its values the same; else each cell's share in proportion to its ``sizes`` (an
-    open cell of 999 whole numbers takes 999 times a point's; all alike when no member has a size). ``counts``:
-    the members' noisy counts. Post-processing."""
+    the run has one coarser than its whole numbers, or with ``points`` any (:func:`run_lattice`, ``step`` as
+    there: a run of fractions whose open cells hold nothing lies on the grid's points), each of its values the
+    same; else each cell's share in proportion to its ``sizes`` (an open cell of 999 whole numbers takes 999 times
+    a point's; all alike when no member has a size). ``counts``: the members' noisy counts. Post-processing."""
     out = np.zeros(len(members))
     if len(members) == 0:
         return out
-    whole = _whole_members(grid, members, values)
-    if whole is not None:
-        cells, at = whole
-        own = _lattice(cells, at, counts[np.isin(members, cells)], sigma, laplace)
-        # the block's lattice where the run's own is finer (a few values of it were too few to tell 12 from 4)
-        g = step if step % own == 0 else own
-        on = cells[np.mod(at, g) == 0] if g > 1 else cells[:0]
-        if len(on):
-            out[np.isin(members, on)] = amount / len(on)
-            return out
+    lattice = run_lattice(grid, members, counts, sigma, laplace, values, points, step)
+    if lattice is not None and len(lattice[0]) and (points or lattice[1] > 1.0):
+        out[np.isin(members, lattice[0])] = amount / len(lattice[0])
+        return out
     size = grid.sizes[members]
     total = float(size.sum())
     return amount * size / total if total > 0 else np.full(len(members), amount / len(members))
@@ -158,6 +196,15 @@ def value_cells(grid: ProfileGrid, integral: bool) -> np.ndarray | None:
     return 1 + 2 * np.flatnonzero(whole)
 
 
+def point_cells(grid: ProfileGrid) -> np.ndarray | None:
+    """The point cells of the real grid of at most 9,999 in magnitude, sorted: the values a real column that is not
+    one of whole numbers may hold, where its open cells hold no records (ratings in halves, scores in tenths);
+    None on the other scales. What :func:`run_lattice` reads with ``points``. Public: from the grid alone."""
+    if grid.scale != "real":
+        return None
+    return 1 + 2 * np.flatnonzero(np.abs(grid.points) <= UNIT_TOP)
+
+
 def signal_weights(
     grid: ProfileGrid,
     rest: np.ndarray,
@@ -168,11 +215,14 @@ def signal_weights(
     block_gaussian: float,
     laplace: bool = False,
     values: np.ndarray | None = None,
+    points: bool = False,
+    step: float = 0.0,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """The noisy counts of the cells that stand out alone, plus, in each block of magnitude whose summed noisy
     count stands out (:func:`standing_blocks`), the rest of that sum spread evenly over the block's values
-    (:func:`spread_evenly`: over the lattice its whole numbers lie on, when ``values`` are given and it has one;
-    else each cell's share in proportion to its ``sizes``), within the parts of the block that stand out when it is
+    (:func:`spread_evenly`: over the lattice its values lie on, when ``values`` are given and it has one, or
+    ``step``'s, the column's lattice, where the block's own is finer; else each cell's share in proportion to its
+    ``sizes``), within the parts of the block that stand out when it is
     halved, and halved again, while the amount is large enough to tell the halves apart, or the halves are measured
     blocks (searched or fine, :func:`block_tree`) (both halves standing out: the amount split by their noisy sums;
     one: the other keeps its own noisy sum, a measured one less one std of its noise; neither, when they are fine
@@ -180,18 +230,19 @@ def signal_weights(
     amount is finally spread over a part, the part's cells that stand out at a Bonferroni level over the part alone
     take it first when they hold at least :data:`_LOCAL_SHARE` of it; zero elsewhere. ``laplace``: the cells' noise
     is discrete Laplace (the part's level is its quantile); ``values``: the cells that hold the column's whole
-    numbers (:func:`value_cells`). Also returns the runs of cells that stood out (blocks and halves), in the order
-    found (post-processing)."""
+    numbers (:func:`value_cells`), or with ``points`` the real grid's points (:func:`point_cells`). Also returns
+    the runs of cells that stood out (blocks and halves), in the order found (post-processing)."""
     weights = np.zeros_like(rest)
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
 
-    step = 1  # the lattice of the standing block being spread (_lattice): a part too small to tell keeps it
+    prior = step  # the column's lattice, read from all its records (0.0: none)
+    step = 0.0  # the lattice of the standing block being spread (_lattice): a part too small to tell keeps it
 
     def even(members: np.ndarray, amount: float) -> None:
         # the lattice is read from every record of the part, those of the values taken out alone too
         weights[members] += spread_evenly(
-            grid, members, amount, rest[members], sums.sigma, laplace, values, step
+            grid, members, amount, rest[members], sums.sigma, laplace, values, step, points
         )
 
     def place(members: np.ndarray, amount: float) -> None:
@@ -266,7 +317,10 @@ def signal_weights(
         stood.append(members)
         amount = sums.left(members, rest - weights, block_gaussian)[0]
         if amount > 0:
-            step = _run_lattice(grid, members, rest[members], sums.sigma, laplace, values)
+            lattice = run_lattice(grid, members, rest[members], sums.sigma, laplace, values, points)
+            step = lattice[1] if lattice is not None else 0.0
+            # the column's lattice where the block's own is finer: its values that stood out alone were taken out
+            step = prior if prior > 0.0 and (step == 0.0 or _multiple(prior, step)) else step
             spread(members, amount)
     return weights, stood
 
