@@ -19,7 +19,7 @@ from spark_dpsynth.params import BinSpec
 from spark_dpsynth.profile.blocks import RunSums, block_level
 from spark_dpsynth.profile.codes import code_set
 from spark_dpsynth.profile.grid import ProfileGrid, cells_of
-from spark_dpsynth.profile.levels import SIGNAL_FALSE_POSITIVE, noise_level, sum_threshold
+from spark_dpsynth.profile.levels import SIGNAL_FALSE_POSITIVE, noise_level, noise_tail, tail_threshold
 from spark_dpsynth.profile.shape import within_bin_shape
 from spark_dpsynth.profile.span import (
     gap_to_top_code,
@@ -94,9 +94,6 @@ def _noise_only(
     panel skipped between its survey years. Values beyond the outermost anchors (a thin tail of ages), a thin run
     between anchors not far above it, and rare values that stand out together (a country code's) keep their counts.
     Post-processing of the noisy profile (docs/design.md section 2.8)."""
-    from scipy.stats import laplace as laplace_dist
-    from scipy.stats import norm
-
     counts = noisy[signal]
     local = sigma * noise_level(_QUIET_TAIL / max(len(signal), 1), laplace)
     anchors = np.union1d(signal[counts > local], spikes)
@@ -106,17 +103,14 @@ def _noise_only(
     inside = np.flatnonzero((counts <= local) & (signal > anchors[0]) & (signal < anchors[-1]))
     if len(inside) == 0:
         return out
-    z = counts[inside] / sigma
-    p = laplace_dist.sf(z, scale=1.0 / math.sqrt(2.0)) if laplace else norm.sf(z)
+    p = noise_tail(counts[inside] / sigma, laplace)
     order = np.argsort(p, kind="stable")
     passed = np.flatnonzero(p[order] <= _QUIET_TAIL * np.arange(1, len(p) + 1) / len(p))
     dropped = inside[order[int(passed[-1]) + 1 :]] if len(passed) else inside
     if len(dropped) == 0:
         return out
     total = float(counts[dropped].sum())
-    bound = float(
-        sum_threshold(len(dropped), sigma, noise_level(_QUIET_TAIL, laplace), noise_level(_QUIET_TAIL, False))
-    )
+    bound = float(tail_threshold(len(dropped), sigma, _QUIET_TAIL, laplace))
     above = np.searchsorted(anchors, signal[dropped])
     neighbours = float(np.median(noisy[np.union1d(anchors[above], anchors[above - 1])]))
     if total <= bound and (total + bound) / len(dropped) <= _QUIET_SHARE * neighbours:
@@ -245,9 +239,11 @@ def profile_from_noisy(
     span = inside_spikes(span, present, standing, half_bin * non_empty, sums, gaussian, stood)
     # a column of fractions: the lattice of its points read from all its records, those that stand out alone too
     # (3, 4 and 5 of ratings in halves), for the parts of it whose rest alone is too thin to tell
-    reach = np.arange(span[0], span[-1] + 1) if len(span) else span
-    read = run_lattice(grid, reach, present[reach], sigma, laplace, lattice, True) if fractions else None
-    step = read[1] if read is not None else 0.0
+    step = 0.0
+    if fractions and len(span):
+        reach = np.arange(span[0], span[-1] + 1)
+        read = run_lattice(grid, reach, present[reach], sigma, laplace, lattice, True)
+        step = read[1] if read is not None else 0.0
     whole = whole_number_range(grid, present, span, half_bin * non_empty)
     small_range = numeric and whole is not None and 2 <= whole[1] - whole[0] + 1 <= MAX_CODE_RANGE
     # the empty run before a top code (99 above months 1..12): no record is drawn there

@@ -15,7 +15,7 @@ import numpy as np
 
 from spark_dpsynth.profile.blocks import RunSums, standing_blocks
 from spark_dpsynth.profile.grid import UNIT_TOP, ProfileGrid
-from spark_dpsynth.profile.levels import SIGNAL_FALSE_POSITIVE, noise_level, sum_threshold
+from spark_dpsynth.profile.levels import SIGNAL_FALSE_POSITIVE, noise_level, sum_threshold, tail_threshold
 
 __all__ = ["point_cells", "run_lattice", "signal_weights", "spread_evenly", "value_cells"]
 
@@ -34,7 +34,7 @@ can pass the first test alone under a large noise, and would come back as multip
 section 2.8)."""
 
 
-def _whole_members(
+def _run_values(
     grid: ProfileGrid,
     members: np.ndarray,
     values: np.ndarray | None,
@@ -58,8 +58,7 @@ def _whole_members(
         return None
     if points:
         between = ~held & grid.possible[members]
-        level, level_gaussian = noise_level(_LATTICE_OFF_TAIL, laplace), noise_level(_LATTICE_OFF_TAIL, False)
-        bound = float(sum_threshold(int(between.sum()), sigma, level, level_gaussian))
+        bound = float(tail_threshold(int(between.sum()), sigma, _LATTICE_OFF_TAIL, laplace))
         if between.any() and float(counts[between].sum()) > bound:
             return None
     at = grid.points[(members[held] - 1) // 2]
@@ -71,7 +70,7 @@ def _whole_members(
 
 
 _DECIMAL_UNITS = (1.0, 0.1, 0.01, 0.001, 1e-4)
-"""The decimal steps u a run's values are read in (:func:`_whole_members`), coarsest first: the real grid's points
+"""The decimal steps u a run's values are read in (:func:`_run_values`), coarsest first: the real grid's points
 below 9,999 are multiples of 10^-4 at least (its two significant digits from 0.001)."""
 
 
@@ -98,7 +97,7 @@ def _lattice(cells: np.ndarray, at: np.ndarray, counts: np.ndarray, sigma: float
     keeps them all.
 
     Args:
-        cells, at: the run's cells that hold one whole number each and those numbers (:func:`_whole_members`).
+        cells, at: the run's cells that hold one whole number each and those numbers (:func:`_run_values`).
         counts: float64 (len(cells),) their noisy counts.
         sigma: the noise std of one cell, in records; laplace: the cells' noise is discrete Laplace.
     """
@@ -140,13 +139,13 @@ def run_lattice(
     step: float = 0.0,
 ) -> tuple[np.ndarray, float] | None:
     """(the members on the run's lattice, its step in the run's values), or None when no lattice can be read from
-    the run (:func:`_whole_members`). The step is :func:`_lattice`'s in the run's units times their decimal step (100
+    the run (:func:`_run_values`). The step is :func:`_lattice`'s in the run's units times their decimal step (100
     for an occupation's major groups, 0.5 for ratings in halves; the unit itself when no coarser lattice carries the
     records), or ``step``, the lattice of the block the run lies in, when the run's own is finer and divides it (a
     few values of it were too few to tell 12 from 4). ``values``: :func:`value_cells`, or with ``points`` (a real
     column that is not one of whole numbers) :func:`point_cells`. ``counts``: float64 (len(members),) the members'
     noisy counts. Post-processing of the noisy profile (docs/design.md section 2.8)."""
-    whole = _whole_members(grid, members, values, counts, sigma, laplace, points)
+    whole = _run_values(grid, members, values, counts, sigma, laplace, points)
     if whole is None:
         return None
     cells, at, unit = whole
@@ -216,12 +215,12 @@ def signal_weights(
     laplace: bool = False,
     values: np.ndarray | None = None,
     points: bool = False,
-    step: float = 0.0,
+    column_step: float = 0.0,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """The noisy counts of the cells that stand out alone, plus, in each block of magnitude whose summed noisy
     count stands out (:func:`standing_blocks`), the rest of that sum spread evenly over the block's values
     (:func:`spread_evenly`: over the lattice its values lie on, when ``values`` are given and it has one, or
-    ``step``'s, the column's lattice, where the block's own is finer; else each cell's share in proportion to its
+    ``column_step``'s, the column's lattice read from all its records, where the block's own is finer; else each cell's share in proportion to its
     ``sizes``), within the parts of the block that stand out when it is
     halved, and halved again, while the amount is large enough to tell the halves apart, or the halves are measured
     blocks (searched or fine, :func:`block_tree`) (both halves standing out: the amount split by their noisy sums;
@@ -236,7 +235,6 @@ def signal_weights(
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
 
-    prior = step  # the column's lattice, read from all its records (0.0: none)
     step = 0.0  # the lattice of the standing block being spread (_lattice): a part too small to tell keeps it
 
     def even(members: np.ndarray, amount: float) -> None:
@@ -320,7 +318,9 @@ def signal_weights(
             lattice = run_lattice(grid, members, rest[members], sums.sigma, laplace, values, points)
             step = lattice[1] if lattice is not None else 0.0
             # the column's lattice where the block's own is finer: its values that stood out alone were taken out
-            step = prior if prior > 0.0 and (step == 0.0 or _multiple(prior, step)) else step
+            step = (
+                column_step if column_step > 0.0 and (step == 0.0 or _multiple(column_step, step)) else step
+            )
             spread(members, amount)
     return weights, stood
 
