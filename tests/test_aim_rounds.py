@@ -12,7 +12,7 @@ from spark_dpsynth.estimation import Domain, Measurement, estimate
 from spark_dpsynth.mechanisms import _aim
 from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter
 from spark_dpsynth.mechanisms.workload import select_and_measure
-from spark_dpsynth.params import WorkloadParams
+from spark_dpsynth.params import Accounting, WorkloadParams
 from spark_dpsynth.privacy._seeded import SeededNoise
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.budget import Budget
@@ -34,7 +34,7 @@ def test_a_narrow_table_takes_one_pick_per_round() -> None:
     codes, sizes = _chain(1000, d)
     names = tuple(f"x{i}" for i in range(d))
     acct = Accountant(Budget(2.0, 1e-6), noise=SeededNoise(5))
-    rho = acct.convert_to_rho(2.0, 1e-6)
+    rho = acct.convert_to_rho(2.0, 1e-6, Accounting.CLASSIC)
     params = WorkloadParams(selection="aim", rounds=1000, max_rounds=4, estimation_iterations=10)
     assert _aim.picks_per_round(1000) > 1
     _, _, rounds = select_and_measure(
@@ -77,7 +77,7 @@ def _aim_on_a_chain(n: int, noise_seed: int, **params: object) -> tuple:
     codes, sizes = _chain(n, d)
     names = tuple(f"x{i}" for i in range(d))
     acct = Accountant(Budget(2.0, 1e-6), noise=SeededNoise(noise_seed))
-    rho = acct.convert_to_rho(2.0, 1e-6)
+    rho = acct.convert_to_rho(2.0, 1e-6, Accounting.CLASSIC)
     settings = WorkloadParams(selection="aim", aim_join_columns=False, max_candidates_per_round=40, **params)
     _, entries, rounds = select_and_measure(
         LocalCliqueCounter(codes, sizes), names, rho, settings, acct, order_key=b"k"

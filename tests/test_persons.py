@@ -17,7 +17,7 @@ from scipy.stats import beta
 import spark_dpsynth as dps
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms import persons as P
-from spark_dpsynth.params import DataConfig, PersonRows
+from spark_dpsynth.params import Accounting, DataConfig, PersonRows
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import CryptographicNoise
@@ -279,7 +279,7 @@ def test_a_cell_moved_by_l_rows_stays_within_the_person_level_epsilon(grouped: b
     eps_e, delta, cap = 2.0, 1e-6, 8
     eps_row, delta_row = P.group_privacy_per_row(eps_e, delta, cap) if grouped else (eps_e, delta)
     acct = Accountant(Budget(eps_row, delta_row), noise=CryptographicNoise())
-    rho = acct.convert_to_rho(eps_row, delta_row)
+    rho = acct.convert_to_rho(eps_row, delta_row, Accounting.CLASSIC)
     sigma = 1.0 / math.sqrt(2.0 * rho)
     acct.spend_rho("cell", rho, "discrete Gaussian", sigma=sigma, parts=2)
     draws, c = 300_000, 1_000

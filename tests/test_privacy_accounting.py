@@ -11,7 +11,7 @@ import pytest
 from spark_dpsynth.errors import BudgetError, InvalidParameterError
 from spark_dpsynth.mechanisms._discovery import draw_protected_n, release_accountant
 from spark_dpsynth.mechanisms.budget_split import split_budget
-from spark_dpsynth.params import AggregationParams
+from spark_dpsynth.params import Accounting, AggregationParams
 from spark_dpsynth.privacy.accounting import (
     Accountant,
     discrete_gaussian_tail,
@@ -206,7 +206,7 @@ def test_a_draw_is_made_at_the_scale_its_share_paid_for() -> None:
     acct = Accountant(Budget(2.0, 1e-6), noise=source)
     acct.spend_epsilon("n", 0.25, "discrete Laplace")
     assert acct.laplace("n", [10]).tolist() == [10]
-    acct.convert_to_rho(1.5, 1e-6)
+    acct.convert_to_rho(1.5, 1e-6, Accounting.CLASSIC)
     acct.spend_rho("counts", 0.02, "discrete Gaussian", sigma=5.0)
     acct.spend_rho("percentiles", 0.01, "exponential mechanism", epsilon=0.1, parts=2)
     acct.spend_rho("choice", 0.004, "exponential mechanism", parts=2)
@@ -226,7 +226,7 @@ def test_no_draw_happens_outside_a_share_or_beyond_its_parts() -> None:
     acct = Accountant(Budget(2.0, 1e-6), noise=_Recorder())
     with pytest.raises(BudgetError, match="spend it before drawing"):
         acct.gaussian("counts", [1])
-    acct.convert_to_rho(2.0, 1e-6)
+    acct.convert_to_rho(2.0, 1e-6, Accounting.CLASSIC)
     acct.spend_rho("counts", 0.02, "discrete Gaussian", sigma=5.0)
     acct.gaussian("counts", [1])
     with pytest.raises(BudgetError, match="all made"):

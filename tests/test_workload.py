@@ -13,7 +13,7 @@ from spark_dpsynth.errors import InvalidParameterError
 from spark_dpsynth.mechanisms._cliques import LocalCliqueCounter, pack, packed_words, packing, passes, unpack
 from spark_dpsynth.mechanisms._spark_backend import SparkCliqueCounter
 from spark_dpsynth.mechanisms.workload import check_plan, fit_workload, select_and_measure
-from spark_dpsynth.params import AggregationParams, DataConfig, Selection, WorkloadParams
+from spark_dpsynth.params import Accounting, AggregationParams, DataConfig, Selection, WorkloadParams
 from spark_dpsynth.privacy._seeded import SeededNoise
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.budget import Budget
@@ -151,7 +151,7 @@ def test_spark_counts_equal_crosstabs(spark) -> None:
 def test_budget_adds_up_and_no_true_count_is_recorded(selection: str) -> None:
     codes, sizes = _codes(500)
     acct = Accountant(Budget(2.0, 1e-6), noise=SeededNoise(5))
-    rho = acct.convert_to_rho(2.0, 1e-6)
+    rho = acct.convert_to_rho(2.0, 1e-6, Accounting.CLASSIC)
     params = WorkloadParams(selection=selection, max_rounds=6, estimation_iterations=20)
     names = ("a", "b", "c", "d")
     measurements, entries, rounds = select_and_measure(
@@ -180,7 +180,7 @@ def test_the_selection_is_resolved_once_before_it_runs() -> None:
     """AUTO is decided once, by the mechanism from DP figures (Selection.resolve); the selection core refuses it."""
     codes, sizes = _codes(50)
     acct = Accountant(Budget(4.0, 1e-6), noise=NoNoise())
-    rho = acct.convert_to_rho(4.0, 1e-6)
+    rho = acct.convert_to_rho(4.0, 1e-6, Accounting.CLASSIC)
     with pytest.raises(InvalidParameterError, match="resolve the selection first"):
         select_and_measure(
             LocalCliqueCounter(codes, sizes), ("a", "b", "c", "d"), rho, WorkloadParams(), acct
@@ -193,7 +193,7 @@ def test_mst_without_noise_picks_the_true_tree() -> None:
     most from independence: the generating chain a - b - d - c."""
     codes, sizes = _codes(3000)
     acct = Accountant(Budget(4.0, 1e-6), noise=NoNoise())
-    rho = acct.convert_to_rho(4.0, 1e-6)
+    rho = acct.convert_to_rho(4.0, 1e-6, Accounting.CLASSIC)
     _, _, rounds = select_and_measure(
         LocalCliqueCounter(codes, sizes), ("a", "b", "c", "d"), rho, WorkloadParams(selection="mst"), acct
     )
@@ -224,7 +224,7 @@ def test_aim_joins_the_parts_its_rounds_leave_apart_with_what_is_left() -> None:
 
     def run(**kwargs):  # noqa: ANN003, ANN202
         acct = Accountant(Budget(4.0, 1e-6), noise=NoNoise())
-        rho = acct.convert_to_rho(4.0, 1e-6)
+        rho = acct.convert_to_rho(4.0, 1e-6, Accounting.CLASSIC)
         params = WorkloadParams(
             **{"selection": "aim", "max_rounds": 3, "estimation_iterations": 20, **kwargs}
         )
@@ -281,7 +281,7 @@ def test_aim_refits_take_more_steps_where_the_counts_hold_few_noise_stds() -> No
     codes, sizes = _chain(3000, d)
     names = tuple(f"x{i}" for i in range(d))
     acct = Accountant(Budget(1.0, 1e-6), noise=SeededNoise(11))
-    rho = acct.convert_to_rho(1.0, 1e-6)
+    rho = acct.convert_to_rho(1.0, 1e-6, Accounting.CLASSIC)
     params = WorkloadParams(selection="aim", max_rounds=8, aim_join_columns=False)
     assert params.estimation_iterations is None
     _, _, rounds = select_and_measure(
@@ -537,7 +537,7 @@ def test_known_measurements_are_used_not_charged(selection: str) -> None:
 
     codes, sizes = _codes(500)
     acct = Accountant(Budget(2.0, 1e-6), noise=SeededNoise(5))
-    rho = acct.convert_to_rho(2.0, 1e-6)
+    rho = acct.convert_to_rho(2.0, 1e-6, Accounting.CLASSIC)
     params = WorkloadParams(
         selection=selection, max_rounds=6, estimation_iterations=20, one_way_rho_proportion=0.1
     )
@@ -607,6 +607,51 @@ def _discover_local(rows, noise, derived=None, config=None):  # noqa: ANN001, AN
         release_key,
     )
     return discovery, acct
+
+
+@pytest.mark.parametrize(
+    ("accounting", "public_columns", "conversion_share"),
+    [(None, 3, 1.0), (None, 2, 0.5), ("classic", 3, 1.0)],
+)
+def test_the_workload_converts_exactly_and_at_the_whole_delta_when_it_draws_no_threshold(
+    accounting: str | None, public_columns: int, conversion_share: float
+) -> None:
+    """Unset, the accounting is the exact conversion (CKS20, Prop. 12); with every column public no threshold is
+    drawn, so rho is the conversion at the whole delta and no delta is left unspent; a column to discover keeps
+    delta/2 for the discovery's threshold. A named accounting is kept (docs/design.md section 2.3)."""
+    from spark_dpsynth.mechanisms._manifest import release_key
+    from spark_dpsynth.mechanisms.marginals import LocalBackend
+    from spark_dpsynth.mechanisms.workload import _discover
+    from spark_dpsynth.privacy.accounting import rho_of
+
+    rows = [("a" if i % 2 else "b", "x" if i % 3 else "y", "u" if i % 5 else "v") for i in range(600)]
+    domains = (("a", "b"), ("x", "y"), ("u", "v"))
+    acct = Accountant(Budget(1.0, 1e-6, accounting=accounting), noise=NoNoise())
+    _discover(
+        LocalBackend.from_rows(rows, 3),
+        ("p", "q", "r"),
+        dict(enumerate(domains[:public_columns])),
+        {},
+        DataConfig(),
+        WorkloadParams(),
+        acct,
+        None,
+        release_key,
+        protected_n=600,
+    )
+    ledger = acct.ledger()
+    shares = {s.name: s for s in ledger.shares}
+    want = Accounting(accounting) if accounting else Accounting.TIGHT_ZCDP
+    assert ledger.accounting == want.value
+    assert shares["zcdp_conversion"].delta == pytest.approx(1e-6 * conversion_share)
+    assert ledger.rho == pytest.approx(
+        rho_of(shares["zcdp"].epsilon, 1e-6 * conversion_share, want), rel=1e-12
+    )
+    assert ("discovery_threshold" in shares) == (public_columns < 3)
+    assert sum(s.delta or 0.0 for s in ledger.shares) == pytest.approx(1e-6)
+    if accounting is None and public_columns == 3:
+        # 48% more rho than SDS's classic bound at delta/2 (docs/design.md section 2.3)
+        assert ledger.rho / rho_of(shares["zcdp"].epsilon, 0.5e-6, Accounting.CLASSIC) > 1.4
 
 
 def _rows_with_empties() -> list[tuple[str | None, ...]]:

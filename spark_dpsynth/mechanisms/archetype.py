@@ -25,8 +25,8 @@ number of rows, changes each histogram in exactly one bin by 1: L2 sensitivity 1
 counted once, in its majority bin, and the mixture and the domains depend on the public data only. Discrete
 Gaussian noise of scale sigma on a sensitivity-1 histogram is 1/(2 sigma^2)-zCDP, so with
 sigma_a = 1/sqrt(2 rho_a), sigma_c = 1/sqrt(2 rho_c) and rho_a + rho_c = rho the release is rho-zCDP, which
-implies (epsilon, delta)-DP with epsilon = rho + 2 sqrt(rho ln(1/delta)) (the ``classic`` accounting), or the
-largest rho whose exact conversion (OpenDP, CKS 2020 Prop. 12) gives epsilon (``tight_zcdp``). Unlike the
+implies (epsilon, delta)-DP for the largest rho whose exact conversion (OpenDP, CKS 2020 Prop. 12) gives epsilon
+(``tight_zcdp``, the default), or with epsilon = rho + 2 sqrt(rho ln(1/delta)) (``classic``). Unlike the
 challenge entry (float Gaussian, epsilon < 1 only) this holds for any epsilon. Values of the count column
 outside the public domain are not counted (sensitivity unchanged). Nothing else about the private data is
 released: no true count, no number of persons or rows (the manifest's numbers of persons and records are sums
@@ -49,7 +49,7 @@ from spark_dpsynth import _validate as v
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.mechanisms._discovery import release_accountant
-from spark_dpsynth.params import DataConfig
+from spark_dpsynth.params import Accounting, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant
 from spark_dpsynth.privacy.budget import Budget
 from spark_dpsynth.privacy.noise import NoiseSource
@@ -563,7 +563,7 @@ def fit_archetype(
     seed = acct.budget.seed
     from spark_dpsynth.privacy.accounting import rho_of
 
-    rho = rho_of(acct.epsilon, delta, acct.accounting)
+    rho = rho_of(acct.epsilon, delta, acct.resolve_accounting(Accounting.TIGHT_ZCDP))
     acct.set_rho(rho)  # converted at the whole delta: this mechanism has no threshold
     acct.spend_delta("zcdp_conversion", delta, "rho-zCDP -> (epsilon, delta)-DP")
     from spark_dpsynth.privacy.accounting import opendp_epsilon_of_rho

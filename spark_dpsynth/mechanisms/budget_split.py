@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 from spark_dpsynth import _validate as v
 from spark_dpsynth.errors import BudgetError, InvalidParameterError
-from spark_dpsynth.params import AggregationParams, FabricationMode
+from spark_dpsynth.params import Accounting, AggregationParams, FabricationMode
 from spark_dpsynth.privacy.accounting import (
     Accountant,
     adaptive_threshold,
@@ -169,7 +169,7 @@ def split_budget(
     else:
         eps_n = spend_number_of_records(acct, params.number_of_records_epsilon_proportion)
     eps_m = acct.remaining_epsilon()
-    rho = acct.convert_to_rho(eps_m, delta / 2.0)
+    rho = acct.convert_to_rho(eps_m, delta / 2.0, Accounting.CLASSIC)  # SDS's, unless the budget names one
     acct.spend_delta("zcdp_conversion", delta / 2.0, "rho-zCDP -> (epsilon_M, delta/2)-DP")
     # with a DP profile, a quarter of delta is kept for the threshold of the DP exact values (docs/design.md 2.8)
     rho_1_delta = acct.spend_delta(

@@ -72,7 +72,7 @@ from spark_dpsynth.mechanisms._discovery import (
 from spark_dpsynth.mechanisms._mst import mst
 from spark_dpsynth.mechanisms._selection import TrueTables, all_cliques
 from spark_dpsynth.mechanisms.prelude import prepare_table
-from spark_dpsynth.params import DataConfig, Selection, WorkloadParams
+from spark_dpsynth.params import Accounting, DataConfig, Selection, WorkloadParams
 from spark_dpsynth.privacy.accounting import (
     Accountant,
     delta_from_protected_n,
@@ -581,15 +581,21 @@ class _WorkloadShares:
         return None
 
 
-def _to_zcdp(acct: Accountant, protected_n: int) -> float:
-    """Declare delta (given, or derived from n') and convert the rest of epsilon to the budget's rho once
-    (docs/design.md section 2.3): the shares ``zcdp`` and ``zcdp_conversion`` (delta/2; the other delta/2 pays
-    for the discovery's threshold). Returns rho."""
+def _to_zcdp(acct: Accountant, protected_n: int, threshold: bool = True) -> float:
+    """Declare delta (given, or derived from n') and convert the rest of epsilon to the budget's rho once, by the
+    exact conversion unless the budget names another accounting (docs/design.md section 2.3): the shares ``zcdp``
+    and ``zcdp_conversion``, at delta/2 when a ``threshold`` may be drawn (the discovery's or the exact values'
+    take the other half), else at the whole delta. Returns rho."""
     if acct.delta is None:
         acct.declare_delta(delta_from_protected_n(protected_n), acct.budget.delta_source)
     eps_rest = acct.spend_rest_of_epsilon("zcdp", "rho-zCDP mechanisms below, converted once")
-    rho = acct.convert_to_rho(eps_rest, acct.delta / 2.0)
-    acct.spend_delta("zcdp_conversion", acct.delta / 2.0, "rho-zCDP -> (epsilon - epsilon_N, delta/2)-DP")
+    delta = acct.delta / 2.0 if threshold else acct.delta
+    rho = acct.convert_to_rho(eps_rest, delta, Accounting.TIGHT_ZCDP)
+    acct.spend_delta(
+        "zcdp_conversion",
+        delta,
+        f"rho-zCDP -> (epsilon - epsilon_N, {'delta/2' if threshold else 'delta'})-DP",
+    )
     return rho
 
 
@@ -656,7 +662,7 @@ def _discover(
     if protected_n is None:  # else drawn by the prelude (prepare_table) or by the default's choice
         protected_n = draw_protected_n(true_n, params, acct)
     del true_n
-    rho = acct.rho if acct.rho is not None else _to_zcdp(acct, protected_n)
+    rho = acct.rho if acct.rho is not None else _to_zcdp(acct, protected_n, threshold=bool(disc_cols))
     assert acct.delta is not None
     delta = acct.delta
     luts: list[np.ndarray] = []
@@ -799,9 +805,10 @@ def _discover(
             )
     else:
         released = {}
-        acct.spend_delta(
-            "discovery_threshold", acct.remaining_delta(), "unused: every column has public values"
-        )
+        if acct.remaining_delta() > 0:  # none when the conversion took the whole delta
+            acct.spend_delta(
+                "discovery_threshold", acct.remaining_delta(), "unused: every column has public values"
+            )
     for j in range(d):
         lut = np.full(len(dictionary[j]), -1, dtype=np.int32)
         if j in public:

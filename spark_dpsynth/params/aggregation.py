@@ -66,10 +66,11 @@ class Accounting(enum.StrEnum):
 
     CLASSIC = "classic"
     """rho = (sqrt(epsilon_M + ln(2/delta)) - sqrt(ln(2/delta)))^2: the classic conversion (Bun & Steinke 2016,
-    Proposition 1.3), as SDS (docs/design.md section 2.3). The default."""
+    Proposition 1.3), as SDS (docs/design.md section 2.3). The marginals mechanism's default."""
     TIGHT_ZCDP = "tight_zcdp"
     """The largest rho whose exact zCDP -> (epsilon, delta) conversion (Canonne, Kamath, Steinke 2020,
-    Proposition 12, computed by OpenDP) gives epsilon_M at delta/2: same guarantee, larger rho, smaller sigma."""
+    Proposition 12, computed by OpenDP) gives epsilon_M at delta/2: same guarantee, larger rho, smaller sigma. The
+    default of the other mechanisms."""
 
 
 TEXT_NUMBERS_EPSILON_PROPORTION = 0.01

@@ -117,7 +117,8 @@ class Accountant:
         """The release's budget, as given (its delta None when the delta in force is derived)."""
         self.epsilon = budget.epsilon
         self.delta = budget.delta
-        self.accounting = budget.accounting
+        self.accounting: Accounting | None = budget.accounting
+        """The accounting in force: the budget's, else the converting mechanism's (:meth:`resolve_accounting`)."""
         self.delta_source = "given"
         self.rho: float | None = None
         self._shares: list[BudgetShare] = []
@@ -203,14 +204,22 @@ class Accountant:
                 out -= s.epsilon
         return out
 
-    def convert_to_rho(self, epsilon: float, delta: float) -> float:
-        """The largest rho whose rho-zCDP implies (``epsilon``, ``delta``)-DP under this accounting
-        (:func:`rho_of`); it becomes the budget's rho. ``delta`` is the share of the budget's delta the conversion
-        spends (the caller records it: half of delta in the marginals and workload mechanisms, whose other half
-        pays for a threshold)."""
+    def resolve_accounting(self, default: Accounting) -> Accounting:
+        """The accounting in force: the budget's when it names one, else ``default``, the converting mechanism's
+        own (``classic`` for the marginals mechanism, ``tight_zcdp`` for the others; docs/design.md section
+        2.3), which the ledger then records."""
+        if self.accounting is None:
+            self.accounting = Accounting(default)
+        return self.accounting
+
+    def convert_to_rho(self, epsilon: float, delta: float, default: Accounting) -> float:
+        """The largest rho whose rho-zCDP implies (``epsilon``, ``delta``)-DP under the accounting in force
+        (:meth:`resolve_accounting` with the mechanism's ``default``; :func:`rho_of`); it becomes the budget's
+        rho. ``delta`` is the share of the budget's delta the conversion spends (the caller records it: half of
+        delta where the other half pays for a threshold)."""
         if self.rho is not None:
             raise BudgetError("the budget's rho is already set")
-        self.rho = rho_of(epsilon, delta, self.accounting)
+        self.rho = rho_of(epsilon, delta, self.resolve_accounting(default))
         return self.rho
 
     def spend_rho(
@@ -372,7 +381,9 @@ class Accountant:
             epsilon=self.epsilon,
             delta=self.delta,
             rho=self.rho,
-            accounting=self.accounting.value if self.rho is not None else None,
+            accounting=self.accounting.value
+            if self.rho is not None and self.accounting is not None
+            else None,
             delta_source=self.delta_source if self.delta is not None else None,
             shares=tuple(self._shares),
         )

@@ -34,8 +34,10 @@ class Budget:
     """Total privacy budget epsilon of the release, > 0 (finite)."""
     delta: float | None = None
     """delta in [1e-100, 1); None derives it from the protected number of records n' as 1/(n' ln n'), <= 1e-3."""
-    accounting: Accounting = Accounting.CLASSIC
-    """How rho follows from (epsilon_M, delta/2): ``classic`` (SDS) or ``tight_zcdp`` (see :class:`Accounting`)."""
+    accounting: Accounting | None = None
+    """How rho follows from epsilon and delta: ``classic`` or ``tight_zcdp`` (see :class:`Accounting`); None (the
+    default): the mechanism's own, ``classic`` for the marginals mechanism (as SDS), ``tight_zcdp`` for the others
+    (docs/design.md section 2.3)."""
     seed: int | None = None
     """Test mode: a seed makes every draw reproducible with a NON-cryptographic generator; the release is then
     not private and its manifest says ``"test_mode": true``. None (the default) draws privacy noise from the
@@ -51,7 +53,7 @@ class Budget:
             if delta < MIN_DELTA:
                 raise InvalidParameterError(f"delta must be in [{MIN_DELTA:g}, 1), got {self.delta!r}")
             object.__setattr__(self, "delta", delta)
-        if not isinstance(self.accounting, Accounting):
+        if self.accounting is not None and not isinstance(self.accounting, Accounting):
             try:
                 object.__setattr__(self, "accounting", Accounting(self.accounting))
             except ValueError:
@@ -81,6 +83,6 @@ class Budget:
         return {
             "epsilon": self.epsilon,
             "delta": self.delta,
-            "accounting": self.accounting.value,
+            "accounting": self.accounting.value if self.accounting is not None else None,
             "seed": self.seed,
         }
