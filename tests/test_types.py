@@ -782,6 +782,45 @@ def test_dp_profile_draws_no_year_a_panel_skipped() -> None:
         assert _pieces_share(b, 3.0, 40.0) > 0.6
 
 
+def test_dp_profile_draws_no_years_far_past_a_panels_ends(monkeypatch) -> None:
+    # the panel of the test above at 200 records of noise per cell, about a year's records: a block's even spread
+    # reached from 20 or 55 to 94, decades before the first survey year and past the last; the values past where
+    # the records give way to noise are dropped, the survey years kept
+    import spark_dpsynth.profile.decide as decide
+
+    years = np.array([68, 69, 70, 71, 72, 73, 75, 77, 78, 80, 82, 83, 85, 87, 88], dtype=np.float64)
+    per_year = [538, 432, 549, 599, 480, 577, 660, 630, 538, 492, 596, 586, 639, 746, 813]
+    values = np.repeat(years, per_year)
+
+    def ranges() -> list[tuple[float, float]]:
+        out = []
+        for seed in (3, 6):
+            grid, counts, blocks, block_sigma = _with_blocks(values, "integer", 200.0, seed)
+            b = profile_from_noisy(
+                "year",
+                "integer",
+                grid,
+                counts,
+                0.0,
+                200.0,
+                16,
+                len(values),
+                blocks=blocks,
+                block_sigma=block_sigma,
+            ).bins
+            assert b is not None
+            held = set(b.points) | {
+                v for a, c, w, *_ in b.shape if w > 0 for v in np.arange(a, c + 1.0).tolist()
+            }
+            out.append((min(held), max(held)))
+        return out
+
+    kept = ranges()
+    assert all(60 <= low <= 68 and 87 <= high <= 90 for low, high in kept), kept
+    monkeypatch.setattr(decide, "_far_noise", lambda counts, sigma, laplace: len(counts))
+    assert all(low < 56 for low, _ in ranges())  # without the rule: far past the first year
+
+
 def test_dp_profile_cuts_nothing_below_a_heavy_value_the_records_go_beyond() -> None:
     # an industry code: 4,000 records at 8,680, the largest value that stands out, codes of 30 records below it
     # and of 55 above it up to 9,920 (none stands out alone, those above do together): the records do not end at

@@ -91,13 +91,23 @@ def _noise_only(
     (Benjamini and Hochberg, JRSS B 1995, section 3; a month of 150 records among 90 empty ones); the rest are
     noise only when their noisy sum does not stand out at the one-sided level :data:`_QUIET_TAIL` and, with that
     bound, holds per value at most :data:`_QUIET_SHARE` of the median of the anchors beside them: the years a
-    panel skipped between its survey years. Values beyond the outermost anchors (a thin tail of ages), a thin run
-    between anchors not far above it, and rare values that stand out together (a country code's) keep their counts.
-    Post-processing of the noisy profile (docs/design.md section 2.8)."""
+    panel skipped between its survey years. Beyond the outermost anchors, the values past where the records give
+    way to noise (:func:`_far_noise`) are noise only when they are at least as many as the values from the first
+    anchor to the last: a block's even spread that reached decades before a panel's first year. A thin tail of
+    ages beyond its anchors, a thin run between anchors not far above it, and rare values that stand out together
+    (a country code's) keep their counts. Post-processing of the noisy profile (docs/design.md section 2.8)."""
     counts = noisy[signal]
     local = sigma * noise_level(_QUIET_TAIL / max(len(signal), 1), laplace)
     anchors = np.union1d(signal[counts > local], spikes)
     out = np.zeros(len(signal), dtype=bool)
+    if len(anchors) == 0:
+        return out
+    held = np.union1d(signal, spikes)
+    anchored = int(np.count_nonzero((held >= anchors[0]) & (held <= anchors[-1])))
+    for end in (np.flatnonzero(signal < anchors[0])[::-1], np.flatnonzero(signal > anchors[-1])):
+        far = end[_far_noise(counts[end], sigma, laplace) :]
+        if len(far) >= max(anchored, 1):
+            out[far] = True
     if len(anchors) < 2:
         return out
     inside = np.flatnonzero((counts <= local) & (signal > anchors[0]) & (signal < anchors[-1]))
@@ -116,6 +126,19 @@ def _noise_only(
     if total <= bound and (total + bound) / len(dropped) <= _QUIET_SHARE * neighbours:
         out[dropped] = True
     return out
+
+
+def _far_noise(counts: np.ndarray, sigma: float, laplace: bool) -> int:
+    """How many values of an end of a small range to keep (``counts``: their noisy counts from the outermost
+    anchor out): up to the most of the cumulated sum of (count - sigma / 2) from the anchor out, a CUSUM with
+    reference value half a noise std (Page, Biometrika 1954), where the records give way to noise; none beyond
+    it when the values beyond stand out together at the one-sided level :data:`_QUIET_TAIL`."""
+    walk = np.concatenate([[0.0], np.cumsum(counts - sigma / 2.0)])
+    keep = int(np.argmax(walk))
+    beyond = float(counts[keep:].sum())
+    if beyond > float(tail_threshold(max(len(counts) - keep, 1), sigma, _QUIET_TAIL, laplace)):
+        return len(counts)
+    return keep
 
 
 _QUIET_SHARE = 0.25
