@@ -742,35 +742,35 @@ def test_dp_profile_of_codes_read_as_doubles_draws_whole_numbers_it_holds() -> N
     assert measured >= 2
 
 
+_PANEL_YEARS = np.array([68, 69, 70, 71, 72, 73, 75, 77, 78, 80, 82, 83, 85, 87, 88], dtype=np.float64)
+"""A panel's survey years 68..88 without 74, 76, 79, 81, 84 and 86 (two rows per person, 430..810 records a year)."""
+_PANEL = np.repeat(_PANEL_YEARS, [538, 432, 549, 599, 480, 577, 660, 630, 538, 492, 596, 586, 639, 746, 813])
+
+
+def _panel_held(sigma: float, seed: int) -> set[float] | None:
+    """The years the panel's DP profile can draw at ``sigma`` records of noise per cell (None: a code)."""
+    grid, counts, blocks, block_sigma = _with_blocks(_PANEL, "integer", sigma, seed)
+    b = profile_from_noisy(
+        "year", "integer", grid, counts, 0.0, sigma, 16, len(_PANEL), blocks=blocks, block_sigma=block_sigma
+    ).bins
+    if b is None:
+        return None
+    held = set(b.points)
+    for a, c, w, *step in b.shape:
+        held |= set(np.arange(a, c + 1.0, step[0] if step else 1.0).tolist()) if w > 0 else set()
+    return held
+
+
 def test_dp_profile_draws_no_year_a_panel_skipped() -> None:
-    # a panel's survey years 68..88 without 74, 76, 79, 81, 84 and 86 (two rows per person, 430..810 records a
-    # year) at a person-level noise of 100 records per cell: a few years do not stand out alone among the grid's
-    # cells, and the rest of the range was drawn over every whole number of it, the skipped years too
-    years = np.array([68, 69, 70, 71, 72, 73, 75, 77, 78, 80, 82, 83, 85, 87, 88], dtype=np.float64)
-    per_year = [538, 432, 549, 599, 480, 577, 660, 630, 538, 492, 596, 586, 639, 746, 813]
-    values = np.repeat(years, per_year)
+    # the panel at a person-level noise of 100 records per cell: a few years do not stand out alone among the
+    # grid's cells, and the rest of the range was drawn over every whole number of it, the skipped years too
     measured = 0
     for seed in range(6):
-        grid, counts, blocks, block_sigma = _with_blocks(values, "integer", 100.0, seed)
-        p = profile_from_noisy(
-            "year",
-            "integer",
-            grid,
-            counts,
-            0.0,
-            100.0,
-            16,
-            len(values),
-            blocks=blocks,
-            block_sigma=block_sigma,
-        )
-        if p.bins is None:
+        held = _panel_held(100.0, seed)
+        if held is None:
             continue
         measured += 1
-        held = set(p.bins.points)
-        for a, c, w, *step in p.bins.shape:
-            held |= set(np.arange(a, c + 1.0, step[0] if step else 1.0).tolist()) if w > 0 else set()
-        assert held <= set(years.tolist()), sorted(held - set(years.tolist()))
+        assert held <= set(_PANEL_YEARS.tolist()), sorted(held - set(_PANEL_YEARS.tolist()))
     assert measured >= 2
     # a country code's rare values 3..40, 90 records each, every one within the noise of 54 records at the grid's
     # level: together they stand out, and the range's shape keeps them (the points 1 and 2 are not in it)
@@ -783,37 +783,15 @@ def test_dp_profile_draws_no_year_a_panel_skipped() -> None:
 
 
 def test_dp_profile_draws_no_years_far_past_a_panels_ends(monkeypatch) -> None:
-    # the panel of the test above at 200 records of noise per cell, about a year's records: a block's even spread
-    # reached from 20 or 55 to 94, decades before the first survey year and past the last; the values past where
-    # the records give way to noise are dropped, the survey years kept
+    # the panel at 200 records of noise per cell, about a year's records: a block's even spread reached from 20 or
+    # 55 to 94, decades before the first survey year and past the last; the values past where the records give way
+    # to noise are dropped, the survey years kept
     import spark_dpsynth.profile.decide as decide
 
-    years = np.array([68, 69, 70, 71, 72, 73, 75, 77, 78, 80, 82, 83, 85, 87, 88], dtype=np.float64)
-    per_year = [538, 432, 549, 599, 480, 577, 660, 630, 538, 492, 596, 586, 639, 746, 813]
-    values = np.repeat(years, per_year)
-
     def ranges() -> list[tuple[float, float]]:
-        out = []
-        for seed in (3, 6):
-            grid, counts, blocks, block_sigma = _with_blocks(values, "integer", 200.0, seed)
-            b = profile_from_noisy(
-                "year",
-                "integer",
-                grid,
-                counts,
-                0.0,
-                200.0,
-                16,
-                len(values),
-                blocks=blocks,
-                block_sigma=block_sigma,
-            ).bins
-            assert b is not None
-            held = set(b.points) | {
-                v for a, c, w, *_ in b.shape if w > 0 for v in np.arange(a, c + 1.0).tolist()
-            }
-            out.append((min(held), max(held)))
-        return out
+        held = [_panel_held(200.0, seed) for seed in (3, 6)]
+        assert all(h is not None for h in held)
+        return [(min(h), max(h)) for h in held]
 
     kept = ranges()
     assert all(60 <= low <= 68 and 87 <= high <= 90 for low, high in kept), kept

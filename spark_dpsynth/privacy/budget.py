@@ -35,8 +35,8 @@ class Budget:
     delta: float | None = None
     """delta in [1e-100, 1); None derives it from the protected number of records n' as 1/(n' ln n'), <= 1e-3."""
     accounting: Accounting | None = None
-    """How rho follows from epsilon and delta: ``classic`` or ``tight_zcdp`` (see :class:`Accounting`); None (the
-    default): the mechanism's own, ``classic`` for the marginals mechanism (as SDS), ``tight_zcdp`` for the others
+    """How rho follows from epsilon and delta: ``classic`` or ``tight_zcdp`` (see :class:`Accounting`); unset, the
+    mechanism's own: ``classic`` for the marginals mechanism (as SDS), ``tight_zcdp`` for the others
     (docs/design.md section 2.3)."""
     seed: int | None = None
     """Test mode: a seed makes every draw reproducible with a NON-cryptographic generator; the release is then
