@@ -37,7 +37,11 @@ from spark_dpsynth.privacy.accounting import (
 )
 from spark_dpsynth.privacy.budget import Budget
 
-__all__ = ["BudgetSplit", "split_budget", "fabrication_etas", "thresholds_for"]
+__all__ = ["ACCOUNTING", "BudgetSplit", "split_budget", "fabrication_etas", "thresholds_for"]
+
+ACCOUNTING = Accounting.CLASSIC
+"""The marginals mechanism's accounting when the budget names none: SDS's classic conversion (docs/design.md
+section 2.3), so that its sigmas are SDS's."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,7 @@ def split_budget(
     else:
         eps_n = spend_number_of_records(acct, params.number_of_records_epsilon_proportion)
     eps_m = acct.remaining_epsilon()
-    rho = acct.convert_to_rho(eps_m, delta / 2.0, Accounting.CLASSIC)  # SDS's, unless the budget names one
+    rho = acct.convert_to_rho(eps_m, delta / 2.0, ACCOUNTING)
     acct.spend_delta("zcdp_conversion", delta / 2.0, "rho-zCDP -> (epsilon_M, delta/2)-DP")
     # with a DP profile, a quarter of delta is kept for the threshold of the DP exact values (docs/design.md 2.8)
     rho_1_delta = acct.spend_delta(

@@ -36,7 +36,7 @@ from typing import Any
 
 from spark_dpsynth._progress import report
 from spark_dpsynth.errors import InvalidParameterError
-from spark_dpsynth.params import Accounting, AggregationParams, DataConfig, WorkloadParams
+from spark_dpsynth.params import AggregationParams, DataConfig, WorkloadParams
 from spark_dpsynth.privacy.budget import Budget
 
 __all__ = [
@@ -142,6 +142,7 @@ def choose(d: int, aggregation: AggregationParams, budget: Budget, protected_n: 
     Raises:
         InvalidParameterError: ``d`` < 1 or ``protected_n`` < 1.
     """
+    from spark_dpsynth.mechanisms.budget_split import ACCOUNTING
     from spark_dpsynth.privacy.accounting import delta_from_protected_n, rho_of
 
     if d < 1 or protected_n < 1:
@@ -149,7 +150,7 @@ def choose(d: int, aggregation: AggregationParams, budget: Budget, protected_n: 
     w = subsets(d, aggregation.reporting_length)
     delta = budget.delta_or(delta_from_protected_n(protected_n))
     eps_m = budget.epsilon * (1.0 - aggregation.number_of_records_epsilon_proportion)
-    rho = rho_of(eps_m, delta / 2.0, budget.accounting or Accounting.CLASSIC)  # the marginals mechanism's
+    rho = rho_of(eps_m, delta / 2.0, budget.accounting or ACCOUNTING)  # the marginals mechanism's
     relative = math.sqrt(w / (2.0 * rho)) / protected_n
     if relative <= MAX_RELATIVE_NOISE and w <= MAX_SUBSETS:
         return Choice(

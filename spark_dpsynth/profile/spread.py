@@ -220,9 +220,9 @@ def signal_weights(
     """The noisy counts of the cells that stand out alone, plus, in each block of magnitude whose summed noisy
     count stands out (:func:`standing_blocks`), the rest of that sum spread evenly over the block's values
     (:func:`spread_evenly`: over the lattice its values lie on, when ``values`` are given and it has one, or
-    ``column_step``'s, the column's lattice read from all its records, where the block's own is finer; else each cell's share in proportion to its
-    ``sizes``), within the parts of the block that stand out when it is
-    halved, and halved again, while the amount is large enough to tell the halves apart, or the halves are measured
+    ``column_step``'s, the column's lattice read from all its records, where the block's own is finer; else each
+    cell's share in proportion to its ``sizes``), within the parts of the block that stand out when it is halved,
+    and halved again, while the amount is large enough to tell the halves apart, or the halves are measured
     blocks (searched or fine, :func:`block_tree`) (both halves standing out: the amount split by their noisy sums;
     one: the other keeps its own noisy sum, a measured one less one std of its noise; neither, when they are fine
     blocks and one holds more than :data:`_FINE_SPLIT` stds: the amount split by their positive sums); where an
