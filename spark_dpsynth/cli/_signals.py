@@ -22,7 +22,8 @@ A session that already exists, a Spark Connect session and spark-submit's own JV
 child, not its parent) are left as they are.
 
 The command's side (:func:`install_interrupts`): SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated`
-in the main thread after cancelling the session's Spark jobs; :func:`interrupted` prints the one line and removes
+in the main thread after cancelling the session's Spark jobs (an exception Python loses in a finalizer is kept in
+:data:`PENDING` and raised again, not printed); :func:`interrupted` prints the one line and removes
 the run's staging (a pipeline's drawn release is kept, docs/design.md section 1.7).
 """
 
@@ -203,6 +204,23 @@ def install_interrupts(spark=None) -> None:  # noqa: ANN001
 
     signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, on_sigterm)
+    if not getattr(sys.unraisablehook, "keeps_lost_interrupts_quiet", False):
+        sys.unraisablehook = _quiet_lost_interrupts(sys.unraisablehook)
+
+
+def _quiet_lost_interrupts(previous):  # noqa: ANN001, ANN202 - sys.unraisablehook's own signature
+    """``previous`` (the hook Python calls with an exception it cannot raise, e.g. one a finalizer or a
+    weak-reference callback raised), except that an interrupt it lost is not printed: it is in :data:`PENDING`
+    and :func:`check_interrupts` raises it again, so the one line of :func:`interrupted` stays the only one."""
+
+    def hook(unraisable) -> None:  # noqa: ANN001 - sys.UnraisableHookArgs
+        lost = unraisable.exc_type is not None and issubclass(unraisable.exc_type, (KeyboardInterrupt, Terminated))
+        if lost and PENDING:
+            return
+        previous(unraisable)
+
+    hook.keeps_lost_interrupts_quiet = True  # type: ignore[attr-defined]
+    return hook
 
 
 _CANCEL_WAIT_SECONDS = 10.0
