@@ -214,7 +214,9 @@ def _quiet_lost_interrupts(previous):  # noqa: ANN001, ANN202 - sys.unraisableho
     and :func:`check_interrupts` raises it again, so the one line of :func:`interrupted` stays the only one."""
 
     def hook(unraisable) -> None:  # noqa: ANN001 - sys.UnraisableHookArgs
-        lost = unraisable.exc_type is not None and issubclass(unraisable.exc_type, (KeyboardInterrupt, Terminated))
+        lost = unraisable.exc_type is not None and issubclass(
+            unraisable.exc_type, (KeyboardInterrupt, Terminated)
+        )
         if lost and PENDING:
             return
         previous(unraisable)
