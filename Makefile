@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 run: check-java $(STAMP)
 	$(BIN)/spark-dpsynth pipeline --config conf/adult.toml --input data/adult.csv.gz --output $(OUTPUT) --epsilon $(EPSILON) --overwrite
 
-# The default suite (fast tests, about 16 minutes on 2 cores); slow statistical/end-to-end tests: `make test-slow`.
+# The default suite (fast tests, about 28 minutes on 2 cores); slow statistical/end-to-end tests: `make test-slow`.
 test: check-java $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" -q
 
