@@ -295,35 +295,38 @@ def test_adult_counts_are_covered_and_beat_a_synthetic_table(spark, epsilon: flo
     )
     # Both tables are counted 50 times: held once (the synthetic one is otherwise drawn again by each count).
     real, synthetic = real.cache(), release.sample(seed=3).cache()
-    types = dict(release.manifest.get("column_types") or {})
-    rng = random.Random(5)
-    inside = cells = 0
-    error_answer, error_synthetic = [], []
-    for _ in range(50):
-        chosen = rng.sample(columns, rng.choice([2, 3]))
-        keys = [f"g{i}" for i in range(len(chosen))]
-        select = ", ".join(
-            f"CAST({_bin_expression(c, types)} AS STRING) AS {k}" for c, k in zip(chosen, keys, strict=True)
-        )
-        sql = f"SELECT {select}, count(*) AS n FROM t GROUP BY {', '.join(keys)}"
-        answered = release.query(sql).toPandas()
-        counted = {}
-        for name, table in (("true", real), ("synthetic", synthetic)):
-            table.createOrReplaceTempView("t")
-            try:
-                counted[name] = table.sparkSession.sql(sql).toPandas()  # one row per group of the query
-            finally:
-                spark.catalog.dropTempView("t")
-        merged = counted["true"].merge(answered, on=keys, how="left", suffixes=("_true", ""))
-        merged = merged.merge(counted["synthetic"].rename(columns={"n": "n_syn"}), on=keys, how="left")
-        merged = merged.fillna({"n": 0.0, "n_se": 0.0, "n_syn": 0.0})
-        big = merged[merged["n_true"] >= 20]
-        inside += int((np.abs(big["n_true"] - big["n"]) <= 2 * big["n_se"]).sum())
-        cells += len(big)
-        error_answer += list(np.abs(big["n_true"] - big["n"]))
-        error_synthetic += list(np.abs(big["n_true"] - big["n_syn"]))
-    real.unpersist()
-    synthetic.unpersist()
+    try:
+        types = dict(release.manifest.get("column_types") or {})
+        rng = random.Random(5)
+        inside = cells = 0
+        error_answer, error_synthetic = [], []
+        for _ in range(50):
+            chosen = rng.sample(columns, rng.choice([2, 3]))
+            keys = [f"g{i}" for i in range(len(chosen))]
+            select = ", ".join(
+                f"CAST({_bin_expression(c, types)} AS STRING) AS {k}"
+                for c, k in zip(chosen, keys, strict=True)
+            )
+            sql = f"SELECT {select}, count(*) AS n FROM t GROUP BY {', '.join(keys)}"
+            answered = release.query(sql).toPandas()
+            counted = {}
+            for name, table in (("true", real), ("synthetic", synthetic)):
+                table.createOrReplaceTempView("t")
+                try:
+                    counted[name] = table.sparkSession.sql(sql).toPandas()  # one row per group of the query
+                finally:
+                    spark.catalog.dropTempView("t")
+            merged = counted["true"].merge(answered, on=keys, how="left", suffixes=("_true", ""))
+            merged = merged.merge(counted["synthetic"].rename(columns={"n": "n_syn"}), on=keys, how="left")
+            merged = merged.fillna({"n": 0.0, "n_se": 0.0, "n_syn": 0.0})
+            big = merged[merged["n_true"] >= 20]
+            inside += int((np.abs(big["n_true"] - big["n"]) <= 2 * big["n_se"]).sum())
+            cells += len(big)
+            error_answer += list(np.abs(big["n_true"] - big["n"]))
+            error_synthetic += list(np.abs(big["n_true"] - big["n_syn"]))
+    finally:
+        real.unpersist()
+        synthetic.unpersist()
     assert cells > 500
     assert inside / cells >= 0.9, f"coverage {inside / cells:.3f} of {cells} cells"
     assert float(np.mean(error_answer)) <= float(np.mean(error_synthetic)), (
