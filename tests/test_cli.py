@@ -6,8 +6,7 @@ import argparse
 import csv
 import gzip
 import json
-import re
-import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from spark_dpsynth.cli.main import (
     option_for,
 )
 from spark_dpsynth.config import schema
-from tests.conftest import ROOT
+from tests.conftest import ROOT, CliRun
 
 ADULT = str(ROOT / "data" / "adult.csv.gz")
 
@@ -190,25 +189,16 @@ def test_schema_errors_name_the_column(spark, tmp_path: Path, capsys: pytest.Cap
     assert "reporting_length must be <= the number of attribute columns (2), got 3" in capsys.readouterr().err
 
 
-def _quick_start_command(out: Path) -> list[str]:
-    """The README quick start's `make run`, from the Makefile, for the in-process CLI."""
-    recipe = re.search(r"^run:.*\n\t(.+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
-    words = shlex.split(recipe.replace("$(OUTPUT)", str(out)).replace("$(EPSILON)", "4"))
-    assert words[0] == "$(BIN)/spark-dpsynth"
-    return words[1:]
-
-
 def test_quick_start_pipeline_end_to_end_on_adult(
-    spark, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+    adult_quick_start: CliRun, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     readme = (ROOT / "README.md").read_text()
     assert "make run" in readme[readme.index("## Quick start") : readme.index("## Command line")]
+    run = adult_quick_start
+    assert run.status == 0, run.stderr
+    assert "TEST MODE" in run.stderr + run.stdout
     out = tmp_path / "out"
-    monkeypatch.chdir(ROOT)
-    code = main([*_quick_start_command(out), "--seed", "7", "--quiet"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    assert "TEST MODE" in captured.err + captured.out
+    shutil.copytree(run.out, out)  # the session's run is shared: the rerun below changes a copy
     manifest = json.loads((out / "release" / "manifest.json").read_text())
     assert manifest["test_mode"] is True and manifest["epsilon"] == 4.0 and manifest["delta"] == 1e-6
     # the default (auto): the workload mechanism, AIM on Adult's 15 columns, some 3-way tables measured
@@ -228,7 +218,7 @@ def test_quick_start_pipeline_end_to_end_on_adult(
     metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
     for length in ("1", "2", "3"):
         assert 0 <= metrics["tvd"][length]["mean"] <= 1
-    assert "protected n" in captured.out and "mean TVD" in captured.out
+    assert "protected n" in run.stdout and "mean TVD" in run.stdout
     # a seeded run's outputs are marked NOT private (docs/outputs.md, "Test-mode marks")
     assert sorted(p.name for p in out.iterdir()) == [
         "evaluation", "release", "synthetic", "synthetic.csv", "synthetic.csv.TEST-MODE.txt"

@@ -145,21 +145,13 @@ def test_other_methods_say_which_take_a_condition(spark) -> None:  # noqa: ANN00
 # --------------------------------------------------------------------------------------- UCI Adult, end to end
 
 
-@pytest.fixture(scope="module")
-def adult(spark):  # noqa: ANN001, ANN201
-    return spark.read.csv(str(ROOT / "data" / "adult.csv.gz"), header=True, inferSchema=True)
-
-
 @pytest.mark.slow
-def test_adult_older_women(spark, adult) -> None:  # noqa: ANN001
-    """conf/adult.toml at epsilon 4: 5,000 rows, all of them women aged 60 or more, whose 1-way marginals follow
-    the conditioned model within .02 TVD (and the real rows that satisfy the condition as the noise allows)."""
-    import spark_dpsynth as dps
-
+def test_adult_older_women(spark, adult_release) -> None:  # noqa: ANN001
+    """conf/adult.toml at epsilon 4 (the session's fit): 5,000 rows, all of them women aged 60 or more, whose 1-way
+    marginals follow the conditioned model within .02 TVD (and the real rows that satisfy the condition as the noise
+    allows)."""
     where = "sex = 'Female' AND age >= 60"
-    release = dps.fit(
-        adult, config=str(ROOT / "conf" / "adult.toml"), epsilon=4.0, synthesizer="pgm", seed=11
-    )
+    release = adult_release(4.0)
     messages: list[str] = []
     rows = release.sample(5000, where=where, seed=5, progress=messages.append).toPandas()
     assert len(rows) == 5000

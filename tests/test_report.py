@@ -243,30 +243,12 @@ def test_report_renders_in_headless_chromium(metrics, chromium, tmp_path):
 # --- real data -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_adult_epsilon_4_report_agrees_with_metrics_json(spark, chromium, tmp_path):
-    """`spark-dpsynth pipeline` on the embedded UCI Adult at epsilon 4 (test mode, seeded): report and metrics.json
-    agree, train-on-synthetic / test-on-real runs with `income` on Adult's own test split, and the page renders."""
-    from spark_dpsynth.cli.main import main
-
-    out = tmp_path / "adult"
-    status = main(
-        [
-            "pipeline",
-            "--config",
-            str(ROOT / "conf" / "adult.toml"),
-            "--input",
-            str(ROOT / "data" / "adult.csv.gz"),
-            "--output",
-            str(out),
-            "--epsilon",
-            "4",
-            "--seed",
-            "7",
-            "--quiet",
-        ]
-    )
-    assert status == 0
+def test_adult_epsilon_4_report_agrees_with_metrics_json(adult_quick_start, chromium, tmp_path):
+    """The README quick start (`spark-dpsynth pipeline` on the embedded UCI Adult at epsilon 4, test mode, seeded;
+    the session's run): report and metrics.json agree, train-on-synthetic / test-on-real runs with `income` on
+    Adult's own test split, and the page renders."""
+    assert adult_quick_start.status == 0, adult_quick_start.stderr
+    out = adult_quick_start.out
     metrics = json.loads((out / "evaluation" / METRICS_FILE).read_text(encoding="utf-8"))
     page_path = out / "evaluation" / REPORT_FILE
     page = page_path.read_text(encoding="utf-8")
