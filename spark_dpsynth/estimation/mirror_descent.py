@@ -50,10 +50,10 @@ trial and the size stays halved; x 1.5 after an accepted step), and each step ta
 with both trials costs two propagations or more, and a fit of millions of records stops after several times fewer
 steps, at a lower loss, than with the mirror step alone (``benchmarks/fit_convergence.py``; docs/design.md section
 4.8, "Proportional steps"). Where the counts hold few noise stds (N / sigma small) the proportional trial seldom
-wins (2% of the steps of AIM's refits on UCI Adult at epsilon 4) and doubled the cost of every step, so a trial that
-loses (its line search fails, or the mirror trial's loss is lower) *rests*: it sits out the next 1, 2, 4, then at
-most ``_PROPORTIONAL_MAX_REST`` = 8 steps, the rest doubling after each loss, and is tried at every step again once
-it wins. When the mirror trial fails, the proportional one is tried whatever its rest, before the fit gives up.
+wins and doubled the cost of every step, so it *rests*: after k trials lost in a row (its line search failed, or
+the mirror trial's loss was lower) it sits out the next min(2^(k-1) - 1, ``_PROPORTIONAL_MAX_REST`` = 8) steps (0,
+1, 3, 7, 8, ...), and once it wins it is tried at every step again. When the mirror trial fails, the proportional
+one is tried whatever its rest, before the fit gives up.
 
 The solver stops early when the last ``WINDOW`` = 10 steps lowered the loss by less than
 ``tolerance`` (default 1e-4) per measured cell, or when no step lowers it any more. The rule is tied to the
@@ -109,7 +109,7 @@ _PROPORTIONAL_BACKTRACKS = 4
 _PROPORTIONAL_GROW = 1.5
 """Factor of the proportional step size after an accepted step (it is halved, and kept so, after a failure)."""
 _PROPORTIONAL_MAX_REST = 8
-"""Most steps the proportional trial sits out after it lost (module docstring, "rests")."""
+"""Most steps the proportional trial sits out after losses in a row (module docstring, "rests")."""
 
 
 @dataclass(frozen=True)
