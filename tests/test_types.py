@@ -1429,8 +1429,8 @@ def _pipeline(args: list[str], cwd) -> None:  # noqa: ANN001
 def test_adult_with_question_marks_as_values_has_no_empty_cell_and_no_negative_amount(
     spark, tmp_path
 ) -> None:
-    """Adult's train split through conf/adult.toml with "?" kept as a value (no empty cell in the data): the
-    synthetic data has no empty cell, and the open bins of capital_gain / capital_loss, bounded by the
+    """Adult's train split (eight of its columns) through conf/adult.toml with "?" kept as a value (no empty cell in
+    the data): the synthetic data has no empty cell, and the open bins of capital_gain / capital_loss, bounded by the
     configuration's public ranges, give no negative amount."""
     import tomllib
 
@@ -1446,12 +1446,15 @@ def test_adult_with_question_marks_as_values_has_no_empty_cell_and_no_negative_a
     config.write_text(text)
     assert "?" in tomllib.loads(text)["data"]["domains"]["occupation"]
     out = tmp_path / "out"
+    # the columns "?" is a value of, the two open-binned amounts, and three more (a narrower model: minutes less)
+    columns = "age,workclass,occupation,sex,capital_gain,capital_loss,native_country,income"
     _pipeline(
         ["--config", str(config), "--input", "data/adult.csv.gz", "--output", str(out), "--epsilon", "4",
-         "--seed", "11", "--no-single-csv"],
+         "--seed", "11", "--columns", columns, "--no-single-csv"],
         ROOT,
     )  # fmt: skip
     synthetic = spark.read.parquet(str(out / "synthetic")).toPandas()
+    assert list(synthetic.columns) == columns.split(",")
     assert synthetic.notna().all().all()  # the train split with "?" as a value has no empty cell
     assert (synthetic["capital_gain"] >= 0).all() and (synthetic["capital_loss"] >= 0).all()
     assert synthetic["capital_gain"].max() <= 99999 and synthetic["age"].between(17, 90).all()
