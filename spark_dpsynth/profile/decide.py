@@ -22,6 +22,8 @@ from spark_dpsynth.profile.grid import ProfileGrid, cells_of
 from spark_dpsynth.profile.levels import SIGNAL_FALSE_POSITIVE, noise_level, noise_tail, tail_threshold
 from spark_dpsynth.profile.shape import within_bin_shape
 from spark_dpsynth.profile.span import (
+    FAR_TAIL,
+    far_noise,
     gap_to_top_code,
     inside_spikes,
     moved_inside,
@@ -92,10 +94,11 @@ def _noise_only(
     noise only when their noisy sum does not stand out at the one-sided level :data:`_QUIET_TAIL` and, with that
     bound, holds per value at most :data:`_QUIET_SHARE` of the median of the anchors beside them: the years a
     panel skipped between its survey years. Beyond the outermost anchors, the values past where the records give
-    way to noise (:func:`_far_noise`) are noise only when they are at least as many as the values from the first
-    anchor to the last: a block's even spread that reached decades before a panel's first year. A thin tail of
-    ages beyond its anchors, a thin run between anchors not far above it, and rare values that stand out together
-    (a country code's) keep their counts. Post-processing of the noisy profile (docs/design.md section 2.8)."""
+    way to noise (:func:`~spark_dpsynth.profile.span.far_noise`) are noise only when they are at least as many as
+    the values from the first anchor to the last: a block's even spread that reached decades before a panel's first
+    year. A thin tail of ages beyond its anchors, a thin run between anchors not far above it, and rare values that
+    stand out together (a country code's) keep their counts. Post-processing of the noisy profile (docs/design.md
+    section 2.8)."""
     counts = noisy[signal]
     local = sigma * noise_level(_QUIET_TAIL / max(len(signal), 1), laplace)
     anchors = np.union1d(signal[counts > local], spikes)
@@ -105,7 +108,7 @@ def _noise_only(
     held = np.union1d(signal, spikes)
     anchored = int(np.count_nonzero((held >= anchors[0]) & (held <= anchors[-1])))
     for end in (np.flatnonzero(signal < anchors[0])[::-1], np.flatnonzero(signal > anchors[-1])):
-        far = end[_far_noise(counts[end], sigma, laplace) :]
+        far = end[far_noise(counts[end], sigma, laplace) :]
         if len(far) >= max(anchored, 1):
             out[far] = True
     if len(anchors) < 2:
@@ -128,28 +131,15 @@ def _noise_only(
     return out
 
 
-def _far_noise(counts: np.ndarray, sigma: float, laplace: bool) -> int:
-    """How many values of an end of a small range to keep (``counts``: their noisy counts from the outermost
-    anchor out): up to the most of the cumulated sum of (count - sigma / 2) from the anchor out, a CUSUM with
-    reference value half a noise std (Page, Biometrika 1954), where the records give way to noise; none beyond
-    it when the values beyond stand out together at the one-sided level :data:`_QUIET_TAIL`."""
-    walk = np.concatenate([[0.0], np.cumsum(counts - sigma / 2.0)])
-    keep = int(np.argmax(walk))
-    beyond = float(counts[keep:].sum())
-    if beyond > float(tail_threshold(max(len(counts) - keep, 1), sigma, _QUIET_TAIL, laplace)):
-        return len(counts)
-    return keep
-
-
 _QUIET_SHARE = 0.25
 """The values of a small range dropped as noise only (:func:`_noise_only`) hold, per value, at most this share of
 the median of their neighbouring anchors (their noisy sum plus its bound at :data:`_QUIET_TAIL`): the test of a
 lattice's values off it (``spread._LATTICE_OFF_SHARE``)."""
 
 
-_QUIET_TAIL = 0.05
+_QUIET_TAIL = FAR_TAIL
 """The levels of :func:`_noise_only`: its anchors' (Bonferroni over the range), its false discovery rate and the
-one-sided level its dropped values' noisy sum must not pass."""
+one-sided level its dropped values' noisy sum must not pass (those of its ends' CUSUM, :func:`far_noise`)."""
 
 
 MAX_CODE_RANGE = 100
@@ -259,7 +249,7 @@ def profile_from_noisy(
         grid, present, cells, threshold, sums, gaussian, block_gaussian, laplace, lattice, fractions
     )
     span = trimmed(cells[weights[cells] > 0], weights, n_bins)
-    span = inside_spikes(span, present, standing, half_bin * non_empty, sums, gaussian, stood)
+    span = inside_spikes(span, present, standing, half_bin * non_empty, sums, stood, laplace, values)
     # a column of fractions: the lattice of its points read from all its records, those that stand out alone too
     # (3, 4 and 5 of ratings in halves), for the parts of it whose rest alone is too thin to tell
     step = 0.0
@@ -326,7 +316,7 @@ def profile_from_noisy(
             grid, rest, cells, threshold, sums, gaussian, block_gaussian, laplace, lattice, fractions, step
         )
         signal = trimmed(cells[rest[cells] > 0], rest, n_bins)
-        inside = inside_spikes(signal, present, standing, half_bin * non_empty, sums, gaussian, stood)
+        inside = inside_spikes(signal, present, standing, half_bin * non_empty, sums, stood, laplace, values)
         rest = moved_inside(rest, grid.sizes, signal, inside)
         signal = inside[~np.isin(inside, gaps)]
         rest[gaps] = 0.0

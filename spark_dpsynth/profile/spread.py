@@ -224,8 +224,8 @@ def signal_weights(
     cell's share in proportion to its ``sizes``), within the parts of the block that stand out when it is halved,
     and halved again, while the amount is large enough to tell the halves apart, or the halves are measured
     blocks (searched or fine, :func:`block_tree`) (both halves standing out: the amount split by their noisy sums;
-    one: the other keeps its own noisy sum, a measured one less one std of its noise; neither, when they are fine
-    blocks and one holds more than :data:`_FINE_SPLIT` stds: the amount split by their positive sums); where an
+    one: the other keeps its own noisy sum, a measured one less one std of its noise; neither, when they are
+    measured blocks and one holds more than :data:`_FINE_SPLIT` stds: the amount split by their positive sums); where an
     amount is finally spread over a part, the part's cells that stand out at a Bonferroni level over the part alone
     take it first when they hold at least :data:`_LOCAL_SHARE` of it; zero elsewhere. ``laplace``: the cells' noise
     is discrete Laplace (the part's level is its quantile); ``values``: the cells that hold the column's whole
@@ -293,12 +293,13 @@ def signal_weights(
                 if kept > 0:
                     place(other, kept)
                 members, amount = halves[stands.index(True)], amount - kept
-            elif measured and sums.fine(halves[0]) and any(e > _FINE_SPLIT * n / level for e, n in left):
-                # neither fine half stands out, but one holds more than _FINE_SPLIT stds of its noise (a
+            elif measured and any(e > _FINE_SPLIT * n / level for e, n in left):
+                # neither measured half stands out, but one holds more than _FINE_SPLIT stds of its noise (a
                 # block's rest beyond the values that stood out alone carries the noise of every value taken
                 # out): the amount goes to the halves in proportion to their positive counts, each placed
                 # further in turn (spread evenly over 1984..2124, the rest of the years 1984..2013 was drawn up
-                # to 2120); when neither does, evenly over both (a thin tail, as person weights of 100..661)
+                # to 2120; a searched block's, log wages of 0..5.3 up to 9.8); when neither does, evenly over
+                # both (a thin tail, as person weights of 100..661)
                 kept = [max(e, 0.0) for e, _ in left]
                 total = kept[0] + kept[1]
                 if kept[0] > 0:
@@ -331,7 +332,8 @@ of their noise at a Bonferroni level over the part's cells alone when those cell
 it (a few years among 111 whole numbers); else it is spread evenly (the ages 70..90 of a thin tail, each within
 the noise: a few of them standing out by their noise would take it all)."""
 _FINE_SPLIT = 2.0
-"""When neither fine half of a block stands out but one holds more than this many stds of its noise, the block's
-amount is split between them by their positive counts instead of spread evenly over both (:func:`signal_weights`):
-the rest of a block beyond the values that stood out alone carries the noise of every value taken out, and spread
-evenly over the fine block 1984..2124, the years 1984..2013 were drawn up to 2120 (docs/design.md section 2.8)."""
+"""When neither measured half of a block (fine or searched) stands out but one holds more than this many stds of
+its noise, the block's amount is split between them by their positive counts instead of spread evenly over both
+(:func:`signal_weights`): the rest of a block beyond the values that stood out alone carries the noise of every
+value taken out, and spread evenly over the fine block 1984..2124, the years 1984..2013 were drawn up to 2120; over
+a searched block, log wages of 0..5.3 up to 9.8 (docs/design.md section 2.8)."""
