@@ -167,10 +167,8 @@ class RunSums:
         self.cells, self.present, self.sigma, self.level = cells, present, sigma, level
         self.blocks = blocks
         self.index: dict[tuple[int, int], int] = {}
-        self.depths = np.zeros(0, dtype=np.int64)
         if blocks is not None:
             self.index, self.by_start, self.starts = _tree_index(grid.scale)
-            self.depths = _block_tree_levels(grid.scale)[1]
             if len(blocks) != len(self.index):
                 raise InvalidParameterError(
                     f"{len(blocks)} block counts for the {len(self.index)} blocks of the grid"
@@ -187,11 +185,6 @@ class RunSums:
             return None
         a = int(np.searchsorted(self.cells, members[0]))
         return self.index.get((a, a + len(members)))
-
-    def fine(self, members: np.ndarray) -> bool:
-        """True when ``members`` is a fine block of :func:`block_tree` (below :data:`_BLOCK_DEPTH` halvings)."""
-        node = self._node(members)
-        return node is not None and bool(self.depths[node] > _BLOCK_DEPTH)
 
     def halves_measured(self, members: np.ndarray) -> bool:
         """True when both halves of ``members`` (by cells) are measured blocks."""

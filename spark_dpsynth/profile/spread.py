@@ -225,12 +225,12 @@ def signal_weights(
     and halved again, while the amount is large enough to tell the halves apart, or the halves are measured
     blocks (searched or fine, :func:`block_tree`) (both halves standing out: the amount split by their noisy sums;
     one: the other keeps its own noisy sum, a measured one less one std of its noise; neither, when they are
-    measured blocks and one holds more than :data:`_FINE_SPLIT` stds: the amount split by their positive sums); where an
-    amount is finally spread over a part, the part's cells that stand out at a Bonferroni level over the part alone
-    take it first when they hold at least :data:`_LOCAL_SHARE` of it; zero elsewhere. ``laplace``: the cells' noise
-    is discrete Laplace (the part's level is its quantile); ``values``: the cells that hold the column's whole
-    numbers (:func:`value_cells`), or with ``points`` the real grid's points (:func:`point_cells`). Also returns
-    the runs of cells that stood out (blocks and halves), in the order found (post-processing)."""
+    measured blocks and one holds more than :data:`_HALF_SPLIT` stds: the amount split by their positive sums);
+    where an amount is finally spread over a part, the part's cells that stand out at a Bonferroni level over the
+    part alone take it first when they hold at least :data:`_LOCAL_SHARE` of it; zero elsewhere. ``laplace``: the
+    cells' noise is discrete Laplace (the part's level is its quantile); ``values``: the cells that hold the
+    column's whole numbers (:func:`value_cells`), or with ``points`` the real grid's points (:func:`point_cells`).
+    Also returns the runs of cells that stood out (blocks and halves), in the order found (post-processing)."""
     weights = np.zeros_like(rest)
     alone = cells[rest[cells] > threshold]
     weights[alone] = rest[alone]
@@ -293,8 +293,8 @@ def signal_weights(
                 if kept > 0:
                     place(other, kept)
                 members, amount = halves[stands.index(True)], amount - kept
-            elif measured and any(e > _FINE_SPLIT * n / level for e, n in left):
-                # neither measured half stands out, but one holds more than _FINE_SPLIT stds of its noise (a
+            elif measured and any(e > _HALF_SPLIT * n / level for e, n in left):
+                # neither measured half stands out, but one holds more than _HALF_SPLIT stds of its noise (a
                 # block's rest beyond the values that stood out alone carries the noise of every value taken
                 # out): the amount goes to the halves in proportion to their positive counts, each placed
                 # further in turn (spread evenly over 1984..2124, the rest of the years 1984..2013 was drawn up
@@ -331,7 +331,7 @@ _LOCAL_SHARE = 0.5
 of their noise at a Bonferroni level over the part's cells alone when those cells hold at least this share of
 it (a few years among 111 whole numbers); else it is spread evenly (the ages 70..90 of a thin tail, each within
 the noise: a few of them standing out by their noise would take it all)."""
-_FINE_SPLIT = 2.0
+_HALF_SPLIT = 2.0
 """When neither measured half of a block (fine or searched) stands out but one holds more than this many stds of
 its noise, the block's amount is split between them by their positive counts instead of spread evenly over both
 (:func:`signal_weights`): the rest of a block beyond the values that stood out alone carries the noise of every
