@@ -605,6 +605,56 @@ def test_dp_profile_draws_months_counted_in_years_on_their_lattice(monkeypatch) 
     assert _off_lattice_share(bins("integer", 0), 36, 12) > 0.15
 
 
+def test_dp_profile_draws_amounts_beyond_9999_on_the_decimal_lattice_of_their_small_ones(monkeypatch) -> None:
+    # incomes in hundreds (12% of records 0, the others 100..9,900 and 10,000..300,000 on multiples of 100, thinner
+    # up), 20 records of noise per cell: beyond 9,999 the grid's cells are two significant digits wide (41,000 to
+    # 42,000) and their whole numbers were drawn alike (41,658), a lattice of 100 or 10 read from the small
+    # amounts nowhere else; now the open cells are drawn on it; amounts on every whole number keep every one
+    rng = np.random.default_rng(4)
+    small = rng.integers(1, 100, 3000) * 100.0
+    large = np.round(np.exp(rng.normal(10.3, 0.8, 17000)) / 100.0) * 100.0
+    values = np.concatenate([np.zeros(2700), small, large[(large >= 10000) & (large <= 300000)]])
+
+    def off_hundreds(amounts: np.ndarray, seed: int) -> tuple[float, float]:
+        b = _range_and_bins(amounts, seed)
+        wide = [piece for piece in b.shape if piece[1] > 10000 and piece[0] < piece[1]]
+        weight = sum(w for _, _, w, *_ in wide) / sum(w for _, _, w, *_ in b.shape)
+        return _off_lattice_share(b, 9999, 100) / weight, weight
+
+    for seed in range(3):
+        off, weight = off_hundreds(values, seed)
+        assert weight > 0.3 and off < 0.02, (seed, off, weight)
+        assert off_hundreds(np.floor(values * 1.0137), seed)[0] > 0.8  # every whole number: no lattice
+    monkeypatch.setattr("spark_dpsynth.profile.decide.open_lattice", lambda *args: ())
+    assert off_hundreds(values, 0)[0] > 0.8
+
+
+def test_an_open_cell_is_drawn_on_the_coarsest_decimal_lattice_with_a_value_inside() -> None:
+    grid = profile_grid("integer")
+    cells = cells_of(grid, np.array([41500.0, 105000.0]), np.zeros(2, dtype=bool))
+    weights = np.zeros(grid.size)
+    weights[cells] = [3.0, 2.0]
+    shape = _within_bin_shape(
+        grid, weights, int(cells[0]), int(cells[1]), 1.0, 200000.0, [50000.0], (10.0, 100.0, 1000.0)
+    )
+    # 41,001..41,999 holds no multiple of 1,000: its hundreds; 100,001..109,999 its thousands
+    assert shape == ((41100.0, 41900.0, 3.0, 100.0), (101000.0, 109000.0, 2.0, 1000.0))
+    assert _within_bin_shape(grid, weights, int(cells[0]), int(cells[1]), 1.0, 200000.0, [50000.0]) == (
+        (41001.0, 41999.0, 3.0),
+        (100001.0, 109999.0, 2.0),
+    )
+
+
+def _range_and_bins(values: np.ndarray, seed: int) -> BinSpec:
+    """The bins of a measured integer profile of ``values`` at 20 records of noise per cell."""
+    grid, counts, blocks, block_sigma = _with_blocks(values, "integer", 20.0, seed)
+    b = profile_from_noisy(
+        "x", "integer", grid, counts, 0.0, 20.0, 16, len(values), blocks=blocks, block_sigma=block_sigma
+    ).bins
+    assert b is not None
+    return b
+
+
 def _lattice_step(grid, members, counts, sigma, laplace, values) -> float:  # noqa: ANN001
     """The step of a run's lattice (:func:`run_lattice`), 0.0 when none can be read."""
     lattice = run_lattice(grid, members, counts, sigma, laplace, values)

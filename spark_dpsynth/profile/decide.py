@@ -31,6 +31,7 @@ from spark_dpsynth.profile.span import (
     whole_number_range,
 )
 from spark_dpsynth.profile.spread import (
+    open_lattice,
     point_cells,
     run_lattice,
     signal_weights,
@@ -400,7 +401,12 @@ def profile_from_noisy(
         edges = {float(math.ceil((lo + hi) / 2.0)) if scale in ("integer", "date") else (lo + hi) / 2.0}
         edges = {e for e in edges if lo < e < hi} or {hi}
     points = tuple(float(grid.points[(c - 1) // 2]) for c in spikes)
-    shape = within_bin_shape(grid, rest, first, last, lo, hi, sorted(edges))
+    # a whole-number column's lattices read from its unit cells, for its open cells beyond 9,999 (incomes in
+    # hundreds), its exact values left out (a spike at 0 is a multiple of every step)
+    without_spikes = present.copy()
+    without_spikes[spikes] = 0.0
+    open_steps = open_lattice(grid, np.arange(first, last + 1), without_spikes, sigma, laplace, values)
+    shape = within_bin_shape(grid, rest, first, last, lo, hi, sorted(edges), open_steps)
     spec = BinSpec(
         edges=tuple(sorted(edges)),
         lower=lo,

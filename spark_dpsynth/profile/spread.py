@@ -17,7 +17,7 @@ from spark_dpsynth.profile.blocks import RunSums, standing_blocks
 from spark_dpsynth.profile.grid import UNIT_TOP, ProfileGrid
 from spark_dpsynth.profile.levels import SIGNAL_FALSE_POSITIVE, noise_level, sum_threshold, tail_threshold
 
-__all__ = ["point_cells", "run_lattice", "signal_weights", "spread_evenly", "value_cells"]
+__all__ = ["open_lattice", "point_cells", "run_lattice", "signal_weights", "spread_evenly", "value_cells"]
 
 _LATTICE_STEPS = (2, 3, 4, 5, 6, 10, 12, 20, 24, 25, 50, 60, 100, 1000)
 """The steps g of the lattices (the multiples of g) that a run of whole numbers is tested for where the profile
@@ -69,6 +69,10 @@ def _run_values(
     return members[held], np.rint(at / unit), unit
 
 
+_DECIMAL_STEPS = (10, 100, 1000)
+"""The lattices an open cell beyond 9,999 is drawn on (:func:`open_lattice`): amounts rounded to tens, hundreds,
+thousands, as the grid's two significant digits there are decimal. Public."""
+
 _DECIMAL_UNITS = (1.0, 0.1, 0.01, 0.001, 1e-4)
 """The decimal steps u a run's values are read in (:func:`_run_values`), coarsest first: the real grid's points
 below 9,999 are multiples of 10^-4 at least (its two significant digits from 0.001)."""
@@ -81,9 +85,22 @@ def _multiple(a: float, b: float) -> bool:
 
 
 def _lattice(cells: np.ndarray, at: np.ndarray, counts: np.ndarray, sigma: float, laplace: bool) -> int:
-    """The step g of the coarsest lattice of whole numbers, the multiples of g (:data:`_LATTICE_STEPS`), that
-    carries the records of a run's whole numbers, or 1: they may then lie on any of its values. Post-processing
-    of the noisy profile (docs/design.md section 2.8).
+    """The step of the coarsest lattice :func:`_lattice_steps` takes, or 1."""
+    steps = _lattice_steps(cells, at, counts, sigma, laplace)
+    return steps[-1] if steps else 1
+
+
+def _lattice_steps(
+    cells: np.ndarray,
+    at: np.ndarray,
+    counts: np.ndarray,
+    sigma: float,
+    laplace: bool,
+    steps: tuple[int, ...] = _LATTICE_STEPS,
+) -> tuple[int, ...]:
+    """The steps g, finest first, of the lattices of whole numbers, the multiples of g (of ``steps``), that
+    carry the records of a run's whole numbers, each a multiple of the one before; none: they may then lie on any
+    of its values. Post-processing of the noisy profile (docs/design.md section 2.8).
 
     Survey tables store durations in months that are whole years beyond the first three (the EU LFS's months since
     a start: 0..35, then 36, 48, ..., 528) and occupations as major groups (0, 100, ..., 900): a run of such values
@@ -102,13 +119,13 @@ def _lattice(cells: np.ndarray, at: np.ndarray, counts: np.ndarray, sigma: float
         sigma: the noise std of one cell, in records; laplace: the cells' noise is discrete Laplace.
     """
     if len(cells) < 4:
-        return 1
-    tail = SIGNAL_FALSE_POSITIVE / len(_LATTICE_STEPS)
+        return ()
+    tail = SIGNAL_FALSE_POSITIVE / len(steps)
     strict, strict_gaussian = noise_level(tail, laplace), noise_level(tail, False)
     loose, loose_gaussian = noise_level(_LATTICE_OFF_TAIL, laplace), noise_level(_LATTICE_OFF_TAIL, False)
-    step = 1
+    step, taken = 1, []
     on = np.ones(len(cells), dtype=bool)
-    for g in _LATTICE_STEPS:
+    for g in steps:
         if g % step:
             continue
         multiple = on & (np.mod(at, g) == 0)
@@ -125,7 +142,8 @@ def _lattice(cells: np.ndarray, at: np.ndarray, counts: np.ndarray, sigma: float
             sum_threshold(n_on + n_on**2 / n_off, sigma, strict, strict_gaussian)
         ):
             step, on = g, multiple
-    return step
+            taken.append(g)
+    return tuple(taken)
 
 
 def run_lattice(
@@ -153,6 +171,38 @@ def run_lattice(
     g = step if step > 0.0 and _multiple(step, own) else own
     ratio = at * unit / g
     return cells[np.abs(ratio - np.rint(ratio)) <= 1e-6 * np.maximum(np.abs(ratio), 1.0)], g
+
+
+def open_lattice(
+    grid: ProfileGrid,
+    reach: np.ndarray,
+    counts: np.ndarray,
+    sigma: float,
+    laplace: bool,
+    values: np.ndarray | None,
+) -> tuple[float, ...]:
+    """The decimal lattice steps (:data:`_DECIMAL_STEPS`, finest first) of a whole-number column's records in the
+    cells of ``reach`` (a measurement's range) that tell whole numbers apart (at most 9,999 in magnitude), or
+    none: where its open cells beyond 9,999 hold values the profile does not tell apart, they are drawn on the
+    coarsest of these lattices that has a value inside them (incomes in hundreds: 41,100, .., 41,900 between the
+    grid's points 41,000 and 42,000, not 41,658; :func:`~spark_dpsynth.profile.shape.within_bin_shape`). ``counts``: float64
+    (grid.size,) the noisy counts without the column's exact values (a spike at 0 is a multiple of every step);
+    ``values``: :func:`value_cells` (None: no whole numbers, no lattice). Post-processing of the noisy profile
+    (docs/design.md section 2.8)."""
+    if values is None or len(reach) == 0:
+        return ()
+    # the unit cells of the range: whole numbers and the open cells between them, none wider than one
+    unit = reach[
+        (grid.sizes[reach] <= 1.0) & (np.abs(grid.points[np.maximum(reach - 1, 0) // 2]) <= UNIT_TOP)
+    ]
+    unit = unit[unit > 0]
+    whole = _run_values(grid, unit, values, counts[unit], sigma, laplace, False)
+    if whole is None:
+        return ()
+    cells, at, step = whole
+    found = _lattice_steps(cells, at, counts[cells], sigma, laplace, _DECIMAL_STEPS)
+    # records on the multiples of 1,000 are on those of 100 and 10 too
+    return tuple(float(g * step) for g in _DECIMAL_STEPS if found and found[-1] % g == 0)
 
 
 def spread_evenly(
