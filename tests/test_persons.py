@@ -192,11 +192,18 @@ def test_release_states_the_person_level_budget(fitted) -> None:
     shares = {s["name"]: s for s in block["budget"]["shares"]}
     assert shares["persons_by_rows"]["epsilon"] == pytest.approx(0.4)
     assert shares["person_columns"]["epsilon"] == pytest.approx(0.2)
+    assert shares["repeated_values"]["epsilon"] == pytest.approx(0.08)
     assert sum(s.get("epsilon") or 0 for s in shares.values()) == pytest.approx(4.0)
-    assert m.budget.epsilon == pytest.approx(3.4 / cap)  # the event mechanism's row-level budget
-    assert block["event_epsilon_per_row"] == pytest.approx(3.4 / cap)
-    assert m.budget.delta == pytest.approx(block["delta"] / (cap * math.exp((cap - 1) * 3.4 / cap)))
+    assert m.budget.epsilon == pytest.approx(3.32 / cap)  # the event mechanism's row-level budget
+    assert block["event_epsilon_per_row"] == pytest.approx(3.32 / cap)
+    assert m.budget.delta == pytest.approx(block["delta"] / (cap * math.exp((cap - 1) * 3.32 / cap)))
     assert block["person_columns"] == ["region"]
+    # kinds and items repeat within a person: no column is distinct per person
+    assert block["distinct_columns"] == [] and set(block["noisy_repeating_persons"]) == {
+        "region",
+        "kind",
+        "items",
+    }
     assert "pid" not in fitted.release.columns and P.ROWS_COLUMN in fitted.release.columns
     assert m["protected_number_of_persons"] == block["protected_number_of_persons"]
 
@@ -354,6 +361,35 @@ def test_an_event_table_runs_end_to_end_on_spark_connect(tmp_path) -> None:
     assert manifest["persons"]["max_rows_per_person"] == 3 and manifest["persons"]["cap_source"] == "given"
     metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
     assert metrics["persons"]["persons"]["sensitive"] == 600
+
+
+def test_a_panels_synthetic_persons_keep_one_row_a_year(spark, monkeypatch) -> None:
+    """A panel (a seeded generator, not real data): 800 persons seen in 2 to 8 of the years 2000..2011, each year
+    once, an event kind that repeats. The DP test finds the year distinct per person, not the kind, and the
+    synthetic persons' rows take distinct years; drawn from their group without the layers, most persons of
+    several rows repeated a year."""
+    rng = np.random.default_rng(9)
+    rows = [
+        (pid, int(year), str(rng.choice(["work", "study", "home"])))
+        for pid in range(1, 801)
+        for year in np.sort(rng.choice(np.arange(2000, 2012), int(rng.integers(2, 9)), replace=False))
+    ]
+    panel = spark.createDataFrame(pd.DataFrame(rows, columns=["pid", "year", "kind"]))
+    fitted = dps.fit(panel, epsilon=4.0, privacy_unit="pid", seed=3)
+    block = fitted.manifest["persons"]
+    assert block["max_rows_per_person"] >= 2 and block["distinct_columns"] == ["year"]
+    assert block["noisy_repeating_persons"]["kind"] > 0.5 * len(set(p for p, _, _ in rows))
+
+    def repeating(synthetic) -> float:  # noqa: ANN001 - DataFrame
+        out = synthetic.toPandas()
+        sizes = out.groupby("pid").size()
+        several = sizes[sizes >= 2].index
+        years = out[out["pid"].isin(several)].groupby("pid")["year"]
+        return float((years.nunique() < years.size()).mean())
+
+    assert repeating(fitted.sample(seed=2)) < 0.1
+    monkeypatch.setattr(S, "_spread_column", lambda *args: None)
+    assert repeating(fitted.sample(seed=2)) > 0.3
 
 
 def test_assemble_persons_cuts_persons_from_the_pool_with_string_keys(spark) -> None:

@@ -22,7 +22,10 @@ the release protects a person, every row of theirs, and the synthetic table is a
 5. **Person columns**: unless declared, the DP test per column of the number of persons whose kept rows hold
    two values (a person adds at most one to each of the d counts: L1 sensitivity d, discrete Laplace,
    :data:`PERSON_COLUMNS_EPSILON_PROPORTION`); a column is a person column when that noisy number is at most
-   :data:`PERSON_COLUMN_SHARE` of P'.
+   :data:`PERSON_COLUMN_SHARE` of P'. With L >= 2, the same pass counts per column the persons whose kept rows
+   hold one value twice (L1 sensitivity d, discrete Laplace, :data:`REPEATS_EPSILON_PROPORTION`); a column that
+   is not a person column is *distinct per person* (a panel's year) when that noisy number is at most
+   :data:`REPEAT_SHARE` of the noisy persons with two rows or more.
 6. **The event level**: the configured mechanism (the default's choice, the workload or the marginals
    mechanism ...) runs on the bounded rows at the row-level budget (epsilon_e / L, delta / (L e^((L-1)
    epsilon_e / L))), epsilon_e what steps 2 and 5 left. Adding or removing a person adds or removes at most L
@@ -36,12 +39,13 @@ manifest's ``persons`` block records L and how it was chosen, the noisy histogra
 person-level ledger; the event mechanism's own ``budget`` is its row-level one.
 
 **Synthesis** (post-processing, :mod:`spark_dpsynth.synthesizers.persons`): the synthetic persons' numbers of
-rows n are drawn from the noisy histogram (uniformly within a bin), each person in the stratum s = min(n, L). A pool of event
-rows is sampled from the event model; each person takes one random pool row of its stratum as its seed, whose
-person columns become the person's, then n pool rows of its stratum that share those person columns (the model
-given the stratum and the person columns). Where a (stratum, person columns) group runs short, the person takes
-other rows of its stratum with its person columns written over theirs. A person's rows share one surrogate key in
-the key column's type, ordered by the event time when there is one.
+rows n are drawn from the noisy histogram (uniformly within a bin), each person in the stratum s = min(n, L). A
+pool of event rows is sampled from the event model; each person takes one random pool row of its stratum as its
+seed, whose person columns become the person's, then n pool rows of its stratum that share those person columns
+(the model given the stratum and the person columns), on distinct values of a distinct-per-person column where
+the group holds them (the one of fewest values in the pool). Where a (stratum, person columns) group runs short,
+the person takes other rows of its stratum with its person columns written over theirs. A person's rows share one
+surrogate key in the key column's type, ordered by the event time when there is one.
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ __all__ = [
     "HISTOGRAM_EPSILON_PROPORTION",
     "PERSON_COLUMNS_EPSILON_PROPORTION",
     "PERSON_COLUMN_SHARE",
+    "REPEATS_EPSILON_PROPORTION",
+    "REPEAT_SHARE",
     "rows_grid",
     "check_event_table",
     "cap_from_histogram",
@@ -86,6 +92,11 @@ PERSON_COLUMNS_EPSILON_PROPORTION = 0.05
 PERSON_COLUMN_SHARE = 0.05
 """A column is a person column when the noisy number of persons whose rows hold two of its values is at most
 this share of the protected number of persons."""
+REPEATS_EPSILON_PROPORTION = 0.02
+"""Share of epsilon of the DP test of the columns whose values a person never repeats (with L >= 2)."""
+REPEAT_SHARE = 0.05
+"""A column is *distinct per person* (a panel's year, a visit's number) when the noisy number of persons whose
+kept rows hold one of its values twice is at most this share of the protected persons with two rows or more."""
 _TIME_TYPES = ("date", "timestamp", "timestamp_ntz")
 _NUMBER_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double")
 _STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
@@ -256,9 +267,10 @@ def bound_persons(
         SchemaError: a schema check of :func:`check_event_table` (before any data is read).
 
     Privacy:
-        The histogram of persons by rows and the test of person columns are discrete Laplace shares of the
-        person-level epsilon (L1 sensitivity 1 and d); the rest, epsilon_e and delta, is the event level's, at
-        epsilon_e / L and delta / (L e^((L-1) epsilon_e / L)) per row by group privacy (Vadhan 2017, Lemma 2.2).
+        The histogram of persons by rows and the tests of person columns and of repeated values are discrete
+        Laplace shares of the person-level epsilon (L1 sensitivity 1, d and d); the rest, epsilon_e and delta,
+        is the event level's, at epsilon_e / L and delta / (L e^((L-1) epsilon_e / L)) per row by group privacy
+        (Vadhan 2017, Lemma 2.2).
     """
     from pyspark.sql import functions as F
 
@@ -312,36 +324,48 @@ def bound_persons(
         )
     delta = float(acct.delta)  # type: ignore[arg-type]
     tested = data.person_columns is None and bool(attributes)
+    repeats = cap >= 2 and bool(attributes)
     eps_events = acct.epsilon * (
-        1.0 - HISTOGRAM_EPSILON_PROPORTION - PERSON_COLUMNS_EPSILON_PROPORTION * tested
+        1.0
+        - HISTOGRAM_EPSILON_PROPORTION
+        - PERSON_COLUMNS_EPSILON_PROPORTION * tested
+        - REPEATS_EPSILON_PROPORTION * repeats
     )
     while cap > 1 and not _fits(eps_events, delta, cap):
         cap //= 2  # a row-level delta below MIN_DELTA: a smaller cap (public figures only), never a refusal
+    repeats = repeats and cap >= 2  # one kept row per person repeats nothing: no test, no budget
     block["max_rows_per_person"] = int(cap)
     report(progress, log, f"persons: at most {cap} rows per person measured ({block['cap_source']})")
     bounded = _bounded(rows, unit, cap, key).persist()
     try:
-        if data.person_columns is not None or not attributes:
+        d = len(attributes)
+        text = [F.coalesce(F.trim(F.col(f"`{c}`").cast("string")), F.lit("")) for c in attributes]
+        # per person and column: its kept rows hold two values (their least and greatest differ), and they hold
+        # one value twice (fewer distinct values than rows); one pass, no Expand
+        per_person = bounded.groupBy(f"`{unit}`").agg(
+            *[(F.min(t) < F.max(t)).cast("long").alias(f"_v{j}") for j, t in enumerate(text)],
+            *[
+                (F.size(F.collect_set(t)) < F.count(F.lit(1))).cast("long").alias(f"_r{j}")
+                for j, t in enumerate(text)
+            ]
+            if repeats
+            else [],
+        )
+        wanted = [f"_v{j}" for j in range(d) if tested] + [f"_r{j}" for j in range(d) if repeats]
+        true = per_person.agg(*[F.sum(c).alias(c) for c in wanted]).collect()[0] if wanted else {}  # private
+        if not tested:
             person_columns = list(data.person_columns or ())
             block["person_columns_source"] = "given"
         else:
-            d = len(attributes)
             acct.spend_epsilon(
                 "person_columns",
                 PERSON_COLUMNS_EPSILON_PROPORTION,
                 f"discrete Laplace on the numbers of persons whose rows hold two values, {d} column(s) "
                 f"(L1 sensitivity {d})",
             )
-            text = [F.coalesce(F.trim(F.col(f"`{c}`").cast("string")), F.lit("")) for c in attributes]
-            # a person's column holds two values when its least and greatest differ (one pass, no Expand)
-            varying = bounded.groupBy(f"`{unit}`").agg(
-                *[(F.min(t) < F.max(t)).cast("long").alias(f"_v{j}") for j, t in enumerate(text)]
-            )
-            true = varying.agg(*[F.sum(f"_v{j}").alias(f"_v{j}") for j in range(d)]).collect()[0]  # private
             noisy_varying = acct.laplace(
                 "person_columns", [int(true[f"_v{j}"] or 0) for j in range(d)], sensitivity=float(d)
             )
-            del true
             person_columns = [
                 c
                 for c, n in zip(attributes, noisy_varying, strict=True)
@@ -353,6 +377,27 @@ def bound_persons(
             }
         block["person_columns"] = person_columns
         report(progress, log, f"persons: person columns {person_columns}")
+        if repeats:
+            acct.spend_epsilon(
+                "repeated_values",
+                REPEATS_EPSILON_PROPORTION,
+                f"discrete Laplace on the numbers of persons whose rows hold one value twice, {d} column(s) "
+                f"(L1 sensitivity {d})",
+            )
+            noisy_repeating = acct.laplace(
+                "repeated_values", [int(true[f"_r{j}"] or 0) for j in range(d)], sensitivity=float(d)
+            )
+            several = float(np.clip(noisy[1:], 0, None).sum())  # persons with two rows or more (noisy)
+            block["noisy_repeating_persons"] = {
+                c: int(n) for c, n in zip(attributes, noisy_repeating, strict=True)
+            }
+            block["distinct_columns"] = [
+                c
+                for c, n in zip(attributes, noisy_repeating, strict=True)
+                if c not in person_columns and n <= REPEAT_SHARE * several
+            ]
+            report(progress, log, f"persons: columns a person never repeats {block['distinct_columns']}")
+        del true
         eps_events = acct.spend_rest_of_epsilon(
             "event_rows", f"the event mechanism on at most {cap} rows per person (group privacy)"
         )

@@ -9,10 +9,11 @@ event model whose records carry :data:`ROWS_COLUMN`, their person's number of me
 bin), each person in the stratum s = min(n, L). A pool of event rows is sampled from the event model
 (:func:`pool_size` rows); :func:`assemble_persons` gives each person one random pool row of its stratum as its
 seed, whose person columns become the person's, then n pool rows of its stratum that share those person columns
-(the model given the stratum and the person columns). Where a (stratum, person columns) group runs short, the
-person takes other rows of its stratum with its person columns written over theirs; where a stratum runs short,
-rows of any stratum. A person's rows share one surrogate key in the key column's type, ordered by the event time
-when there is one.
+(the model given the stratum and the person columns), on distinct values of a column the release found no person
+repeats (``distinct_columns``: a panel's year) while the group holds them. Where a (stratum, person columns) group
+runs short, the person takes other rows of its stratum with its person columns written over theirs; where a
+stratum runs short, rows of any stratum. A person's rows share one surrogate key in the key column's type, ordered
+by the event time when there is one.
 """
 
 from __future__ import annotations
@@ -174,6 +175,26 @@ def stratum_shares(release: Any) -> np.ndarray | None:  # noqa: ANN401 - Release
     return counts / counts.sum() if counts.sum() > 0 else None
 
 
+def _spread_column(pool, block: dict[str, Any], person_cols: list[str]) -> str | None:  # noqa: ANN001
+    """The distinct-per-person column (``block["distinct_columns"]``, the release's DP test) a person's rows are
+    spread over: the time column when it is one, else the one of fewest distinct values in the synthetic pool (a
+    panel's year rather than a wage that rarely repeats anyway); None without one. Post-processing."""
+    from pyspark.sql import functions as F
+
+    candidates = [
+        c for c in block.get("distinct_columns") or () if c in pool.columns and c not in person_cols
+    ]
+    if not candidates:
+        return None
+    if block.get("time_column") in candidates:
+        return str(block["time_column"])
+    counts = pool.agg(
+        *[F.approx_count_distinct(F.col(f"`{c}`")).alias(f"_d{j}") for j, c in enumerate(candidates)]
+    )
+    row = counts.collect()[0]
+    return min(candidates, key=lambda c: (int(row[f"_d{candidates.index(c)}"]), candidates.index(c)))
+
+
 def assemble_persons(
     pool,  # noqa: ANN001 - pyspark DataFrame
     block: dict[str, Any],
@@ -246,9 +267,19 @@ def assemble_persons(
             "__id", "__s", "__g", *keep,
             F.explode(F.sequence(F.col("__end") - F.col("__len"), F.col("__end") - 1)).alias("__i"),
         )  # fmt: skip
-        ranked = pool.withColumn(
-            "__i", F.row_number().over(Window.partitionBy("__s", "__g").orderBy("__r")) - 1
+        # a group's rows in layers, each holding one row of every value of the distinct-per-person column: a
+        # person's consecutive slots take distinct values of it (a panel's years) while the layer lasts
+        spread = _spread_column(pool, block, person_cols)
+        layered = (
+            pool.withColumn(
+                "__layer", F.row_number().over(Window.partitionBy("__s", "__g", f"`{spread}`").orderBy("__r"))
+            )
+            if spread is not None
+            else pool.withColumn("__layer", F.lit(1))
         )
+        ranked = layered.withColumn(
+            "__i", F.row_number().over(Window.partitionBy("__s", "__g").orderBy("__layer", "__r")) - 1
+        ).drop("__layer")
         matched = slots.join(ranked, ["__s", "__g", "__i"], "left")
         first = matched.where(F.col("__r").isNotNull()).select("__id", *[f"`{c}`" for c in value_cols], "__r")
 
