@@ -681,6 +681,7 @@ def evaluate_tables(
             list(persons.get("person_columns") or ()),
             [c for c in release.columns if c != ROWS_COLUMN],
             grid=persons.get("rows_grid"),
+            distinct_columns=list(persons.get("distinct_columns") or ()),
         )
     check_synthetic_columns(release, synthetic)
     whole_synthetic = synthetic  # the declared rules are counted on every row

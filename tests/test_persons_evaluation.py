@@ -114,6 +114,22 @@ def test_events_by_category_count_a_persons_rows(metrics):
     assert amount["tvd_of_means"] == 1.0  # no value in common
 
 
+def test_repeating_persons_count_the_persons_of_two_rows_whose_rows_repeat_a_value(spark, metrics):
+    # sensitive: p2 (a, b) and p3 (a, a, b, "") hold two rows or more, p3 repeats a kind; no amount repeats;
+    # synthetic: 12 (a, "") and 13 (b, b)
+    assert metrics["repeating_persons"] == {}
+    sensitive = spark.createDataFrame(SENSITIVE, SCHEMA.format("string"))
+    synthetic = spark.createDataFrame(SYNTHETIC, SCHEMA.format("bigint"))
+    metrics = person_metrics(sensitive, synthetic, "pid", 2, distinct_columns=["kind", "amount"])
+    assert metrics["repeating_persons"] == {
+        "kind": {"sensitive": 0.5, "synthetic": 0.5},
+        "amount": {"sensitive": 0.0, "synthetic": 0.0},
+    }
+    from spark_dpsynth.cli._summary import describe_person_metrics
+
+    assert "repeating a kind 50.0% / 50.0%" in describe_person_metrics(metrics)
+
+
 def test_null_keys_are_left_out(spark, metrics):
     # the same table without its keyless rows gives the same metrics
     sensitive = spark.createDataFrame(

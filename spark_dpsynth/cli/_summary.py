@@ -46,12 +46,21 @@ def describe_person_guarantee(persons: dict) -> str:  # type: ignore[type-arg]
 
 def describe_person_metrics(persons: dict) -> str:  # type: ignore[type-arg]
     """One line of the evaluation's ``persons`` metrics (NOT private): persons real / synthetic, the TVD of
-    rows per person (public bins) and the share of real persons above L."""
+    rows per person (public bins), the share of real persons above L and, per distinct column, the shares of
+    persons of two rows or more that repeat one of its values."""
     tvd, share = persons.get("rows_per_person_tvd"), persons.get("share_above_cap")
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.1%}"
+
+    repeats = "".join(
+        f", repeating a {c} {pct(r.get('sensitive'))} / {pct(r.get('synthetic'))}"
+        for c, r in (persons.get("repeating_persons") or {}).items()
+    )
     return (
         f"real {persons['persons']['sensitive']:,} / synthetic {persons['persons']['synthetic']:,}, rows-per-person "
-        f"TVD {'n/a' if tvd is None else f'{tvd:.4f}'}, share above L={persons['cap']} "
-        f"{'n/a' if share is None else f'{share:.1%}'} (not private)"
+        f"TVD {'n/a' if tvd is None else f'{tvd:.4f}'}, share above L={persons['cap']} {pct(share)}{repeats} "
+        "(not private)"
     )
 
 

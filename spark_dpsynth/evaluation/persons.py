@@ -72,6 +72,7 @@ def person_metrics(
     person_columns: Sequence[str] = (),
     event_columns: Sequence[str] = (),
     grid: Sequence[int] | None = None,
+    distinct_columns: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Compare the persons of a synthetic event table with those of the sensitive one.
 
@@ -93,6 +94,7 @@ def person_metrics(
         event_columns: candidate columns for ``events_by_category``, in order (``unit`` is skipped).
         grid: increasing lower edges of the bins of rows per person, from 1 (the release's public
             ``rows_grid``); None: one bin per number 1..L - 1 and a last bin of L and more.
+        distinct_columns: columns the release found no person repeats (its ``distinct_columns``).
 
     Returns:
         A JSON-able dict (shares in [0, 1], rows and persons as counts; None where a table has no person):
@@ -113,6 +115,9 @@ def person_metrics(
           it (the means of a column sum to the mean rows per person). ``tvd_of_means`` is the TVD of the two
           mean vectors each divided by its sum. Values are sorted by decreasing sensitive mean; Spark-summed
           means are rounded to 10 significant digits.
+        * ``repeating_persons``: ``{column: {"sensitive": share, "synthetic": share}}`` per distinct column, the
+          share of each table's persons of two rows or more whose rows hold one of its values twice (None
+          without such persons).
 
     Raises:
         InvalidParameterError: ``cap`` is not an integer >= 1, or ``grid`` is not increasing from 1.
@@ -131,7 +136,9 @@ def person_metrics(
     person_columns = [c for c in person_columns if c != unit]
     event_columns = [c for c in event_columns if c != unit and c not in person_columns]
     for name, df in (("sensitive", sensitive), ("synthetic", synthetic)):
-        missing = [c for c in (unit, *person_columns, *event_columns) if c not in df.columns]
+        missing = [
+            c for c in (unit, *person_columns, *event_columns, *distinct_columns) if c not in df.columns
+        ]
         if missing:
             raise SchemaError(f"the {name} table lacks the person metrics' column(s) {missing}")
 
@@ -166,6 +173,7 @@ def person_metrics(
         "rows_per_person_tvd": _exact_tvd(zip(binned_s, binned_y, strict=True), n_s, n_y),
         "person_columns_tvd": _person_columns_tvd(sides, unit, person_columns, n_s, n_y),
         "events_by_category": _events_by_category(sides, unit, event_columns, n_s, n_y),
+        "repeating_persons": _repeating_persons(sides, unit, [c for c in distinct_columns if c != unit]),
     }
 
 
@@ -285,6 +293,33 @@ def _person_columns_tvd(
         r["c"]: int(r["d"]) for r in counts.groupBy("c").agg(F.sum(difference).alias("d")).collect()
     }
     return {c: float(Fraction(numerators.get(i, 0), 2 * n_s * n_y)) for i, c in enumerate(person_columns)}
+
+
+def _repeating_persons(
+    sides: list[DataFrame], unit: str, columns: Sequence[str]
+) -> dict[str, dict[str, float | None]]:
+    """``repeating_persons`` of :func:`person_metrics`: one aggregation per table (a person's rows hold a value
+    twice when they hold fewer distinct values than rows), one driver row each."""
+    out: dict[str, dict[str, float | None]] = {c: {} for c in columns}
+    if not columns:
+        return out
+    for side, df in enumerate(sides):
+        per_person = df.groupBy(F.col(quote(unit)).alias("__key")).agg(
+            F.count(F.lit(1)).alias(_ROWS),
+            *[
+                (F.size(F.collect_set(_text(c))) < F.count(F.lit(1))).cast("long").alias(f"r{i}")
+                for i, c in enumerate(columns)
+            ],
+        )
+        row = (
+            per_person.where(F.col(_ROWS) >= 2)
+            .agg(F.count(F.lit(1)).alias("n"), *[F.sum(f"r{i}").alias(f"r{i}") for i in range(len(columns))])
+            .collect()[0]
+        )
+        name = "sensitive" if side == _SENSITIVE else "synthetic"
+        for i, c in enumerate(columns):
+            out[c][name] = _ratio(int(row[f"r{i}"] or 0), int(row["n"]))
+    return out
 
 
 def _events_by_category(

@@ -267,20 +267,26 @@ def assemble_persons(
             "__id", "__s", "__g", *keep,
             F.explode(F.sequence(F.col("__end") - F.col("__len"), F.col("__end") - 1)).alias("__i"),
         )  # fmt: skip
-        # a group's rows in layers, each holding one row of every value of the distinct-per-person column: a
-        # person's consecutive slots take distinct values of it (a panel's years) while the layer lasts
-        spread = _spread_column(pool, block, person_cols)
-        layered = (
-            pool.withColumn(
-                "__layer", F.row_number().over(Window.partitionBy("__s", "__g", f"`{spread}`").orderBy("__r"))
-            )
-            if spread is not None
-            else pool.withColumn("__layer", F.lit(1))
+        ranked = pool.withColumn(
+            "__i", F.row_number().over(Window.partitionBy("__s", "__g").orderBy("__r")) - 1
         )
-        ranked = layered.withColumn(
-            "__i", F.row_number().over(Window.partitionBy("__s", "__g").orderBy("__layer", "__r")) - 1
-        ).drop("__layer")
-        matched = slots.join(ranked, ["__s", "__g", "__i"], "left")
+        taken = slots.groupBy("__s", "__g").agg(F.count(F.lit(1)).alias("__used"))
+        # The group's rows its slots take: the first ones in random order (so the rows taken are a random subset
+        # of the group's, whatever the order below). Their order among the slots: in layers, each holding one of
+        # them per value of the distinct-per-person column, so that a person's consecutive slots take distinct
+        # values of it (a panel's years) while the layer lasts.
+        spread = _spread_column(pool, block, person_cols)
+        chosen = ranked.join(taken, ["__s", "__g"]).where(F.col("__i") < F.col("__used")).drop("__used")
+        if spread is not None:
+            layer = F.row_number().over(Window.partitionBy("__s", "__g", f"`{spread}`").orderBy("__r"))
+            chosen = (
+                chosen.withColumn("__layer", layer)
+                .withColumn(
+                    "__i", F.row_number().over(Window.partitionBy("__s", "__g").orderBy("__layer", "__r")) - 1
+                )
+                .drop("__layer")
+            )
+        matched = slots.join(chosen, ["__s", "__g", "__i"], "left")
         first = matched.where(F.col("__r").isNotNull()).select("__id", *[f"`{c}`" for c in value_cols], "__r")
 
         def overwritten(df):  # noqa: ANN001, ANN202 - a slot's person columns written over its row's
@@ -291,7 +297,6 @@ def assemble_persons(
             return df.select("__id", *values, "__r")
 
         # Slots whose group ran short: the rows of the same stratum no slot took, person columns written over.
-        taken = slots.groupBy("__s", "__g").agg(F.count(F.lit(1)).alias("__used"))
         spare = ranked.join(taken, ["__s", "__g"], "left").where(
             F.col("__used").isNull() | (F.col("__i") >= F.col("__used"))
         )
