@@ -332,14 +332,17 @@ def test_movielens_the_heaviest_user_moves_the_release_within_dp(shared_data, sp
 @pytest.mark.connect
 def test_an_event_table_runs_end_to_end_on_spark_connect(tmp_path) -> None:
     """The command line through a local Spark Connect server (a subprocess: a process holds one kind of
-    session): the person-level release, its synthetic persons and their evaluation."""
+    session): the person-level release, its synthetic persons (a visit number no person repeats: their rows
+    planned per group, ``applyInPandas``) and their evaluation."""
     import subprocess
     import sys
 
     from tests.test_connect import _env
 
     source = tmp_path / "events.csv"
-    _events(600).to_csv(source, index=False)
+    table = _events(600)
+    table["visit"] = table.groupby("pid").cumcount() + 1
+    table.to_csv(source, index=False)
     out = tmp_path / "out"
     env = _env()  # the local Connect server's settings of tests/test_connect.py
     args = ["pipeline", "--remote", "local[2]", "--input", str(source), "--output", str(out),
@@ -355,10 +358,16 @@ def test_an_event_table_runs_end_to_end_on_spark_connect(tmp_path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "pid: epsilon 4 per person" in result.stdout
     synthetic = pd.read_csv(out / "synthetic.csv")
-    assert list(synthetic.columns) == ["pid", "region", "kind", "items"]
+    assert list(synthetic.columns) == ["pid", "region", "kind", "items", "visit"]
     assert synthetic["pid"].nunique() < len(synthetic)  # persons with several rows
     manifest = json.loads((out / "release" / "manifest.json").read_text())
     assert manifest["persons"]["max_rows_per_person"] == 3 and manifest["persons"]["cap_source"] == "given"
+    assert manifest["persons"]["distinct_columns"] == ["visit"]
+    # the release holds fewer visit numbers than the heaviest persons have rows, and its persons of 2 rows a
+    # model's share of each: the persons of 4 to 6 rows (stratum 3, served before the heavier) keep theirs distinct
+    visits = synthetic.groupby("pid")["visit"]
+    middle = visits.size().between(4, 6)
+    assert middle.sum() > 50 and (visits.nunique() < visits.size())[middle].mean() < 0.05
     metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
     assert metrics["persons"]["persons"]["sensitive"] == 600
 
@@ -366,7 +375,7 @@ def test_an_event_table_runs_end_to_end_on_spark_connect(tmp_path) -> None:
 def test_a_panels_synthetic_persons_keep_one_row_a_year(spark, monkeypatch) -> None:
     """A panel (a seeded generator, not real data): 800 persons seen in 2 to 8 of the years 2000..2011, each year
     once, an event kind that repeats. The DP test finds the year distinct per person, not the kind, and the
-    synthetic persons' rows take distinct years; drawn from their group without the layers, most persons of
+    synthetic persons' rows take distinct years; drawn from their group without the plan, most persons of
     several rows repeated a year."""
     rng = np.random.default_rng(9)
     rows = [

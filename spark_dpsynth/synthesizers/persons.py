@@ -175,6 +175,54 @@ def stratum_shares(release: Any) -> np.ndarray | None:  # noqa: ANN401 - Release
     return counts / counts.sum() if counts.sum() > 0 else None
 
 
+_NULL_VALUE = "\u0000null"
+"""The distinct-per-person column's empty value in :func:`_distinct_plan` (one value like the others)."""
+
+
+def _distinct_plan(group):  # noqa: ANN001, ANN202 - pandas DataFrame in and out
+    """Which person of a (stratum, person columns) group takes which rows of a distinct-per-person column's values
+    (``applyInPandas`` per group: the values' rows ``__v``, ``__c`` and the persons' slots ``__id``, ``__c``):
+    persons of fewer rows first, each takes one row of each of the values with the most rows left, then, when it
+    needs more rows than values are left, more of the most frequent: where a group's values cannot serve every
+    person distinct ones, the persons of many rows repeat (on a panel's release, 6.6% of its persons against 10.2%
+    with the persons of most rows first). One output row per row given: ``__s``, ``__g``, ``__id``, ``__v`` and
+    ``__k``, the value's k-th row. Post-processing."""
+    import pandas as pd
+
+    values = group[group["__id"].isna()].sort_values("__v")
+    persons = group[group["__id"].notna()].sort_values(["__c", "__id"])
+    names = values["__v"].to_numpy(dtype=object)
+    left = values["__c"].to_numpy(dtype=np.int64).copy()
+    used = np.zeros(len(left), dtype=np.int64)
+    ids, taken, ks = [], [], []
+    for pid, need in zip(persons["__id"].astype(np.int64), persons["__c"].astype(np.int64), strict=True):
+        order = np.argsort(-left, kind="stable")
+        order = order[left[order] > 0]
+        picks = list(order[:need])
+        while len(picks) < need and left.sum() > len(picks):
+            spare = left.copy()
+            np.subtract.at(spare, picks, 1)
+            if spare.max() <= 0:
+                break
+            picks.append(int(np.argmax(spare)))
+        for i in picks:
+            used[i] += 1
+            left[i] -= 1
+            ids.append(pid)
+            taken.append(names[i])
+            ks.append(used[i])
+    s, g = (int(group[c].iloc[0]) for c in ("__s", "__g"))
+    return pd.DataFrame(
+        {
+            "__s": s,
+            "__g": g,
+            "__id": np.asarray(ids, dtype=np.int64),
+            "__v": taken,
+            "__k": np.asarray(ks, dtype=np.int32),
+        }
+    )
+
+
 def _spread_column(pool, block: dict[str, Any], person_cols: list[str]) -> str | None:  # noqa: ANN001
     """The distinct-per-person column (``block["distinct_columns"]``, the release's DP test) a person's rows are
     spread over: the time column when it is one, else the one of fewest distinct values in the synthetic pool (a
@@ -242,8 +290,10 @@ def assemble_persons(
         .withColumn("__r", F.rand(seed))
         .withColumn("__g", F.xxhash64(*[F.col(f"`{c}`") for c in person_cols]) if person_cols else F.lit(0))
         .drop(ROWS_COLUMN)
-        .persist()
     )
+    # materialized without its lineage: the plans below join it many times, and under Spark Connect a plan
+    # deeper than its decoder's limit fails
+    pool = pool.localCheckpoint()
     try:
         keep = [f"__p{i}" for i in range(len(person_cols))]
         as_p = [F.col(f"`{c}`").alias(f"__p{i}") for i, c in enumerate(person_cols)]
@@ -264,30 +314,49 @@ def assemble_persons(
             "__end", F.sum("__len").over(group.rowsBetween(Window.unboundedPreceding, 0))
         )
         slots = seeds.select(
-            "__id", "__s", "__g", *keep,
-            F.explode(F.sequence(F.col("__end") - F.col("__len"), F.col("__end") - 1)).alias("__i"),
+            "__id", "__s", "__g", "__len", *keep,
+            F.posexplode(F.sequence(F.col("__end") - F.col("__len"), F.col("__end") - 1)).alias("__j", "__i"),
         )  # fmt: skip
         ranked = pool.withColumn(
             "__i", F.row_number().over(Window.partitionBy("__s", "__g").orderBy("__r")) - 1
         )
         taken = slots.groupBy("__s", "__g").agg(F.count(F.lit(1)).alias("__used"))
-        # The group's rows its slots take: the first ones in random order (so the rows taken are a random subset
-        # of the group's, whatever the order below). Their order among the slots: in layers, each holding one of
-        # them per value of the distinct-per-person column, so that a person's consecutive slots take distinct
-        # values of it (a panel's years) while the layer lasts.
-        spread = _spread_column(pool, block, person_cols)
+        # The group's rows its slots take: the first ones in random order, a random subset of the group's
+        # whatever the order in which they meet the slots below.
         chosen = ranked.join(taken, ["__s", "__g"]).where(F.col("__i") < F.col("__used")).drop("__used")
-        if spread is not None:
-            layer = F.row_number().over(Window.partitionBy("__s", "__g", f"`{spread}`").orderBy("__r"))
-            chosen = (
-                chosen.withColumn("__layer", layer)
-                .withColumn(
-                    "__i", F.row_number().over(Window.partitionBy("__s", "__g").orderBy("__layer", "__r")) - 1
-                )
-                .drop("__layer")
+        spread = _spread_column(pool, block, person_cols)
+        if spread is None:
+            matched = slots.drop("__len", "__j").join(chosen, ["__s", "__g", "__i"], "left")
+            first = matched.where(F.col("__r").isNotNull()).select(
+                "__id", *[f"`{c}`" for c in value_cols], "__r"
             )
-        matched = slots.join(chosen, ["__s", "__g", "__i"], "left")
-        first = matched.where(F.col("__r").isNotNull()).select("__id", *[f"`{c}`" for c in value_cols], "__r")
+            open_slots = matched.where(F.col("__r").isNull()).select("__id", "__s", "__i", *keep)
+        else:
+            # A distinct-per-person column (a panel's year): which person takes which of the group's rows is
+            # planned on its value counts (_distinct_plan); the k-th row of a value (random order) goes to the
+            # k-th person the plan gives that value.
+            value = F.coalesce(F.col(f"`{spread}`").cast("string"), F.lit(_NULL_VALUE))
+            chosen = chosen.withColumn("__v", value)
+            counts = chosen.groupBy("__s", "__g", "__v").agg(F.count(F.lit(1)).alias("__c"))
+            needs = slots.groupBy("__s", "__g", "__id").agg(F.count(F.lit(1)).alias("__c"))
+            plan = (
+                counts.withColumn("__id", F.lit(None).cast("long"))
+                .unionByName(needs.withColumn("__v", F.lit(None).cast("string")))
+                .groupBy("__s", "__g")
+                .applyInPandas(_distinct_plan, schema="__s long, __g long, __id long, __v string, __k int")
+            )
+            by_value = Window.partitionBy("__s", "__g", "__v").orderBy("__r")
+            first = (
+                chosen.withColumn("__k", F.row_number().over(by_value))
+                .join(plan, ["__s", "__g", "__v", "__k"])
+                .select("__id", *[f"`{c}`" for c in value_cols], "__r")
+            )
+            given = plan.groupBy("__id").agg(F.count(F.lit(1)).alias("__a"))
+            open_slots = (
+                slots.join(given, "__id", "left")
+                .where(F.col("__j") >= F.coalesce(F.col("__a"), F.lit(0)))
+                .select("__id", "__s", "__i", *keep)
+            )
 
         def overwritten(df):  # noqa: ANN001, ANN202 - a slot's person columns written over its row's
             values = [
@@ -300,7 +369,6 @@ def assemble_persons(
         spare = ranked.join(taken, ["__s", "__g"], "left").where(
             F.col("__used").isNull() | (F.col("__i") >= F.col("__used"))
         )
-        open_slots = matched.where(F.col("__r").isNull()).select("__id", "__s", "__i", *keep)
         second = open_slots.withColumn(
             "__j", F.row_number().over(Window.partitionBy("__s").orderBy("__id", "__i"))
         ).join(
