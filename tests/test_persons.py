@@ -401,6 +401,40 @@ def test_a_panels_synthetic_persons_keep_one_row_a_year(spark, monkeypatch) -> N
     assert repeating(fitted.sample(seed=2)) > 0.3
 
 
+def test_the_distinct_plan_serves_the_persons_of_fewest_rows_first(spark) -> None:
+    """``_distinct_plan`` (post-processing): values a (3 rows), b (2), c (1); persons 7 (1 row), 5 (2), 6 (3): the
+    persons of fewer rows first take the values with most rows left, the last one repeats what is left; a group
+    without values gives no row (typed: Arrow refuses an untyped empty column), and runs under applyInPandas."""
+    group = pd.DataFrame(
+        {
+            "__s": [2] * 6,
+            "__g": [9] * 6,
+            "__id": [None, None, None, 5, 6, 7],
+            "__v": ["a", "b", "c", None, None, None],
+            "__c": [3, 2, 1, 2, 3, 1],
+        }
+    )
+    plan = S._distinct_plan(group)
+    given = plan.groupby("__id")["__v"].apply(list).to_dict()
+    assert given == {7: ["a"], 5: ["a", "b"], 6: ["a", "b", "c"]}
+    assert sorted(zip(plan["__v"], plan["__k"], strict=True)) == [
+        ("a", 1),
+        ("a", 2),
+        ("a", 3),
+        ("b", 1),
+        ("b", 2),
+        ("c", 1),
+    ]
+    empty = S._distinct_plan(group[group["__id"].notna()])
+    assert len(empty) == 0 and list(empty.columns) == ["__s", "__g", "__id", "__v", "__k"]
+    out = (
+        spark.createDataFrame(group.iloc[3:], "__s long, __g long, __id long, __v string, __c long")
+        .groupBy("__s", "__g")
+        .applyInPandas(S._distinct_plan, schema="__s long, __g long, __id long, __v string, __k int")
+    )
+    assert out.count() == 0
+
+
 def test_assemble_persons_cuts_persons_from_the_pool_with_string_keys(spark) -> None:
     """A hand-made pool (post-processing only): stratum 1 holds one region, stratum 2 two; persons of 1, 2 and
     3 rows (3 rows: stratum 2 with L = 2). Every person gets its rows, one region each, a "syn-" key."""

@@ -211,13 +211,13 @@ def _distinct_plan(group):  # noqa: ANN001, ANN202 - pandas DataFrame in and out
             ids.append(pid)
             taken.append(names[i])
             ks.append(used[i])
-    s, g = (int(group[c].iloc[0]) for c in ("__s", "__g"))
+    n = len(ids)
     return pd.DataFrame(
         {
-            "__s": s,
-            "__g": g,
+            "__s": np.full(n, int(group["__s"].iloc[0]), dtype=np.int64),
+            "__g": np.full(n, int(group["__g"].iloc[0]), dtype=np.int64),
             "__id": np.asarray(ids, dtype=np.int64),
-            "__v": taken,
+            "__v": pd.Series(taken, dtype=object),
             "__k": np.asarray(ks, dtype=np.int32),
         }
     )
