@@ -242,6 +242,26 @@ class BoundedRows:
         self.cached.unpersist()
 
 
+def _per_column_test(
+    acct: Accountant,
+    share: str,
+    proportion: float,
+    what: str,
+    true: Any,  # noqa: ANN401 - a pyspark Row
+    prefix: str,
+    d: int,
+) -> list[float]:
+    """The noisy numbers of persons whose rows ``what``, one per attribute column (``true[prefix + j]``, exact,
+    private): a person adds at most one to each of the d counts, so L1 sensitivity d, discrete Laplace of scale
+    d / (``proportion`` epsilon) (Ghosh, Roughgarden, Sundararajan 2009), the ledger's share ``share``."""
+    acct.spend_epsilon(
+        share,
+        proportion,
+        f"discrete Laplace on the numbers of persons whose rows {what}, {d} column(s) (L1 sensitivity {d})",
+    )
+    return acct.laplace(share, [int(true[f"{prefix}{j}"] or 0) for j in range(d)], sensitivity=float(d))
+
+
 def bound_persons(
     df,  # noqa: ANN001 - pyspark DataFrame
     config: Any,  # noqa: ANN401 - JobConfig (pipeline layer)
@@ -357,14 +377,8 @@ def bound_persons(
             person_columns = list(data.person_columns or ())
             block["person_columns_source"] = "given"
         else:
-            acct.spend_epsilon(
-                "person_columns",
-                PERSON_COLUMNS_EPSILON_PROPORTION,
-                f"discrete Laplace on the numbers of persons whose rows hold two values, {d} column(s) "
-                f"(L1 sensitivity {d})",
-            )
-            noisy_varying = acct.laplace(
-                "person_columns", [int(true[f"_v{j}"] or 0) for j in range(d)], sensitivity=float(d)
+            noisy_varying = _per_column_test(
+                acct, "person_columns", PERSON_COLUMNS_EPSILON_PROPORTION, "hold two values", true, "_v", d
             )
             person_columns = [
                 c
@@ -378,14 +392,8 @@ def bound_persons(
         block["person_columns"] = person_columns
         report(progress, log, f"persons: person columns {person_columns}")
         if repeats:
-            acct.spend_epsilon(
-                "repeated_values",
-                REPEATS_EPSILON_PROPORTION,
-                f"discrete Laplace on the numbers of persons whose rows hold one value twice, {d} column(s) "
-                f"(L1 sensitivity {d})",
-            )
-            noisy_repeating = acct.laplace(
-                "repeated_values", [int(true[f"_r{j}"] or 0) for j in range(d)], sensitivity=float(d)
+            noisy_repeating = _per_column_test(
+                acct, "repeated_values", REPEATS_EPSILON_PROPORTION, "hold one value twice", true, "_r", d
             )
             several = float(np.clip(noisy[1:], 0, None).sum())  # persons with two rows or more (noisy)
             block["noisy_repeating_persons"] = {
