@@ -363,7 +363,9 @@ def bound_persons(
         # per person and column: its kept rows hold two values (their least and greatest differ), and they hold
         # one value twice (fewer distinct values than rows); one pass, no Expand
         per_person = bounded.groupBy(f"`{unit}`").agg(
-            *[(F.min(t) < F.max(t)).cast("long").alias(f"_v{j}") for j, t in enumerate(text)],
+            *[(F.min(t) < F.max(t)).cast("long").alias(f"_v{j}") for j, t in enumerate(text)]
+            if tested
+            else [],
             *[
                 (F.size(F.collect_set(t)) < F.count(F.lit(1))).cast("long").alias(f"_r{j}")
                 for j, t in enumerate(text)

@@ -283,9 +283,10 @@ def profile_from_noisy(
     else:
         spikes = standing[:0]
     placed_note = ""
-    rest = noisy.copy()
-    rest[spikes] = 0.0
-    rest[grid.null_cell] = 0.0
+    # the counts without the exact values (a spike at 0 is a multiple of every lattice step)
+    without_spikes = present.copy()
+    without_spikes[spikes] = 0.0
+    rest = without_spikes.copy()
     rest[~grid.possible] = 0.0
     if small_range:
         assert whole is not None
@@ -346,8 +347,6 @@ def profile_from_noisy(
             a, b = min(zero, int(standing[0])), max(zero, int(standing[-1]))
             run = cells[(cells >= a) & (cells <= b)]
             span = run[~np.isin(run, spikes) & ~np.isin(run, gaps)]
-            without_spikes = present.copy()
-            without_spikes[spikes] = 0.0
             value, needed = sums.left(run, without_spikes, block_gaussian)
             spread = spread_evenly(
                 grid, span, unplaced, present[span], sigma, laplace, lattice, points=fractions
@@ -402,9 +401,7 @@ def profile_from_noisy(
         edges = {e for e in edges if lo < e < hi} or {hi}
     points = tuple(float(grid.points[(c - 1) // 2]) for c in spikes)
     # a whole-number column's lattices read from its unit cells, for its open cells beyond 9,999 (incomes in
-    # hundreds), its exact values left out (a spike at 0 is a multiple of every step)
-    without_spikes = present.copy()
-    without_spikes[spikes] = 0.0
+    # hundreds)
     open_steps = open_lattice(grid, np.arange(first, last + 1), without_spikes, sigma, laplace, values)
     shape = within_bin_shape(grid, rest, first, last, lo, hi, sorted(edges), open_steps)
     spec = BinSpec(

@@ -84,23 +84,17 @@ def _multiple(a: float, b: float) -> bool:
     return abs(q - round(q)) <= 1e-6 * max(q, 1.0)
 
 
-def _lattice(cells: np.ndarray, at: np.ndarray, counts: np.ndarray, sigma: float, laplace: bool) -> int:
-    """The step of the coarsest lattice :func:`_lattice_steps` takes, or 1."""
-    steps = _lattice_steps(cells, at, counts, sigma, laplace)
-    return steps[-1] if steps else 1
-
-
-def _lattice_steps(
+def _lattice(
     cells: np.ndarray,
     at: np.ndarray,
     counts: np.ndarray,
     sigma: float,
     laplace: bool,
     steps: tuple[int, ...] = _LATTICE_STEPS,
-) -> tuple[int, ...]:
-    """The steps g, finest first, of the lattices of whole numbers, the multiples of g (of ``steps``), that
-    carry the records of a run's whole numbers, each a multiple of the one before; none: they may then lie on any
-    of its values. Post-processing of the noisy profile (docs/design.md section 2.8).
+) -> int:
+    """The step g of the coarsest lattice of whole numbers, the multiples of g (of ``steps``), that carries the
+    records of a run's whole numbers, or 1: they may then lie on any of its values. Post-processing of the noisy
+    profile (docs/design.md section 2.8).
 
     Survey tables store durations in months that are whole years beyond the first three (the EU LFS's months since
     a start: 0..35, then 36, 48, ..., 528) and occupations as major groups (0, 100, ..., 900): a run of such values
@@ -119,11 +113,11 @@ def _lattice_steps(
         sigma: the noise std of one cell, in records; laplace: the cells' noise is discrete Laplace.
     """
     if len(cells) < 4:
-        return ()
+        return 1
     tail = SIGNAL_FALSE_POSITIVE / len(steps)
     strict, strict_gaussian = noise_level(tail, laplace), noise_level(tail, False)
     loose, loose_gaussian = noise_level(_LATTICE_OFF_TAIL, laplace), noise_level(_LATTICE_OFF_TAIL, False)
-    step, taken = 1, []
+    step = 1
     on = np.ones(len(cells), dtype=bool)
     for g in steps:
         if g % step:
@@ -142,8 +136,7 @@ def _lattice_steps(
             sum_threshold(n_on + n_on**2 / n_off, sigma, strict, strict_gaussian)
         ):
             step, on = g, multiple
-            taken.append(g)
-    return tuple(taken)
+    return step
 
 
 def run_lattice(
@@ -185,10 +178,10 @@ def open_lattice(
     cells of ``reach`` (a measurement's range) that tell whole numbers apart (at most 9,999 in magnitude), or
     none: where its open cells beyond 9,999 hold values the profile does not tell apart, they are drawn on the
     coarsest of these lattices that has a value inside them (incomes in hundreds: 41,100, .., 41,900 between the
-    grid's points 41,000 and 42,000, not 41,658; :func:`~spark_dpsynth.profile.shape.within_bin_shape`). ``counts``: float64
-    (grid.size,) the noisy counts without the column's exact values (a spike at 0 is a multiple of every step);
-    ``values``: :func:`value_cells` (None: no whole numbers, no lattice). Post-processing of the noisy profile
-    (docs/design.md section 2.8)."""
+    grid's points 41,000 and 42,000, not 41,658; :func:`~spark_dpsynth.profile.shape.within_bin_shape`).
+    ``counts``: float64 (grid.size,) the noisy counts without the column's exact values (a spike at 0 is a
+    multiple of every step); ``values``: :func:`value_cells` (None: no whole numbers, no lattice).
+    Post-processing of the noisy profile (docs/design.md section 2.8)."""
     if values is None or len(reach) == 0:
         return ()
     # the unit cells of the range: whole numbers and the open cells between them, none wider than one
@@ -199,10 +192,10 @@ def open_lattice(
     whole = _run_values(grid, unit, values, counts[unit], sigma, laplace, False)
     if whole is None:
         return ()
-    cells, at, step = whole
-    found = _lattice_steps(cells, at, counts[cells], sigma, laplace, _DECIMAL_STEPS)
+    cells, at, unit_step = whole
+    g = _lattice(cells, at, counts[cells], sigma, laplace, _DECIMAL_STEPS)
     # records on the multiples of 1,000 are on those of 100 and 10 too
-    return tuple(float(g * step) for g in _DECIMAL_STEPS if found and found[-1] % g == 0)
+    return tuple(float(d * unit_step) for d in _DECIMAL_STEPS if g > 1 and g % d == 0)
 
 
 def spread_evenly(
