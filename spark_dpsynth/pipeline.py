@@ -659,7 +659,7 @@ def evaluate_tables(
     persons = release.manifest.get("persons")
     if persons is not None:
         # An event table: rows compared with rows, each with its person's number of rows capped at L (design 2.10).
-        from spark_dpsynth.mechanisms.persons import ROWS_COLUMN, with_rows_column
+        from spark_dpsynth.mechanisms.persons import OFFSET_TOLERANCE, ROWS_COLUMN, with_rows_column
 
         unit, cap = persons["privacy_unit_column"], int(persons["max_rows_per_person"])
         df = sensitive_persons = with_rows_column(df, unit, cap)
@@ -682,6 +682,9 @@ def evaluate_tables(
             [c for c in release.columns if c != ROWS_COLUMN],
             grid=persons.get("rows_grid"),
             distinct_columns=list(persons.get("distinct_columns") or ()),
+            offset_time_column=persons.get("offset_time_column"),
+            time_offset_columns=list(persons.get("time_offset_columns") or ()),
+            offset_tolerance=OFFSET_TOLERANCE,
         )
     check_synthetic_columns(release, synthetic)
     whole_synthetic = synthetic  # the declared rules are counted on every row

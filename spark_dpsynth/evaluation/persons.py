@@ -73,6 +73,9 @@ def person_metrics(
     event_columns: Sequence[str] = (),
     grid: Sequence[int] | None = None,
     distinct_columns: Sequence[str] = (),
+    offset_time_column: str | None = None,
+    time_offset_columns: Sequence[str] = (),
+    offset_tolerance: float = 1.0,
 ) -> dict[str, Any]:
     """Compare the persons of a synthetic event table with those of the sensitive one.
 
@@ -95,6 +98,10 @@ def person_metrics(
         grid: increasing lower edges of the bins of rows per person, from 1 (the release's public
             ``rows_grid``); None: one bin per number 1..L - 1 and a last bin of L and more.
         distinct_columns: columns the release found no person repeats (its ``distinct_columns``).
+        offset_time_column: the release's time base t (``offset_time_column``); None: no ``offset_persons``.
+        time_offset_columns: number columns the release found moving with t (``time_offset_columns``).
+        offset_tolerance: the spread of a person's offsets c - t allowed to such a column (the release's
+            ``OFFSET_TOLERANCE``).
 
     Returns:
         A JSON-able dict (shares in [0, 1], rows and persons as counts; None where a table has no person):
@@ -118,6 +125,9 @@ def person_metrics(
         * ``repeating_persons``: ``{column: {"sensitive": share, "synthetic": share}}`` per distinct column, the
           share of each table's persons of two rows or more whose rows hold one of its values twice (None
           without such persons).
+        * ``offset_persons``: ``{column: {"sensitive": share, "synthetic": share}}`` per time-offset column, the
+          share of each table's persons of two rows or more whose offsets c - t (rows where both are set) spread
+          by more than ``offset_tolerance``.
 
     Raises:
         InvalidParameterError: ``cap`` is not an integer >= 1, or ``grid`` is not increasing from 1.
@@ -137,8 +147,12 @@ def person_metrics(
     event_columns = [c for c in event_columns if c != unit and c not in person_columns]
     for name, df in (("sensitive", sensitive), ("synthetic", synthetic)):
         missing = [
-            c for c in (unit, *person_columns, *event_columns, *distinct_columns) if c not in df.columns
+            c
+            for c in (unit, *person_columns, *event_columns, *distinct_columns, *time_offset_columns)
+            if c not in df.columns
         ]
+        if offset_time_column is not None and offset_time_column not in df.columns:
+            missing.append(offset_time_column)
         if missing:
             raise SchemaError(f"the {name} table lacks the person metrics' column(s) {missing}")
 
@@ -173,7 +187,20 @@ def person_metrics(
         "rows_per_person_tvd": _exact_tvd(zip(binned_s, binned_y, strict=True), n_s, n_y),
         "person_columns_tvd": _person_columns_tvd(sides, unit, person_columns, n_s, n_y),
         "events_by_category": _events_by_category(sides, unit, event_columns, n_s, n_y),
-        "repeating_persons": _repeating_persons(sides, unit, [c for c in distinct_columns if c != unit]),
+        "repeating_persons": _persons_share(
+            sides,
+            unit,
+            [c for c in distinct_columns if c != unit],
+            lambda c: F.size(F.collect_set(_text(c))) < F.count(F.lit(1)),
+        ),
+        "offset_persons": {}
+        if offset_time_column is None
+        else _persons_share(
+            sides,
+            unit,
+            list(time_offset_columns),
+            lambda c: _spread(c, offset_time_column) > offset_tolerance,
+        ),
     }
 
 
@@ -295,21 +322,28 @@ def _person_columns_tvd(
     return {c: float(Fraction(numerators.get(i, 0), 2 * n_s * n_y)) for i, c in enumerate(person_columns)}
 
 
-def _repeating_persons(
-    sides: list[DataFrame], unit: str, columns: Sequence[str]
+def _spread(column: str, base: str) -> Column:
+    """The spread (greatest minus least) of a person's offsets ``column`` - ``base`` (an aggregate)."""
+    offset = F.col(quote(column)).cast("double") - F.col(quote(base)).cast("double")
+    return F.max(offset) - F.min(offset)
+
+
+def _persons_share(
+    sides: list[DataFrame],
+    unit: str,
+    columns: Sequence[str],
+    holds: Any,  # noqa: ANN401 - str -> Column
 ) -> dict[str, dict[str, float | None]]:
-    """``repeating_persons`` of :func:`person_metrics`: one aggregation per table (a person's rows hold a value
-    twice when they hold fewer distinct values than rows), one driver row each."""
+    """Per column, the share of each table's persons of two rows or more for whom ``holds(column)`` (an aggregate
+    over a person's rows: ``repeating_persons``, ``offset_persons`` of :func:`person_metrics`): one aggregation
+    per table, one driver row each."""
     out: dict[str, dict[str, float | None]] = {c: {} for c in columns}
     if not columns:
         return out
     for side, df in enumerate(sides):
         per_person = df.groupBy(F.col(quote(unit)).alias("__key")).agg(
             F.count(F.lit(1)).alias(_ROWS),
-            *[
-                (F.size(F.collect_set(_text(c))) < F.count(F.lit(1))).cast("long").alias(f"r{i}")
-                for i, c in enumerate(columns)
-            ],
+            *[F.coalesce(holds(c), F.lit(False)).cast("long").alias(f"r{i}") for i, c in enumerate(columns)],
         )
         row = (
             per_person.where(F.col(_ROWS) >= 2)

@@ -26,6 +26,12 @@ the release protects a person, every row of theirs, and the synthetic table is a
    hold one value twice (L1 sensitivity d, discrete Laplace, :data:`REPEATS_EPSILON_PROPORTION`); a column that
    is not a person column is *distinct per person* (a panel's year) when that noisy number is at most
    :data:`REPEAT_SHARE` of the noisy persons with two rows or more.
+   Given a whole-number *time base* t (the time column, else the distinct-per-person whole-number column of
+   fewest noisy repeats), a second pass counts the persons whose t spans more than twice :data:`OFFSET_TOLERANCE`
+   and, per other number column c (with a distinct t, one at most :data:`MOVING_REPEATS` of whose persons repeat
+   a value), those of them whose kept rows hold two offsets c - t more than the tolerance apart (L1 sensitivity 1 + the number of such columns, discrete Laplace, :data:`OFFSETS_EPSILON_PROPORTION`); c
+   *moves with time* (a panel's age with its year) when its noisy number is at most :data:`OFFSET_SHARE` of the
+   first and that share is at least :data:`OFFSET_EVIDENCE` noise scales. The event level then holds c - t.
 6. **The event level**: the configured mechanism (the default's choice, the workload or the marginals
    mechanism ...) runs on the bounded rows at the row-level budget (epsilon_e / L, delta / (L e^((L-1)
    epsilon_e / L))), epsilon_e what steps 2 and 5 left. Adding or removing a person adds or removes at most L
@@ -38,12 +44,13 @@ Basic composition of the pure shares of steps 2 and 5 and of step 6 gives (epsil
 manifest's ``persons`` block records L and how it was chosen, the noisy histogram, the person columns and the
 person-level ledger; the event mechanism's own ``budget`` is its row-level one.
 
-**Synthesis** (post-processing, :mod:`spark_dpsynth.synthesizers.persons`): the synthetic persons' numbers of
-rows n are drawn from the noisy histogram (uniformly within a bin), each person in the stratum s = min(n, L). A
-pool of event rows is sampled from the event model; each person takes one random pool row of its stratum as its
-seed, whose person columns become the person's, then n pool rows of its stratum that share those person columns
-(the model given the stratum and the person columns), on distinct values of a distinct-per-person column where
-the group holds them (the one of fewest values in the pool). Where a (stratum, person columns) group runs short,
+**Synthesis** (post-processing, :mod:`spark_dpsynth.synthesizers.persons`): the synthetic persons' numbers of rows
+n are drawn from the noisy histogram (uniformly within a bin), each person in the stratum s = min(n, L). A pool of
+event rows is sampled from the event model; each person takes one random pool row of its stratum as its seed, whose
+person columns become the person's, then n pool rows of its stratum that share those person columns (the model
+given the stratum and the person columns), on distinct values of a distinct-per-person column where the group holds
+them (the one of fewest values in the pool); a column that moves with time is set on each of a person's rows to t
+plus the person's offset (the lower median of its rows' c - t). Where a (stratum, person columns) group runs short,
 the person takes other rows of its stratum with its person columns written over theirs. A person's rows share one
 surrogate key in the key column's type, ordered by the event time when there is one.
 """
@@ -73,6 +80,11 @@ __all__ = [
     "PERSON_COLUMN_SHARE",
     "REPEATS_EPSILON_PROPORTION",
     "REPEAT_SHARE",
+    "OFFSETS_EPSILON_PROPORTION",
+    "OFFSET_SHARE",
+    "OFFSET_TOLERANCE",
+    "OFFSET_EVIDENCE",
+    "MOVING_REPEATS",
     "rows_grid",
     "check_event_table",
     "cap_from_histogram",
@@ -97,6 +109,25 @@ REPEATS_EPSILON_PROPORTION = 0.02
 REPEAT_SHARE = 0.05
 """A column is *distinct per person* (a panel's year, a visit's number) when the noisy number of persons whose
 kept rows hold one of its values twice is at most this share of the protected persons with two rows or more."""
+OFFSETS_EPSILON_PROPORTION = 0.02
+"""Share of epsilon of the DP test of the number columns that move with the time base (with L >= 2 and a
+whole-number time base)."""
+OFFSET_SHARE = 0.2
+"""A number column c *moves with time* when, of the persons whose time base t spans more than twice
+:data:`OFFSET_TOLERANCE` (the noisy number), the noisy number whose kept rows hold two offsets c - t more than
+the tolerance apart is at most this share (on a panel of young women, 0% for age against its year, 73% or more
+for every other column; a column constant per person breaks its offset for every such person)."""
+OFFSET_TOLERANCE = 1.0
+"""The spread of a person's offsets c - t allowed to a column that moves with time, in the columns' unit: an age
+in whole years against a survey year is one year apart when the birthday falls between two interviews."""
+MOVING_REPEATS = 0.5
+"""With a distinct-per-person time base, the offset test leaves out the columns whose noisy number of persons
+repeating a value exceeds this share of the noisy persons with two rows or more (a panel's yes/no columns)."""
+OFFSET_EVIDENCE = 2.0
+"""The offset test decides only when its threshold (:data:`OFFSET_SHARE` of the noisy persons whose time base
+spans more than twice the tolerance) is at least this many noise scales: a column no person breaks is then
+missed with probability at most e^-2 / 2 (6.8%), a column that stays put is never taken."""
+_WHOLE_TYPES = ("tinyint", "smallint", "int", "bigint")
 _TIME_TYPES = ("date", "timestamp", "timestamp_ntz")
 _NUMBER_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double")
 _STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
@@ -262,6 +293,105 @@ def _per_column_test(
     return acct.laplace(share, [int(true[f"{prefix}{j}"] or 0) for j in range(d)], sensitivity=float(d))
 
 
+def _time_base(types: dict[str, str], block: dict[str, Any], time_column: str | None) -> str | None:
+    """The time base t of the offset test: the time column when it holds whole numbers, else the distinct-per-
+    person whole-number column of fewest noisy repeats (post-processing of the repeat test); None without one."""
+    if time_column is not None and types.get(time_column) in _WHOLE_TYPES:
+        return time_column
+    repeats = block.get("noisy_repeating_persons") or {}
+    whole = [c for c in block.get("distinct_columns") or () if types.get(c) in _WHOLE_TYPES]
+    return min(whole, key=lambda c: (repeats[c], whole.index(c))) if whole else None
+
+
+def _test_time_offsets(
+    bounded,  # noqa: ANN001 - pyspark DataFrame
+    unit: str,
+    attributes: list[str],
+    schema: Any,  # noqa: ANN401 - pyspark StructType
+    person_columns: list[str],
+    data: DataConfig,
+    time_column: str | None,
+    several: float,
+    acct: Accountant,
+    block: dict[str, Any],
+) -> None:
+    """The DP test of the number columns that move with the time base (step 5 of the module docstring): writes
+    ``offset_time_column``, ``noisy_offset_persons`` and ``time_offset_columns`` into ``block``; spends
+    :data:`OFFSETS_EPSILON_PROPORTION` only when there is a time base and a number column to test."""
+    from pyspark.sql import functions as F
+
+    types = {f.name: f.dataType.simpleString() for f in schema.fields}
+    base = _time_base(types, block, time_column)
+    # a column with declared values or bins keeps them: its offsets would fall outside
+    declared = {*data.bins, *data.domains, *data.categorical, *data.hash_buckets}
+    tested = [
+        c for c in attributes if c not in (base, *person_columns, *declared) and types.get(c) in _NUMBER_TYPES
+    ]
+    repeats = block.get("noisy_repeating_persons") or {}
+    if base in (block.get("distinct_columns") or ()):
+        # a column that moves with a base no person repeats repeats a value little itself (at most where two
+        # values of the base are within the tolerance): the columns most persons repeat are not tested, and the
+        # test's noise shrinks with the number tested (post-processing of the repeat test)
+        tested = [c for c in tested if repeats.get(c, 0) <= MOVING_REPEATS * several]
+    if base is None or not tested:
+        return
+    t = F.col(f"`{base}`").cast("double")
+    offsets = [F.col(f"`{c}`").cast("double") - t for c in tested]
+    # a person tells a column that moves from one that stays only when its time base spans more than twice the
+    # tolerance (_o0); per column (_o1 ..), such a person whose offsets c - t (nulls left out) spread beyond it
+    spans = F.max(t) - F.min(t) > 2 * OFFSET_TOLERANCE
+    per_person = bounded.groupBy(f"`{unit}`").agg(
+        F.coalesce(spans, F.lit(False)).cast("long").alias("_o0"),
+        *[
+            F.coalesce(spans & (F.max(o) - F.min(o) > OFFSET_TOLERANCE), F.lit(False))
+            .cast("long")
+            .alias(f"_o{j}")
+            for j, o in enumerate(offsets, start=1)
+        ],
+    )
+    d = 1 + len(tested)
+    true = per_person.agg(*[F.sum(f"_o{j}").alias(f"_o{j}") for j in range(d)]).collect()[0]  # private
+    noisy = _per_column_test(
+        acct,
+        "time_offsets",
+        OFFSETS_EPSILON_PROPORTION,
+        f"span more than {2 * OFFSET_TOLERANCE:g} of {base!r} (and of those, per number column, whose offsets from "
+        f"it spread beyond {OFFSET_TOLERANCE:g})",
+        true,
+        "_o",
+        d,
+    )
+    del true
+    spanning, noisy_off = float(noisy[0]), noisy[1:]
+    # a column moves with time when few of the spanning persons break its offset, and enough persons span for
+    # the noise (scale d / epsilon_o) to tell: threshold >= OFFSET_EVIDENCE scales
+    scale = d / (OFFSETS_EPSILON_PROPORTION * acct.epsilon)
+    threshold = OFFSET_SHARE * spanning
+    block["offset_time_column"] = base
+    block["noisy_spanning_persons"] = int(spanning)
+    block["noisy_offset_persons"] = {c: int(n) for c, n in zip(tested, noisy_off, strict=True)}
+    block["time_offset_columns"] = [
+        c
+        for c, n in zip(tested, noisy_off, strict=True)
+        if threshold >= OFFSET_EVIDENCE * scale and n <= threshold
+    ]
+
+
+def _as_offsets(bounded, block: dict[str, Any]):  # noqa: ANN001, ANN202 - DataFrame
+    """The kept rows with each column that moves with time replaced by its offset c - t (in c's type; empty where
+    c or t is): the event model then learns a person's offset beside the person columns (a birth year), a 2-way
+    relation, where c itself would need c, t and the person column together. Synthesis adds t back."""
+    from pyspark.sql import functions as F
+
+    base, columns = block.get("offset_time_column"), block.get("time_offset_columns") or []
+    if not columns:
+        return bounded
+    types = {f.name: f.dataType for f in bounded.schema.fields}
+    t = F.col(f"`{base}`").cast("double")
+    offsets = {c: (F.col(f"`{c}`").cast("double") - t).cast(types[c]).alias(c) for c in columns}
+    return bounded.select(*[offsets.get(c, F.col(f"`{c}`")) for c in bounded.columns])
+
+
 def bound_persons(
     df,  # noqa: ANN001 - pyspark DataFrame
     config: Any,  # noqa: ANN401 - JobConfig (pipeline layer)
@@ -287,8 +417,9 @@ def bound_persons(
         SchemaError: a schema check of :func:`check_event_table` (before any data is read).
 
     Privacy:
-        The histogram of persons by rows and the tests of person columns and of repeated values are discrete
-        Laplace shares of the person-level epsilon (L1 sensitivity 1, d and d); the rest, epsilon_e and delta,
+        The histogram of persons by rows and the tests of person columns, of repeated values and of offsets from
+        the time base are discrete Laplace shares of the person-level epsilon (L1 sensitivity 1, d, d and the
+        number of columns tested); the rest, epsilon_e and delta,
         is the event level's, at epsilon_e / L and delta / (L e^((L-1) epsilon_e / L)) per row by group privacy
         (Vadhan 2017, Lemma 2.2).
     """
@@ -350,7 +481,7 @@ def bound_persons(
         - HISTOGRAM_EPSILON_PROPORTION
         - PERSON_COLUMNS_EPSILON_PROPORTION * tested
         - REPEATS_EPSILON_PROPORTION * repeats
-    )
+    )  # the offset test, when it runs, lowers epsilon_e further: the row-level delta only grows
     while cap > 1 and not _fits(eps_events, delta, cap):
         cap //= 2  # a row-level delta below MIN_DELTA: a smaller cap (public figures only), never a refusal
     repeats = repeats and cap >= 2  # one kept row per person repeats nothing: no test, no budget
@@ -394,10 +525,10 @@ def bound_persons(
         block["person_columns"] = person_columns
         report(progress, log, f"persons: person columns {person_columns}")
         if repeats:
+            several = float(np.clip(noisy[1:], 0, None).sum())  # persons with two rows or more (noisy)
             noisy_repeating = _per_column_test(
                 acct, "repeated_values", REPEATS_EPSILON_PROPORTION, "hold one value twice", true, "_r", d
             )
-            several = float(np.clip(noisy[1:], 0, None).sum())  # persons with two rows or more (noisy)
             block["noisy_repeating_persons"] = {
                 c: int(n) for c, n in zip(attributes, noisy_repeating, strict=True)
             }
@@ -408,6 +539,13 @@ def bound_persons(
             ]
             report(progress, log, f"persons: columns a person never repeats {block['distinct_columns']}")
         del true
+        if repeats:
+            _test_time_offsets(
+                bounded, unit, attributes, df.schema, person_columns, data, time_column, several, acct, block
+            )
+            if block.get("time_offset_columns"):
+                report(progress, log, f"persons: columns that move with {block['offset_time_column']!r} "
+                       f"{block['time_offset_columns']}")  # fmt: skip
         eps_events = acct.spend_rest_of_epsilon(
             "event_rows", f"the event mechanism on at most {cap} rows per person (group privacy)"
         )
@@ -433,7 +571,7 @@ def bound_persons(
             data=event_data,
             budget=dataclasses.replace(budget, epsilon=eps_row, delta=delta_row),
         )
-        kept = bounded.select(*[f"`{c}`" for c in (*event_data.columns, *row_keys)])
+        kept = _as_offsets(bounded, block).select(*[f"`{c}`" for c in (*event_data.columns, *row_keys)])
     except BaseException:
         bounded.unpersist()
         raise

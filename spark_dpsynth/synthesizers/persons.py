@@ -5,15 +5,16 @@ The release (:mod:`spark_dpsynth.mechanisms.persons`) holds a noisy histogram of
 over a public grid, the cap L of the rows per person the event measurements read, the person columns, and an
 event model whose records carry :data:`ROWS_COLUMN`, their person's number of measured rows s = min(n, L).
 
-:func:`persons_wanted` draws the synthetic persons' numbers of rows n from the histogram (uniformly within a
-bin), each person in the stratum s = min(n, L). A pool of event rows is sampled from the event model
-(:func:`pool_size` rows); :func:`assemble_persons` gives each person one random pool row of its stratum as its
-seed, whose person columns become the person's, then n pool rows of its stratum that share those person columns
-(the model given the stratum and the person columns), on distinct values of a column the release found no person
-repeats (``distinct_columns``: a panel's year) while the group holds them. Where a (stratum, person columns) group
-runs short, the person takes other rows of its stratum with its person columns written over theirs; where a
-stratum runs short, rows of any stratum. A person's rows share one surrogate key in the key column's type, ordered
-by the event time when there is one.
+:func:`persons_wanted` draws the synthetic persons' numbers of rows n from the histogram (uniformly within a bin),
+each person in the stratum s = min(n, L). A pool of event rows is sampled from the event model (:func:`pool_size`
+rows); :func:`assemble_persons` gives each person one random pool row of its stratum as its seed, whose person
+columns become the person's, then n pool rows of its stratum that share those person columns (the model given the
+stratum and the person columns), on distinct values of a column the release found no person repeats
+(``distinct_columns``: a panel's year) while the group holds them; a column the release found moving with time
+(``time_offset_columns``: a panel's age) is set to the time base plus the person's offset. Where a (stratum, person
+columns) group runs short, the person takes other rows of its stratum with its person columns written over theirs;
+where a stratum runs short, rows of any stratum. A person's rows share one surrogate key in the key column's type,
+ordered by the event time when there is one.
 """
 
 from __future__ import annotations
@@ -229,8 +230,12 @@ def _spread_column(pool, block: dict[str, Any], person_cols: list[str]) -> str |
     panel's year rather than a wage that rarely repeats anyway); None without one. Post-processing."""
     from pyspark.sql import functions as F
 
+    # a column moving with time is held as a person's offset in the pool: spread over its time base instead
+    offsets = block.get("time_offset_columns") or ()
     candidates = [
-        c for c in block.get("distinct_columns") or () if c in pool.columns and c not in person_cols
+        c
+        for c in block.get("distinct_columns") or ()
+        if c in pool.columns and c not in person_cols and c not in offsets
     ]
     if not candidates:
         return None
@@ -241,6 +246,31 @@ def _spread_column(pool, block: dict[str, Any], person_cols: list[str]) -> str |
     )
     row = counts.collect()[0]
     return min(candidates, key=lambda c: (int(row[f"_d{candidates.index(c)}"]), candidates.index(c)))
+
+
+def _with_time_offsets(rows, block: dict[str, Any], value_cols: list[str]):  # noqa: ANN001, ANN202 - DataFrame
+    """Each column that moves with time (``block["time_offset_columns"]``, the release's DP test), which the event
+    model holds as the offset c - t, set on a person's rows to the time base t plus the person's offset: the lower
+    median of its rows' offsets (a value the pool drew), so a synthetic person's age advances with the survey
+    year. Empty where t or the person's offsets are. Post-processing."""
+    from pyspark.sql import functions as F
+
+    base = block.get("offset_time_column")
+    columns = [c for c in block.get("time_offset_columns") or () if c in value_cols]
+    if base not in value_cols or not columns:
+        return rows
+    # percentile_approx returns a value of the group; exact for groups below its accuracy (a person's rows)
+    offsets = rows.groupBy("__id").agg(
+        *[
+            F.percentile_approx(F.col(f"`{c}`").cast("double"), 0.5, 100_000).alias(f"__o{j}")
+            for j, c in enumerate(columns)
+        ]
+    )
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    t = F.col(f"`{base}`").cast("double")
+    moved = {c: (t + F.col(f"__o{j}")).cast(types[c]).alias(c) for j, c in enumerate(columns)}
+    joined = rows.join(offsets, "__id", "left")
+    return joined.select(*[moved.get(c, F.col(f"`{c}`")) for c in rows.columns])
 
 
 def assemble_persons(
@@ -393,6 +423,7 @@ def assemble_persons(
         rows = parts[0]
         for part in parts[1:]:
             rows = rows.unionByName(part)
+        rows = _with_time_offsets(rows, block, value_cols)
         key_type = str(block.get("key_type") or "bigint")
         if key_type == "string":
             key = F.concat(F.lit(SURROGATE_PREFIX), F.lpad(F.col("__id").cast("string"), len(str(m)), "0"))
