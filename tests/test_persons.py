@@ -435,6 +435,9 @@ def test_a_panels_synthetic_ages_advance_with_the_year(spark, monkeypatch) -> No
 
     synthetic = fitted.sample(seed=2).toPandas()
     assert spread(synthetic) == 0.0
+    with pytest.raises(InvalidParameterError, match="offsets from 'year'"):  # the release holds age - year
+        fitted.query("SELECT age, count(*) AS n FROM t GROUP BY age", replicates=2)
+    assert fitted.query("SELECT year, count(*) AS n FROM t GROUP BY year", replicates=2).count() > 5
     years = synthetic.groupby("pid")["year"]  # the plan spreads the rows over the years, not the offsets
     assert (years.nunique() < years.size())[years.size() >= 2].mean() < 0.1
 

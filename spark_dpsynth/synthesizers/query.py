@@ -399,7 +399,8 @@ class ReleaseAnswers:
 
         Raises:
             InvalidParameterError: an empty query, a query Spark does not analyse over the release's columns, an
-                unsupported construct (module docstring), too many columns or cells, or ``view`` in use.
+                unsupported construct (module docstring), too many columns or cells, ``view`` in use, or a
+                column an event release holds as its offset from the time base (``time_offset_columns``).
         """
         if not isinstance(sql, str) or not sql.strip():
             raise InvalidParameterError("the query must be a non-empty SQL string")
@@ -418,6 +419,15 @@ class ReleaseAnswers:
         rewritten = _rewrite(sql, spans)
         try:
             names = self._referenced(spark, sql, view)
+            persons = self.release.manifest.get("persons") or {}
+            offsets = [c for c in names if c in (persons.get("time_offset_columns") or ())]
+            if offsets:
+                base = persons.get("offset_time_column")
+                raise InvalidParameterError(
+                    f"the release holds {offsets} as offsets from {base!r} (the column minus {base!r}, a "
+                    "person's own: it moves with time, docs/design.md section 2.10), not as their values: a "
+                    "count of them is not answered from the release; count them in the synthetic table"
+                )
             frame, absent_variance = self._domain_table(spark, names)
             frame.createOrReplaceTempView(view)
             original = _analysed(spark, sql, "the query")
