@@ -685,6 +685,7 @@ def evaluate_tables(
             offset_time_column=persons.get("offset_time_column"),
             time_offset_columns=list(persons.get("time_offset_columns") or ()),
             offset_tolerance=OFFSET_TOLERANCE,
+            nondecreasing_columns=list(persons.get("nondecreasing_columns") or ()),
         )
     check_synthetic_columns(release, synthetic)
     whole_synthetic = synthetic  # the declared rules are counted on every row

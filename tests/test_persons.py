@@ -401,32 +401,36 @@ def test_a_panels_synthetic_persons_keep_one_row_a_year(spark, monkeypatch) -> N
     assert repeating(fitted.sample(seed=2)) > 0.3
 
 
-def test_a_panels_synthetic_ages_advance_with_the_year(spark, monkeypatch) -> None:
-    """A panel (a seeded generator, not real data): 800 persons born 1950..1969, seen in 2 to 8 of the years
+def test_a_panels_synthetic_ages_advance_and_experience_grows_with_the_year(spark, monkeypatch) -> None:
+    """A panel (a seeded generator, not real data): 2,500 persons born 1950..1969, seen in 2 to 8 of the years
     2000..2011, aged year - born - (0 or 1) (the birthday before or after the interview), hours worked drawn
-    afresh each year. The DP test finds age moving with the year (the distinct whole-number column), not hours;
-    the model learns the offset age - year beside the birth year, and a synthetic person's ages keep one offset
-    from the year. Without the test, the ages of a person's rows were drawn apart from the years."""
+    afresh each year, years of experience that grow by 0 to 1 a year. The DP tests find age moving with the year
+    (the distinct whole-number column), not hours, and experience never going down; the model learns the offset
+    age - year beside the birth year, a synthetic person's ages keep one offset from the year and its experience
+    grows. Without the tests, the ages and experience of a person's rows were drawn apart from the years."""
     rng = np.random.default_rng(4)
     rows = []
-    for pid in range(1, 801):
+    for pid in range(1, 2501):
         born, status = int(rng.integers(1950, 1970)), int(rng.integers(1, 4))
         moves = rng.random() < 0.15  # the others keep one status: not a person column, not moving with time
-        for year in np.sort(rng.choice(np.arange(2000, 2012), int(rng.integers(2, 9)), replace=False)):
+        years = np.sort(rng.choice(np.arange(2000, 2012), int(rng.integers(2, 9)), replace=False))
+        experience = np.round(rng.uniform(0, 5) + np.cumsum(rng.uniform(0, 1, len(years))), 1)
+        for year, worked in zip(years, experience, strict=True):
             age = int(year - born - rng.integers(0, 2))
-            rows.append(
-                (pid, int(year), born, age, int(rng.integers(20, 50)), status + moves * int(year % 2))
-            )
-    columns = ["pid", "year", "born", "age", "hours", "status"]
+            hours = int(rng.integers(20, 50))
+            rows.append((pid, int(year), born, age, hours, status + moves * int(year % 2), float(worked)))
+    columns = ["pid", "year", "born", "age", "hours", "status", "experience"]
     panel = spark.createDataFrame(pd.DataFrame(rows, columns=columns))
     fitted = dps.fit(panel, epsilon=4.0, privacy_unit="pid", seed=4)
     block = fitted.manifest["persons"]
     assert block["offset_time_column"] == "year" and block["time_offset_columns"] == ["age"]
     # born is a person column, status stays put for most persons (repeats a value): neither is tested
-    assert set(block["noisy_offset_persons"]) == {"age", "hours"}
-    assert block["noisy_offset_persons"]["hours"] > 0.5 * block["noisy_spanning_persons"]
+    offsets = block["noisy_offset_persons"]["year"]
+    assert set(offsets) == {"age", "hours", "experience"}
+    assert offsets["hours"] > 0.5 * block["noisy_spanning_persons"]["year"]
+    assert block["nondecreasing_columns"] == ["experience"]
     shares = {s["name"]: s["epsilon"] for s in block["budget"]["shares"]}
-    assert shares["time_offsets"] == pytest.approx(0.02 * 4.0)
+    assert shares["time_columns"] == pytest.approx(0.03 * 4.0)
 
     def spread(out: pd.DataFrame) -> float:
         offsets = out.assign(offset=out["age"] - out["year"]).groupby("pid")["offset"]
@@ -441,12 +445,19 @@ def test_a_panels_synthetic_ages_advance_with_the_year(spark, monkeypatch) -> No
     years = synthetic.groupby("pid")["year"]  # the plan spreads the rows over the years, not the offsets
     assert (years.nunique() < years.size())[years.size() >= 2].mean() < 0.1
 
+    def going_down(out: pd.DataFrame) -> float:
+        steps = out.sort_values(["pid", "year"]).groupby("pid")["experience"].diff()
+        down = (steps < 0).groupby(out.sort_values(["pid", "year"])["pid"]).any()
+        return float(down[out.groupby("pid").size() >= 2].mean())
+
+    assert going_down(synthetic) == 0.0
+
     def born_then(out: pd.DataFrame) -> float:  # the share of rows whose age is year - born - (0 or 1)
         return float((out["year"] - out["born"] - out["age"]).isin([0, 1]).mean())
 
-    monkeypatch.setattr(P, "_test_time_offsets", lambda *args: None)
+    monkeypatch.setattr(P, "_test_time_columns", lambda *args: None)
     drawn = dps.fit(panel, epsilon=4.0, privacy_unit="pid", seed=4).sample(seed=2).toPandas()
-    assert spread(drawn) > 0.3
+    assert spread(drawn) > 0.3 and going_down(drawn) > 0.3
     # the offset learnt beside the birth year (2-way) where the age needed age, year and born (3-way)
     assert born_then(synthetic) > 0.4 and born_then(drawn) < 0.2  # 0.54 and 0.09 (seed 4)
 

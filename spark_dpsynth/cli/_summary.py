@@ -48,18 +48,26 @@ def describe_person_metrics(persons: dict) -> str:  # type: ignore[type-arg]
     """One line of the evaluation's ``persons`` metrics (NOT private): persons real / synthetic, the TVD of
     rows per person (public bins), the share of real persons above L and, per distinct column, the shares of
     persons of two rows or more that repeat one of its values and, per column that moves with time, those whose
-    offsets from the time base spread beyond the tolerance."""
+    offsets from the time base spread beyond the tolerance, and per never-decreasing column those whose value goes
+    down in time."""
     tvd, share = persons.get("rows_per_person_tvd"), persons.get("share_above_cap")
 
     def pct(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.1%}"
 
-    repeats = "".join(
-        f", repeating a {c} {pct(r.get('sensitive'))} / {pct(r.get('synthetic'))}"
-        for c, r in (persons.get("repeating_persons") or {}).items()
-    ) + "".join(
-        f", {c} off its time base {pct(r.get('sensitive'))} / {pct(r.get('synthetic'))}"
-        for c, r in (persons.get("offset_persons") or {}).items()
+    repeats = (
+        "".join(
+            f", repeating a {c} {pct(r.get('sensitive'))} / {pct(r.get('synthetic'))}"
+            for c, r in (persons.get("repeating_persons") or {}).items()
+        )
+        + "".join(
+            f", {c} off its time base {pct(r.get('sensitive'))} / {pct(r.get('synthetic'))}"
+            for c, r in (persons.get("offset_persons") or {}).items()
+        )
+        + "".join(
+            f", {c} going down in time {pct(r.get('sensitive'))} / {pct(r.get('synthetic'))}"
+            for c, r in (persons.get("decreasing_persons") or {}).items()
+        )
     )
     return (
         f"real {persons['persons']['sensitive']:,} / synthetic {persons['persons']['synthetic']:,}, rows-per-person "

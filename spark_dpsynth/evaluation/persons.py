@@ -36,6 +36,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from spark_dpsynth.data.trends import decreases, offset_spread
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation._common import quote
 
@@ -76,6 +77,7 @@ def person_metrics(
     offset_time_column: str | None = None,
     time_offset_columns: Sequence[str] = (),
     offset_tolerance: float = 1.0,
+    nondecreasing_columns: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Compare the persons of a synthetic event table with those of the sensitive one.
 
@@ -102,6 +104,8 @@ def person_metrics(
         time_offset_columns: number columns the release found moving with t (``time_offset_columns``).
         offset_tolerance: the spread of a person's offsets c - t allowed to such a column (the release's
             ``OFFSET_TOLERANCE``).
+        nondecreasing_columns: number columns the release found never going down as t goes up
+            (``nondecreasing_columns``); compared only with ``offset_time_column``.
 
     Returns:
         A JSON-able dict (shares in [0, 1], rows and persons as counts; None where a table has no person):
@@ -128,6 +132,8 @@ def person_metrics(
         * ``offset_persons``: ``{column: {"sensitive": share, "synthetic": share}}`` per time-offset column, the
           share of each table's persons of two rows or more whose offsets c - t (rows where both are set) spread
           by more than ``offset_tolerance``.
+        * ``decreasing_persons``: ``{column: {"sensitive": share, "synthetic": share}}`` per never-decreasing
+          column, the share of each table's persons of two rows or more whose value goes down as t goes up.
 
     Raises:
         InvalidParameterError: ``cap`` is not an integer >= 1, or ``grid`` is not increasing from 1.
@@ -148,7 +154,14 @@ def person_metrics(
     for name, df in (("sensitive", sensitive), ("synthetic", synthetic)):
         missing = [
             c
-            for c in (unit, *person_columns, *event_columns, *distinct_columns, *time_offset_columns)
+            for c in (
+                unit,
+                *person_columns,
+                *event_columns,
+                *distinct_columns,
+                *time_offset_columns,
+                *nondecreasing_columns,
+            )
             if c not in df.columns
         ]
         if offset_time_column is not None and offset_time_column not in df.columns:
@@ -199,7 +212,12 @@ def person_metrics(
             sides,
             unit,
             list(time_offset_columns),
-            lambda c: _spread(c, offset_time_column) > offset_tolerance,
+            lambda c: offset_spread(c, offset_time_column) > offset_tolerance,
+        ),
+        "decreasing_persons": {}
+        if offset_time_column is None
+        else _persons_share(
+            sides, unit, list(nondecreasing_columns), lambda c: decreases(c, offset_time_column)
         ),
     }
 
@@ -322,12 +340,6 @@ def _person_columns_tvd(
     return {c: float(Fraction(numerators.get(i, 0), 2 * n_s * n_y)) for i, c in enumerate(person_columns)}
 
 
-def _spread(column: str, base: str) -> Column:
-    """The spread (greatest minus least) of a person's offsets ``column`` - ``base`` (an aggregate)."""
-    offset = F.col(quote(column)).cast("double") - F.col(quote(base)).cast("double")
-    return F.max(offset) - F.min(offset)
-
-
 def _persons_share(
     sides: list[DataFrame],
     unit: str,
@@ -335,8 +347,8 @@ def _persons_share(
     holds: Any,  # noqa: ANN401 - str -> Column
 ) -> dict[str, dict[str, float | None]]:
     """Per column, the share of each table's persons of two rows or more for whom ``holds(column)`` (an aggregate
-    over a person's rows: ``repeating_persons``, ``offset_persons`` of :func:`person_metrics`): one aggregation
-    per table, one driver row each."""
+    over a person's rows: ``repeating_persons``, ``offset_persons``, ``decreasing_persons`` of
+    :func:`person_metrics`): one aggregation per table, one driver row each."""
     out: dict[str, dict[str, float | None]] = {c: {} for c in columns}
     if not columns:
         return out

@@ -26,12 +26,17 @@ the release protects a person, every row of theirs, and the synthetic table is a
    hold one value twice (L1 sensitivity d, discrete Laplace, :data:`REPEATS_EPSILON_PROPORTION`); a column that
    is not a person column is *distinct per person* (a panel's year) when that noisy number is at most
    :data:`REPEAT_SHARE` of the noisy persons with two rows or more.
-   Given a whole-number *time base* t (the time column, else the distinct-per-person whole-number column of
-   fewest noisy repeats), a second pass counts the persons whose t spans more than twice :data:`OFFSET_TOLERANCE`
-   and, per other number column c (with a distinct t, one at most :data:`MOVING_REPEATS` of whose persons repeat
-   a value), those of them whose kept rows hold two offsets c - t more than the tolerance apart (L1 sensitivity 1 + the number of such columns, discrete Laplace, :data:`OFFSETS_EPSILON_PROPORTION`); c
-   *moves with time* (a panel's age with its year) when its noisy number is at most :data:`OFFSET_SHARE` of the
-   first and that share is at least :data:`OFFSET_EVIDENCE` noise scales. The event level then holds c - t.
+   Time bases t: the time column if it holds whole numbers, else up to :data:`MAX_TIME_BASES` whole-number columns
+   at most :data:`MOVING_REPEATS` of whose persons repeat a value (fewest first). A second pass counts, per base,
+   the persons whose t spans more than twice :data:`OFFSET_TOLERANCE` and, per other number column c (without a
+   declared time column, one at most that share of whose persons repeat a value), those of them whose kept rows
+   hold two offsets c - t more than the tolerance apart, and the persons whose c goes down as t goes up (L1
+   sensitivity the number of counts, 2 d_t + 1 per base, discrete Laplace,
+   :data:`TIME_COLUMNS_EPSILON_PROPORTION`). c *moves with time* (a panel's age with its year) when its noisy
+   number is at most :data:`OFFSET_SHARE` of the first: the event level then holds c - t; it *never goes down*
+   (work experience) when its second is at most :data:`NONDECREASING_SHARE` of the persons of two rows or more;
+   each rule only when its threshold is at least :data:`TIME_EVIDENCE` noise scales. The base whose rules hold for
+   the most columns is kept.
 6. **The event level**: the configured mechanism (the default's choice, the workload or the marginals
    mechanism ...) runs on the bounded rows at the row-level budget (epsilon_e / L, delta / (L e^((L-1)
    epsilon_e / L))), epsilon_e what steps 2 and 5 left. Adding or removing a person adds or removes at most L
@@ -50,9 +55,10 @@ event rows is sampled from the event model; each person takes one random pool ro
 person columns become the person's, then n pool rows of its stratum that share those person columns (the model
 given the stratum and the person columns), on distinct values of a distinct-per-person column where the group holds
 them (the one of fewest values in the pool); a column that moves with time is set on each of a person's rows to t
-plus the person's offset (the lower median of its rows' c - t). Where a (stratum, person columns) group runs short,
-the person takes other rows of its stratum with its person columns written over theirs. A person's rows share one
-surrogate key in the key column's type, ordered by the event time when there is one.
+plus the person's offset (the lower median of its rows' c - t), and one that never goes down is given out over them
+in increasing order. Where a (stratum, person columns) group runs short, the person takes other rows of its stratum
+with its person columns written over theirs. A person's rows share one surrogate key in the key column's type,
+ordered by the event time when there is one.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ from typing import Any
 import numpy as np
 
 from spark_dpsynth._progress import Progress, report
+from spark_dpsynth.data.trends import decreases, offset_spread
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.params import MIN_DELTA, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant, delta_from_protected_n
@@ -80,10 +87,12 @@ __all__ = [
     "PERSON_COLUMN_SHARE",
     "REPEATS_EPSILON_PROPORTION",
     "REPEAT_SHARE",
-    "OFFSETS_EPSILON_PROPORTION",
+    "TIME_COLUMNS_EPSILON_PROPORTION",
     "OFFSET_SHARE",
     "OFFSET_TOLERANCE",
-    "OFFSET_EVIDENCE",
+    "NONDECREASING_SHARE",
+    "TIME_EVIDENCE",
+    "MAX_TIME_BASES",
     "MOVING_REPEATS",
     "rows_grid",
     "check_event_table",
@@ -109,9 +118,9 @@ REPEATS_EPSILON_PROPORTION = 0.02
 REPEAT_SHARE = 0.05
 """A column is *distinct per person* (a panel's year, a visit's number) when the noisy number of persons whose
 kept rows hold one of its values twice is at most this share of the protected persons with two rows or more."""
-OFFSETS_EPSILON_PROPORTION = 0.02
-"""Share of epsilon of the DP test of the number columns that move with the time base (with L >= 2 and a
-whole-number time base)."""
+TIME_COLUMNS_EPSILON_PROPORTION = 0.03
+"""Share of epsilon of the DP test of the number columns that move with the time base or never go down as it goes
+up (with L >= 2 and a whole-number time base)."""
 OFFSET_SHARE = 0.2
 """A number column c *moves with time* when, of the persons whose time base t spans more than twice
 :data:`OFFSET_TOLERANCE` (the noisy number), the noisy number whose kept rows hold two offsets c - t more than
@@ -121,12 +130,22 @@ OFFSET_TOLERANCE = 1.0
 """The spread of a person's offsets c - t allowed to a column that moves with time, in the columns' unit: an age
 in whole years against a survey year is one year apart when the birthday falls between two interviews."""
 MOVING_REPEATS = 0.5
-"""With a distinct-per-person time base, the offset test leaves out the columns whose noisy number of persons
-repeating a value exceeds this share of the noisy persons with two rows or more (a panel's yes/no columns)."""
-OFFSET_EVIDENCE = 2.0
-"""The offset test decides only when its threshold (:data:`OFFSET_SHARE` of the noisy persons whose time base
-spans more than twice the tolerance) is at least this many noise scales: a column no person breaks is then
-missed with probability at most e^-2 / 2 (6.8%), a column that stays put is never taken."""
+"""The time-column tests take as time bases (unless a time column is declared) and test only the columns whose
+noisy number of persons repeating a value is at most this share of the noisy persons with two rows or more (not
+a panel's yes/no columns)."""
+NONDECREASING_SHARE = 0.2
+"""A number column *never goes down* as the time base goes up (a panel's total work experience) when the noisy
+number of persons whose value does is at most this share of the noisy persons with two rows or more (on a panel
+of young women, 0% for experience, 24% or more for every column that is not a person's or the age)."""
+MAX_TIME_BASES = 3
+"""The time-column tests try at most this many distinct-per-person whole-number columns as the time base (a
+panel's year, and a column that happens to repeat little, such as hours worked): each adds its counts to the
+test's L1 sensitivity."""
+TIME_EVIDENCE = 2.0
+"""The time-column tests decide only when their threshold (:data:`OFFSET_SHARE` of the noisy persons whose time
+base spans more than twice the tolerance, :data:`NONDECREASING_SHARE` of those with two rows or more) is at least
+this many noise scales: a column no person breaks is then missed with probability at most e^-2 / 2 (6.8%), and
+one that all break is all but never taken."""
 _WHOLE_TYPES = ("tinyint", "smallint", "int", "bigint")
 _TIME_TYPES = ("date", "timestamp", "timestamp_ntz")
 _NUMBER_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double")
@@ -293,17 +312,25 @@ def _per_column_test(
     return acct.laplace(share, [int(true[f"{prefix}{j}"] or 0) for j in range(d)], sensitivity=float(d))
 
 
-def _time_base(types: dict[str, str], block: dict[str, Any], time_column: str | None) -> str | None:
-    """The time base t of the offset test: the time column when it holds whole numbers, else the distinct-per-
-    person whole-number column of fewest noisy repeats (post-processing of the repeat test); None without one."""
+def _time_bases(
+    types: dict[str, str], block: dict[str, Any], time_column: str | None, several: float
+) -> list[str]:
+    """The candidate time bases of the time-column tests: the time column when it holds whole numbers, else the
+    whole-number columns at most :data:`MOVING_REPEATS` of whose persons repeat a value, at most
+    :data:`MAX_TIME_BASES` of fewest noisy repeats (post-processing of the repeat test)."""
     if time_column is not None and types.get(time_column) in _WHOLE_TYPES:
-        return time_column
+        return [time_column]
     repeats = block.get("noisy_repeating_persons") or {}
-    whole = [c for c in block.get("distinct_columns") or () if types.get(c) in _WHOLE_TYPES]
-    return min(whole, key=lambda c: (repeats[c], whole.index(c))) if whole else None
+    person = set(block.get("person_columns") or ())
+    whole = [
+        c
+        for c, n in repeats.items()
+        if c not in person and types.get(c) in _WHOLE_TYPES and n <= MOVING_REPEATS * several
+    ]
+    return sorted(whole, key=lambda c: (repeats[c], whole.index(c)))[:MAX_TIME_BASES]
 
 
-def _test_time_offsets(
+def _test_time_columns(
     bounded,  # noqa: ANN001 - pyspark DataFrame
     unit: str,
     attributes: list[str],
@@ -315,66 +342,94 @@ def _test_time_offsets(
     acct: Accountant,
     block: dict[str, Any],
 ) -> None:
-    """The DP test of the number columns that move with the time base (step 5 of the module docstring): writes
-    ``offset_time_column``, ``noisy_offset_persons`` and ``time_offset_columns`` into ``block``; spends
-    :data:`OFFSETS_EPSILON_PROPORTION` only when there is a time base and a number column to test."""
+    """The DP tests of the number columns that move with a time base, and of those that never go down as it goes
+    up (step 5 of the module docstring), against each candidate base in one pass; the base whose rules hold for
+    the most columns is kept (ties: the fewest noisy repeats). Writes ``offset_time_column``,
+    ``time_offset_columns`` and ``nondecreasing_columns`` (the kept base's), and ``noisy_spanning_persons``,
+    ``noisy_offset_persons`` and ``noisy_decreasing_persons`` per base into ``block``; spends
+    :data:`TIME_COLUMNS_EPSILON_PROPORTION` only when there is a base and a number column to test."""
     from pyspark.sql import functions as F
 
     types = {f.name: f.dataType.simpleString() for f in schema.fields}
-    base = _time_base(types, block, time_column)
+    bases = _time_bases(types, block, time_column, several)
     # a column with declared values or bins keeps them: its offsets would fall outside
     declared = {*data.bins, *data.domains, *data.categorical, *data.hash_buckets}
-    tested = [
-        c for c in attributes if c not in (base, *person_columns, *declared) and types.get(c) in _NUMBER_TYPES
+    numbers = [
+        c for c in attributes if c not in (*person_columns, *declared) and types.get(c) in _NUMBER_TYPES
     ]
     repeats = block.get("noisy_repeating_persons") or {}
-    if base in (block.get("distinct_columns") or ()):
-        # a column that moves with a base no person repeats repeats a value little itself (at most where two
-        # values of the base are within the tolerance): the columns most persons repeat are not tested, and the
-        # test's noise shrinks with the number tested (post-processing of the repeat test)
-        tested = [c for c in tested if repeats.get(c, 0) <= MOVING_REPEATS * several]
-    if base is None or not tested:
+    tested: dict[str, list[str]] = {}
+    for base in bases:
+        tested[base] = [c for c in numbers if c != base]
+        if base != time_column:
+            # a column that moves with a base few persons repeat repeats a value little itself: the columns most
+            # persons repeat (a panel's yes/no columns) are not tested, and the test's noise shrinks with the
+            # number tested (post-processing of the repeat test)
+            tested[base] = [c for c in tested[base] if repeats.get(c, 0) <= MOVING_REPEATS * several]
+    tested = {base: cs for base, cs in tested.items() if cs}
+    if not tested:
         return
-    t = F.col(f"`{base}`").cast("double")
-    offsets = [F.col(f"`{c}`").cast("double") - t for c in tested]
-    # a person tells a column that moves from one that stays only when its time base spans more than twice the
-    # tolerance (_o0); per column (_o1 ..), such a person whose offsets c - t (nulls left out) spread beyond it
-    spans = F.max(t) - F.min(t) > 2 * OFFSET_TOLERANCE
+    # per base: the persons whose base spans more than twice the tolerance (a person tells a column that moves
+    # from one that stays only then); per column, such a person whose offsets c - t spread beyond it, and any
+    # person whose c goes down as t goes up; rows where c or t is empty left out
+    counts: list[tuple[str, str, str, Any]] = []  # (base, test, column, per-person flag)
+    for base, columns in tested.items():
+        t = F.col(f"`{base}`").cast("double")
+        spans = F.coalesce(F.max(t) - F.min(t) > 2 * OFFSET_TOLERANCE, F.lit(False))
+        counts.append((base, "spanning", "", spans))
+        counts += [
+            (base, "offset", c, spans & F.coalesce(offset_spread(c, base) > OFFSET_TOLERANCE, F.lit(False)))
+            for c in columns
+        ]
+        counts += [(base, "decreasing", c, decreases(c, base)) for c in columns]
+    d = len(counts)
     per_person = bounded.groupBy(f"`{unit}`").agg(
-        F.coalesce(spans, F.lit(False)).cast("long").alias("_o0"),
-        *[
-            F.coalesce(spans & (F.max(o) - F.min(o) > OFFSET_TOLERANCE), F.lit(False))
-            .cast("long")
-            .alias(f"_o{j}")
-            for j, o in enumerate(offsets, start=1)
-        ],
+        *[flag.cast("long").alias(f"_o{j}") for j, (_, _, _, flag) in enumerate(counts)]
     )
-    d = 1 + len(tested)
     true = per_person.agg(*[F.sum(f"_o{j}").alias(f"_o{j}") for j in range(d)]).collect()[0]  # private
     noisy = _per_column_test(
         acct,
-        "time_offsets",
-        OFFSETS_EPSILON_PROPORTION,
-        f"span more than {2 * OFFSET_TOLERANCE:g} of {base!r} (and of those, per number column, whose offsets from "
-        f"it spread beyond {OFFSET_TOLERANCE:g})",
+        "time_columns",
+        TIME_COLUMNS_EPSILON_PROPORTION,
+        f"span more than {2 * OFFSET_TOLERANCE:g} of a time base {list(tested)} (and of those, per number "
+        f"column, whose offsets from it spread beyond {OFFSET_TOLERANCE:g}), and per number column whose value "
+        "goes down as the base goes up",
         true,
         "_o",
         d,
     )
     del true
-    spanning, noisy_off = float(noisy[0]), noisy[1:]
-    # a column moves with time when few of the spanning persons break its offset, and enough persons span for
-    # the noise (scale d / epsilon_o) to tell: threshold >= OFFSET_EVIDENCE scales
-    scale = d / (OFFSETS_EPSILON_PROPORTION * acct.epsilon)
-    threshold = OFFSET_SHARE * spanning
-    block["offset_time_column"] = base
-    block["noisy_spanning_persons"] = int(spanning)
-    block["noisy_offset_persons"] = {c: int(n) for c, n in zip(tested, noisy_off, strict=True)}
-    block["time_offset_columns"] = [
-        c
-        for c, n in zip(tested, noisy_off, strict=True)
-        if threshold >= OFFSET_EVIDENCE * scale and n <= threshold
-    ]
+    found = {(base, test, c): float(n) for (base, test, c, _), n in zip(counts, noisy, strict=True)}
+    # a rule holds when few persons break it, and enough persons could break it for the noise (scale d /
+    # epsilon_t) to tell: its threshold is at least TIME_EVIDENCE scales
+    scale = d / (TIME_COLUMNS_EPSILON_PROPORTION * acct.epsilon)
+    rising = NONDECREASING_SHARE * several
+    rules: dict[str, tuple[list[str], list[str]]] = {}
+    for base, columns in tested.items():
+        moving = OFFSET_SHARE * found[(base, "spanning", "")]
+        offsets = [
+            c for c in columns if moving >= TIME_EVIDENCE * scale and found[(base, "offset", c)] <= moving
+        ]
+        growing = [
+            c
+            for c in columns
+            if c not in offsets
+            and rising >= TIME_EVIDENCE * scale
+            and found[(base, "decreasing", c)] <= rising
+        ]
+        rules[base] = (offsets, growing)
+    kept = max(
+        tested, key=lambda base: (len(rules[base][0]) + len(rules[base][1]), -list(tested).index(base))
+    )
+    block["noisy_spanning_persons"] = {base: int(found[(base, "spanning", "")]) for base in tested}
+    block["noisy_offset_persons"] = {
+        base: {c: int(found[(base, "offset", c)]) for c in columns} for base, columns in tested.items()
+    }
+    block["noisy_decreasing_persons"] = {
+        base: {c: int(found[(base, "decreasing", c)]) for c in columns} for base, columns in tested.items()
+    }
+    block["offset_time_column"] = kept
+    block["time_offset_columns"], block["nondecreasing_columns"] = rules[kept]
 
 
 def _as_offsets(bounded, block: dict[str, Any]):  # noqa: ANN001, ANN202 - DataFrame
@@ -540,7 +595,7 @@ def bound_persons(
             report(progress, log, f"persons: columns a person never repeats {block['distinct_columns']}")
         del true
         if repeats:
-            _test_time_offsets(
+            _test_time_columns(
                 bounded, unit, attributes, df.schema, person_columns, data, time_column, several, acct, block
             )
             if block.get("time_offset_columns"):

@@ -11,10 +11,11 @@ rows); :func:`assemble_persons` gives each person one random pool row of its str
 columns become the person's, then n pool rows of its stratum that share those person columns (the model given the
 stratum and the person columns), on distinct values of a column the release found no person repeats
 (``distinct_columns``: a panel's year) while the group holds them; a column the release found moving with time
-(``time_offset_columns``: a panel's age) is set to the time base plus the person's offset. Where a (stratum, person
-columns) group runs short, the person takes other rows of its stratum with its person columns written over theirs;
-where a stratum runs short, rows of any stratum. A person's rows share one surrogate key in the key column's type,
-ordered by the event time when there is one.
+(``time_offset_columns``: a panel's age) is set to the time base plus the person's offset, and one found never
+going down (``nondecreasing_columns``: work experience) is given out over the person's rows in increasing order.
+Where a (stratum, person columns) group runs short, the person takes other rows of its stratum with its person
+columns written over theirs; where a stratum runs short, rows of any stratum. A person's rows share one surrogate
+key in the key column's type, ordered by the event time when there is one.
 """
 
 from __future__ import annotations
@@ -273,6 +274,34 @@ def _with_time_offsets(rows, block: dict[str, Any], value_cols: list[str]):  # n
     return joined.select(*[moved.get(c, F.col(f"`{c}`")) for c in rows.columns])
 
 
+def _rising(rows, block: dict[str, Any], value_cols: list[str]):  # noqa: ANN001, ANN202 - DataFrame
+    """Each column that never goes down as the time base goes up (``block["nondecreasing_columns"]``, the
+    release's DP test: work experience) given out again over a person's rows in increasing order along the time
+    base: the person keeps its values (the table keeps the column's 1-way counts), its k-th least on its k-th row
+    in time. Rows where the column is empty keep it empty. Post-processing."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    base = block.get("offset_time_column")
+    if base not in value_cols:
+        return rows
+    for c in [c for c in block.get("nondecreasing_columns") or () if c in value_cols and c != base]:
+        held = rows.where(F.col(f"`{c}`").isNotNull())
+        person = Window.partitionBy("__id")
+        in_time = held.withColumn(
+            "__k", F.row_number().over(person.orderBy(F.col(f"`{base}`").asc_nulls_last(), "__r"))
+        ).drop(c)
+        in_order = held.select(
+            "__id", F.row_number().over(person.orderBy(F.col(f"`{c}`"), "__r")).alias("__k"), F.col(f"`{c}`")
+        )
+        rows = (
+            in_time.join(in_order, ["__id", "__k"])
+            .select(*[F.col(f"`{n}`") for n in rows.columns])
+            .unionByName(rows.where(F.col(f"`{c}`").isNull()))
+        )
+    return rows
+
+
 def assemble_persons(
     pool,  # noqa: ANN001 - pyspark DataFrame
     block: dict[str, Any],
@@ -423,7 +452,7 @@ def assemble_persons(
         rows = parts[0]
         for part in parts[1:]:
             rows = rows.unionByName(part)
-        rows = _with_time_offsets(rows, block, value_cols)
+        rows = _rising(_with_time_offsets(rows, block, value_cols), block, value_cols)
         key_type = str(block.get("key_type") or "bigint")
         if key_type == "string":
             key = F.concat(F.lit(SURROGATE_PREFIX), F.lpad(F.col("__id").cast("string"), len(str(m)), "0"))
