@@ -130,25 +130,35 @@ def test_repeating_persons_count_the_persons_of_two_rows_whose_rows_repeat_a_val
     assert "repeating a kind 50.0% / 50.0%" in describe_person_metrics(metrics)
 
 
-def test_offset_persons_count_the_persons_whose_offsets_from_the_time_base_spread(spark):
-    # sensitive: a (ages 30, 31, 33 in years 1..4: offsets 29, 29, 30), b (40, 40 in 1, 3: offsets 39, 37),
-    # c (one row); synthetic: x (20, 22 in 1, 2: offsets 19, 20, within one), y (age empty in one row)
+def test_offset_and_decreasing_persons_compare_a_column_with_the_time_base(spark):
+    # sensitive: a (ages 30, 31, 33 in years 1..3: offsets 29, 29, 30), b (40, 40 in 1, 3: offsets 39, 37),
+    # c (one row); synthetic: x (20, 22, 19 in 1..3: offsets 19, 20, 16, and down in year 3), y (age empty in
+    # one row)
     schema = "pid string, year int, age double"
     sensitive = spark.createDataFrame(
         [("a", 1, 30.0), ("a", 2, 31.0), ("a", 3, 33.0), ("b", 1, 40.0), ("b", 3, 40.0), ("c", 1, 50.0)],
         schema,
     )
     synthetic = spark.createDataFrame(
-        [("x", 1, 20.0), ("x", 2, 22.0), ("y", 1, None), ("y", 5, 61.0)], schema
+        [("x", 1, 20.0), ("x", 2, 22.0), ("x", 3, 19.0), ("y", 1, None), ("y", 5, 61.0)], schema
     )
     metrics = person_metrics(
-        sensitive, synthetic, "pid", 3, offset_time_column="year", time_offset_columns=["age"]
+        sensitive,
+        synthetic,
+        "pid",
+        3,
+        offset_time_column="year",
+        time_offset_columns=["age"],
+        nondecreasing_columns=["age"],
     )
-    assert metrics["offset_persons"] == {"age": {"sensitive": 0.5, "synthetic": 0.0}}
-    assert person_metrics(sensitive, synthetic, "pid", 3)["offset_persons"] == {}
+    assert metrics["offset_persons"] == {"age": {"sensitive": 0.5, "synthetic": 0.5}}
+    assert metrics["decreasing_persons"] == {"age": {"sensitive": 0.0, "synthetic": 0.5}}
+    plain = person_metrics(sensitive, synthetic, "pid", 3)
+    assert plain["offset_persons"] == {} and plain["decreasing_persons"] == {}
     from spark_dpsynth.cli._summary import describe_person_metrics
 
-    assert "age off its time base 50.0% / 0.0%" in describe_person_metrics(metrics)
+    line = describe_person_metrics(metrics)
+    assert "age off its time base 50.0% / 50.0%" in line and "age going down in time 0.0% / 50.0%" in line
 
 
 def test_null_keys_are_left_out(spark, metrics):
