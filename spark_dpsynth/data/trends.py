@@ -6,6 +6,7 @@ synthetic tables; both read them here:
 
 * :func:`offset_spread`: the spread of the person's offsets c - t (a panel's age keeps age - year within one).
 * :func:`decreases`: whether the person's value of c ever goes down as t goes up (work experience never does).
+* :func:`varies`: whether the person's c takes two values on rows with t set (those who could go down).
 
 Each is an aggregate expression (``groupBy(person).agg(...)``) built from Spark built-ins only (higher-order
 functions, no Python UDF: it runs on Spark Connect); rows where c or t is empty are left out.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["offset_spread", "decreases"]
+__all__ = ["offset_spread", "decreases", "varies"]
 
 
 def _number(name: str) -> Column:
@@ -43,3 +44,10 @@ def decreases(column: str, base: str) -> Column:
         lambda seen, v: F.struct(v.alias("last"), (seen["down"] | (v < seen["last"])).alias("down")),
         lambda seen: seen["down"],
     )
+
+
+def varies(column: str, base: str) -> Column:
+    """True when a person's ``column`` takes two values on its rows where ``base`` is set (boolean; null without
+    such a row)."""
+    value = F.when(_number(base).isNotNull(), _number(column))
+    return F.min(value) < F.max(value)

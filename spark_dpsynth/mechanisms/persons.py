@@ -30,13 +30,13 @@ the release protects a person, every row of theirs, and the synthetic table is a
    at most :data:`MOVING_REPEATS` of whose persons repeat a value (fewest first). A second pass counts, per base,
    the persons whose t spans more than twice :data:`OFFSET_TOLERANCE` and, per other number column c (without a
    declared time column, one at most that share of whose persons repeat a value), those of them whose kept rows
-   hold two offsets c - t more than the tolerance apart, and the persons whose c goes down as t goes up (L1
-   sensitivity the number of counts, 2 d_t + 1 per base, discrete Laplace,
+   hold two offsets c - t more than the tolerance apart, the persons whose c goes down as t goes up, and those
+   whose c takes two values (L1 sensitivity the number of counts, 3 d_t + 1 per base, discrete Laplace,
    :data:`TIME_COLUMNS_EPSILON_PROPORTION`). c *moves with time* (a panel's age with its year) when its noisy
    number is at most :data:`OFFSET_SHARE` of the first: the event level then holds c - t; it *never goes down*
-   (work experience) when its second is at most :data:`NONDECREASING_SHARE` of the persons of two rows or more;
-   each rule only when its threshold is at least :data:`TIME_EVIDENCE` noise scales. The base whose rules hold for
-   the most columns is kept.
+   (work experience) when its second is at most :data:`NONDECREASING_SHARE` of its third; each rule only when its
+   threshold is at least :data:`TIME_EVIDENCE` noise scales. The base whose rules hold for the most columns is
+   kept.
 6. **The event level**: the configured mechanism (the default's choice, the workload or the marginals
    mechanism ...) runs on the bounded rows at the row-level budget (epsilon_e / L, delta / (L e^((L-1)
    epsilon_e / L))), epsilon_e what steps 2 and 5 left. Adding or removing a person adds or removes at most L
@@ -73,7 +73,7 @@ from typing import Any
 import numpy as np
 
 from spark_dpsynth._progress import Progress, report
-from spark_dpsynth.data.trends import decreases, offset_spread
+from spark_dpsynth.data.trends import decreases, offset_spread, varies
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.params import MIN_DELTA, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant, delta_from_protected_n
@@ -135,15 +135,15 @@ noisy number of persons repeating a value is at most this share of the noisy per
 a panel's yes/no columns)."""
 NONDECREASING_SHARE = 0.2
 """A number column *never goes down* as the time base goes up (a panel's total work experience) when the noisy
-number of persons whose value does is at most this share of the noisy persons with two rows or more (on a panel
-of young women, 0% for experience, 24% or more for every column that is not a person's or the age)."""
+number of persons whose value does is at most this share of the noisy number of persons whose kept rows hold two
+of its values with the base set (a column unrelated to time goes down for about half of those or more)."""
 MAX_TIME_BASES = 3
 """The time-column tests try at most this many distinct-per-person whole-number columns as the time base (a
 panel's year, and a column that happens to repeat little, such as hours worked): each adds its counts to the
 test's L1 sensitivity."""
 TIME_EVIDENCE = 2.0
 """The time-column tests decide only when their threshold (:data:`OFFSET_SHARE` of the noisy persons whose time
-base spans more than twice the tolerance, :data:`NONDECREASING_SHARE` of those with two rows or more) is at least
+base spans more than twice the tolerance, :data:`NONDECREASING_SHARE` of those whose value varies) is at least
 this many noise scales: a column no person breaks is then missed with probability at most e^-2 / 2 (6.8%), and
 one that all break is all but never taken."""
 _WHOLE_TYPES = ("tinyint", "smallint", "int", "bigint")
@@ -382,6 +382,7 @@ def _test_time_columns(
             for c in columns
         ]
         counts += [(base, "decreasing", c, decreases(c, base)) for c in columns]
+        counts += [(base, "varying", c, F.coalesce(varies(c, base), F.lit(False))) for c in columns]
     d = len(counts)
     per_person = bounded.groupBy(f"`{unit}`").agg(
         *[flag.cast("long").alias(f"_o{j}") for j, (_, _, _, flag) in enumerate(counts)]
@@ -403,19 +404,19 @@ def _test_time_columns(
     # a rule holds when few persons break it, and enough persons could break it for the noise (scale d /
     # epsilon_t) to tell: its threshold is at least TIME_EVIDENCE scales
     scale = d / (TIME_COLUMNS_EPSILON_PROPORTION * acct.epsilon)
-    rising = NONDECREASING_SHARE * several
     rules: dict[str, tuple[list[str], list[str]]] = {}
     for base, columns in tested.items():
         moving = OFFSET_SHARE * found[(base, "spanning", "")]
         offsets = [
             c for c in columns if moving >= TIME_EVIDENCE * scale and found[(base, "offset", c)] <= moving
         ]
+        rising = {c: NONDECREASING_SHARE * found[(base, "varying", c)] for c in columns}
         growing = [
             c
             for c in columns
             if c not in offsets
-            and rising >= TIME_EVIDENCE * scale
-            and found[(base, "decreasing", c)] <= rising
+            and rising[c] >= TIME_EVIDENCE * scale
+            and found[(base, "decreasing", c)] <= rising[c]
         ]
         rules[base] = (offsets, growing)
     kept = max(
@@ -427,6 +428,9 @@ def _test_time_columns(
     }
     block["noisy_decreasing_persons"] = {
         base: {c: int(found[(base, "decreasing", c)]) for c in columns} for base, columns in tested.items()
+    }
+    block["noisy_varying_in_time_persons"] = {
+        base: {c: int(found[(base, "varying", c)]) for c in columns} for base, columns in tested.items()
     }
     block["offset_time_column"] = kept
     block["time_offset_columns"], block["nondecreasing_columns"] = rules[kept]
