@@ -118,7 +118,7 @@ REPEATS_EPSILON_PROPORTION = 0.02
 REPEAT_SHARE = 0.05
 """A column is *distinct per person* (a panel's year, a visit's number) when the noisy number of persons whose
 kept rows hold one of its values twice is at most this share of the protected persons with two rows or more."""
-TIME_COLUMNS_EPSILON_PROPORTION = 0.03
+TIME_COLUMNS_EPSILON_PROPORTION = 0.04
 """Share of epsilon of the DP test of the number columns that move with the time base or never go down as it goes
 up (with L >= 2 and a whole-number time base)."""
 OFFSET_SHARE = 0.2
@@ -133,10 +133,11 @@ MOVING_REPEATS = 0.5
 """The time-column tests take as time bases (unless a time column is declared) and test only the columns whose
 noisy number of persons repeating a value is at most this share of the noisy persons with two rows or more (not
 a panel's yes/no columns)."""
-NONDECREASING_SHARE = 0.2
+NONDECREASING_SHARE = 0.1
 """A number column *never goes down* as the time base goes up (a panel's total work experience) when the noisy
 number of persons whose value does is at most this share of the noisy number of persons whose kept rows hold two
-of its values with the base set (a column unrelated to time goes down for about half of those or more)."""
+of its values with the base set (a column unrelated to time goes down for about half of those; on a panel of
+young women with two rows kept per person, job tenure, which restarts at a change of job, for a quarter)."""
 MAX_TIME_BASES = 3
 """The time-column tests try at most this many distinct-per-person whole-number columns as the time base (a
 panel's year, and a column that happens to repeat little, such as hours worked): each adds its counts to the
