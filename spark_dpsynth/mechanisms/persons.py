@@ -139,9 +139,9 @@ number of persons whose value does is at most this share of the noisy number of 
 of its values with the base set (a column unrelated to time goes down for about half of those; on a panel of
 young women with two rows kept per person, job tenure, which restarts at a change of job, for a quarter)."""
 MAX_TIME_BASES = 3
-"""The time-column tests try at most this many distinct-per-person whole-number columns as the time base (a
-panel's year, and a column that happens to repeat little, such as hours worked): each adds its counts to the
-test's L1 sensitivity."""
+"""The time-column tests try at most this many whole-number columns as the time base (a panel's year, and a
+column that happens to repeat little, such as hours worked): each adds its counts to the test's L1
+sensitivity."""
 TIME_EVIDENCE = 2.0
 """The time-column tests decide only when their threshold (:data:`OFFSET_SHARE` of the noisy persons whose time
 base spans more than twice the tolerance, :data:`NONDECREASING_SHARE` of those whose value varies) is at least
@@ -347,7 +347,8 @@ def _test_time_columns(
     up (step 5 of the module docstring), against each candidate base in one pass; the base whose rules hold for
     the most columns is kept (ties: the fewest noisy repeats). Writes ``offset_time_column``,
     ``time_offset_columns`` and ``nondecreasing_columns`` (the kept base's), and ``noisy_spanning_persons``,
-    ``noisy_offset_persons`` and ``noisy_decreasing_persons`` per base into ``block``; spends
+    ``noisy_offset_persons``, ``noisy_decreasing_persons`` and ``noisy_varying_in_time_persons`` per base into
+    ``block``; spends
     :data:`TIME_COLUMNS_EPSILON_PROPORTION` only when there is a base and a number column to test."""
     from pyspark.sql import functions as F
 
@@ -477,11 +478,10 @@ def bound_persons(
         SchemaError: a schema check of :func:`check_event_table` (before any data is read).
 
     Privacy:
-        The histogram of persons by rows and the tests of person columns, of repeated values and of offsets from
-        the time base are discrete Laplace shares of the person-level epsilon (L1 sensitivity 1, d, d and the
-        number of columns tested); the rest, epsilon_e and delta,
-        is the event level's, at epsilon_e / L and delta / (L e^((L-1) epsilon_e / L)) per row by group privacy
-        (Vadhan 2017, Lemma 2.2).
+        The histogram of persons by rows and the tests of person columns, of repeated values and of the time
+        columns are discrete Laplace shares of the person-level epsilon (L1 sensitivity 1, d, d and the number of
+        time-column counts); the rest, epsilon_e and delta, is the event level's, at epsilon_e / L and
+        delta / (L e^((L-1) epsilon_e / L)) per row by group privacy (Vadhan 2017, Lemma 2.2).
     """
     from pyspark.sql import functions as F
 
@@ -541,7 +541,7 @@ def bound_persons(
         - HISTOGRAM_EPSILON_PROPORTION
         - PERSON_COLUMNS_EPSILON_PROPORTION * tested
         - REPEATS_EPSILON_PROPORTION * repeats
-    )  # the offset test, when it runs, lowers epsilon_e further: the row-level delta only grows
+    )  # the time-column tests, when they run, lower epsilon_e further: the row-level delta only grows
     while cap > 1 and not _fits(eps_events, delta, cap):
         cap //= 2  # a row-level delta below MIN_DELTA: a smaller cap (public figures only), never a refusal
     repeats = repeats and cap >= 2  # one kept row per person repeats nothing: no test, no budget
@@ -603,9 +603,10 @@ def bound_persons(
             _test_time_columns(
                 bounded, unit, attributes, df.schema, person_columns, data, time_column, several, acct, block
             )
-            if block.get("time_offset_columns"):
-                report(progress, log, f"persons: columns that move with {block['offset_time_column']!r} "
-                       f"{block['time_offset_columns']}")  # fmt: skip
+            if block.get("offset_time_column") is not None:
+                moving, rising = block["time_offset_columns"], block["nondecreasing_columns"]
+                report(progress, log, f"persons: against {block['offset_time_column']!r}, columns that move "
+                       f"with it {moving}, that never go down {rising}")  # fmt: skip
         eps_events = acct.spend_rest_of_epsilon(
             "event_rows", f"the event mechanism on at most {cap} rows per person (group privacy)"
         )
