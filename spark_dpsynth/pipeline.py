@@ -686,6 +686,7 @@ def evaluate_tables(
             time_offset_columns=list(persons.get("time_offset_columns") or ()),
             offset_tolerance=OFFSET_TOLERANCE,
             nondecreasing_columns=list(persons.get("nondecreasing_columns") or ()),
+            span_columns=list(persons.get("noisy_persons_by_span") or ()),
         )
     check_synthetic_columns(release, synthetic)
     whole_synthetic = synthetic  # the declared rules are counted on every row

@@ -193,10 +193,13 @@ def test_release_states_the_person_level_budget(fitted) -> None:
     assert shares["persons_by_rows"]["epsilon"] == pytest.approx(0.4)
     assert shares["person_columns"]["epsilon"] == pytest.approx(0.2)
     assert shares["repeated_values"]["epsilon"] == pytest.approx(0.08)
+    # items: a whole-number column, its persons counted by the span of their values
+    assert shares["person_spans"]["epsilon"] == pytest.approx(0.12)
+    assert list(block["noisy_persons_by_span"]) == ["items"]
     assert sum(s.get("epsilon") or 0 for s in shares.values()) == pytest.approx(4.0)
-    assert m.budget.epsilon == pytest.approx(3.32 / cap)  # the event mechanism's row-level budget
-    assert block["event_epsilon_per_row"] == pytest.approx(3.32 / cap)
-    assert m.budget.delta == pytest.approx(block["delta"] / (cap * math.exp((cap - 1) * 3.32 / cap)))
+    assert m.budget.epsilon == pytest.approx(3.2 / cap)  # the event mechanism's row-level budget
+    assert block["event_epsilon_per_row"] == pytest.approx(3.2 / cap)
+    assert m.budget.delta == pytest.approx(block["delta"] / (cap * math.exp((cap - 1) * 3.2 / cap)))
     assert block["person_columns"] == ["region"]
     # kinds and items repeat within a person: no column is distinct per person
     assert block["distinct_columns"] == [] and set(block["noisy_repeating_persons"]) == {
@@ -460,6 +463,91 @@ def test_a_panels_synthetic_ages_advance_and_experience_grows_with_the_year(spar
     assert spread(drawn) > 0.3 and going_down(drawn) > 0.3
     # the offset learnt beside the birth year (2-way) where the age needed age, year and born (3-way)
     assert born_then(synthetic) > 0.9 and born_then(drawn) < 0.5  # 0.99 and 0.31 (seed 4)
+
+
+def test_span_classes_place_a_persons_spread_on_public_decades(spark) -> None:
+    """``trends.span_class`` (an aggregate per person): greatest minus least value on the decades of
+    ``SPAN_EDGES``: 0, (0, 0.001), [0.001, 0.01) .. [1e18, ...); null with fewer than two valued rows."""
+    from pyspark.sql import functions as F
+
+    from spark_dpsynth.data.trends import SPAN_EDGES, span_bounds, span_class
+
+    rows = [
+        (1, 5.0),
+        (1, 5.0),
+        (2, 0.0),
+        (2, 0.0005),
+        (3, 10.0),
+        (3, 99.0),
+        (4, 7.0),
+        (4, None),
+        (5, 0.0),
+        (5, 3e19),
+    ]
+    df = spark.createDataFrame(rows, "p int, x double")
+    got = dict(df.groupBy("p").agg(span_class(F.col("x")).alias("c")).collect())
+    assert got == {1: 0, 2: 1, 3: 6, 4: None, 5: len(SPAN_EDGES) + 1}
+    assert span_bounds(6) == (10.0, 100.0) and span_bounds(0) == (0.0, 0.0)
+    assert span_bounds(len(SPAN_EDGES) + 1) == (1e18, 1e19)
+
+
+def test_span_draws_follow_the_histogram_within_the_possible_classes() -> None:
+    """``_span_draws`` (post-processing): a histogram with 200 persons at span 0 and 300 in [100, 1000), noise
+    elsewhere: about 40% of the draws are 0, the others in [100, 1000) log-uniform; none below 1 for whole
+    numbers, none at or above the pool's spread."""
+    noisy = np.zeros(24)
+    noisy[0], noisy[7] = 200.0, 300.0
+    noisy[[1, 3, 15, 20]] = [
+        40.0,
+        35.0,
+        30.0,
+        45.0,
+    ]  # noise alone: impossible (1, 3), beyond the spread (15, 20)
+    w = S._span_draws(noisy, 1.0, True, 5e4, 20_000, np.random.default_rng(3))
+    assert abs((w == 0).mean() - 0.4) < 0.02
+    assert ((w >= 100) & (w < 1000)).mean() == pytest.approx(1 - (w == 0).mean())
+    assert abs(np.median(np.log10(w[w > 0])) - 2.5) < 0.05  # log-uniform in its decade
+
+
+def test_an_event_tables_synthetic_users_keep_their_activity_period(spark, monkeypatch) -> None:
+    """An event table (a seeded generator, not real data): 1,500 users who start between 2000 and 2015, two
+    thirds rating 3 to 12 items within an hour, the others over up to two years (in seconds since 1970, a whole
+    number as MovieLens writes it), with an item code. The DP histograms of persons by span find the times narrow
+    beside their range; a synthetic user's ratings keep within a span of its own (without the test, every user's
+    ratings spread over the fifteen years) and the times keep their years."""
+    rng = np.random.default_rng(6)
+    start = pd.Timestamp("2000-01-01").value // 10**9
+    rows = []
+    for pid in range(1, 1501):
+        first = start + int(rng.integers(0, 15 * 365 * 86400))
+        within = 3600 if rng.random() < 2 / 3 else 2 * 365 * 86400
+        for _ in range(int(rng.integers(3, 13))):
+            rows.append((pid, first + int(rng.integers(0, within)), int(rng.integers(1, 30))))
+    table = pd.DataFrame(rows, columns=["pid", "at", "item"])
+    events = spark.createDataFrame(table)
+    fitted = dps.fit(events, epsilon=8.0, privacy_unit="pid", seed=6)
+    block = fitted.manifest["persons"]
+    assert set(block["noisy_persons_by_span"]) == {"at", "item"}
+    assert len(block["noisy_persons_by_span"]["at"]) == len(block["span_edges"]) + 2
+    shares = {s["name"]: s["epsilon"] for s in block["budget"]["shares"]}
+    assert shares["person_spans"] == pytest.approx(0.03 * 8.0)
+
+    def within_a_day(out: pd.DataFrame) -> float:  # of the persons of two rows or more
+        times = out.groupby("pid")["at"]
+        return float(((times.max() - times.min()) < 86400)[times.size() >= 2].mean())
+
+    synthetic = fitted.sample(seed=2).toPandas()
+    assert synthetic["at"].dtype == np.int64
+    assert 0.45 < within_a_day(synthetic) < 0.9  # real 2/3
+    years = pd.to_datetime(synthetic["at"], unit="s").dt.year.value_counts(normalize=True)
+    real_years = pd.to_datetime(table["at"], unit="s").dt.year.value_counts(normalize=True)
+    assert 0.5 * years.sub(real_years, fill_value=0).abs().sum() < 0.15
+    items = synthetic.groupby("pid")["item"]  # a code of 29 values keeps its rows' own values
+    assert items.nunique().mean() > 2
+
+    monkeypatch.setattr(P, "_test_spans", lambda *args: None)
+    drawn = dps.fit(events, epsilon=8.0, privacy_unit="pid", seed=6).sample(seed=2).toPandas()
+    assert within_a_day(drawn) < 0.15  # 0.06 (seed 6): persons of few rows drawn close by chance
 
 
 def test_the_distinct_plan_serves_the_persons_of_fewest_rows_first(spark) -> None:

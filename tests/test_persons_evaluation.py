@@ -371,3 +371,28 @@ def test_report_has_a_persons_section_with_its_plot(metrics):
     ):
         assert f"<td>{label}</td><td>{value}</td>" in section
     assert 'id="persons"' not in render_report({"rows": {}, "tvd": {}, "columns": []})
+
+
+def test_span_tvd_compares_the_persons_spans_on_public_decades(spark):
+    # sensitive: a (timestamps 0 s and 30 s apart: class [10, 100)), b (two rows 5 days apart: [1e5, 1e6)),
+    # c (one row: no span); synthetic: x (one value twice: span 0), y (30 s apart)
+    schema = "pid string, at timestamp"
+    day = 86400
+    sensitive = spark.createDataFrame(
+        [("a", _at(0)), ("a", _at(30)), ("b", _at(0)), ("b", _at(5 * day)), ("c", _at(9))], schema
+    )
+    synthetic = spark.createDataFrame(
+        [("x", _at(7)), ("x", _at(7)), ("y", _at(100)), ("y", _at(130))], schema
+    )
+    metrics = person_metrics(sensitive, synthetic, "pid", 3, span_columns=["at"])
+    assert metrics["span_tvd"] == {"at": 0.5}  # a and y share a class; b and x do not
+    assert person_metrics(sensitive, synthetic, "pid", 3)["span_tvd"] == {}
+    from spark_dpsynth.cli._summary import describe_person_metrics
+
+    assert "at span TVD 0.5000" in describe_person_metrics(metrics)
+
+
+def _at(seconds: int):  # noqa: ANN202 - datetime
+    import datetime as dt
+
+    return dt.datetime(2020, 1, 1) + dt.timedelta(seconds=seconds)

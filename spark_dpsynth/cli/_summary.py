@@ -68,6 +68,10 @@ def describe_person_metrics(persons: dict) -> str:  # type: ignore[type-arg]
             f", {c} going down in time {pct(r.get('sensitive'))} / {pct(r.get('synthetic'))}"
             for c, r in (persons.get("decreasing_persons") or {}).items()
         )
+        + "".join(
+            f", {c} span TVD {'n/a' if t is None else f'{t:.4f}'}"
+            for c, t in (persons.get("span_tvd") or {}).items()
+        )
     )
     return (
         f"real {persons['persons']['sensitive']:,} / synthetic {persons['persons']['synthetic']:,}, rows-per-person "

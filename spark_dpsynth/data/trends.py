@@ -8,6 +8,10 @@ synthetic tables; both read them here:
 * :func:`decreases`: whether the person's value of c ever goes down as t goes up (work experience never does).
 * :func:`varies`: whether the person's c takes two values on rows with t set (those who could go down).
 
+A third rule needs no base: a person's values of a time-like column (a rating's timestamp) lie in a window of the
+column's range, the person's activity period; :func:`span_class` places the width of that window on the public
+decade grid :data:`SPAN_EDGES`.
+
 Each is an aggregate expression (``groupBy(person).agg(...)``) built from Spark built-ins only (higher-order
 functions, no Python UDF: it runs on Spark Connect); rows where c or t is empty are left out.
 """
@@ -17,7 +21,37 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["offset_spread", "decreases", "varies"]
+__all__ = ["SPAN_EDGES", "offset_spread", "decreases", "varies", "span_class", "span_bounds"]
+
+SPAN_EDGES = tuple(10.0**e for e in range(-3, 19))
+"""The public decade edges of a person's span (its greatest minus least value, in the column's unit: days for a
+date, seconds for a timestamp): class 0 holds a span of 0, class 1 (0, 10^-3), class i in 2..22
+[10^(i-5), 10^(i-4)), class 23 10^18 and more. Independent of any data."""
+
+
+def span_class(value: Column) -> Column:
+    """The class on :data:`SPAN_EDGES` of the greatest minus the least of a person's non-empty ``value`` (a double
+    expression) as an aggregate (int; null when fewer than two of its rows hold a value)."""
+    span = F.max(value) - F.min(value)
+    decade = F.floor(F.log10(F.greatest(span, F.lit(SPAN_EDGES[0])))) - F.lit(-3.0)
+    last = len(SPAN_EDGES)
+    return (
+        F.when(F.count(value) < 2, F.lit(None))
+        .when(span <= 0, F.lit(0))
+        .when(span < SPAN_EDGES[0], F.lit(1))
+        .otherwise(F.least(decade + F.lit(2.0), F.lit(float(last + 1))))
+        .cast("int")
+    )
+
+
+def span_bounds(i: int) -> tuple[float, float]:
+    """The [low, high) span of class ``i`` of :data:`SPAN_EDGES` (class 0: (0, 0); the last: high 10 x low)."""
+    if i == 0:
+        return 0.0, 0.0
+    if i == 1:
+        return 0.0, SPAN_EDGES[0]
+    low = SPAN_EDGES[i - 2]
+    return low, SPAN_EDGES[i - 1] if i - 1 < len(SPAN_EDGES) else 10.0 * low
 
 
 def _number(name: str) -> Column:

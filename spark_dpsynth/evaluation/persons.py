@@ -36,9 +36,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_dpsynth.data.trends import decreases, offset_spread
+from spark_dpsynth.data.trends import SPAN_EDGES, decreases, offset_spread, span_class
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation._common import quote
+from spark_dpsynth.profile.columns import as_number, scale_of
 
 __all__ = [
     "person_metrics",
@@ -78,6 +79,7 @@ def person_metrics(
     time_offset_columns: Sequence[str] = (),
     offset_tolerance: float = 1.0,
     nondecreasing_columns: Sequence[str] = (),
+    span_columns: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Compare the persons of a synthetic event table with those of the sensitive one.
 
@@ -106,6 +108,8 @@ def person_metrics(
             ``OFFSET_TOLERANCE``).
         nondecreasing_columns: number columns the release found never going down as t goes up
             (``nondecreasing_columns``); compared only with ``offset_time_column``.
+        span_columns: number, date or timestamp columns whose persons' spans the release counted
+            (``noisy_persons_by_span``).
 
     Returns:
         A JSON-able dict (shares in [0, 1], rows and persons as counts; None where a table has no person):
@@ -134,6 +138,10 @@ def person_metrics(
           by more than ``offset_tolerance``.
         * ``decreasing_persons``: ``{column: {"sensitive": share, "synthetic": share}}`` per never-decreasing
           column, the share of each table's persons of two rows or more whose value goes down as t goes up.
+        * ``span_tvd``: ``{column: TVD}`` per span column, the TVD of the distributions of each table's persons
+          of two valued rows or more over the decade classes of their span (greatest minus least value, in days
+          for a date, seconds for a timestamp; ``data.trends.SPAN_EDGES``): a rating's timestamps within a
+          person's activity period (None without such persons).
 
     Raises:
         InvalidParameterError: ``cap`` is not an integer >= 1, or ``grid`` is not increasing from 1.
@@ -161,6 +169,7 @@ def person_metrics(
                 *distinct_columns,
                 *time_offset_columns,
                 *nondecreasing_columns,
+                *span_columns,
             )
             if c not in df.columns
         ]
@@ -219,7 +228,36 @@ def person_metrics(
         else _persons_share(
             sides, unit, list(nondecreasing_columns), lambda c: decreases(c, offset_time_column)
         ),
+        "span_tvd": _span_tvd(sides, unit, [c for c in span_columns if c != unit]),
     }
+
+
+def _span_tvd(sides: list[DataFrame], unit: str, columns: Sequence[str]) -> dict[str, float | None]:
+    """Per column, the TVD of the two tables' persons over the classes of their span (``span_tvd`` of
+    :func:`person_metrics`): one aggregation per table, one driver row each."""
+    out: dict[str, float | None] = {}
+    if not columns:
+        return out
+    classes = len(SPAN_EDGES) + 2
+    counts = []
+    for df in sides:
+        x = {c: as_number(F.col(quote(c)), scale_of(df.schema[c].dataType)) for c in columns}
+        per_person = df.groupBy(F.col(quote(unit)).alias("__key")).agg(
+            *[span_class(x[c]).alias(f"s{i}") for i, c in enumerate(columns)]
+        )
+        counts.append(
+            per_person.agg(
+                *[
+                    F.sum((F.col(f"s{i}") == F.lit(k)).cast("long")).alias(f"s{i}_{k}")
+                    for i in range(len(columns))
+                    for k in range(classes)
+                ]
+            ).collect()[0]
+        )
+    for i, c in enumerate(columns):
+        s, y = ([int(row[f"s{i}_{k}"] or 0) for k in range(classes)] for row in counts)
+        out[c] = _exact_tvd(zip(s, y, strict=True), sum(s), sum(y))
+    return out
 
 
 def row_level_identifier_note(manifest: Mapping[str, Any]) -> str | None:

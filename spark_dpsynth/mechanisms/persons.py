@@ -36,7 +36,9 @@ the release protects a person, every row of theirs, and the synthetic table is a
    number is at most :data:`OFFSET_SHARE` of the first: the event level then holds c - t; it *never goes down*
    (work experience) when its second is at most :data:`NONDECREASING_SHARE` of its third; each rule only when its
    threshold is at least :data:`TIME_EVIDENCE` noise scales. The base whose rules hold for the most columns is
-   kept.
+   kept. A third pass counts per other whole-number, date or timestamp column the persons by the decade class of
+   their kept values' span, greatest minus least (:data:`~spark_dpsynth.data.trends.SPAN_EDGES`; L1 sensitivity
+   d_s, discrete Laplace, :data:`SPANS_EPSILON_PROPORTION`).
 6. **The event level**: the configured mechanism (the default's choice, the workload or the marginals
    mechanism ...) runs on the bounded rows at the row-level budget (epsilon_e / L, delta / (L e^((L-1)
    epsilon_e / L))), epsilon_e what steps 2 and 5 left. Adding or removing a person adds or removes at most L
@@ -56,7 +58,8 @@ person columns become the person's, then n pool rows of its stratum that share t
 given the stratum and the person columns), on distinct values of a distinct-per-person column where the group holds
 them (the one of fewest values in the pool); a column that moves with time is set on each of a person's rows to t
 plus the person's offset (the lower median of its rows' c - t), and one that never goes down is given out over them
-in increasing order. Where a (stratum, person columns) group runs short, the person takes other rows of its stratum
+in increasing order; a column whose persons' spans are narrow beside the pool's spread keeps a person's values within
+a span drawn from its histogram. Where a (stratum, person columns) group runs short, the person takes other rows of its stratum
 with its person columns written over theirs. A person's rows share one surrogate key in the key column's type,
 ordered by the event time when there is one.
 """
@@ -73,7 +76,7 @@ from typing import Any
 import numpy as np
 
 from spark_dpsynth._progress import Progress, report
-from spark_dpsynth.data.trends import decreases, offset_spread, varies
+from spark_dpsynth.data.trends import SPAN_EDGES, decreases, offset_spread, span_class, varies
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.params import MIN_DELTA, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant, delta_from_protected_n
@@ -94,6 +97,7 @@ __all__ = [
     "TIME_EVIDENCE",
     "MAX_TIME_BASES",
     "MOVING_REPEATS",
+    "SPANS_EPSILON_PROPORTION",
     "rows_grid",
     "check_event_table",
     "cap_from_histogram",
@@ -147,6 +151,9 @@ TIME_EVIDENCE = 2.0
 base spans more than twice the tolerance, :data:`NONDECREASING_SHARE` of those whose value varies) is at least
 this many noise scales: a column no person breaks is then missed with probability at most e^-2 / 2 (6.8%), and
 one that all break is all but never taken."""
+SPANS_EPSILON_PROPORTION = 0.03
+"""Share of epsilon of the histograms of persons by the span of their values in each whole-number, date or
+timestamp column (with L >= 2): a person's activity period in a rating's timestamp."""
 _WHOLE_TYPES = ("tinyint", "smallint", "int", "bigint")
 _TIME_TYPES = ("date", "timestamp", "timestamp_ntz")
 _NUMBER_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double")
@@ -438,6 +445,73 @@ def _test_time_columns(
     block["time_offset_columns"], block["nondecreasing_columns"] = rules[kept]
 
 
+def _test_spans(
+    bounded,  # noqa: ANN001 - pyspark DataFrame
+    unit: str,
+    attributes: list[str],
+    schema: Any,  # noqa: ANN401 - pyspark StructType
+    person_columns: list[str],
+    data: DataConfig,
+    acct: Accountant,
+    block: dict[str, Any],
+) -> None:
+    """The histograms of persons by the span of their kept rows' values (greatest minus least, on the public decade
+    classes of :data:`~spark_dpsynth.data.trends.SPAN_EDGES`) in each whole-number, date and timestamp column
+    that is not a person column, has no declared values or bins and follows no time rule (step 5 of the module
+    docstring): a person of two valued rows or more adds one to one class per column, so L1 sensitivity d,
+    discrete Laplace, :data:`SPANS_EPSILON_PROPORTION`, the ledger's share ``person_spans``. Writes
+    ``noisy_persons_by_span`` (per column, one count per class) and ``span_edges`` into ``block``; spends
+    nothing without such a column. Synthesis keeps a person's rows within a span drawn from them where the
+    spans are narrow beside the column's range."""
+    from pyspark.sql import functions as F
+
+    from spark_dpsynth.profile.columns import as_number, scale_of
+
+    declared = {*data.bins, *data.domains, *data.categorical, *data.hash_buckets}
+    ruled = {*(block.get("time_offset_columns") or ()), *(block.get("nondecreasing_columns") or ())}
+    if ruled:  # the base others move with keeps its values
+        ruled.add(block.get("offset_time_column"))
+    types = {f.name: f.dataType for f in schema.fields}
+    columns = [
+        c
+        for c in attributes
+        if c not in (*person_columns, *declared, *ruled)
+        and types[c].simpleString() in (*_WHOLE_TYPES, *_TIME_TYPES)
+    ]
+    if not columns:
+        return
+    d, classes = len(columns), len(SPAN_EDGES) + 2
+    per_person = bounded.groupBy(f"`{unit}`").agg(
+        *[
+            span_class(as_number(F.col(f"`{c}`"), scale_of(types[c]))).alias(f"_s{j}")
+            for j, c in enumerate(columns)
+        ]
+    )
+    true = per_person.agg(
+        *[
+            F.sum((F.col(f"_s{j}") == F.lit(k)).cast("long")).alias(f"_s{j}_{k}")
+            for j in range(d)
+            for k in range(classes)
+        ]
+    ).collect()[0]  # private
+    acct.spend_epsilon(
+        "person_spans",
+        SPANS_EPSILON_PROPORTION,
+        f"discrete Laplace on the histograms of persons by the span of their values over {classes} public "
+        f"decade classes, {d} column(s) (L1 sensitivity {d})",
+    )
+    noisy = acct.laplace(
+        "person_spans",
+        [int(true[f"_s{j}_{k}"] or 0) for j in range(d) for k in range(classes)],
+        sensitivity=float(d),
+    )
+    del true
+    block["span_edges"] = list(SPAN_EDGES)
+    block["noisy_persons_by_span"] = {
+        c: [int(x) for x in noisy[j * classes : (j + 1) * classes]] for j, c in enumerate(columns)
+    }
+
+
 def _as_offsets(bounded, block: dict[str, Any]):  # noqa: ANN001, ANN202 - DataFrame
     """The kept rows with each column that moves with time replaced by its offset c - t (in c's type; empty where
     c or t is): the event model then learns a person's offset beside the person columns (a birth year), a 2-way
@@ -478,9 +552,9 @@ def bound_persons(
         SchemaError: a schema check of :func:`check_event_table` (before any data is read).
 
     Privacy:
-        The histogram of persons by rows and the tests of person columns, of repeated values and of the time
-        columns are discrete Laplace shares of the person-level epsilon (L1 sensitivity 1, d, d and the number of
-        time-column counts); the rest, epsilon_e and delta, is the event level's, at epsilon_e / L and
+        The histogram of persons by rows, the tests of person columns, of repeated values and of the time
+        columns, and the histograms of persons by span are discrete Laplace shares of the person-level epsilon (L1
+        sensitivity 1, d, d, the number of time-column counts and d_s); the rest, epsilon_e and delta, is the event level's, at epsilon_e / L and
         delta / (L e^((L-1) epsilon_e / L)) per row by group privacy (Vadhan 2017, Lemma 2.2).
     """
     from pyspark.sql import functions as F
@@ -536,12 +610,15 @@ def bound_persons(
     delta = float(acct.delta)  # type: ignore[arg-type]
     tested = data.person_columns is None and bool(attributes)
     repeats = cap >= 2 and bool(attributes)
-    eps_events = acct.epsilon * (
-        1.0
-        - HISTOGRAM_EPSILON_PROPORTION
-        - PERSON_COLUMNS_EPSILON_PROPORTION * tested
-        - REPEATS_EPSILON_PROPORTION * repeats
-    )  # the time-column tests, when they run, lower epsilon_e further: the row-level delta only grows
+    eps_events = (
+        acct.epsilon
+        * (
+            1.0
+            - HISTOGRAM_EPSILON_PROPORTION
+            - PERSON_COLUMNS_EPSILON_PROPORTION * tested
+            - REPEATS_EPSILON_PROPORTION * repeats
+        )
+    )  # the time-column and span tests, when they run, lower epsilon_e further: the row-level delta only grows
     while cap > 1 and not _fits(eps_events, delta, cap):
         cap //= 2  # a row-level delta below MIN_DELTA: a smaller cap (public figures only), never a refusal
     repeats = repeats and cap >= 2  # one kept row per person repeats nothing: no test, no budget
@@ -607,6 +684,7 @@ def bound_persons(
                 moving, rising = block["time_offset_columns"], block["nondecreasing_columns"]
                 report(progress, log, f"persons: against {block['offset_time_column']!r}, columns that move "
                        f"with it {moving}, that never go down {rising}")  # fmt: skip
+            _test_spans(bounded, unit, attributes, df.schema, person_columns, data, acct, block)
         eps_events = acct.spend_rest_of_epsilon(
             "event_rows", f"the event mechanism on at most {cap} rows per person (group privacy)"
         )

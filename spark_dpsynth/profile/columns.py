@@ -36,6 +36,7 @@ __all__ = [
     "SCALES",
     "ColumnType",
     "apply_profiles",
+    "as_number",
     "column_types",
     "identifiers_manifest",
     "meanings_manifest",
@@ -116,7 +117,9 @@ def column_types(schema: T.StructType, config: DataConfig) -> dict[str, ColumnTy
     return out
 
 
-def _numeric(col: Column, scale: str) -> Column:
+def as_number(col: Column, scale: str) -> Column:
+    """A column on ``scale`` as a double: days since 1970-01-01 for a date, seconds since 1970-01-01T00:00:00Z for
+    a timestamp, the number itself otherwise."""
     if scale == "date":
         return F.unix_date(col.cast("date")).cast("double")
     if scale == "timestamp":
@@ -131,7 +134,7 @@ def numeric_view(df: DataFrame, types: Mapping[str, ColumnType]) -> DataFrame:
     edges. Other columns are unchanged (same order).
     """
     replace = {
-        n: _numeric(F.col(f"`{n}`"), t.scale)
+        n: as_number(F.col(f"`{n}`"), t.scale)
         for n, t in types.items()
         if t.scale in ("date", "timestamp") and n in df.columns
     }
