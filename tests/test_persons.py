@@ -509,6 +509,33 @@ def test_span_draws_follow_the_histogram_within_the_possible_classes() -> None:
     assert abs(np.median(np.log10(w[w > 0])) - 2.5) < 0.05  # log-uniform in its decade
 
 
+def test_windows_draw_a_persons_values_to_one_of_them_and_keep_empty_cells(spark) -> None:
+    """``_in_windows`` (post-processing): three persons of 30 rows whose values spread over 10^8, some empty; a
+    histogram whose persons all have span 0: each person's values become one of its own (non-empty) values, its
+    empty cells stay empty; a column of few values (a code) is left as it is."""
+    rng = np.random.default_rng(1)
+    rows = [
+        (pid, float(k), None if k % 7 == 3 else int(rng.integers(0, 10**8)), int(k % 3))
+        for pid in (1, 2, 3)
+        for k in range(30)
+    ]
+    df = spark.createDataFrame(rows, "__id long, __r double, at long, code long")
+    histogram = [0] * 24
+    histogram[0] = 500
+    block = {
+        "noisy_persons_by_span": {"at": histogram, "code": histogram},
+        "budget": {"shares": [{"name": "person_spans", "epsilon": 10.0}]},
+    }
+    out, windowed = S._in_windows(df, block, ["at", "code"], 3, np.random.default_rng(2))
+    assert windowed == ["at"]
+    got = out.toPandas().sort_values(["__id", "__r"])
+    before = pd.DataFrame(rows, columns=["__id", "__r", "at", "code"])
+    assert got["at"].isna().tolist() == before["at"].isna().tolist()
+    for pid, values in got.dropna(subset=["at"]).groupby("__id")["at"]:
+        assert values.nunique() == 1 and values.iloc[0] in set(before.loc[before["__id"] == pid, "at"])
+    assert got["code"].tolist() == before["code"].tolist()
+
+
 def test_an_event_tables_synthetic_users_keep_their_activity_period(spark, monkeypatch) -> None:
     """An event table (a seeded generator, not real data): 1,500 users who start between 2000 and 2015, two
     thirds rating 3 to 12 items within an hour, the others over up to two years (in seconds since 1970, a whole

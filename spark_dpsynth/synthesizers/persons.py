@@ -398,7 +398,10 @@ def _in_windows(rows, block: dict[str, Any], value_cols: list[str], m: int, rng:
         )
     )
     per_person = rows.groupBy("__id").agg(
-        *[F.min_by(x[c], "__r").alias(f"__a{j}") for j, c in enumerate(chosen)],
+        *[
+            F.min_by(x[c], F.when(x[c].isNotNull(), F.col("__r"))).alias(f"__a{j}")
+            for j, c in enumerate(chosen)
+        ],
         *[(F.max(x[c]) - F.min(x[c])).alias(f"__d{j}") for j, c in enumerate(chosen)],
     )
     joined = rows.join(per_person.join(drawn, "__id"), "__id", "left")
