@@ -62,7 +62,7 @@ WINDOW_RATIO = 10.0
 over this ratio."""
 WINDOW_SHARE = 0.5
 """A column's synthetic persons keep their rows within a drawn span when at least this share of the noisy
-persons by span (:func:`_in_windows`) have a narrow one (ratings' timestamps on MovieLens: 85% of the users rate
+persons by span (:func:`_in_windows`) have a narrow one (ratings' timestamps on MovieLens: 93% of the users rate
 within two years, against a range of twenty)."""
 WINDOW_MIN_VALUES = 50
 """...and when the pool holds at least this many distinct values of the column: a code or a count with few values
