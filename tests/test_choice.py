@@ -163,6 +163,7 @@ def test_mechanisms_refuse_a_given_n_below_one(spark) -> None:  # noqa: ANN001
         fit_workload(df, WorkloadParams(), budget=Budget(seed=1), protected_n=0)
 
 
+@pytest.mark.long
 def test_cli_pipeline_picks_the_marginals_when_the_data_allows(tmp_path) -> None:  # noqa: ANN001
     """The command line's default, end to end: with public values for every column and a budget that makes the
     noise of every subset small, the release is the marginals mechanism's, the synthetic data the model's."""

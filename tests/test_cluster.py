@@ -38,6 +38,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         yield url, tmp_path / "cluster-logs"
 
 
+@pytest.mark.long
 def test_spark_submit_pipeline_on_a_standalone_cluster(cluster, tmp_path: Path) -> None:
     url, logs = cluster
     out = tmp_path / "out"

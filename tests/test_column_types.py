@@ -128,6 +128,7 @@ def test_code_set_needs_whole_numbers_and_two_standing_values() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_nist_industry_codes_come_back_as_codes_the_column_holds(spark, shared_data) -> None:
     # a real extract (NIST Texas 2019: industry code INDP, "N" where not applicable, its category and sex) through
     # the default workload mechanism and pgm: no synthetic code the column does not hold

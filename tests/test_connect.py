@@ -69,6 +69,7 @@ def test_cli_pipeline_on_spark_connect(tmp_path: Path) -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.long
 def test_databricks_notebook_runs_as_a_script_on_spark_connect(tmp_path: Path) -> None:
     """The notebook, as Databricks serverless would run it (a Spark Connect session), with its parameters."""
     result = subprocess.run(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.conftest import ROOT
 
@@ -21,6 +22,7 @@ def _job(name: str, *args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.long
 def test_jobs_on_nist_ma2019(shared_data: Path, tmp_path: Path) -> None:
     source = shared_data / "nist_ma2019.csv.gz"
     out = tmp_path / "ma2019"

@@ -306,6 +306,7 @@ def test_a_cell_moved_by_l_rows_stays_within_the_person_level_epsilon(grouped: b
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_movielens_the_heaviest_user_moves_the_release_within_dp(shared_data, spark, tmp_path) -> None:
     """MovieLens (100,004 ratings by 671 users) with userId as the privacy unit, no config: the release runs,
     states L, how it was chosen and what it cost; the user with the most ratings (2,391) keeps L rows; the rows
@@ -333,6 +334,7 @@ def test_movielens_the_heaviest_user_moves_the_release_within_dp(shared_data, sp
 
 
 @pytest.mark.connect
+@pytest.mark.long
 def test_an_event_table_runs_end_to_end_on_spark_connect(tmp_path) -> None:
     """The command line through a local Spark Connect server (a subprocess: a process holds one kind of
     session): the person-level release, its synthetic persons (a visit number no person repeats: their rows

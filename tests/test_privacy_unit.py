@@ -378,6 +378,7 @@ def test_cli_pipeline_with_privacy_unit_multi_value_and_sds_files(tmp_path, caps
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_movielens_with_user_as_privacy_unit(shared_data, tmp_path, capsys) -> None:
     """Issue 9's demonstration: conf/movielens.toml (100,004 ratings by 671 users), epsilon 4."""
     from spark_dpsynth.cli.main import main

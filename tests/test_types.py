@@ -1556,6 +1556,7 @@ def test_adult_with_question_marks_as_values_has_no_empty_cell_and_no_negative_a
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_nist_national_as_parquet_comes_back_in_its_schema(spark, shared_data, tmp_path) -> None:
     """NIST national 2019 as Parquet with its numeric columns typed as numbers (and six of its codes as text),
     no configuration, epsilon 4: the same schema comes back, and metrics.json holds a Wasserstein distance per

@@ -98,6 +98,7 @@ def test_a_wide_short_table_takes_mst() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_300_column_500_row_table_is_released_in_minutes(tmp_path: Path) -> None:
     # the whole default release of the generated 300 x 500 table through the command line, on local[2]
     import os
