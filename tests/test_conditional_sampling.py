@@ -146,6 +146,7 @@ def test_other_methods_say_which_take_a_condition(spark) -> None:  # noqa: ANN00
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_adult_older_women(spark, adult_release) -> None:  # noqa: ANN001
     """conf/adult.toml at epsilon 4 (the session's fit): 5,000 rows, all of them women aged 60 or more, whose 1-way
     marginals follow the conditioned model within .02 TVD (and the real rows that satisfy the condition as the noise

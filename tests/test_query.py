@@ -279,6 +279,7 @@ def _bin_expression(column: str, types: dict) -> str:  # noqa: ANN401
 
 @pytest.mark.slow
 @pytest.mark.parametrize("epsilon", [1.0, 4.0])
+@pytest.mark.long
 def test_adult_counts_are_covered_and_beat_a_synthetic_table(spark, adult_release, epsilon: float) -> None:  # noqa: ANN001
     """On 30 random 2- and 3-way count queries of Adult (its train split, conf/adult.toml; the session's fit), the
     true count lies within 2 standard errors of the answer for at least 90% of the cells with at least 20 records,

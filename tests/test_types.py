@@ -1518,6 +1518,7 @@ def _pipeline(args: list[str], cwd) -> None:  # noqa: ANN001
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_adult_with_question_marks_as_values_has_no_empty_cell_and_no_negative_amount(
     spark, tmp_path
 ) -> None:

@@ -402,6 +402,7 @@ def test_all_subsets_of_small_tables_are_candidates() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_pipeline_pgm_on_adult(tmp_path) -> None:  # noqa: ANN001
     """End to end through the CLI: `pipeline --synthesizer pgm` on Adult (test mode), the release lists its
     rounds and measurements, the summary prints, and the synthetic data keeps the 3-way marginals."""
