@@ -34,7 +34,7 @@ test-slow: check-java $(STAMP)
 test-long: check-java $(STAMP)
 	$(BIN)/python -m pytest -m long -q --durations=15
 
-# Subsets of `make test`: Spark Connect end to end (local Connect server), spark-submit on a standalone
+# Subsets of the suites (their long tests included): Spark Connect end to end (local Connect server), spark-submit on a standalone
 # master + two workers on 127.0.0.1, Delta Lake round trips (skipped where the Delta jars cannot be loaded).
 test-connect: check-java $(STAMP)
 	$(BIN)/python -m pytest -m connect -q
