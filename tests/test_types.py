@@ -32,6 +32,7 @@ from spark_dpsynth.privacy.noise import NoNoise
 from spark_dpsynth.profile import (
     BLOCK_LEVELS,
     BLOCK_NOISE,
+    DATE_BLOCK_DAYS,
     FINE_BLOCK_NOISE,
     ColumnProfile,
     ColumnType,
@@ -388,8 +389,15 @@ def test_the_block_tree_halves_each_block_of_magnitude_three_times_then_its_larg
     # the years 1948..1983 and 1984..2018 are fine blocks (a 256th of the decade 1,000..9,999)
     fine_blocks = [values(a, b) for (a, b), k in zip(tree, kappa, strict=True) if k == FINE_BLOCK_NOISE]
     assert (1948.0, 1983.0) in fine_blocks and (1984.0, 2018.0) in fine_blocks
-    # the date scales: 32 days a block, halved to single days, no fine block
-    assert len(block_tree("date")) > len(tree) and block_units("date") == pytest.approx(4 / 9)
+    # the date scales: 4,096 days a block of magnitude (about 11 years), halved to 512 days, then fine blocks of
+    # at least 32 cells: 32 days of a date column (4 fine levels), 16 days of a timestamp's (two cells a day: the
+    # day itself and the times within it; 5 fine levels, as a number)
+    for scale, cells_a_day, fine_levels in (("date", 1, 4), ("timestamp", 2, 5)):
+        days = block_tree(scale).tolist()
+        assert block_units(scale) == pytest.approx(4 / 9 + fine_levels / 36)
+        block = cells_a_day * DATE_BLOCK_DAYS
+        assert [block + 1, 2 * block + 1] in days if scale == "date" else [block, 2 * block] in days
+        assert min(b - a for a, b in days) == 32
 
 
 def _years_bins(values: np.ndarray, rng: np.random.Generator):  # noqa: ANN202 - a bins function
@@ -1016,6 +1024,41 @@ def test_restore_types_draws_a_lattice_and_stays_in_each_bin(spark) -> None:
     assert mid.value_counts().min() > 150  # each of the 14 values alike, about 214 times
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_timestamp_column_spread_over_years_stands_out_where_no_month_does(seed: int) -> None:
+    # 16,000 times of day over 2000..2015 (about 83 a month; generated), each cell's noise 120 records (an event
+    # table measured at person level: little budget per row): no day and no month stands out, but the blocks of
+    # 4,096 days do, and halved they place the records (with blocks of 32 days the column came back empty)
+    rng = np.random.default_rng(seed)
+    start, stop = (dt.datetime(y, 1, 1, tzinfo=dt.timezone.utc).timestamp() for y in (2000, 2016))
+    times = np.sort(rng.uniform(start, stop, 16_000).round())
+    grid = profile_grid("timestamp")
+    day = np.floor(times / 86400.0) * 86400.0
+    true = np.bincount(cells_of(grid, day, times == day), minlength=grid.size).astype(np.float64)
+    sigma, kappa = 120.0, block_noise("timestamp")
+    noisy = true.copy()
+    noisy[grid.possible] += np.round(rng.normal(0.0, sigma, int(grid.possible.sum())))
+    blocks = _block_counts(grid, true) + np.round(rng.normal(0.0, 1.0, len(kappa)) * kappa * sigma)
+    p = profile_from_noisy(
+        "at", "timestamp", grid, noisy, 0.0, sigma, 16, len(times), blocks=blocks, block_sigma=kappa * sigma
+    )
+    assert p.meaning == "measurement" and p.bins is not None
+    low, high = (dt.datetime.fromtimestamp(x, dt.timezone.utc) for x in (p.bins.lower, p.bins.upper))
+    assert (
+        dt.datetime(1998, 1, 1, tzinfo=dt.timezone.utc)
+        <= low
+        <= dt.datetime(2001, 1, 1, tzinfo=dt.timezone.utc)
+    )
+    assert (
+        dt.datetime(2015, 1, 1, tzinfo=dt.timezone.utc)
+        <= high
+        <= dt.datetime(2018, 1, 1, tzinfo=dt.timezone.utc)
+    )
+    # its 15 edges near the sixteenths of the records
+    below = np.searchsorted(times, np.array(p.bins.edges)) / len(times)
+    assert np.abs(below - np.arange(1, 16) / 16).max() < 0.08
+
+
 def test_dp_profile_dates_are_measurements_inside_their_range(spark) -> None:
     days = [dt.date(2010, 1, 1) + dt.timedelta(days=int(d)) for d in np.arange(0, 3650, 3)]
     profiles = _profile(spark, [(d,) for d in days] * 3, "d date")
@@ -1030,7 +1073,7 @@ def test_dp_profile_dates_are_measurements_inside_their_range(spark) -> None:
 def test_dp_profile_noise_is_charged_and_scaled_by_the_columns() -> None:
     # one cell per column, plus one count of values that are not whole numbers per real column, plus the
     # blocks: at most 4 searched blocks per record and column, each with 3 times the cells' noise (4/9 of a
-    # cell's units), and at most 5 fine blocks with 6 times (5/36); a date column has no fine block
+    # cell's units), and at most 5 fine blocks with 6 times (5/36); a date column's 4 (its finest: 32 days)
     assert profile_sigma(0.5, 4.0) == pytest.approx(2.0)
     ints = {c: ColumnType(c, "int", True, "integer") for c in "ab"}
     reals = {c: ColumnType(c, "double", True, "real") for c in "ab"}
@@ -1039,7 +1082,7 @@ def test_dp_profile_noise_is_charged_and_scaled_by_the_columns() -> None:
     # and on the number scales one count of distinct values with 3 times the cells' noise (1/9, profile.codes)
     assert profile_units(ints, ("a", "b")) == pytest.approx(2.0 * (1.0 + 4.0 / 9.0 + 5.0 / 36.0 + 1.0 / 9.0))
     dates = {"d": ColumnType("d", "date", True, "date")}
-    assert profile_units(dates, ("d",)) == pytest.approx(1.0 + 4.0 / 9.0)
+    assert profile_units(dates, ("d",)) == pytest.approx(1.0 + 4.0 / 9.0 + 4.0 / 36.0)
     assert profile_parts(reals, ("a", "b")) == 10 and profile_parts(reals, ("a", "b"), blocks=False) == 4
 
 

@@ -56,6 +56,7 @@ from spark_dpsynth.profile.exact import (
     profile_with_exact_values,
 )
 from spark_dpsynth.profile.grid import (
+    DATE_BLOCK_DAYS,
     ProfileGrid,
     candidate_grid,
     cell_key,
@@ -91,6 +92,7 @@ __all__ = [
     "text_number_candidates",
     "with_text_numbers",
     # grid
+    "DATE_BLOCK_DAYS",
     "ProfileGrid",
     "candidate_grid",
     "cell_key",

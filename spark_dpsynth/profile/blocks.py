@@ -235,7 +235,7 @@ def standing_blocks(
 ) -> list[np.ndarray]:
     """The blocks whose records stand out of their noise (``sums``, at ``gaussian``, the blocks' level
     :func:`block_level`), as arrays of cells in value order, the blocks in value order: each block of magnitude
-    (each decade of |x| on each side of 0, and 0; 32 days on the date scales) that stands out, and of one that
+    (each decade of |x| on each side of 0, and 0; 4,096 days on the date scales) that stands out, and of one that
     does not, its halves (by cells) that stand out, and of a half that does not, its halves, down to
     :data:`_BLOCK_DEPTH` halvings (the blocks of :func:`block_tree`). The blocks do not overlap;
     post-processing."""

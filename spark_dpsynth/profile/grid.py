@@ -15,6 +15,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 __all__ = [
+    "DATE_BLOCK_DAYS",
     "UNIT_TOP",
     "ProfileGrid",
     "candidate_grid",
@@ -26,6 +27,11 @@ __all__ = [
 
 _DATE_MIN, _DATE_MAX = -25567, 47482
 """The public range of the date grid, in days since 1970-01-01: 1900-01-01 .. 2100-01-01."""
+DATE_BLOCK_DAYS = 4096
+"""The days of a block of magnitude on the date scales (about 11 years; two cells a day: the day and the times
+within it), the dates' counterpart of a decade: a column spread over years stands out as a whole even when no
+month of it does (a person-level event table measures each row with little budget); halved as a decade is, its
+finest blocks are 32 cells (32 days; 16 on the timestamp scale, two cells a day) (docs/design.md section 2.8)."""
 _MANTISSAS = np.arange(10, 100, dtype=np.float64)
 """Two significant digits: the grid of numbers holds m x 10^(e-1) for m = 10..99 (1.0, 1.1, .., 9.9 x 10^e)."""
 _DECADES = {"integer": (2, 18), "real": (-3, 15)}
@@ -101,9 +107,10 @@ class ProfileGrid:
 
     def block_keys(self, cells: np.ndarray) -> np.ndarray:
         """The block of each cell: on the number scales its magnitude (the decade of |x| on its side of 0, or
-        0); on the date scales 32 consecutive days (docs/design.md section 2.8)."""
+        0); on the date scales :data:`DATE_BLOCK_DAYS` consecutive days from the grid's first (docs/design.md
+        section 2.8)."""
         if self.scale in ("date", "timestamp"):
-            return (cells // 64).astype(np.float64)
+            return (cells // (2 * DATE_BLOCK_DAYS)).astype(np.float64)
         p = self.points
         anchor = np.where(cells == 0, p[0], p[np.maximum((cells - 1) // 2, 0)])
         magnitude = np.floor(np.log10(np.maximum(np.abs(anchor), 1e-300)))
