@@ -460,8 +460,9 @@ def test_a_full_disk_during_synthesis_keeps_the_release_and_synthesize_goes_on(
     out = small_file_system / "out"
     cli = [sys.executable, "-m", "spark_dpsynth"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # three columns fit in seconds; their 600,000 synthetic records do not fit in 5 MB
     args = ["pipeline", "--input", ADULT, "--output", str(out), "--synthesizer", "model"]
-    args += ["--target-number-of-records", "300000"]
+    args += ["--columns", "age,sex,race", "--reporting-length", "2", "--target-number-of-records", "600000"]
     done = subprocess.run([*cli, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 3, done.stderr
     last = done.stderr.strip().splitlines()[-1]
@@ -481,6 +482,7 @@ def test_sigterm_removes_the_staging_and_exits_143(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = [sys.executable, "-m", "spark_dpsynth", "pipeline", "--input", str(ROOT / "data" / "adult.csv.gz")]
     args += ["--output", str(out), "--quiet", "--synthesizer", "model"]
+    args += ["--columns", "age,sex,race,education", "--reporting-length", "2"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         args, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
