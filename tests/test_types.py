@@ -1030,7 +1030,7 @@ def test_a_timestamp_column_spread_over_years_stands_out_where_no_month_does(see
     # table measured at person level: little budget per row): no day and no month stands out, but the blocks of
     # 4,096 days do, and halved they place the records (with blocks of 32 days the column came back empty)
     rng = np.random.default_rng(seed)
-    start, stop = (dt.datetime(y, 1, 1, tzinfo=dt.timezone.utc).timestamp() for y in (2000, 2016))
+    start, stop = (dt.datetime(y, 1, 1, tzinfo=dt.UTC).timestamp() for y in (2000, 2016))
     times = np.sort(rng.uniform(start, stop, 16_000).round())
     grid = profile_grid("timestamp")
     day = np.floor(times / 86400.0) * 86400.0
@@ -1043,17 +1043,9 @@ def test_a_timestamp_column_spread_over_years_stands_out_where_no_month_does(see
         "at", "timestamp", grid, noisy, 0.0, sigma, 16, len(times), blocks=blocks, block_sigma=kappa * sigma
     )
     assert p.meaning == "measurement" and p.bins is not None
-    low, high = (dt.datetime.fromtimestamp(x, dt.timezone.utc) for x in (p.bins.lower, p.bins.upper))
-    assert (
-        dt.datetime(1998, 1, 1, tzinfo=dt.timezone.utc)
-        <= low
-        <= dt.datetime(2001, 1, 1, tzinfo=dt.timezone.utc)
-    )
-    assert (
-        dt.datetime(2015, 1, 1, tzinfo=dt.timezone.utc)
-        <= high
-        <= dt.datetime(2018, 1, 1, tzinfo=dt.timezone.utc)
-    )
+    low, high = (dt.datetime.fromtimestamp(x, dt.UTC) for x in (p.bins.lower, p.bins.upper))
+    assert dt.datetime(1998, 1, 1, tzinfo=dt.UTC) <= low <= dt.datetime(2001, 1, 1, tzinfo=dt.UTC)
+    assert dt.datetime(2015, 1, 1, tzinfo=dt.UTC) <= high <= dt.datetime(2018, 1, 1, tzinfo=dt.UTC)
     # its 15 edges near the sixteenths of the records
     below = np.searchsorted(times, np.array(p.bins.edges)) / len(times)
     assert np.abs(below - np.arange(1, 16) / 16).max() < 0.08
