@@ -8,7 +8,9 @@ range, and of the values a synthetic column can hold (the exact values and the w
 piece's weight spread evenly over its values) the share the column never holds, the share off a lattice
 (``--lattice 0.5``: not a multiple of it), the number of distinct values and the 1-way TVD against the column
 (the exact values at their true shares, the shape scaled to the rest: the profile's own error, not the
-synthesizer's). Not private: it reads the sensitive table and seeds the noise. Usage::
+synthesizer's); on the timestamp scale (seconds since 1970) the range as dates and the largest distance of the
+bins' edges from the column's sixteenths (the share of its records below each edge against 1/16, 2/16, ..).
+Not private: it reads the sensitive table and seeds the noise. Usage::
 
     python benchmarks/profile_offline.py TABLE.csv COLUMN --scale integer --sigma 100 --seeds 6 \\
         [--rows-per-person KEY:2] [--lattice 0.5]
@@ -53,7 +55,12 @@ def noisy_profile(x: np.ndarray, scale: str, sigma: float, seed: int):  # noqa: 
     blocks = (
         running[tree[:, 1]] - running[tree[:, 0]] + np.round(rng.normal(0.0, 1.0, len(tree)) * kappa * sigma)
     )
-    distinct = len(np.unique(x[ok])) + round(rng.normal(0.0, DISTINCT_NOISE * sigma))
+    # the profile counts the distinct values of the number scales only
+    distinct = (
+        len(np.unique(x[ok])) + round(rng.normal(0.0, DISTINCT_NOISE * sigma))
+        if scale != "timestamp"
+        else None
+    )
     return profile_from_noisy(
         "column",
         scale,
@@ -94,7 +101,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("table")
     p.add_argument("column")
-    p.add_argument("--scale", choices=("integer", "real"), default="integer")
+    p.add_argument("--scale", choices=("integer", "real", "timestamp"), default="integer")
     p.add_argument("--sigma", type=float, required=True, help="the noise std per cell, in records")
     p.add_argument("--seeds", type=int, default=6)
     p.add_argument("--rows-per-person", default=None, help="KEY:L, L seeded rows of each person")
@@ -114,6 +121,17 @@ def main() -> None:
         profile = noisy_profile(x, args.scale, args.sigma, seed)
         if profile.bins is None:
             print(f"  seed {seed}: code ({profile.reason})")
+            continue
+        if args.scale == "timestamp":
+            ends = pd.to_datetime([profile.bins.lower, profile.bins.upper], unit="s")
+            done = np.sort(x[~np.isnan(x)])
+            below = np.searchsorted(done, np.array(profile.bins.edges)) / len(done)
+            error = float(np.abs(below - np.arange(1, len(below) + 1) / (len(below) + 1)).max())
+            print(
+                f"  seed {seed}: measurement [{ends[0].date()}, {ends[1].date()}], {len(below) + 1} bins, "
+                f"edges off the column's quantiles by at most {error:.3f} (column {pd.to_datetime(done[0], unit='s').date()}"
+                f" .. {pd.to_datetime(done[-1], unit='s').date()})"
+            )
             continue
         syn = drawn(profile.bins, real, args.scale == "integer" or profile.bins.integral)
         syn = syn[syn > 0]
