@@ -54,6 +54,10 @@ def test_parameters_are_checked_when_the_config_is_made() -> None:
         DataConfig(privacy_unit="pid", rows_per_person_bound=0)
     with pytest.raises(InvalidParameterError, match="never an attribute"):
         DataConfig(privacy_unit="pid", person_columns=("pid",))
+    with pytest.raises(InvalidParameterError, match="span_columns must be a list"):
+        DataConfig(privacy_unit="pid", span_columns="items")  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="never an attribute; remove it from span_columns"):
+        DataConfig(privacy_unit="pid", span_columns=("pid",))
     with pytest.raises(ValueError):
         DataConfig(privacy_unit="pid", person_rows="rows")
     assert DataConfig(privacy_unit="pid").keeps_events
@@ -70,6 +74,10 @@ def test_schema_errors_come_before_any_budget_is_spent(events) -> None:
         dps.fit(events, epsilon=1.0, privacy_unit="pid", person_columns=["home"], seed=1)
     with pytest.raises(SchemaError, match="not a date, timestamp or number"):
         dps.fit(events, epsilon=1.0, privacy_unit="pid", time_column="kind", seed=1)
+    with pytest.raises(SchemaError, match=r"unknown span column\(s\) \['home'\]"):
+        dps.fit(events, epsilon=1.0, privacy_unit="pid", span_columns=["home"], seed=1)
+    with pytest.raises(SchemaError, match=r"span column\(s\) \['kind'\] are not whole numbers"):
+        dps.fit(events, epsilon=1.0, privacy_unit="pid", span_columns=["kind"], seed=1)
     with pytest.raises(SchemaError, match="rows_per_person"):
         dps.fit(events.withColumnRenamed("items", "rows_per_person"), epsilon=1.0, privacy_unit="pid", seed=1)
 
@@ -209,6 +217,16 @@ def test_release_states_the_person_level_budget(fitted) -> None:
     }
     assert "pid" not in fitted.release.columns and P.ROWS_COLUMN in fitted.release.columns
     assert m["protected_number_of_persons"] == block["protected_number_of_persons"]
+
+
+def test_no_span_columns_spends_nothing_on_spans(events) -> None:
+    # items is a count here, but in a table of codes a span means nothing: span_columns = [] turns the test off,
+    # and its 3% of epsilon goes to the events
+    m = dps.fit(events, epsilon=4.0, privacy_unit="pid", span_columns=[], seed=3).manifest
+    block = m["persons"]
+    shares = {s["name"]: s for s in block["budget"]["shares"]}
+    assert "person_spans" not in shares and "noisy_persons_by_span" not in block
+    assert m.budget.epsilon == pytest.approx(3.32 / block["max_rows_per_person"])
 
 
 def test_synthetic_persons_keep_their_rows_under_one_key(fitted, events) -> None:

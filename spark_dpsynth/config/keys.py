@@ -62,6 +62,7 @@ DATA_KEYS = {
     "rows_per_person_percentile",
     "rows_per_person_bound",
     "person_columns",
+    "span_columns",
     "time_column",
     "multi_value",
     "max_multi_values",

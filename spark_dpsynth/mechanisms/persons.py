@@ -177,8 +177,9 @@ def check_event_table(schema: Any, data: DataConfig) -> str | None:  # noqa: ANN
     time column (declared, else the first date or timestamp column, else None).
 
     Raises:
-        SchemaError: the privacy unit, a person column or the time column is not an input column; the input
-            already has a column named :data:`ROWS_COLUMN`; the time column is not a date, timestamp or number.
+        SchemaError: the privacy unit, a person column, a span column or the time column is not an input column;
+            the input already has a column named :data:`ROWS_COLUMN`; the time column is not a date, timestamp or
+            number; a span column is not a whole number, date or timestamp.
     """
     names = [f.name for f in schema.fields]
     unit = data.privacy_unit
@@ -193,6 +194,15 @@ def check_event_table(schema: Any, data: DataConfig) -> str | None:  # noqa: ANN
     if missing:
         raise SchemaError(f"unknown person column(s) {missing}")
     types = {f.name: f.dataType.simpleString() for f in schema.fields}
+    missing = [c for c in data.span_columns or () if c not in names]
+    if missing:
+        raise SchemaError(f"unknown span column(s) {missing}")
+    other = [c for c in data.span_columns or () if types[c] not in (*_WHOLE_TYPES, *_TIME_TYPES)]
+    if other:
+        raise SchemaError(
+            f"span column(s) {other} are not whole numbers, dates or timestamps "
+            f"({', '.join(types[c] for c in other)})"
+        )
     if data.time_column is not None:
         if data.time_column not in names:
             raise SchemaError(f"unknown time column {data.time_column!r}")
@@ -457,7 +467,8 @@ def _test_spans(
 ) -> None:
     """The histograms of persons by the span of their kept rows' values (greatest minus least, on the public decade
     classes of :data:`~spark_dpsynth.data.trends.SPAN_EDGES`) in each whole-number, date and timestamp column
-    that is not a person column, has no declared values or bins and follows no time rule (step 5 of the module
+    that is not a person column, has no declared values or bins and follows no time rule, or in each of
+    ``data.span_columns`` that is not a person column and follows no time rule (step 5 of the module
     docstring): a person of two valued rows or more adds one to one class per column, so L1 sensitivity d,
     discrete Laplace, :data:`SPANS_EPSILON_PROPORTION`, the ledger's share ``person_spans``. Writes
     ``noisy_persons_by_span`` (per column, one count per class) and ``span_edges`` into ``block``; spends
@@ -472,12 +483,15 @@ def _test_spans(
     if ruled:  # the base others move with keeps its values
         ruled.add(block.get("offset_time_column"))
     types = {f.name: f.dataType for f in schema.fields}
-    columns = [
-        c
-        for c in attributes
-        if c not in (*person_columns, *declared, *ruled)
-        and types[c].simpleString() in (*_WHOLE_TYPES, *_TIME_TYPES)
-    ]
+    if data.span_columns is not None:  # declared (checked before any data was read), maybe none
+        columns = [c for c in data.span_columns if c in attributes and c not in (*person_columns, *ruled)]
+    else:
+        columns = [
+            c
+            for c in attributes
+            if c not in (*person_columns, *declared, *ruled)
+            and types[c].simpleString() in (*_WHOLE_TYPES, *_TIME_TYPES)
+        ]
     if not columns:
         return
     d, classes = len(columns), len(SPAN_EDGES) + 2
@@ -703,6 +717,7 @@ def bound_persons(
             domains={**data.domains, ROWS_COLUMN: tuple(str(i) for i in range(1, cap + 1))},
             identifiers=tuple(c for c in data.identifiers if c != unit),
             person_columns=None,
+            span_columns=None,
             time_column=None,
         )
         event_config = dataclasses.replace(

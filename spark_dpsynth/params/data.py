@@ -226,6 +226,13 @@ class DataConfig:
     """Columns whose value is one per person (birth year, home region), declared: a synthetic person's rows share
     them. None: a DP test finds them (a column is a person column when the noisy number of persons whose rows
     hold two values is at most 5% of the noisy number of persons)."""
+    span_columns: tuple[str, ...] | None = None
+    """With persons' event rows and L >= 2: the columns whose persons' spans (a person's greatest value less its
+    least, by decade classes) are measured, so that a synthetic person's values stay as close together as real
+    persons' (a user's ratings within two years); whole-number, date or timestamp columns. None: every such
+    column that is not a person column, has no declared values or bins and follows no time rule; an empty list:
+    none, and the share ``person_spans`` is not spent (a table of codes, whose spans mean nothing). Person
+    columns and columns that follow a time rule are left out even when listed (docs/design.md section 2.10)."""
     time_column: str | None = None
     """The event time (a date, timestamp or number column, e.g. a year) along which a synthetic person's rows are
     ordered; None: the first date or timestamp column of the input, if any."""
@@ -320,6 +327,17 @@ class DataConfig:
                 raise InvalidParameterError(
                     f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from "
                     "person_columns"
+                )
+        if self.span_columns is not None:
+            if isinstance(self.span_columns, str):
+                raise InvalidParameterError(
+                    f"span_columns must be a list of column names, got {self.span_columns!r}"
+                )
+            object.__setattr__(self, "span_columns", tuple(self.span_columns))
+            if self.privacy_unit is not None and self.privacy_unit in self.span_columns:
+                raise InvalidParameterError(
+                    f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from "
+                    "span_columns"
                 )
         v.integer("max_multi_values", self.max_multi_values, low=1, high=MAX_MULTI_VALUES)
         v.integer("dp_bins", self.dp_bins, low=2)
