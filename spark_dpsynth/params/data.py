@@ -317,27 +317,16 @@ class DataConfig:
             v.integer("max_rows_per_person", self.max_rows_per_person, low=1, high=MAX_ROWS_PER_PERSON_BOUND)
         v.open_unit("rows_per_person_percentile", self.rows_per_person_percentile)
         v.integer("rows_per_person_bound", self.rows_per_person_bound, low=1, high=MAX_ROWS_PER_PERSON_BOUND)
-        if self.person_columns is not None:
-            if isinstance(self.person_columns, str):
+        for name in ("person_columns", "span_columns"):  # lists of attribute columns, maybe unset
+            listed = getattr(self, name)
+            if listed is None:
+                continue
+            if isinstance(listed, str):
+                raise InvalidParameterError(f"{name} must be a list of column names, got {listed!r}")
+            object.__setattr__(self, name, tuple(listed))
+            if self.privacy_unit is not None and self.privacy_unit in listed:
                 raise InvalidParameterError(
-                    f"person_columns must be a list of column names, got {self.person_columns!r}"
-                )
-            object.__setattr__(self, "person_columns", tuple(self.person_columns))
-            if self.privacy_unit is not None and self.privacy_unit in self.person_columns:
-                raise InvalidParameterError(
-                    f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from "
-                    "person_columns"
-                )
-        if self.span_columns is not None:
-            if isinstance(self.span_columns, str):
-                raise InvalidParameterError(
-                    f"span_columns must be a list of column names, got {self.span_columns!r}"
-                )
-            object.__setattr__(self, "span_columns", tuple(self.span_columns))
-            if self.privacy_unit is not None and self.privacy_unit in self.span_columns:
-                raise InvalidParameterError(
-                    f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from "
-                    "span_columns"
+                    f"the privacy unit column {self.privacy_unit!r} is never an attribute; remove it from {name}"
                 )
         v.integer("max_multi_values", self.max_multi_values, low=1, high=MAX_MULTI_VALUES)
         v.integer("dp_bins", self.dp_bins, low=2)
