@@ -150,6 +150,19 @@ def test_command_line_overrides_the_config_file(tmp_path: Path) -> None:
     assert config.data.empty_values == ("?", "N") and config.data.bins["age"].edges == (20.0, 30.0)
 
 
+def test_an_empty_list_option_is_an_empty_list_not_the_default() -> None:
+    def spans(*options: str) -> tuple[str, ...] | None:
+        args = ["pipeline", "--input", "x.csv", "--output", "o", "--privacy-unit", "u", *options]
+        return load_job_config(build_parser().parse_args(args)).data.span_columns
+
+    # --span-columns "" turns the persons' span test off; without the option a DP test's default holds
+    assert (
+        spans() is None
+        and spans("--span-columns", "") == ()
+        and spans("--span-columns", "day, x") == ("day", "x")
+    )
+
+
 def test_existing_outputs_are_not_replaced_without_overwrite(tmp_path: Path) -> None:
     (tmp_path / "release").mkdir()
     (tmp_path / "synthetic.csv").write_text("a\n")
