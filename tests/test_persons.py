@@ -6,6 +6,7 @@ rows, a region per person and an event kind that depends on it.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 
@@ -422,6 +423,32 @@ def test_a_panels_synthetic_persons_keep_one_row_a_year(spark, monkeypatch) -> N
     assert repeating(fitted.sample(seed=2)) < 0.1
     monkeypatch.setattr(S, "_spread_column", lambda *args: None)
     assert repeating(fitted.sample(seed=2)) > 0.3
+
+
+def test_ages_move_with_the_year_of_a_visit_date(spark) -> None:
+    """A table of visits (a seeded generator, not real data): 2,000 patients born 1940..1989, each with 2 to 8
+    visits on dates over 2010..2019, the age at the visit in whole years, a cost drawn afresh. The declared time
+    column is the date; its calendar year is the time base: the DP tests find the age moving with it, a
+    synthetic patient's ages keep one offset from the visit's year (within one: the birthday), and the visit
+    dates keep their span test."""
+    rng = np.random.default_rng(8)
+    rows = []
+    for pid in range(1, 2001):
+        born = dt.date(int(rng.integers(1940, 1990)), int(rng.integers(1, 13)), int(rng.integers(1, 29)))
+        for day in np.sort(rng.integers(0, 3650, int(rng.integers(2, 9)))):
+            visit = dt.date(2010, 1, 1) + dt.timedelta(days=int(day))
+            age = visit.year - born.year - ((visit.month, visit.day) < (born.month, born.day))
+            rows.append((pid, visit, age, int(rng.integers(50, 500))))
+    visits = spark.createDataFrame(pd.DataFrame(rows, columns=["pid", "visit", "age", "cost"]))
+    fitted = dps.fit(visits, epsilon=8.0, privacy_unit="pid", time_column="visit", seed=8)
+    block = fitted.manifest["persons"]
+    assert block["time_column"] == "visit" and block["offset_time_column"] == "visit"
+    assert block["time_offset_columns"] == ["age"] and "visit" in block["noisy_persons_by_span"]
+    synthetic = fitted.sample(seed=2).toPandas()
+    assert synthetic["visit"].map(type).eq(dt.date).all()
+    offsets = (synthetic["age"] - pd.to_datetime(synthetic["visit"]).dt.year).groupby(synthetic["pid"])
+    several = offsets.size() >= 2
+    assert float(((offsets.max() - offsets.min()) > 1)[several].mean()) == 0.0
 
 
 def test_a_panels_synthetic_ages_advance_and_experience_grows_with_the_year(spark, monkeypatch) -> None:

@@ -1,8 +1,8 @@
 """How a person's values of a number column go with a time base, as Spark aggregates over the person's rows.
 
-A person-level release tests two rules of an event table's number columns against a whole-number time base t (a
-panel's year; docs/design.md section 2.10, step 6), and its evaluation compares them in the real and the
-synthetic tables; both read them here:
+A person-level release tests two rules of an event table's number columns against a time base t (a panel's year,
+or the calendar year of a date or timestamp: :func:`time_base`; docs/design.md section 2.10, step 6), and its
+evaluation compares them in the real and the synthetic tables; both read them here:
 
 * :func:`offset_spread`: the spread of the person's offsets c - t (a panel's age keeps age - year within one).
 * :func:`decreases`: whether the person's value of c ever goes down as t goes up (work experience never does).
@@ -21,7 +21,19 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["SPAN_EDGES", "offset_spread", "decreases", "varies", "span_class", "span_bounds"]
+__all__ = [
+    "SPAN_EDGES",
+    "TIME_TYPES",
+    "offset_spread",
+    "decreases",
+    "varies",
+    "span_class",
+    "span_bounds",
+    "time_base",
+]
+
+TIME_TYPES = ("date", "timestamp", "timestamp_ntz")
+"""The Spark types (``simpleString``) of a date or timestamp column, whose time base is its calendar year."""
 
 SPAN_EDGES = tuple(10.0**e for e in range(-3, 19))
 """The public decade edges of a person's span (its greatest minus least value, in the column's unit: days for a
@@ -58,18 +70,26 @@ def _number(name: str) -> Column:
     return F.col(f"`{name}`").cast("double")
 
 
-def offset_spread(column: str, base: str) -> Column:
-    """The greatest minus the least of a person's offsets ``column`` - ``base`` (double; null without a row where
-    both are set)."""
-    offset = _number(column) - _number(base)
+def time_base(name: str, type_name: str) -> Column:
+    """The value of the time base ``name`` of Spark type ``type_name`` (``simpleString``) as a double: the calendar
+    year of a date or timestamp (a person's age moves with it, by at most one within a year), else the number."""
+    column = F.col(f"`{name}`")
+    return F.year(column).cast("double") if type_name in TIME_TYPES else column.cast("double")
+
+
+def offset_spread(column: str, base: Column) -> Column:
+    """The greatest minus the least of a person's offsets ``column`` - ``base`` (the base's value,
+    :func:`time_base`; double; null without a row where both are set)."""
+    offset = _number(column) - base
     return F.max(offset) - F.min(offset)
 
 
-def decreases(column: str, base: str) -> Column:
-    """True when a person's ``column``, its rows ordered by ``base`` (ties by the value), is ever lower than on
-    the row before (boolean; False with fewer than two rows where both are set)."""
-    both = _number(column).isNotNull() & _number(base).isNotNull()
-    pairs = F.collect_list(F.when(both, F.struct(_number(base).alias("t"), _number(column).alias("v"))))
+def decreases(column: str, base: Column) -> Column:
+    """True when a person's ``column``, its rows ordered by ``base`` (the base's value, :func:`time_base`; ties by
+    the value), is ever lower than on the row before (boolean; False with fewer than two rows where both are
+    set)."""
+    both = _number(column).isNotNull() & base.isNotNull()
+    pairs = F.collect_list(F.when(both, F.struct(base.alias("t"), _number(column).alias("v"))))
     values = F.transform(F.array_sort(pairs), lambda pair: pair["v"])
     start = F.struct(F.lit(float("-inf")).alias("last"), F.lit(False).alias("down"))
     return F.aggregate(
@@ -80,8 +100,8 @@ def decreases(column: str, base: str) -> Column:
     )
 
 
-def varies(column: str, base: str) -> Column:
-    """True when a person's ``column`` takes two values on its rows where ``base`` is set (boolean; null without
-    such a row)."""
-    value = F.when(_number(base).isNotNull(), _number(column))
+def varies(column: str, base: Column) -> Column:
+    """True when a person's ``column`` takes two values on its rows where ``base`` (the base's value) is set
+    (boolean; null without such a row)."""
+    value = F.when(base.isNotNull(), _number(column))
     return F.min(value) < F.max(value)

@@ -36,7 +36,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_dpsynth.data.trends import SPAN_EDGES, decreases, offset_spread, span_class
+from spark_dpsynth.data.trends import SPAN_EDGES, decreases, offset_spread, span_class, time_base
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.evaluation._common import quote
 from spark_dpsynth.profile.columns import as_number, scale_of
@@ -190,6 +190,8 @@ def person_metrics(
         return out
 
     binned_s, binned_y = binned(_SENSITIVE), binned(_SYNTHETIC)
+    types = {f.name: f.dataType.simpleString() for f in sensitive.schema.fields}
+    base = None if offset_time_column is None else time_base(offset_time_column, types[offset_time_column])
     rows = {side: sum(total for _, total in histogram[side].values()) for side in (_SENSITIVE, _SYNTHETIC)}
     above = sum(count for r, (count, _) in histogram[_SENSITIVE].items() if r > cap)
     uppers = [*(b - 1 for b in lows[1:]), None]
@@ -221,13 +223,11 @@ def person_metrics(
             sides,
             unit,
             list(time_offset_columns),
-            lambda c: offset_spread(c, offset_time_column) > offset_tolerance,
+            lambda c: offset_spread(c, base) > offset_tolerance,
         ),
         "decreasing_persons": {}
         if offset_time_column is None
-        else _persons_share(
-            sides, unit, list(nondecreasing_columns), lambda c: decreases(c, offset_time_column)
-        ),
+        else _persons_share(sides, unit, list(nondecreasing_columns), lambda c: decreases(c, base)),
         "span_tvd": _span_tvd(sides, unit, [c for c in span_columns if c != unit]),
     }
 

@@ -26,7 +26,8 @@ the release protects a person, every row of theirs, and the synthetic table is a
    hold one value twice (L1 sensitivity d, discrete Laplace, :data:`REPEATS_EPSILON_PROPORTION`); a column that
    is not a person column is *distinct per person* (a panel's year) when that noisy number is at most
    :data:`REPEAT_SHARE` of the noisy persons with two rows or more.
-   Time bases t: the time column if it holds whole numbers, else up to :data:`MAX_TIME_BASES` whole-number columns
+   Time bases t: the time column if it holds whole numbers, or a declared date's or timestamp's calendar year
+   (:func:`~spark_dpsynth.data.trends.time_base`), else up to :data:`MAX_TIME_BASES` whole-number columns
    at most :data:`MOVING_REPEATS` of whose persons repeat a value (fewest first). A second pass counts, per base,
    the persons whose t spans more than twice :data:`OFFSET_TOLERANCE` and, per other number column c (without a
    declared time column, one at most that share of whose persons repeat a value), those of them whose kept rows
@@ -76,7 +77,7 @@ from typing import Any
 import numpy as np
 
 from spark_dpsynth._progress import Progress, report
-from spark_dpsynth.data.trends import SPAN_EDGES, decreases, offset_spread, span_class, varies
+from spark_dpsynth.data.trends import SPAN_EDGES, decreases, offset_spread, span_class, time_base, varies
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.params import MIN_DELTA, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant, delta_from_protected_n
@@ -124,7 +125,7 @@ REPEAT_SHARE = 0.05
 kept rows hold one of its values twice is at most this share of the protected persons with two rows or more."""
 TIME_COLUMNS_EPSILON_PROPORTION = 0.04
 """Share of epsilon of the DP test of the number columns that move with the time base or never go down as it goes
-up (with L >= 2 and a whole-number time base)."""
+up (with L >= 2 and a time base)."""
 OFFSET_SHARE = 0.2
 """A number column c *moves with time* when, of the persons whose time base t spans more than twice
 :data:`OFFSET_TOLERANCE` (the noisy number), the noisy number whose kept rows hold two offsets c - t more than
@@ -155,7 +156,7 @@ SPANS_EPSILON_PROPORTION = 0.03
 """Share of epsilon of the histograms of persons by the span of their values in each whole-number, date or
 timestamp column (with L >= 2): a person's activity period in a rating's timestamp."""
 _WHOLE_TYPES = ("tinyint", "smallint", "int", "bigint")
-_TIME_TYPES = ("date", "timestamp", "timestamp_ntz")
+_TIME_TYPES = ("date", "timestamp", "timestamp_ntz")  # data.trends.TIME_TYPES
 _NUMBER_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double")
 _STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
 
@@ -197,12 +198,9 @@ def check_event_table(schema: Any, data: DataConfig) -> str | None:  # noqa: ANN
     missing = [c for c in data.span_columns or () if c not in names]
     if missing:
         raise SchemaError(f"unknown span column(s) {missing}")
-    other = [c for c in data.span_columns or () if types[c] not in (*_WHOLE_TYPES, *_TIME_TYPES)]
+    other = {c: types[c] for c in data.span_columns or () if types[c] not in (*_WHOLE_TYPES, *_TIME_TYPES)}
     if other:
-        raise SchemaError(
-            f"span column(s) {other} are not whole numbers, dates or timestamps "
-            f"({', '.join(types[c] for c in other)})"
-        )
+        raise SchemaError(f"span column(s) {list(other)} are not whole numbers, dates or timestamps: {other}")
     if data.time_column is not None:
         if data.time_column not in names:
             raise SchemaError(f"unknown time column {data.time_column!r}")
@@ -331,12 +329,14 @@ def _per_column_test(
 
 
 def _time_bases(
-    types: dict[str, str], block: dict[str, Any], time_column: str | None, several: float
+    types: dict[str, str], block: dict[str, Any], time_column: str | None, several: float, declared: bool
 ) -> list[str]:
-    """The candidate time bases of the time-column tests: the time column when it holds whole numbers, else the
-    whole-number columns at most :data:`MOVING_REPEATS` of whose persons repeat a value, at most
-    :data:`MAX_TIME_BASES` of fewest noisy repeats (post-processing of the repeat test)."""
-    if time_column is not None and types.get(time_column) in _WHOLE_TYPES:
+    """The candidate time bases of the time-column tests: the time column when it holds whole numbers, or
+    ``declared`` dates or timestamps (their year, :func:`~spark_dpsynth.data.trends.time_base`: most event dates
+    move no column, so not unasked), else the whole-number columns at most :data:`MOVING_REPEATS` of whose persons
+    repeat a value, at most :data:`MAX_TIME_BASES` of fewest noisy repeats (post-processing of the repeat test)."""
+    dated = _TIME_TYPES if declared else ()
+    if time_column is not None and types.get(time_column) in (*_WHOLE_TYPES, *dated):
         return [time_column]
     repeats = block.get("noisy_repeating_persons") or {}
     person = set(block.get("person_columns") or ())
@@ -370,7 +370,7 @@ def _test_time_columns(
     from pyspark.sql import functions as F
 
     types = {f.name: f.dataType.simpleString() for f in schema.fields}
-    bases = _time_bases(types, block, time_column, several)
+    bases = _time_bases(types, block, time_column, several, data.time_column is not None)
     # a column with declared values or bins keeps them: its offsets would fall outside
     declared = {*data.bins, *data.domains, *data.categorical, *data.hash_buckets}
     numbers = [
@@ -393,15 +393,15 @@ def _test_time_columns(
     # person whose c goes down as t goes up; rows where c or t is empty left out
     counts: list[tuple[str, str, str, Any]] = []  # (base, test, column, per-person flag)
     for base, columns in tested.items():
-        t = F.col(f"`{base}`").cast("double")
+        t = time_base(base, types[base])
         spans = F.coalesce(F.max(t) - F.min(t) > 2 * OFFSET_TOLERANCE, F.lit(False))
         counts.append((base, "spanning", "", spans))
         counts += [
-            (base, "offset", c, spans & F.coalesce(offset_spread(c, base) > OFFSET_TOLERANCE, F.lit(False)))
+            (base, "offset", c, spans & F.coalesce(offset_spread(c, t) > OFFSET_TOLERANCE, F.lit(False)))
             for c in columns
         ]
-        counts += [(base, "decreasing", c, decreases(c, base)) for c in columns]
-        counts += [(base, "varying", c, F.coalesce(varies(c, base), F.lit(False))) for c in columns]
+        counts += [(base, "decreasing", c, decreases(c, t)) for c in columns]
+        counts += [(base, "varying", c, F.coalesce(varies(c, t), F.lit(False))) for c in columns]
     d = len(counts)
     per_person = bounded.groupBy(f"`{unit}`").agg(
         *[flag.cast("long").alias(f"_o{j}") for j, (_, _, _, flag) in enumerate(counts)]
@@ -480,9 +480,12 @@ def _test_spans(
 
     declared = {*data.bins, *data.domains, *data.categorical, *data.hash_buckets}
     ruled = {*(block.get("time_offset_columns") or ()), *(block.get("nondecreasing_columns") or ())}
-    if ruled:  # the base others move with keeps its values
-        ruled.add(block.get("offset_time_column"))
     types = {f.name: f.dataType for f in schema.fields}
+    base = block.get("offset_time_column")
+    if ruled and types[base].simpleString() in _WHOLE_TYPES:
+        # a whole-number base (a panel's year) keeps its values; a date's is windowed before the columns that
+        # move with its year are set from it
+        ruled.add(base)
     if data.span_columns is not None:  # declared (checked before any data was read), maybe none
         columns = [c for c in data.span_columns if c in attributes and c not in (*person_columns, *ruled)]
     else:
@@ -536,7 +539,7 @@ def _as_offsets(bounded, block: dict[str, Any]):  # noqa: ANN001, ANN202 - DataF
     if not columns:
         return bounded
     types = {f.name: f.dataType for f in bounded.schema.fields}
-    t = F.col(f"`{base}`").cast("double")
+    t = time_base(base, types[base].simpleString())
     offsets = {c: (F.col(f"`{c}`").cast("double") - t).cast(types[c]).alias(c) for c in columns}
     return bounded.select(*[offsets.get(c, F.col(f"`{c}`")) for c in bounded.columns])
 

@@ -282,8 +282,10 @@ def _with_time_offsets(rows, block: dict[str, Any], value_cols: list[str]):  # n
             for j, c in enumerate(columns)
         ]
     )
+    from spark_dpsynth.data.trends import time_base
+
     types = {f.name: f.dataType for f in rows.schema.fields}
-    t = F.col(f"`{base}`").cast("double")
+    t = time_base(base, types[base].simpleString())
     moved = {c: (t + F.col(f"__o{j}")).cast(types[c]).alias(c) for j, c in enumerate(columns)}
     joined = rows.join(offsets, "__id", "left")
     return joined.select(*[moved.get(c, F.col(f"`{c}`")) for c in rows.columns])
@@ -570,10 +572,11 @@ def assemble_persons(
         rows = parts[0]
         for part in parts[1:]:
             rows = rows.unionByName(part)
-        rows = _rising(_with_time_offsets(rows, block, value_cols), block, value_cols)
+        # a date base's window first: the columns that move with its year are set from the windowed dates
         rows, windowed = _in_windows(rows, block, value_cols, m, rng)
         if windowed:
             report(progress, log, f"persons: each person's rows within a span of its own in {windowed}")
+        rows = _rising(_with_time_offsets(rows, block, value_cols), block, value_cols)
         key_type = str(block.get("key_type") or "bigint")
         if key_type == "string":
             key = F.concat(F.lit(SURROGATE_PREFIX), F.lpad(F.col("__id").cast("string"), len(str(m)), "0"))
