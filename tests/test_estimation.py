@@ -183,10 +183,17 @@ def test_projections_leave_no_reference_cycle() -> None:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        gc.collect()
-        model.project_many(queries)
-        model.project(queries[0])
-        assert gc.collect() == 0
+        # another thread of the test session (a Spark session's) may leave cyclic garbage meanwhile: the count
+        # is ours only when it is 0, so one clean try of three passes (a leak leaves garbage every time)
+        collected = []
+        for _ in range(3):
+            gc.collect()
+            model.project_many(queries)
+            model.project(queries[0])
+            collected.append(gc.collect())
+            if collected[-1] == 0:
+                break
+        assert collected[-1] == 0, collected
     finally:
         if enabled:
             gc.enable()
