@@ -218,8 +218,8 @@ def check_schema(config: JobConfig, df, command: str) -> None:  # noqa: ANN001 -
     analyses the expression; no row is read.
 
     Raises:
-        SchemaError: an unknown, nested or void attribute column; a label or numeric column is not an attribute
-            column of the input.
+        SchemaError: an unknown, nested or void attribute column; a label, numeric or workload group column is
+            not an attribute column of the input.
         AnalysisException, ParseException: the holdout filter does not analyse (said in one line by ``main``).
     """
     if command not in ("pipeline", "aggregate"):
@@ -230,9 +230,12 @@ def check_schema(config: JobConfig, df, command: str) -> None:  # noqa: ANN001 -
 
     data = resolve_columns(df.columns, config.data)
     check_flat_columns(df.schema, data)
+    columns = list(data.columns or df.columns)
+    outside = [c for c in config.workload.group_columns if c not in columns]
+    if outside:
+        raise SchemaError(f"[workload] group_columns {outside} are not attribute columns of the input")
     if command != "pipeline":
         return
-    columns = list(data.columns or df.columns)
     if config.label is not None and not data.multi_value and config.label not in columns:
         raise SchemaError(
             f"the label column {config.label!r} (--label) is not an attribute column of the input"

@@ -5,6 +5,7 @@ exponential mechanism and measure it, with the estimate of :mod:`spark_dpsynth.e
 
 * :func:`aim`: the rounds, their budget (annealing) and the model-size rule; a last round that joins the
   columns the rounds left apart (:func:`_join_round`);
+* :class:`Workload`: the workload's weights of the candidates and their sensitivity (with group columns);
 * :func:`aim_candidates`, :func:`candidate_order`, :func:`order_key`: the cliques scored in a round (public);
 * :func:`choose_fitting`: the exponential mechanism over the candidates that fit the model-size rule;
 * :func:`picks_per_round`, :func:`batch_rule`: the cliques a round measures and the ones its later picks skip;
@@ -32,6 +33,7 @@ from spark_dpsynth.privacy.accounting import Accountant
 
 __all__ = [
     "Projector",
+    "Workload",
     "aim",
     "aim_candidates",
     "batch_rule",
@@ -53,6 +55,45 @@ REFIT_STEPS_MIN = 50
 """The rounds' refits may take at least this many steps, however many noise stds the counts hold."""
 REFIT_FULL_RATIO = 3_000.0
 """N / sigma up to which a refit may take :data:`REFIT_STEPS_MAX` steps; above it the cap falls as sigma / N."""
+
+
+class Workload:
+    """AIM's workload W of R-column cliques over d columns and the weights it gives the candidates
+    (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1: w_r = sum over s in W of |r & s|, the score's
+    factor; the exponential mechanism's sensitivity max_r w_r).
+
+    Without group columns W is every R-column clique: w_r = |r| C(d - 1, R - 1), which over C(d - 1, R - 1)
+    is |r|, sensitivity R. With g group columns G (``[workload] group_columns``, g < R), W is every R-column
+    clique that holds G: a column of G lies in all C(d - g, R - g) of them, another in C(d - g - 1, R - g - 1),
+    so over the latter w_r = |r & G| (d - g) / (R - g) + |r - G|, sensitivity g (d - g) / (R - g) + R - g.
+    The candidates are W's downward closure: the cliques of at most R columns with at most R - g outside G.
+    Public: from d, R and the configuration.
+
+    Args:
+        d: columns (>= 1).
+        r: R, the workload's clique size (1 <= R <= d).
+        group: indices of the group columns; ignored (every R-clique) when there are R or more of them.
+    """
+
+    def __init__(self, d: int, r: int, group: Sequence[int] = ()) -> None:
+        self.d, self.r = d, r
+        self.group = frozenset(group) if len(set(group)) < r else frozenset()
+
+    def holds(self, c: tuple[int, ...]) -> bool:
+        """Whether clique ``c`` is in W's downward closure (a candidate)."""
+        return len(set(c) - self.group) <= self.r - len(self.group)
+
+    def weight(self, c: tuple[int, ...]) -> float:
+        """w_c over C(d - g - 1, R - g - 1) (> 0 for a non-empty clique)."""
+        g = len(self.group)
+        inside = len(self.group.intersection(c))
+        return inside * (self.d - g) / (self.r - g) + (len(c) - inside)
+
+    @property
+    def sensitivity(self) -> float:
+        """max_r w_r: the weight of an R-clique that holds G (R when there is no group column)."""
+        g = len(self.group)
+        return g * (self.d - g) / (self.r - g) + (self.r - g)
 
 
 def refit_steps(total: float, sigma: float, iterations: int | None) -> int:
@@ -125,7 +166,16 @@ def aim(
     total = estimate_total(as_measurements())
     steps = refit_steps(total, sigma0, params.estimation_iterations)
     model = estimate(domain, as_measurements(), iterations=steps, total=total)
-    candidates_all = [c for c in all_cliques(d, r) if clique_cells(sizes, c) <= params.max_clique_cells]
+    absent = [c for c in params.group_columns if c not in names]
+    if absent:
+        # Public: the released columns (a column that released no value, or a person-level column).
+        log.warning("workload (aim): group_columns %s are not among the measured columns: not used", absent)
+    workload = Workload(d, r, [names.index(c) for c in params.group_columns if c in names])
+    candidates_all = [
+        c
+        for c in all_cliques(d, r)
+        if workload.holds(c) and clique_cells(sizes, c) <= params.max_clique_cells
+    ]
     wide = len(candidates_all) > params.max_candidates_per_round
     # Several picks per round on wide tables only, where a round scores a sample of the candidates anyway.
     picks = picks_per_round(rounds_planned) if wide else 1
@@ -179,7 +229,7 @@ def aim(
         for i, c in enumerate(pool):
             est = estimates[i]
             n_cells = true[c].size
-            scores[i] = len(c) * (
+            scores[i] = workload.weight(c) * (
                 float(np.abs(true[c] - est).sum()) - math.sqrt(2 / math.pi) * sigma * n_cells
             )
         del estimates
@@ -192,14 +242,14 @@ def aim(
             acct.spend_rho(
                 selection,
                 epsilon**2 / 8.0,
-                "exponential mechanism (AIM score, sensitivity R)",
+                f"exponential mechanism (AIM score, sensitivity {workload.sensitivity:g})",
                 epsilon=epsilon,
             )
             chosen = None
             if not full:
                 extra = [tuple(names[x] for x in c) for c in chosen_round]
                 fits = batch_rule(model_size_rule(domain, names, model, size_limit, extra), chosen_round)
-                chosen = choose_fitting(pool, scores, fits, acct, selection, float(r))
+                chosen = choose_fitting(pool, scores, fits, acct, selection, workload.sensitivity)
             if chosen is None:
                 # Nothing in the pool fits: a 1-way table (inside the model) is re-measured, and so are the
                 # round's later picks (public: asking the rule again would cost a triangulation per candidate).
@@ -207,12 +257,15 @@ def aim(
                 left = [c for c in ones if c not in chosen_round]
                 ones_scores = np.array(
                     [
-                        float(np.abs(true1[c] - model.project((names[c[0]],))).sum())
-                        - math.sqrt(2 / math.pi) * sigma * true1[c].size
+                        workload.weight(c)
+                        * (
+                            float(np.abs(true1[c] - model.project((names[c[0]],))).sum())
+                            - math.sqrt(2 / math.pi) * sigma * true1[c].size
+                        )
                         for c in left
                     ]
                 )
-                chosen = left[int(acct.exponential(selection, ones_scores, float(r)))]  # type: ignore[arg-type]
+                chosen = left[int(acct.exponential(selection, ones_scores, workload.sensitivity))]  # type: ignore[arg-type]
                 del ones_scores
                 true = {**true, chosen: true1[chosen]}
             chosen_round.append(chosen)

@@ -411,6 +411,12 @@ def fit_workload(
                 f"max_rounds = {params.max_rounds}, or when the rounds' 1-way noise is at most "
                 f"{params.aim_max_relative_noise:g} of the protected number of records{cap}; else MST)",
             )
+        if chosen is Selection.MST and params.group_columns:
+            log.warning(
+                "workload: MST's tree does not read the workload: group_columns %s are not used (--selection aim "
+                "chooses the tables within groups)",
+                list(params.group_columns),
+            )
         known, known_entries = (
             _discovery_measurements(discovery, kept, names, public, derived)
             if params.discovery_measurements
@@ -485,6 +491,7 @@ def fit_workload(
             **acct.budget.parameters(),
             "reporting_length": params.reporting_length,
             "selection": params.selection.value,
+            "group_columns": list(params.group_columns),
             "domain_rho_proportion": params.domain_rho_proportion,
             "selection_rho_proportion": params.selection_rho_proportion,
             "rounds": params.rounds,
@@ -903,7 +910,8 @@ def _one_tuples(
 def _shortened(params: WorkloadParams, d: int, what: str, progress: Progress | None) -> WorkloadParams:
     """``params`` with ``reporting_length`` at most ``d`` (>= 1): the workload of the k-way marginals, k <= R,
     over d < R columns is that of the marginals up to length d, so a table narrower than R is measured whole
-    rather than refused (public figures only: d counts the input's columns, or those that released a value)."""
+    rather than refused (public figures only: d counts the input's columns, or those that released a value);
+    with d or more group columns the workload is the one clique of every column (no group columns)."""
     if params.reporting_length <= d:
         return params
     report(
@@ -911,7 +919,8 @@ def _shortened(params: WorkloadParams, d: int, what: str, progress: Progress | N
         log,
         f"workload: {d} {what} < reporting_length {params.reporting_length}: marginals up to {d}",
     )
-    return dataclasses.replace(params, reporting_length=d)
+    group = params.group_columns if len(params.group_columns) < d else ()
+    return dataclasses.replace(params, reporting_length=d, group_columns=group)
 
 
 def run(df, params: WorkloadParams, data: DataConfig, context: MechanismContext) -> Fitted:  # noqa: ANN001 - DataFrame

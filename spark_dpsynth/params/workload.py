@@ -109,6 +109,13 @@ class WorkloadParams:
     sensitivity Delta_1 of the 1-way discovery (from ``[aggregate] percentile``)."""
     number_of_records_epsilon_proportion: float = 0.005
     """N_p in (0, 1): share of epsilon spent on the protected number of records (from ``[aggregate]``)."""
+    group_columns: tuple[str, ...] = ()
+    """Names of columns that every clique of AIM's workload holds (fewer than R of them; each an attribute
+    column, checked against the input's schema before any data is read): the workload is every R-column
+    clique that holds them, the tables within each group (say ``["PUMA"]``: every pair of the other columns
+    within each area, what NIST's k-marginal score measures), instead of every R-column clique. AIM weighs
+    its candidates by the workload and scores its downward closure only (:class:`~spark_dpsynth.mechanisms.
+    _aim.Workload`); MST's tree does not read the workload. Default (): every R-column clique."""
     selection: Selection = Selection.AUTO
     """``aim`` (adaptive rounds), ``mst`` (maximum spanning tree of 2-way cliques) or ``auto`` (AIM when
     4 d <= ``max_rounds`` or the budget is large enough for the width, else MST: :attr:`Selection.AUTO`)."""
@@ -178,6 +185,7 @@ class WorkloadParams:
     def __post_init__(self) -> None:
         object.__setattr__(self, "selection", enum_value(Selection, "selection", self.selection))
         v.integer("reporting_length", self.reporting_length, low=1)
+        self._check_group_columns()
         q = v.finite("percentile", self.percentile)
         if not 0 < q <= 100:
             raise InvalidParameterError(f"percentile must be in (0, 100], got {self.percentile!r}")
@@ -215,6 +223,21 @@ class WorkloadParams:
             raise InvalidParameterError(
                 f"max_clique_cells must be <= max_cells_per_pass ({self.max_cells_per_pass}), "
                 f"got {self.max_clique_cells}"
+            )
+
+    def _check_group_columns(self) -> None:
+        """``group_columns``: a list of distinct non-empty names, fewer than R (the workload's cliques hold one
+        more column at least)."""
+        group = self.group_columns
+        if isinstance(group, str) or not all(isinstance(c, str) and c for c in group):
+            raise InvalidParameterError(f"group_columns must be a list of column names, got {group!r}")
+        object.__setattr__(self, "group_columns", tuple(group))
+        if len(set(group)) < len(group):
+            raise InvalidParameterError(f"group_columns repeat a column: {list(group)}")
+        if len(group) >= self.reporting_length:
+            raise InvalidParameterError(
+                f"group_columns must be fewer than reporting_length ({self.reporting_length}): the workload's "
+                f"cliques of {self.reporting_length} columns hold them and one more at least, got {list(group)}"
             )
 
     def domain_share(self, columns: int) -> float:
