@@ -114,8 +114,8 @@ class WorkloadParams:
     column, checked against the input's schema before any data is read): the workload is every R-column
     clique that holds them, the tables within each group (say ``["PUMA"]``: every pair of the other columns
     within each area, what NIST's k-marginal score measures), instead of every R-column clique. AIM weighs
-    its candidates by the workload and scores its downward closure only (:class:`~spark_dpsynth.mechanisms.
-    _aim.Workload`); MST's tree does not read the workload. Default (): every R-column clique."""
+    its candidates by the workload and scores its downward closure only (``mechanisms._aim.Workload``);
+    MST's tree does not read the workload. Default (): every R-column clique."""
     selection: Selection = Selection.AUTO
     """``aim`` (adaptive rounds), ``mst`` (maximum spanning tree of 2-way cliques) or ``auto`` (AIM when
     4 d <= ``max_rounds`` or the budget is large enough for the width, else MST: :attr:`Selection.AUTO`)."""
