@@ -78,6 +78,7 @@ import numpy as np
 
 from spark_dpsynth._progress import Progress, report
 from spark_dpsynth.data.trends import SPAN_EDGES, decreases, offset_spread, span_class, time_base, varies
+from spark_dpsynth.data.trends import TIME_TYPES as _TIME_TYPES
 from spark_dpsynth.errors import InvalidParameterError, SchemaError
 from spark_dpsynth.params import MIN_DELTA, DataConfig
 from spark_dpsynth.privacy.accounting import Accountant, delta_from_protected_n
@@ -156,7 +157,6 @@ SPANS_EPSILON_PROPORTION = 0.03
 """Share of epsilon of the histograms of persons by the span of their values in each whole-number, date or
 timestamp column (with L >= 2): a person's activity period in a rating's timestamp."""
 _WHOLE_TYPES = ("tinyint", "smallint", "int", "bigint")
-_TIME_TYPES = ("date", "timestamp", "timestamp_ntz")  # data.trends.TIME_TYPES
 _NUMBER_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double")
 _STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
 
