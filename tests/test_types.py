@@ -334,6 +334,22 @@ def test_edge_pieces_and_their_cut_are_post_processing_of_the_profile() -> None:
     assert edge_pieces(months, True, 1.0)[0] == (1.1, 5.5, 62)
     cut = profile_with_edges(months, {(1.1, 5.5): np.full(2, 100.0)}, True, 1.0).bins
     assert [x for p in cut.shape for x in p[:2]] == pytest.approx([1.1, 3.3, 3.3, 5.5, 6.0, 12.0])
+    # whole numbers that stood out alone (7..50) before a pooled interval (51..99): the interval is inside the
+    # range, not at its edge, so it is not cut and the range still starts at 7 (a person weight's lower tail)
+    inner = dataclasses.replace(
+        profile,
+        bins=BinSpec(
+            edges=(24.0,),
+            lower=7.0,
+            upper=99.0,
+            shape=(*((float(v), float(v), 10.0) for v in range(7, 51)), (51.0, 99.0, 500.0)),
+        ),
+    )
+    assert edge_pieces(inner, True, 1.0) == ((51.0, 99.0, 49),)
+    assert (
+        profile_with_edges(inner, {(51.0, 99.0): np.r_[np.zeros(20), np.ones(29) * 50]}, True, 1.0).bins.lower
+        == 7.0
+    )
 
 
 def test_dp_profile_keeps_a_small_whole_number_range_with_a_thin_tail(spark) -> None:

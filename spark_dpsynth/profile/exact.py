@@ -174,12 +174,22 @@ def _whole_piece(a: float, b: float, whole: bool) -> bool:
     return whole and float(a).is_integer() and float(b).is_integer()
 
 
+def _edge_indices(shape: Sequence[Sequence[float]]) -> tuple[int, int]:
+    """(index of the shape's first piece, of its last) when each is an interval (a < b), else -1: the pieces at
+    the range's two edges. An interval after single values (whole numbers 7..50 that stood out alone, then 51..52
+    pooled) lies inside the range: cutting it would move the range's end past those values."""
+    if not shape:
+        return -1, -1
+    last = len(shape) - 1
+    return (0 if shape[0][0] < shape[0][1] else -1), (last if shape[last][0] < shape[last][1] else -1)
+
+
 def edge_pieces(
     profile: ColumnProfile, whole: bool, noise_std: float
 ) -> tuple[tuple[float, float, int], ...]:
     """The edge pieces of a measurement that the DP exact-value step counts in sub-intervals (docs/design.md
-    section 2.8): its within-bin shape's first and last interval pieces (a < b; one when they are the same)
-    that hold at least :data:`EDGE_MIN_SHARE` of its non-empty records and are wide enough to cut, each as
+    section 2.8): its within-bin shape's first and last pieces, when they are intervals (a < b; one when they
+    are the same; a piece after a run of single values is inside the range, not at its edge), that hold at least :data:`EDGE_MIN_SHARE` of its non-empty records and are wide enough to cut, each as
     ``(a, b, parts)``: ``parts`` equal sub-intervals (:func:`edge_key`), as many as hold
     :data:`EDGE_STDS` x ``noise_std`` records each on average, at most :data:`EDGE_PIECES` and at most the
     piece's whole numbers (``whole``: the integer and date scales, whose pieces are whole numbers), at least 2.
@@ -187,10 +197,8 @@ def edge_pieces(
     spec = profile.bins
     if profile.meaning != "measurement" or spec is None or noise_std <= 0:
         return ()
-    intervals = [piece for piece in spec.shape if piece[0] < piece[1]]
-    if not intervals:
-        return ()
-    chosen = [intervals[0]] if intervals[0] == intervals[-1] else [intervals[0], intervals[-1]]
+    first, last = _edge_indices(spec.shape)
+    chosen = [spec.shape[k] for k in sorted({first, last} - {-1})]
     out = []
     for a, b, w, *step in chosen:
         # a lattice's piece (a step) holds only values that stood out together: nothing to cut
@@ -260,8 +268,7 @@ def profile_with_edges(
     spec = profile.bins
     if profile.meaning != "measurement" or spec is None or not refined:
         return profile
-    intervals = [i for i, piece in enumerate(spec.shape) if piece[0] < piece[1]]
-    first, last = (intervals[0], intervals[-1]) if intervals else (-1, -1)
+    first, last = _edge_indices(spec.shape)
     shape: list[tuple[float, ...]] = []
     lower, upper = spec.lower, spec.upper
     changed = 0
