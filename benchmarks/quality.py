@@ -26,8 +26,8 @@ SF fire, 32 columns). Files under ``../shared/data`` are skipped when absent.
 (``.venv-peers``, ``make bench-peers-env``) in a subprocess (``benchmarks/peers.py``). **The peers read the table
 as strings** (``inferSchema`` off: every value its text; the configuration's bins and empty values applied as our
 release's input is), exported once to Parquet, and are told the domain (the values present); their string
-output is read back in the input's types for the yardstick (a bin label is no number: compare peers on tables
-without bins).
+output is read back in the input's types for the yardstick, a bin label decoded to a number drawn in its bin as
+our synthesizer draws one (``decode_bin_labels``).
 
 **The yardstick** (``benchmarks/yardstick.py``, pandas, independent of the package's evaluation) scores every
 synthetic table, ours and the peers', against the input as the CLI reads it: mean 1-/2-/3-way TVD (categorical
@@ -363,6 +363,69 @@ def _run_peer(spark, mode, prepared, columns, epsilon, delta, work, name, args):
     return spark.read.parquet(stem + ".parquet").select(*columns), figures
 
 
+def decode_bin_labels(frame: Any, table: Any, bins: dict, seed: int) -> Any:  # noqa: ANN401 - pandas
+    """The peers' values of the configuration's binned columns as numbers, drawn as our synthesizer draws a bin
+    without a within-bin shape (``spark_dpsynth.synthesizers._types``): a point label ``=v`` is v, an interval
+    label a value drawn uniformly in its [lo, hi), the open bins closed by the public bounds or the neighbour's
+    width (``open_bounds``), among its whole numbers (the last bin's public upper bound included) when the input
+    column holds whole numbers only; a passthrough code and an empty cell stay. Written as the input writes its
+    numbers: its number dtype, or text (``"18"``, ``"15400.0"``). The peers are given the bin labels (public, as
+    our release's are); undecoded, every label would be scored as a value the input never holds.
+
+    Args:
+        frame: the peer's synthetic table (pandas, every column a nullable string).
+        table: the input as the CLI reads it (pandas, ``_input_frame``).
+        bins: column -> ``BinSpec`` (the configuration's ``data.bins``).
+        seed: seed of the draws (numpy's PCG64).
+    """
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from spark_dpsynth.synthesizers._types import open_bounds
+
+    rng = np.random.default_rng(seed)
+    out = frame.copy()
+    for name, spec in bins.items():
+        if name not in out.columns:
+            continue
+        source = table[name]
+        numbers = pd.to_numeric(source, errors="coerce").dropna()
+        whole = bool(len(numbers)) and bool((numbers == np.floor(numbers)).all())
+        lo, hi = open_bounds(spec.edges, spec.lower, spec.upper, "integer" if whole else "real")
+        bounds = [lo, *(float(e) for e in spec.edges), hi]
+        labels = spec.interval_labels()
+        values = out[name].astype(object)
+        decoded = values.copy()
+        for i, label in enumerate(labels):
+            at = (values == label).to_numpy()
+            if not at.any():
+                continue
+            a, b = bounds[i], bounds[i + 1]
+            if whole:
+                closed = i == len(labels) - 1 and spec.upper is not None and float(b).is_integer()
+                first, stop = math.ceil(a), math.ceil(b) + int(closed)
+                draws = first + rng.integers(0, max(stop - first, 1), size=int(at.sum()))
+            else:
+                draws = a + rng.random(int(at.sum())) * (b - a)
+            decoded[at] = draws.astype("float64")
+        for label, point in zip(spec.point_labels(), spec.points, strict=True):
+            decoded[(values == label).to_numpy()] = float(point)
+        if pd.api.types.is_numeric_dtype(source.dtype):
+            out[name] = pd.to_numeric(decoded, errors="coerce")
+        else:
+            dotted = bool(source.dropna().astype(str).str.contains(".", regex=False).any()) or not whole
+
+            def text(v: Any, dotted: bool = dotted) -> Any:  # noqa: ANN401
+                return (
+                    repr(v) if isinstance(v, float) and dotted else str(int(v)) if isinstance(v, float) else v
+                )
+
+            out[name] = decoded.map(text)
+    return out
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -543,6 +606,8 @@ def run_dataset(spark, name, epsilons, modes, args, work, rows, on_row) -> None:
                     if missing:
                         raise ValueError(f"the synthetic table lacks column(s) {missing}")
                     frame = synthetic.select(*table.columns).toPandas()
+                    if mode in PEER_MODES and config.data.bins:
+                        frame = decode_bin_labels(frame, table, dict(config.data.bins), SYNTHESIS_SEED)
                     row["rows"] = len(frame)
                     row.update(
                         yardstick(
