@@ -13,9 +13,10 @@ One run (``make bench``) measures, on a 2-core machine:
 Data sets (built once into ``--cache``, Parquet; every value a string, null = empty):
 
 * ``nist_tx``: NIST Diverse Communities Data Excerpt, Texas 2019 (9,276 rows), binned with the public bins of
-  ``conf/nist_acs.toml``, 19 columns: the configuration's 22 minus the three raw high-cardinality columns that
-  pac-synth users leave out because a categorical twin is in the table (``INDP`` -> ``INDP_CAT``, ``PINCP`` ->
-  ``PINCP_DECILE``) or they are a function of the area (``DENSITY``, a property of ``PUMA``);
+  ``conf/nist_acs.toml``, 19 columns: the configuration's 24 minus the sampling weights and the three raw
+  high-cardinality columns that pac-synth users leave out because a categorical twin is in the table (``INDP`` ->
+  ``INDP_CAT``, ``PINCP`` -> ``PINCP_DECILE``) or they are a function of the area (``DENSITY``, a property of
+  ``PUMA``);
 * ``nist_tx27k``: the same records replicated to 27,253 rows (the size of the national excerpt), the copies after
   the first perturbed by swapping 10% of the cells of each column among themselves (seeded);
 * ``adult_1m``: UCI Adult (``data/adult.csv.gz``, both splits: ``conf/adult.toml`` without its ``row_filter``),
