@@ -189,7 +189,8 @@ def edge_pieces(
 ) -> tuple[tuple[float, float, int], ...]:
     """The edge pieces of a measurement that the DP exact-value step counts in sub-intervals (docs/design.md
     section 2.8): its within-bin shape's first and last pieces, when they are intervals (a < b; one when they
-    are the same; a piece after a run of single values is inside the range, not at its edge), that hold at least :data:`EDGE_MIN_SHARE` of its non-empty records and are wide enough to cut, each as
+    are the same; an interval after single values is inside the range, not at its edge, :func:`_edge_indices`)
+    that hold at least :data:`EDGE_MIN_SHARE` of its non-empty records and are wide enough to cut, each as
     ``(a, b, parts)``: ``parts`` equal sub-intervals (:func:`edge_key`), as many as hold
     :data:`EDGE_STDS` x ``noise_std`` records each on average, at most :data:`EDGE_PIECES` and at most the
     piece's whole numbers (``whole``: the integer and date scales, whose pieces are whole numbers), at least 2.
