@@ -7,6 +7,7 @@ import json
 import tomllib
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from spark_dpsynth.config import parse_config
@@ -188,7 +189,7 @@ N_TYPE = {
 }  # fmt: skip
 
 
-def binned_release():  # noqa: ANN201
+def binned_release(n_type: dict | None = None):  # noqa: ANN201
     """A release of A and a number N in two public bins, measured without noise worth the name (std 1)."""
     import pandas as pd
 
@@ -203,7 +204,7 @@ def binned_release():  # noqa: ANN201
         "columns": ["A", "N"], "mechanism": "workload", "synthesizers": ["pgm"], "reporting_length": 1,
         "protected_number_of_records": 1000, "epsilon": 1.0, "delta": 1e-6, "test_mode": True, "rounds": [],
         "selection": "aim",
-        "column_types": {"A": {"scale": "category", "type": "string", "nullable": True}, "N": N_TYPE},
+        "column_types": {"A": {"scale": "category", "type": "string", "nullable": True}, "N": n_type or N_TYPE},
     }  # fmt: skip
     base = Release.from_pandas(aggregates, manifest)
     return Release(
@@ -237,3 +238,40 @@ def test_a_rule_that_cuts_a_bin_draws_the_value_again_not_the_row(spark) -> None
     low = rows.loc[rows["N"] < 10, "N"].value_counts() / 2_000  # the bin's 2,000 rows
     assert low.min() > 0.1 - 0.025 and low.max() < 0.1 + 0.025  # even: 1 / 10 each
     assert rows.loc[(rows["A"] == "b") & (rows["N"] < 10), "N"].min() == 0
+
+
+def test_a_rule_that_cuts_a_bin_of_reals_draws_the_value_again_until_it_holds(spark) -> None:  # noqa: ANN001
+    """Reals (and bins with a within-bin shape) are drawn again until the rules hold, all the draws in one
+    projection: the cell (a, [0, 10)) keeps its mass and its values land where the rule allows them, drawn as
+    the bin draws them (uniform on [5, 10) here, its within-bin shape's pieces cut to it below)."""
+    from spark_dpsynth import registry
+    from spark_dpsynth.params import SynthesisParams
+    from spark_dpsynth.synthesizers._types import restore_types
+    from spark_dpsynth.synthesizers.conditions import sample_conditioned
+
+    def sample(n_type: dict) -> pd.DataFrame:
+        release = binned_release(n_type)
+        spec = registry.synthesizer("pgm")
+        return sample_conditioned(
+            release, "pgm", SynthesisParams(target_number_of_records=4_000, seed=5, partitions=2), spark,
+            where=None, rules=["NOT (N < 5 AND A = 'a')"], draw=lambda p: spec.load_sample()(release, p, spark),
+            restore=lambda r, seed: restore_types(r, release.manifest, seed=seed),
+        ).toPandas()  # fmt: skip
+
+    real = {**N_TYPE, "scale": "real", "type": "double"}
+    rows = sample(real)
+    assert len(rows) == 4_000
+    cell = (rows["A"] == "a") & (rows["N"] < 10)
+    assert not ((rows["A"] == "a") & (rows["N"] < 5)).any()
+    assert cell.mean() == pytest.approx(0.2, abs=0.015)  # not 0.1, as whole rows rejected would give
+    a = rows.loc[cell, "N"]
+    assert a.min() >= 5 and a.max() < 10 and a.nunique() > 700  # drawn again, not a few values repeated
+    assert np.histogram(a, bins=5, range=(5, 10))[0].min() > 0.8 * len(a) / 5  # uniform on [5, 10)
+    # a within-bin shape: two pieces of the bin [0, 10), [2, 4) and [6, 9), alike; under the rule, a's rows
+    # take the second alone
+    shaped = {**real, "bins": {**real["bins"], "shape": [[2.0, 4.0, 100.0], [6.0, 9.0, 100.0]]}}
+    rows = sample(shaped)
+    a = rows.loc[(rows["A"] == "a") & (rows["N"] < 10), "N"]
+    assert ((a >= 6) & (a <= 9)).all() and len(a) / len(rows) == pytest.approx(0.2, abs=0.015)
+    b = rows.loc[(rows["A"] == "b") & (rows["N"] < 10), "N"]
+    assert ((b >= 2) & (b <= 4)).mean() == pytest.approx(0.5, abs=0.06)  # untouched by the rule

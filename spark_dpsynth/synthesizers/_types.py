@@ -290,6 +290,48 @@ def restore_value(value: Column, scale: str, type_name: str) -> Column:
     return value.try_cast(type_name)
 
 
+def bin_number(label: Column, t: Mapping[str, Any]) -> Column:
+    """The 1-based number of a binned number column's bin label among the bins of ``t["bins"]`` (null for a
+    point, a passthrough label or an empty cell)."""
+    intervals = bin_intervals(t["bins"], str(t["scale"]))
+    numbers = F.create_map(*[x for i, lab in enumerate(intervals) for x in (F.lit(lab), F.lit(i + 1))])
+    return F.element_at(numbers, label.cast("string"))
+
+
+def binned_value(
+    label: Column, bin_no: Column, t: Mapping[str, Any], u: Column, piece: Column | None = None
+) -> Column:
+    """A binned number column's value in its output type for its bin label (module docstring): drawn in the bin
+    ``bin_no`` (:func:`bin_number` of ``label``) with the uniform ``u`` (and ``piece``, the uniform that picks
+    the within-bin shape's piece, when the bins carry one); an exact point or a passthrough label as itself,
+    an empty cell empty. Inside a higher-order function's lambda, uniforms drawn there give one value per
+    element (the redraws of :mod:`spark_dpsynth.synthesizers.conditions`)."""
+    scale, type_name = str(t["scale"]), str(t["type"])
+    bins = t["bins"]
+    intervals = bin_intervals(bins, scale)
+    closed = bins.get("upper") is not None
+    label = label.cast("string")
+    # a real column of whole numbers draws whole numbers (bins "integral", docs/design.md section 2.8)
+    draw_scale = "integer" if scale == "real" and bins.get("integral") else scale
+    drawn = _draw(bin_no, intervals, draw_scale, u, closed)
+    shaped = None
+    if piece is not None:
+        shaped = _shaped_draw(bin_no, intervals, bins.get("shape") or (), draw_scale, piece, u, closed)
+    if shaped is not None:
+        drawn = F.coalesce(shaped, drawn)
+    # an empty cell stays empty (least/greatest below would turn a null into a bound)
+    value = F.when(label.isNull(), F.lit(None)).otherwise(restore_value(drawn, scale, type_name))
+    # an exact point (a spike kept as its own category) comes back as itself
+    for point, point_label in zip(bins.get("points") or (), bins.get("point_labels") or (), strict=True):
+        value = F.when(
+            label == F.lit(str(point_label)), restore_value(F.lit(float(point)), scale, type_name)
+        ).otherwise(value)
+    passthrough = [str(x) for x in bins.get("passthrough") or ()]
+    if passthrough:
+        value = F.when(label.isin(*passthrough), label.try_cast(type_name)).otherwise(value)
+    return value
+
+
 def restore_types(synthetic: DataFrame, manifest: Mapping[str, Any], *, seed: int | None = None) -> DataFrame:
     """The synthetic table with every column in its input type (module docstring).
 
@@ -329,44 +371,19 @@ def _restore_columns(synthetic: DataFrame, types: Mapping[str, Any], seed: int |
         scale, type_name = str(t["scale"]), str(t["type"])
         bins = t.get("bins")
         if bins and scale != "category":
-            intervals = bin_intervals(bins, scale)
             bin_col, u_col = f"{_BIN_COLUMN}{j}", f"{_UNIFORM_COLUMN}{j}"
-            numbers = F.create_map(
-                *[x for i, lab in enumerate(intervals) for x in (F.lit(lab), F.lit(i + 1))]
-            )
-            label = col.cast("string")
-            shape = bins.get("shape") or ()
             looked_up += [
-                F.element_at(numbers, label).alias(bin_col),
+                bin_number(col, t).alias(bin_col),
                 F.rand(None if base is None else base + j).alias(u_col),
             ]
-            if shape:
+            piece = None
+            if bins.get("shape"):
                 # a second stream for the piece of the within-bin shape, apart from every column's first
+                piece = F.col(f"{u_col}p")
                 looked_up.append(
                     F.rand(None if base is None else base + _PIECE_STREAM + j).alias(f"{u_col}p")
                 )
-            closed = bins.get("upper") is not None
-            # a real column of whole numbers draws whole numbers (bins "integral", docs/design.md section 2.8)
-            draw_scale = "integer" if scale == "real" and bins.get("integral") else scale
-            drawn = _draw(F.col(bin_col), intervals, draw_scale, F.col(u_col), closed)
-            shaped = _shaped_draw(
-                F.col(bin_col), intervals, shape, draw_scale, F.col(f"{u_col}p"), F.col(u_col), closed
-            )
-            if shaped is not None:
-                drawn = F.coalesce(shaped, drawn)
-            # an empty cell stays empty (least/greatest below would turn a null into a bound)
-            value = F.when(label.isNull(), F.lit(None)).otherwise(restore_value(drawn, scale, type_name))
-            # an exact point (a spike kept as its own category) comes back as itself
-            for point, point_label in zip(
-                bins.get("points") or (), bins.get("point_labels") or (), strict=True
-            ):
-                value = F.when(
-                    label == F.lit(str(point_label)), restore_value(F.lit(float(point)), scale, type_name)
-                ).otherwise(value)
-            passthrough = [str(x) for x in bins.get("passthrough") or ()]
-            if passthrough:
-                value = F.when(label.isin(*passthrough), label.try_cast(type_name)).otherwise(value)
-            out.append(value.alias(name))
+            out.append(binned_value(col, F.col(bin_col), t, F.col(u_col), piece).alias(name))
         elif type_name == "string":
             out.append(col)
         else:

@@ -136,6 +136,8 @@ _REDRAW_STREAM = 0x72647277
 """Seed stream of the redraws of values in their bins."""
 _CELL = "__dpsynth_cell"
 _OK = "__dpsynth_ok"
+_ATTEMPT = "__dpsynth_attempt"
+_FIRST = "__dpsynth_first"
 _PARTITION_BITS = 33
 """``monotonically_increasing_id`` puts the partition index above bit 33 and the row's rank in it below."""
 _ROUND_STREAM = 0x636F6E64
@@ -743,6 +745,70 @@ def _coupled_draw(
     return frame.select(*[value.alias(c) if c == b else F.col(f"`{c}`") for c in columns])
 
 
+def _uniforms(n: int, seed: int) -> Column:
+    """An array of ``n`` uniforms on [0, 1) per row (seeded as ``F.rand``)."""
+    return F.transform(F.sequence(F.lit(1), F.lit(n)), lambda _: F.rand(seed))
+
+
+def _values(label: Column, bin_no: Column, t: Mapping[str, Any], uniforms: Sequence[str]) -> Column:
+    """The array of a binned column's values drawn in the row's bin, one per element of the uniforms' arrays
+    (the value's uniform, then the within-bin shape's piece's when there is one)."""
+    from spark_dpsynth.synthesizers._types import binned_value
+
+    arrays = [F.col(f"`{u}`") for u in uniforms]
+    if len(arrays) == 2:
+        return F.zip_with(*arrays, lambda u, piece: binned_value(label, bin_no, t, u, piece))
+    return F.transform(arrays[0], lambda u: binned_value(label, bin_no, t, u))
+
+
+def _drawn_until_held(
+    frame: DataFrame, columns: Mapping[str, tuple[str, Mapping[str, Any]]], rules: Sequence[str], seed: int
+) -> DataFrame:
+    """``frame`` with the values of ``columns`` ({column: (its bin label column, its type)}) of each row that
+    breaks a rule of ``rules`` drawn again in their bins, up to ``REDRAWS - 1`` times, the first draw under
+    which every rule holds kept (rejection of the value alone [vN51]); a row that no draw satisfies keeps its
+    values (the caller rejects it). The draws are one array per column, each computed once (higher-order
+    functions over arrays of uniforms): the plan does not grow with the number of draws."""
+
+    from spark_dpsynth.synthesizers._types import bin_number
+
+    tries = REDRAWS - 1
+    names = list(columns)
+    cand = {b: f"{_CANDIDATE}{b}" for b in names}
+    bins = {b: f"{_BIN}{b}" for b in names}
+    # the uniforms first, as arrays (a rand in a lambda is drawn again at each of its uses), then the values
+    uniforms: dict[str, Column] = {}
+    values = []
+    for j, (b, (label, t)) in enumerate(columns.items()):
+        names_of = [f"{_UNIFORM}{k}_{b}" for k in range(2 if t["bins"].get("shape") else 1)]
+        for k, name in enumerate(names_of):
+            uniforms[name] = _uniforms(tries, (seed + 2 * j + k) % (1 << 63))
+        values.append(_values(F.col(f"`{label}`"), F.col(f"`{bins[b]}`"), t, names_of).alias(cand[b]))
+    frame = frame.select(
+        "*",
+        satisfying(None, rules).alias(_OK),
+        *[bin_number(F.col(f"`{label}`"), t).alias(bins[b]) for b, (label, t) in columns.items()],
+        *[column.alias(name) for name, column in uniforms.items()],
+    )
+    frame = frame.select("*", *values)
+    # the rules with each column bound to its i-th draw (a lambda variable named as the column shadows it)
+    held = " AND ".join(f"coalesce(cast(({r}) AS boolean), true)" for r in rules)
+    for b in reversed(names):
+        name = "`" + b.replace("`", "``") + "`"
+        held = f"element_at(transform(array(element_at(`{cand[b]}`, `{_ATTEMPT}`)), {name} -> {held}), 1)"
+    first = F.expr(f"array_position(transform(sequence(1, {tries}), `{_ATTEMPT}` -> {held}), true)")
+    frame = frame.select("*", first.cast("int").alias(_FIRST))
+    helpers = {_OK, _FIRST, *cand.values(), *bins.values(), *uniforms}
+    keep = [c for c in frame.columns if c not in helpers]
+    redrawn = {
+        b: F.when(F.col(_OK) | (F.col(_FIRST) == 0), F.col(f"`{b}`"))
+        .otherwise(F.element_at(F.col(cand[b]), F.col(_FIRST)))
+        .alias(b)
+        for b in names
+    }
+    return frame.select(*[redrawn.get(c, F.col(f"`{c}`")) for c in keep])
+
+
 def _redrawing(
     restore: Callable[[DataFrame, int], DataFrame],
     release: Release,
@@ -764,14 +830,10 @@ def _redrawing(
     breaks a rule (rejection of the value alone [vN51]). A row that no value satisfies is left as drawn (the
     caller rejects it).
     """
-    from spark_dpsynth.synthesizers._types import restore_types
-
     types = _types(release)
     labels = {b: f"{_LABEL}{b}" for b in binned}
     exact = {b: v for b in binned if (v := _bin_values(types[b])) is not None}
     others = [b for b in binned if b not in exact]
-    candidates = {b: f"{_CANDIDATE}{b}" for b in others}
-    manifest = {"column_types": {candidates[b]: types[b] for b in others}}
     expressions = [c.expression for c in rule_cells]
     naming = {b: [c.expression for c in rule_cells if b in c.columns] for b in binned}
     report(
@@ -787,21 +849,9 @@ def _redrawing(
             frame = _coupled_draw(
                 frame, b, labels[b], types[b], values, naming[b], _redraw_seed(seed, REDRAWS + j)
             )
-        for attempt in range(1, REDRAWS if others else 1):
-            frame = frame.select(
-                "*",
-                satisfying(None, expressions).alias(_OK),
-                *[F.col(f"`{labels[b]}`").alias(candidates[b]) for b in others],
-            )
-            frame = restore_types(frame, manifest, seed=_redraw_seed(seed, attempt))
-            frame = frame.select(
-                *[
-                    F.when(F.col(_OK), F.col(f"`{c}`")).otherwise(F.col(f"`{candidates[c]}`")).alias(c)
-                    if c in candidates
-                    else F.col(f"`{c}`")
-                    for c in out
-                ],
-                *[F.col(f"`{labels[b]}`") for b in binned],
+        if others:
+            frame = _drawn_until_held(
+                frame, {b: (labels[b], types[b]) for b in others}, expressions, _redraw_seed(seed, 1)
             )
         return frame.select(*[F.col(f"`{c}`") for c in out])
 
