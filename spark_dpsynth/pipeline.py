@@ -198,10 +198,15 @@ def _check_plan(config: JobConfig, command: str) -> None:
 
     Raises:
         InvalidParameterError: ``--sds-format`` with a mechanism other than the k-way marginals (the SDS files
-            are its k-tuples).
+            are its k-tuples); ``--release`` on a command that makes its release (it reads none).
     """
     if command not in ("pipeline", "aggregate"):
         return
+    if config.release:
+        raise InvalidParameterError(
+            f"--release ([run] release) names a release to read, for synthesize, evaluate or query; {command} "
+            "makes its own in DIR/release (remove the option)"
+        )
     mechanism = config.mechanism_name()
     if config.sds_format and mechanism != "marginals":
         raise InvalidParameterError(
@@ -807,9 +812,9 @@ class Run:
 
     @property
     def release_dir(self) -> str:
-        """The release a ``synthesize`` reads (``run.release``, else ``DIR/release``)."""
+        """The release a ``synthesize`` or an ``evaluate`` reads (``run.release``, else ``DIR/release``)."""
         out_dir = self.config.output_path or ""
-        if self.command == "synthesize" and self.config.release:
+        if self.command in ("synthesize", "evaluate") and self.config.release:
             return self.config.release
         return os.path.join(out_dir, "release")
 

@@ -45,6 +45,22 @@ def test_encoding_is_the_csv_encoding_on_every_command_that_reads_a_table(
     assert config.archetype.cluster_encoding == "onehot"
 
 
+def test_release_is_read_by_evaluate_and_refused_where_a_run_makes_its_own(tmp_path: Path) -> None:
+    from spark_dpsynth.errors import InvalidParameterError
+    from spark_dpsynth.pipeline import Run
+
+    given = str(tmp_path / "elsewhere" / "release")
+    for command, more in (("synthesize", []), ("evaluate", ["--input", ADULT])):
+        args = build_parser().parse_args([command, *more, "--output", "o", "--release", given])
+        assert Run(load_job_config(args), command).release_dir == given
+    for command in ("pipeline", "aggregate"):
+        args = build_parser().parse_args([command, "--input", ADULT, "--output", "o", "--release", given])
+        with pytest.raises(
+            InvalidParameterError, match=f"--release .* {command} makes its own in DIR/release"
+        ):
+            Run(load_job_config(args), command).check()
+
+
 def test_cluster_encoding_is_the_archetype_option() -> None:
     args = build_parser().parse_args(
         [

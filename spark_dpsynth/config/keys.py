@@ -160,8 +160,8 @@ _STATIC_KEYS = (
               SYNTHESIZERS),
     ConfigKey("run", "debug", "bool", "show full tracebacks on failure, which may show data values (default "
               "false)"),
-    ConfigKey("run", "release", "str", "synthesize: the release to read, a release directory or an SDS "
-              "aggregates file (.tsv or .json, e.g. from pac-synth or SDS's web app); default DIR/release"),
+    ConfigKey("run", "release", "str", "synthesize, evaluate: the release to read, a release directory or an "
+              "SDS aggregates file (.tsv or .json, e.g. from pac-synth or SDS's web app); default DIR/release"),
     ConfigKey("query", "sql", "str", "query: Spark SQL counts over the release's table t, e.g. \"SELECT sex, "
               "count(*) AS n FROM t GROUP BY sex\", answered with standard errors"),
     ConfigKey("data", "row_filter", "str", "Spark SQL predicate on public columns applied to the input first, "
