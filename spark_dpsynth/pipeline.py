@@ -130,6 +130,28 @@ def check_before_reading(config: JobConfig, command: str = "pipeline", *, table_
         _warn_hopeless_budget(config)
 
 
+def _check_manifest_file(path: str) -> None:
+    """A release directory's manifest checked before Spark starts (the figures it holds alone,
+    :func:`~spark_dpsynth.release.integrity.check_manifest`); the release is read and checked whole later.
+
+    Raises:
+        ReleaseError: the manifest is unreadable or its figures disagree.
+    """
+    import json
+
+    from spark_dpsynth.release.integrity import check_manifest
+    from spark_dpsynth.release.manifest import Manifest
+
+    if not os.path.isfile(path):
+        return  # an SDS aggregates file: read with its release
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as err:
+        raise ReleaseError(f"cannot read {path!r}: {err}") from err
+    check_manifest(Manifest.from_json(doc))
+
+
 def read_table(spark, config: JobConfig):  # noqa: ANN001, ANN201 - SparkSession -> DataFrame
     """Read the input (a path in CSV, Parquet or Delta, or a catalog table) and apply the row filter."""
     return read_filtered(
@@ -826,7 +848,8 @@ class Run:
         Raises:
             InvalidParameterError: no output directory, a check of :func:`check_before_reading`, or a staging
                 directory in the output directory that is not as a run writes it.
-            ReleaseError: no release (``synthesize``, ``evaluate``) or no synthetic data (``evaluate``), or a
+            ReleaseError: no release (``synthesize``, ``evaluate``), its manifest's figures disagree
+                (:func:`~spark_dpsynth.release.integrity.check_manifest`), no synthetic data (``evaluate``), or a
                 dead run's half-published outputs that this user cannot settle.
         """
         config, command = self.config, self.command
@@ -844,6 +867,8 @@ class Run:
             or os.path.isfile(local_path(release_dir))
         ):
             raise ReleaseError(f"no release at {release_dir}; run `aggregate` first")
+        if command in ("synthesize", "evaluate"):
+            _check_manifest_file(os.path.join(local_path(release_dir), "manifest.json"))
         syn_dir = os.path.join(config.output_path, "synthetic")
         if command == "evaluate" and not config.output_table and not os.path.isdir(local_path(syn_dir)):
             raise ReleaseError(f"no synthetic data at {syn_dir}; run `spark-dpsynth synthesize` first")

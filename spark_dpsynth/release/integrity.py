@@ -47,7 +47,14 @@ if TYPE_CHECKING:
     from spark_dpsynth.release.core import Release
     from spark_dpsynth.release.manifest import Manifest
 
-__all__ = ["DIGEST_FILE", "RELATIVE_TOLERANCE", "check_file_digests", "check_release", "write_file_digests"]
+__all__ = [
+    "DIGEST_FILE",
+    "RELATIVE_TOLERANCE",
+    "check_file_digests",
+    "check_manifest",
+    "check_release",
+    "write_file_digests",
+]
 
 RELATIVE_TOLERANCE = 1e-6
 """Figures that should be equal may differ by this much, relative (JSON round trips and root finding)."""
@@ -59,7 +66,21 @@ def check_release(release: Release) -> None:
     Raises:
         ReleaseError: one line naming the first figure that disagrees.
     """
-    problem = _first_problem(release)
+    m = release.manifest
+    _refuse(_first_problem([lambda: _records(m), lambda: _counts(release), *_manifest_checks(m, release)]))
+
+
+def check_manifest(manifest: Manifest) -> None:
+    """The checks of :func:`check_release` that read the manifest alone: a command that reads a release runs
+    them before Spark starts (the others read its aggregates).
+
+    Raises:
+        ReleaseError: as :func:`check_release`.
+    """
+    _refuse(_first_problem([lambda: _records(manifest), *_manifest_checks(manifest, None)]))
+
+
+def _refuse(problem: str | None) -> None:
     if problem is not None:
         raise ReleaseError(
             f"the release's manifest is inconsistent: {problem}; it was edited or damaged, and is refused "
@@ -67,21 +88,23 @@ def check_release(release: Release) -> None:
         )
 
 
-def _first_problem(release: Release) -> str | None:
-    m = release.manifest
-    checks: list[Callable[[], str | None]] = [
-        lambda: _records(m),
-        lambda: _counts(release),
+def _manifest_checks(m: Manifest, release: Release | None) -> list[Callable[[], str | None]]:
+    """The privacy figures' checks (none for a release read from SDS's files); the marginals' only with the
+    release (they compare its aggregates)."""
+    if m.source == "sds":
+        return []
+    marginals = [] if release is None else [lambda: _marginals(release)]
+    return [
+        lambda: _budget(m),
+        *marginals,
+        lambda: _class_conditional(m),
+        lambda: _archetype(m),
+        lambda: _measurements(m),
+        lambda: _persons(m),
     ]
-    if m.source != "sds":
-        checks += [
-            lambda: _budget(m),
-            lambda: _marginals(release),
-            lambda: _class_conditional(m),
-            lambda: _archetype(m),
-            lambda: _measurements(m),
-            lambda: _persons(m),
-        ]
+
+
+def _first_problem(checks: list[Callable[[], str | None]]) -> str | None:
     for check in checks:
         problem = check()
         if problem is not None:
