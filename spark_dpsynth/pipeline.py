@@ -137,19 +137,13 @@ def _check_manifest_file(path: str) -> None:
     Raises:
         ReleaseError: the manifest is unreadable or its figures disagree.
     """
-    import json
-
+    from spark_dpsynth.release.core import read_manifest_json
     from spark_dpsynth.release.integrity import check_manifest
     from spark_dpsynth.release.manifest import Manifest
 
     if not os.path.isfile(path):
         return  # an SDS aggregates file: read with its release
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as err:
-        raise ReleaseError(f"cannot read {path!r}: {err}") from err
-    check_manifest(Manifest.from_json(doc))
+    check_manifest(Manifest.from_json(read_manifest_json(path)))
 
 
 def read_table(spark, config: JobConfig):  # noqa: ANN001, ANN201 - SparkSession -> DataFrame

@@ -208,6 +208,19 @@ def _model_layout(mechanism: str) -> tuple[str, str | None]:
     return MODEL_FILES[mechanism]
 
 
+def read_manifest_json(path: str) -> Any:
+    """The JSON document of a release's ``manifest.json`` at ``path`` (not yet validated).
+
+    Raises:
+        ReleaseError: the file cannot be read or is not JSON.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ReleaseError(f"cannot read {path!r}: {err}") from err
+
+
 @dataclass(frozen=True)
 class Release:
     """A DP release (see the module docstring for the on-disk layout)."""
@@ -465,11 +478,7 @@ class Release:
         manifest_path = os.path.join(path, "manifest.json")
         if not os.path.isfile(manifest_path):
             raise ReleaseError(f"no release at {path!r} (manifest.json is missing)")
-        try:
-            with open(manifest_path, encoding="utf-8") as f:
-                manifest = json.load(f)
-        except (OSError, json.JSONDecodeError) as err:
-            raise ReleaseError(f"cannot read {manifest_path!r}: {err}") from err
+        manifest = read_manifest_json(manifest_path)
         if not check_file_digests(path):
             log.info(
                 "the release at %s has no file digests (an earlier version wrote it): its files are checked by "
