@@ -953,6 +953,25 @@ def test_dp_profile_finds_a_thin_tail_in_part_of_a_decade() -> None:
     assert p.meaning == "measurement" and 380 <= p.bins.upper <= 549
 
 
+def test_dp_profile_reaches_a_thin_tail_in_the_next_block_of_magnitude() -> None:
+    # incomes at epsilon 1 on a small table: 9,000 records over 1,000..9,999 and a tail of 480 over
+    # 100,000..490,000 (5% of the records); 40 records of noise per cell, 120 per searched block: the decade
+    # 100,000..999,999 holds 4 stds, below the level over every block of the grid (4.6) but above the level over
+    # the runs next out from the placed records (3.6): the range reaches into it; a tail of 240 (2 stds) does not
+    for tail, reaches in ((12, True), (6, False)):
+        values = np.concatenate([np.arange(1000, 10000), np.repeat(np.arange(100000, 500000, 10000), tail)])
+        grid, counts = _noisy_counts(values)
+        blocks = _block_counts(grid, counts)
+        p = profile_from_noisy(
+            "income", "integer", grid, counts, 0.0, 40.0, 16, len(values), blocks=blocks, block_sigma=120.0
+        )
+        assert p.meaning == "measurement" and p.bins.lower <= 1100
+        if reaches:
+            assert 300000 <= p.bins.upper <= 999999
+        else:
+            assert p.bins.upper <= 9999
+
+
 def test_dp_profile_spreads_a_rest_no_block_shows_below_a_top_code() -> None:
     # NIST Massachusetts 2019's poverty ratio: 4,400 records top-coded at 501 and 2,800 spread over 0..500 (about
     # 5.6 per value): at 23 records of noise per cell no part of a decade stands out, but the values between 0
