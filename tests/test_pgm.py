@@ -34,7 +34,9 @@ JOINT_AB = np.array(
 C_SHARES = np.array([0.75, 0.25])
 
 
-def measured_release(*, measured: bool = True) -> Release:
+def measured_release(
+    *, measured: bool = True, protected_n: int = 1000, budget: dict | None = None
+) -> Release:
     aggregates = pd.DataFrame(
         {
             "k": [1] * 6,
@@ -49,11 +51,13 @@ def measured_release(*, measured: bool = True) -> Release:
         "mechanism": "workload",
         "synthesizers": ["pgm"],
         "reporting_length": 1,
-        "protected_number_of_records": 1000,
+        "protected_number_of_records": protected_n,
         "epsilon": 1.0,
         "delta": 1e-6,
         "test_mode": True,
     }
+    if budget is not None:
+        manifest["budget"] = budget
     base = Release.from_pandas(aggregates, manifest)
     measurements = (
         measurement_of(columns=(0, 1), values=JOINT_AB + 0.5, std=1.0),  # small "noise": a constant offset
@@ -104,6 +108,35 @@ def test_pgm_end_to_end(spark) -> None:  # noqa: ANN001
     pd.testing.assert_frame_equal(pdf, again)
     default = spec.synthesize(release, SynthesisParams(partitions=2, seed=1), spark).count()
     assert default == 1000  # the protected number of records
+
+
+def test_the_number_of_records_is_the_inverse_variance_mean_of_n_and_the_tables_sums(spark) -> None:  # noqa: ANN001
+    # n' = 1,300 drawn with epsilon_N = 0.01 (std 141) and three whole tables summing to about 1,000 (std 3.5
+    # together): N is their inverse-variance mean, about T; without n''s epsilon (an SDS file), n' alone
+    budget = {
+        "accounting": "classic",
+        "epsilon": 1.0,
+        "delta": 1e-6,
+        "rho": 0.01,
+        "shares": [
+            {"name": "number_of_records", "epsilon": 0.01, "delta": None, "rho": None, "mechanism": "x"}
+        ],
+    }
+    release = measured_release(protected_n=1300, budget=budget)
+    measurements = pgm.release_measurements(release)
+    var_n = pgm.protected_records_variance(release)
+    q = np.exp(-0.01)
+    assert var_n == pytest.approx(2 * q / (1 - q) ** 2)
+    weights = np.array([1.0 / (m.values.size * m.std**2) for m in measurements])
+    sums = np.array([m.values.sum() for m in measurements])
+    total, var_total = float(weights @ sums / weights.sum()), 1.0 / float(weights.sum())
+    n, var = pgm.number_of_records(release, measurements)
+    assert var == pytest.approx(1.0 / (1.0 / var_n + 1.0 / var_total))
+    assert n == pytest.approx((1300 / var_n + total / var_total) * var)
+    assert abs(n - total) < 1.0 and abs(n - 1300) > 290
+    # the synthetic table's default size, and a count of every record from the release
+    assert pgm.sample(release, SynthesisParams(partitions=2, seed=1), spark).count() == round(n)
+    assert pgm.number_of_records(measured_release(protected_n=1300), measurements) == (1300.0, 0.0)
 
 
 def test_the_rows_do_not_depend_on_the_partitions(spark, monkeypatch) -> None:  # noqa: ANN001

@@ -10,7 +10,7 @@ docs/design.md section 4.8. Modules, in pipeline order:
 * :mod:`.model`: :class:`GraphicalModel`: log-potentials, belief propagation in log space, ``project`` onto any
   clique, ancestral ``sample`` (independent or systematic).
 * :mod:`.mirror_descent`: :func:`estimate`, Private-PGM's mirror descent (McKenna, Sheldon and Miklau, ICML 2019), and
-  :func:`estimate_total`.
+  :func:`estimate_total` (with :func:`total_variance`).
 * :mod:`._factor`: log-space table helpers (broadcasting, log-sum-exp).
 """
 
@@ -23,7 +23,13 @@ from spark_dpsynth.estimation.junction_tree import (
     junction_tree_size,
     maximal_cliques,
 )
-from spark_dpsynth.estimation.mirror_descent import DEFAULT_ITERATIONS, FitReport, estimate, estimate_total
+from spark_dpsynth.estimation.mirror_descent import (
+    DEFAULT_ITERATIONS,
+    FitReport,
+    estimate,
+    estimate_total,
+    total_variance,
+)
 from spark_dpsynth.estimation.model import GraphicalModel
 
 __all__ = [
@@ -37,6 +43,7 @@ __all__ = [
     "elimination_order",
     "estimate",
     "estimate_total",
+    "total_variance",
     "junction_tree_size",
     "maximal_cliques",
 ]

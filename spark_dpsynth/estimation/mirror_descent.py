@@ -81,7 +81,15 @@ from spark_dpsynth.estimation._factor import other_axes
 from spark_dpsynth.estimation.domain import Clique, Domain, Measurement
 from spark_dpsynth.estimation.model import GraphicalModel, Structure, evidence_potential
 
-__all__ = ["DEFAULT_ITERATIONS", "DEFAULT_TOLERANCE", "WINDOW", "FitReport", "estimate", "estimate_total"]
+__all__ = [
+    "DEFAULT_ITERATIONS",
+    "DEFAULT_TOLERANCE",
+    "WINDOW",
+    "FitReport",
+    "estimate",
+    "estimate_total",
+    "total_variance",
+]
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +150,22 @@ def estimate_total(measurements: Sequence[Measurement]) -> float:
     Raises:
         InvalidParameterError: there is no measurement of a whole table.
     """
+    weights, sums = _total_terms(measurements)
+    return max(1.0, float(np.sum(weights * sums) / np.sum(weights)))
+
+
+def total_variance(measurements: Sequence[Measurement]) -> float:
+    """The variance of :func:`estimate_total`'s mean (before its floor at 1): 1 / sum_i 1 / (cells_i sigma_i^2)
+    over the whole tables, in records^2 (module docstring).
+
+    Raises:
+        InvalidParameterError: there is no measurement of a whole table.
+    """
+    return 1.0 / float(np.sum(_total_terms(measurements)[0]))
+
+
+def _total_terms(measurements: Sequence[Measurement]) -> tuple[np.ndarray, np.ndarray]:
+    """(weights 1 / (cells sigma^2), sums) of the measurements of whole tables, float64 (T,) each."""
     full = [m for m in measurements if m.mask is None]
     if not full:
         raise InvalidParameterError(
@@ -149,7 +173,7 @@ def estimate_total(measurements: Sequence[Measurement]) -> float:
         )
     weights = np.array([1.0 / (m.values.size * m.std**2) for m in full])
     sums = np.array([float(m.values.sum()) for m in full])
-    return max(1.0, float(np.sum(weights * sums) / np.sum(weights)))
+    return weights, sums
 
 
 def estimate(

@@ -54,8 +54,9 @@ ours. Three stages:
    distributions and minimization problems", Ann. Probab. 3, 1975), or, for bins of reals, again until the
    rules hold (rejection of the value alone [vN51]).
 
-The model's estimate of how many real records satisfy a condition, its probability times the release's noisy
-number of records n', is logged (post-processing of DP outputs).
+The model's estimate of how many real records satisfy a condition, its probability times the release's estimate
+of its number of records (:func:`spark_dpsynth.synthesizers.pgm.number_of_records`), is logged (post-processing of
+DP outputs).
 
 One file over 800 lines: a condition's and the rules' stages (cells in the model, values drawn again inside their
 bins, rows rejected) share one plan of columns, seeds and rounds.
@@ -519,7 +520,8 @@ def sample_conditioned(
         release: the release.
         synthesizer: the registry name of the synthesizer (one of :data:`CONDITIONAL_SYNTHESIZERS`).
         params: its parameters; ``target_number_of_records`` is the number of rows returned (default: for a
-            condition, its estimated number of real records, the model's probability of it times n' for ``pgm``,
+            condition, its estimated number of real records, the model's probability of it times the release's
+            estimate of its number of records for ``pgm``,
             the share of a draw of n' rows that satisfies it for the others; for rules alone, as without them).
         spark: the session.
         where: the condition, or None.
@@ -573,12 +575,12 @@ def sample_conditioned(
             probability = fitted.probability(where_cell.columns, where_cell.share)
             if probability <= 0:
                 raise ConditionError(f"the condition {where!r} has probability zero under the model")
-            base = float(n_protected) if n_protected is not None else fitted.model.total
+            base = fitted.records
             report(
                 progress,
                 log,
                 f"pgm: the model's estimate of the real records that satisfy the condition: {probability * base:.0f} "
-                f"(its probability {probability:.4g} times the release's noisy number of records)",
+                f"(its probability {probability:.4g} times the release's estimate of the number of records)",
             )
             if target is None:
                 target = max(1, round(probability * base))
@@ -605,7 +607,7 @@ def sample_conditioned(
             rows = sampled(dataclasses.replace(params, target_number_of_records=n_rows, seed=seed))
             return restore(rows, seed)
         return _rejection(
-            sampled, typed, params, target, expressions, seed, rate, where, progress, n_protected
+            sampled, typed, params, target, expressions, seed, rate, where, progress, fitted.records
         )
     if target is None and where is not None:
         # the rows of a draw of n' that satisfy it: an estimate of the real records that do (post-processing)
@@ -868,13 +870,15 @@ def _rejection(
     rate: float,
     where: str | None,
     progress: Callable[[str], None] | None,
-    n_protected: int | None = None,
+    records: float | None = None,
 ) -> DataFrame:
-    """Draw, type and keep the first ``target`` rows that satisfy every expression (module docstring, stage 3)."""
+    """Draw, type and keep the first ``target`` rows that satisfy every expression (module docstring, stage 3);
+    with no ``target``, as many as the synthesizer draws without rules: ``records`` (the release's n', or for
+    ``pgm`` its estimate of the number of records) times the scale factor."""
     from spark_dpsynth.params import MAX_SYNTHETIC_RECORDS
 
     if target is None:  # rules alone: as many rows as without them
-        target = max(1, round(float(n_protected or 1) * (params.aggregate_counts_scale_factor or 1.0)))
+        target = max(1, round(float(records or 1) * (params.aggregate_counts_scale_factor or 1.0)))
     rate = min(1.0, max(rate, 1.0 / MAX_OVERSAMPLING))
     for attempt in range(_ROUNDS):
         m = math.ceil(target / rate * 1.02 + 6.0 * math.sqrt(target / rate) + 16)

@@ -11,7 +11,8 @@ counts), such as those of the ``workload`` mechanism. The stages (docs/design.md
    marginal (1-, 2-, 3-way and longer alike), each weighted by its noise precision 1/std^2. The number of records
    of the model is estimated from the tables' sums.
 2. **Sample, on the executors**: ``sample_partitions`` (docs/design.md section 4.3) runs one task per partition.
-   The target is cut into blocks of :data:`BLOCK_ROWS` records (the last one shorter), block b drawn from its own
+   The target (by default the release's estimate of its number of records, the inverse-variance mean of n' and of
+   the tables' sums: :func:`number_of_records`) is cut into blocks of :data:`BLOCK_ROWS` records (the last one shorter), block b drawn from its own
    generator (seed, b); partition p of P draws the blocks p B / P to (p + 1) B / P - 1 of the B blocks, one at a
    time (a task holds one block), so the synthetic table, read in partition order, is the same rows in the same
    order whatever P. A block is drawn from the model by ancestral sampling along its junction tree,
@@ -50,9 +51,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,7 +62,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark_dpsynth._progress import report
 from spark_dpsynth.errors import InvalidParameterError, ReleaseError
-from spark_dpsynth.estimation import Domain, GraphicalModel, Measurement, estimate
+from spark_dpsynth.estimation import (
+    Domain,
+    GraphicalModel,
+    Measurement,
+    estimate,
+    estimate_total,
+    total_variance,
+)
 from spark_dpsynth.params import SynthesisParams
 from spark_dpsynth.release.core import Release, one_way_means
 from spark_dpsynth.release.manifest import discovery_noise_std
@@ -78,6 +87,8 @@ __all__ = [
     "fit_for_sampling",
     "fit_release",
     "measured_empty_counts",
+    "number_of_records",
+    "protected_records_variance",
     "release_domain",
     "release_measurements",
     "rest_empty_shares",
@@ -376,6 +387,48 @@ def release_measurements(release: Release) -> list[Measurement]:
     return list(release.measurements)
 
 
+def protected_records_variance(release: Release) -> float:
+    """Var(n') of the discrete Laplace noise of the protected number of records, 2 e^-eps / (1 - e^-eps)^2 at
+    eps = epsilon_N, in records^2 (docs/design.md section 2.4); 0 when the manifest has no share
+    ``number_of_records`` (an SDS file: no variance known)."""
+    try:
+        eps = release.manifest.budget.share("number_of_records").epsilon
+    except Exception:  # noqa: BLE001 - a release without that share: no variance known
+        return 0.0
+    if not eps or eps <= 0:
+        return 0.0
+    q = math.exp(-float(eps))
+    return 2.0 * q / (1.0 - q) ** 2
+
+
+def number_of_records(release: Release, measurements: Sequence[Measurement]) -> tuple[float, float]:
+    """(N, Var(N)): the number of records the release estimates, in records, from two independent DP outputs: n'
+    (variance :func:`protected_records_variance`) and the inverse-variance mean T of the measured tables' sums
+    (:func:`~spark_dpsynth.estimation.estimate_total`, :func:`~spark_dpsynth.estimation.total_variance`), by their
+    inverse-variance mean (docs/design.md section 4.8, "Synthesizer"): at epsilon 1, n''s std is 283 records
+    (epsilon_N = 0.005), T's a few tens on a table of ten 1-way tables. n' alone (variance 0: its own noise is not
+    known) when the release has no whole measured table, T alone when it has no n'. Post-processing of the
+    release; N >= 1.
+
+    Args:
+        release: the release (its n' and its budget's share ``number_of_records``).
+        measurements: its measured marginals (:func:`release_measurements`).
+    """
+    n = release.manifest.protected_number_of_records
+    var_n = protected_records_variance(release) if n is not None else 0.0
+    try:
+        total, var_total = estimate_total(measurements), total_variance(measurements)
+    except InvalidParameterError:  # no whole measured table
+        return (float(n), var_n) if n is not None else (1.0, 0.0)
+    if n is None:
+        return total, var_total
+    if var_n <= 0.0:
+        return float(n), 0.0
+    weight_n, weight_total = 1.0 / var_n, 1.0 / var_total
+    mean = (weight_n * float(n) + weight_total * total) / (weight_n + weight_total)
+    return max(mean, 1.0), 1.0 / (weight_n + weight_total)
+
+
 def fit_release(
     release: Release, *, iterations: int = FIT_ITERATIONS, max_cells: int | None = None
 ) -> GraphicalModel:
@@ -413,6 +466,8 @@ class SamplingModel:
     """int64 (d,): each column's empty category code in the model's domain, -2 where it is absent."""
     shares: dict[int, float]
     """Per column, the probability a drawn empty-category cell is written empty (:func:`rest_empty_shares`)."""
+    records: float
+    """The number of records the release estimates (:func:`number_of_records`): the default synthetic size."""
 
     def in_model_domain(self, columns: tuple[str, ...], cells: np.ndarray) -> np.ndarray:
         """A table over the release's measurement cells of ``columns`` (axes in that order) restricted to the
@@ -477,9 +532,8 @@ def fit_for_sampling(
             f"or bins measured absent (below {EMPTY_Z:g} noise stds, or beyond a codebook's measured range): "
             f"the model is fitted without them",
         )
-    domain, measurements, kept = without_absent(
-        release_domain(release), release_measurements(release), absent
-    )
+    measured = release_measurements(release)
+    domain, measurements, kept = without_absent(release_domain(release), measured, absent)
     zeros = None
     if structural_zeros:
         index = {name: i for i, name in enumerate(domain.names)}
@@ -517,7 +571,7 @@ def fit_for_sampling(
             f"pgm: the empty category of {len(shares)} columns decoded as measured: empty at the measured rate in "
             f"{writes}, a released value (given the record's other columns) otherwise",
         )
-    return SamplingModel(model, kept, empty, shares)
+    return SamplingModel(model, kept, empty, shares, number_of_records(release, measured)[0])
 
 
 def sample_model(
@@ -544,9 +598,7 @@ def sample_model(
     model, kept, empty, shares = fitted.model, fitted.kept, fitted.empty, fitted.shares
     target = params.target_number_of_records
     if target is None:
-        n = release.manifest.protected_number_of_records
-        base = float(n) if n is not None else model.total
-        target = max(1, round(base * (params.aggregate_counts_scale_factor or 1.0)))
+        target = max(1, round(fitted.records * (params.aggregate_counts_scale_factor or 1.0)))
     seed = params.seed if params.seed is not None else secrets.randbits(63)
 
     block_rows = BLOCK_ROWS
@@ -587,9 +639,8 @@ def sample(
 
     Args:
         release: a release with measured marginals (``release.measurements``).
-        params: ``target_number_of_records`` (default: the protected number of records n', times
-            ``aggregate_counts_scale_factor`` when set; the model's estimated number of records when the
-            manifest has no n'), ``partitions`` P (default: the session's parallelism) and ``seed`` (None: drawn
+        params: ``target_number_of_records`` (default: the release's estimate of its number of records,
+            :func:`number_of_records`, times ``aggregate_counts_scale_factor`` when set), ``partitions`` P (default: the session's parallelism) and ``seed`` (None: drawn
             from ``secrets``); the other fields are ignored.
         spark: the session (DataFrame API only: Spark Connect works).
         release_dir: unused (the release holds everything it reads).

@@ -7,8 +7,10 @@ sampling and without reading the sensitive table (docs/design.md section 4.8, "A
 1. **The model.** The graphical model the ``pgm`` synthesizer samples from (:mod:`spark_dpsynth.synthesizers.pgm`:
    the cells measured absent taken out, Private-PGM's estimate, McKenna, Sheldon and Miklau, ICML 2019, section
    4). An answer is the model's probability of the query's cells, from its marginal over the query's columns
-   (exact junction-tree inference, :meth:`~spark_dpsynth.estimation.GraphicalModel.project`), times the release's
-   protected number of records n': what counting a synthetic table of n' records gives in expectation.
+   (exact junction-tree inference, :meth:`~spark_dpsynth.estimation.GraphicalModel.project`), times N, the
+   release's estimate of its number of records (:func:`~spark_dpsynth.synthesizers.pgm.number_of_records`: the
+   inverse-variance mean of the protected number n' and of the measured tables' sums): what counting the ``pgm``
+   synthesizer's table of N records gives in expectation.
 2. **Spark reads the SQL.** A small table of the query's columns' domain is built: one row per cell of the
    model's marginal over the columns the query names (found by Spark's analyser: a column is named when the query
    no longer analyses without it), each value decoded to the release's values in the input's types (a category
@@ -30,14 +32,16 @@ sampling and without reading the sensitive table (docs/design.md section 4.8, "A
    Wang and Sheldon, AISTATS 2022): R models refitted to measurements redrawn around the fitted model with
    their recorded noise stds; with p the answer's probability under the model and p_r under replicate r,
 
-       answer = n' p,    se^2 = n'^2 Var_r(p_r) + p^2 Var(n'),
+       answer = N p,    se^2 = N^2 Var_r(p_r) + p^2 Var(N),
 
-   Var(n') = 2 e^(-epsilon_N) / (1 - e^(-epsilon_N))^2, the variance of n''s discrete Laplace noise
-   (docs/design.md section 2.4), independent of the tables' noise. The bootstrap measures the noise's error,
+   Var(N) = 1 / (1 / Var(n') + 1 / Var(T)), Var(n') = 2 e^(-epsilon_N) / (1 - e^(-epsilon_N))^2 the variance of
+   n''s discrete Laplace noise (docs/design.md section 2.4) and Var(T) that of the tables' mean sum; taken as
+   independent of p (a share moves with a cell's noise less its share of the sum's: close to independent, exactly
+   so for an even table). The bootstrap measures the noise's error,
    not the model's: where the query's columns never were measured together (no measured clique holds them all)
    the answer also carries the model's error (its structure fills in what was not measured). The output says so
    in its ``measured_together`` column (False) and a warning, and its standard error adds that error as
-   n'^2 (kappa p)^2, kappa the model's relative error on marginals it was not fitted to, estimated by leaving
+   N^2 (kappa p)^2, kappa the model's relative error on marginals it was not fitted to, estimated by leaving
    each measured clique out in turn (:func:`~spark_dpsynth.estimation.uncertainty.model_error`; conservative,
    since the cliques left out are those the selection found the model missed most).
 
@@ -99,6 +103,7 @@ from spark_dpsynth.synthesizers._types import bin_intervals, restore_value
 from spark_dpsynth.synthesizers.pgm import (
     FIT_ITERATIONS,
     absent_cells,
+    number_of_records,
     release_domain,
     release_measurements,
     without_absent,
@@ -353,9 +358,7 @@ class ReleaseAnswers:
         self._bootstrap: Bootstrap | None = None
         self._model_error: float | None = None
         self.model: GraphicalModel = estimate(self.domain, self.measurements, iterations=FIT_ITERATIONS)
-        n = release.manifest.protected_number_of_records
-        self.records = float(n) if n is not None else self.model.total
-        self.records_variance = _records_variance(release) if n is not None else 0.0
+        self.records, self.records_variance = number_of_records(release, release_measurements(release))
 
     @property
     def bootstrap(self) -> Bootstrap:
@@ -390,7 +393,7 @@ class ReleaseAnswers:
 
         Returns:
             A DataFrame, one row per group as Spark returns them: the query's output columns, where each count
-            column ``n`` is a double (n' times the model's probability of the group's cells) followed by
+            column ``n`` is a double (N times the model's probability of the group's cells) followed by
             ``n_se`` (double, its standard error, in records), and a last boolean column
             :data:`MEASURED_TOGETHER` (False: the query's columns were never measured together, the answer also
             carries the model's error, and ``n_se`` adds its estimate kappa n). Group columns keep the types
@@ -715,19 +718,6 @@ def _analysed(spark: SparkSession, sql: str, what: str) -> DataFrame:
         first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
         raise InvalidParameterError(f"{what} does not analyse: {first[:300]}") from err
     return df
-
-
-def _records_variance(release: Release) -> float:
-    """Var(n') of the discrete Laplace noise of the protected number of records, 2 e^-eps / (1 - e^-eps)^2 at
-    eps = epsilon_N (docs/design.md section 2.4); 0 when the manifest has no share ``number_of_records``."""
-    try:
-        eps = release.manifest.budget.share("number_of_records").epsilon
-    except Exception:  # noqa: BLE001 - a release without that share (an SDS file): no variance known
-        return 0.0
-    if not eps or eps <= 0:
-        return 0.0
-    q = math.exp(-float(eps))
-    return 2.0 * q / (1.0 - q) ** 2
 
 
 _CACHE: OrderedDict[tuple[int, int, int, int], ReleaseAnswers] = OrderedDict()
