@@ -354,17 +354,20 @@ def signal_weights(
                 break
         place(members, amount)
 
+    def lattice_of(members: np.ndarray) -> None:
+        # the lattice a run's amount is spread on: its own, or the column's where the run's own is finer (its
+        # values that stood out alone were taken out)
+        nonlocal step
+        lattice = run_lattice(grid, members, rest[members], sums.sigma, laplace, values, points)
+        step = lattice[1] if lattice is not None else 0.0
+        step = column_step if column_step > 0.0 and (step == 0.0 or _multiple(column_step, step)) else step
+
     stood: list[np.ndarray] = []
     for members in standing_blocks(grid, rest, cells, sums, block_gaussian):
         stood.append(members)
         amount = sums.left(members, rest - weights, block_gaussian)[0]
         if amount > 0:
-            lattice = run_lattice(grid, members, rest[members], sums.sigma, laplace, values, points)
-            step = lattice[1] if lattice is not None else 0.0
-            # the column's lattice where the block's own is finer: its values that stood out alone were taken out
-            step = (
-                column_step if column_step > 0.0 and (step == 0.0 or _multiple(column_step, step)) else step
-            )
+            lattice_of(members)
             spread(members, amount)
     # beyond the outermost placed records on each side: the runs next out (the rest of the end's block of
     # magnitude, the next blocks), each tested at a level over those few runs, not over every block of the grid
@@ -375,14 +378,15 @@ def signal_weights(
             placed = cells[weights[cells] > 0]
             if len(placed) == 0:
                 break
-            runs = _runs_beyond(cells, keys, int(placed[-1] if outward else placed[0]), outward)
+            end = int(placed[-1] if outward else placed[0])
+            runs = _runs_beyond(cells, keys, end, outward)
             tested = [sums.left(run, rest - weights, reach) for run in runs]
             up = [i for i, (value, needed) in enumerate(tested) if value > needed]
             if not up:
                 break
-            step = 0.0
             for i in range(up[-1] + 1):
                 value, needed = tested[i]
+                lattice_of(runs[i])
                 if i in up:
                     stood.append(runs[i])
                     spread(runs[i], value)
@@ -390,6 +394,9 @@ def signal_weights(
                     # a run between the placed records and one beyond that stood out: its own noisy count
                     # less one std of its noise, as a measured half that does not stand out keeps
                     place(runs[i], value - needed / reach)
+            placed = cells[weights[cells] > 0]
+            if int(placed[-1] if outward else placed[0]) == end:
+                break  # nothing placed beyond the end (an amount spread over no value)
     stood.sort(key=lambda m: int(m[0]))
     return weights, stood
 
