@@ -43,7 +43,7 @@ __all__ = [
     "elimination_order",
     "estimate",
     "estimate_total",
-    "total_variance",
     "junction_tree_size",
     "maximal_cliques",
+    "total_variance",
 ]

@@ -10,16 +10,16 @@ counts), such as those of the ``workload`` mechanism. The stages (docs/design.md
    :func:`spark_dpsynth.estimation.estimate`: the graphical model whose clique marginals best fit every measured
    marginal (1-, 2-, 3-way and longer alike), each weighted by its noise precision 1/std^2. The number of records
    of the model is estimated from the tables' sums.
-2. **Sample, on the executors**: ``sample_partitions`` (docs/design.md section 4.3) runs one task per partition.
-   The target (by default the release's estimate of its number of records, the inverse-variance mean of n' and of
-   the tables' sums: :func:`number_of_records`) is cut into blocks of :data:`BLOCK_ROWS` records (the last one shorter), block b drawn from its own
-   generator (seed, b); partition p of P draws the blocks p B / P to (p + 1) B / P - 1 of the B blocks, one at a
-   time (a task holds one block), so the synthetic table, read in partition order, is the same rows in the same
-   order whatever P. A block is drawn from the model by ancestral sampling along its junction tree,
-   systematically (:meth:`GraphicalModel.sample` with ``rounded=True``): every group of the block's records
-   that share a separator value splits over the next clique's cells with counts within one of their expected
-   counts, so the output's marginals follow the model's closely; then decoded (stage 4) and put in random
-   order. Codes are decoded to the released values; the empty category is written as null (but see stage 4).
+2. **Sample, on the executors**: ``sample_partitions`` (docs/design.md section 4.3) runs one task per partition. The
+   target (by default the release's estimate of its number of records, the inverse-variance mean of n' and of the
+   tables' sums: :func:`number_of_records`) is cut into blocks of :data:`BLOCK_ROWS` records (the last one shorter),
+   block b drawn from its own generator (seed, b); partition p of P draws the blocks p B / P to (p + 1) B / P - 1 of
+   the B blocks, one at a time (a task holds one block), so the synthetic table, read in partition order, is the
+   same rows in the same order whatever P. A block is drawn from the model by ancestral sampling along its junction
+   tree, systematically (:meth:`GraphicalModel.sample` with ``rounded=True``): every group of the block's records
+   that share a separator value splits over the next clique's cells with counts within one of their expected counts,
+   so the output's marginals follow the model's closely; then decoded (stage 4) and put in random order. Codes are
+   decoded to the released values; the empty category is written as null (but see stage 4).
 3. **Empty cells, empty bins and a codebook's ends as measured** (done before stage 1): a column whose empty
    category is not significantly positive in its 1-way measurements (the inverse-variance mean of its 1-way
    tables' empty cell is below ``EMPTY_Z`` of its noise std) gets no empty cell, a binned number column no
