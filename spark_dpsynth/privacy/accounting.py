@@ -53,6 +53,7 @@ __all__ = [
     "EXACT_TAIL_MAX_SCALE",
     "adaptive_threshold",
     "laplace_threshold_discrete",
+    "discrete_laplace_variance",
 ]
 
 MAX_DERIVED_DELTA = 1e-3
@@ -540,6 +541,16 @@ def rho_1_threshold_discrete(sigma_1: float, sensitivity_1: int, delta: float) -
     while m > 1 and leak(m - 1) <= target:
         m -= 1
     return float(m)
+
+
+def discrete_laplace_variance(epsilon: float) -> float:
+    """The variance of discrete Laplace noise of scale 1 / ``epsilon`` (P(x) proportional to exp(-epsilon |x|)):
+    2 e^-epsilon / (1 - e^-epsilon)^2, in squared units of the count (Canonne, Kamath, Steinke 2020, section 2.2;
+    the noise of n', docs/design.md section 2.4); 0 when epsilon is not > 0 (no variance known)."""
+    if not epsilon > 0:
+        return 0.0
+    q = math.exp(-float(epsilon))
+    return 2.0 * q / (1.0 - q) ** 2
 
 
 def laplace_threshold_discrete(scale: float, new_values: int, delta: float) -> float:

@@ -82,6 +82,7 @@ import numpy as np
 from scipy import special
 
 from spark_dpsynth.errors import ReleaseError
+from spark_dpsynth.privacy.accounting import discrete_laplace_variance
 from spark_dpsynth.release.core import Release
 from spark_dpsynth.synthesizers._kernels import ipf
 
@@ -210,14 +211,6 @@ def _positive(value: float | None) -> float:
     return float(value)
 
 
-def _discrete_laplace_variance(epsilon: float) -> float:
-    """Variance of discrete Laplace noise of scale 1/epsilon: 2 e^-eps / (1 - e^-eps)^2 (0 if epsilon <= 0)."""
-    if not epsilon > 0:
-        return 0.0
-    a = math.exp(-epsilon)
-    return 2.0 * a / (1.0 - a) ** 2
-
-
 def _truncated_mean(q: np.ndarray, tau2: np.ndarray, s2: float, threshold: float) -> np.ndarray:
     """E[x | x ~ N(q, tau2), x + e <= threshold, e ~ N(0, s2)] (the mean of a censored normal; see the module).
 
@@ -255,7 +248,7 @@ class _Estimator:
         if measured:
             self.empty = np.array([float(measured.get(c, 0)) for c in release.columns], dtype=np.float64)
         eps_n = _positive(block.epsilon_n if block is not None else None)
-        self._number_of_records(float(release.protected_number_of_records), _discrete_laplace_variance(eps_n))
+        self._number_of_records(float(release.protected_number_of_records), discrete_laplace_variance(eps_n))
         self.tables: dict[Subset, np.ndarray] = {}
         self.previous: dict[Subset, np.ndarray] = {}
         self.maxent: dict[Subset, np.ndarray] = {}

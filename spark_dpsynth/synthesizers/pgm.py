@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -71,6 +70,7 @@ from spark_dpsynth.estimation import (
     total_variance,
 )
 from spark_dpsynth.params import SynthesisParams
+from spark_dpsynth.privacy.accounting import discrete_laplace_variance
 from spark_dpsynth.release.core import Release, one_way_means
 from spark_dpsynth.release.manifest import discovery_noise_std
 from spark_dpsynth.synthesizers._kernels import sample_partitions
@@ -395,10 +395,7 @@ def protected_records_variance(release: Release) -> float:
         eps = release.manifest.budget.share("number_of_records").epsilon
     except Exception:  # noqa: BLE001 - a release without that share: no variance known
         return 0.0
-    if not eps or eps <= 0:
-        return 0.0
-    q = math.exp(-float(eps))
-    return 2.0 * q / (1.0 - q) ** 2
+    return discrete_laplace_variance(float(eps or 0.0))
 
 
 def number_of_records(release: Release, measurements: Sequence[Measurement]) -> tuple[float, float]:
