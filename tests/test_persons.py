@@ -684,3 +684,32 @@ def test_assemble_persons_cuts_persons_from_the_pool_with_string_keys(spark) -> 
     assert set(out["pid"]) == {f"syn-{i}" for i in range(1, 10)}
     assert (out.groupby("pid")["region"].nunique() == 1).all()
     assert set(out[out["pid"].isin(sizes[sizes == 1].index)]["region"]) == {"a"}  # stratum 1's rows
+
+
+def test_assemble_persons_gives_a_short_stratums_persons_rows_of_other_strata(spark) -> None:
+    """Stratum 2 of the pool holds 3 rows where its persons need 3 seeds and 7 rows: the persons without a
+    seed of their own stratum take one of any stratum (the pool's first rows in random order), the rows still
+    wanted come from the spare rows of other strata, person columns written over. Every person has its rows,
+    one region each."""
+    pool = pd.DataFrame(
+        {
+            "region": ["a"] * 20 + ["b"] * 3,
+            "kind": [f"k{i % 3}" for i in range(23)],
+            "rows_per_person": ["1"] * 20 + ["2"] * 3,
+        }
+    )
+    block = {
+        "privacy_unit_column": "pid",
+        "max_rows_per_person": 2,
+        "person_columns": ["region"],
+        "key_type": "bigint",
+        "columns": ["pid", "region", "kind"],
+        "time_column": None,
+    }
+    wanted = np.array([4, 3, 1])  # 4 persons of 1 row; 3 of 2 and 1 of 3 (stratum 2: 4 seeds, 9 rows)
+    out = S.assemble_persons(spark.createDataFrame(pool), block, wanted, seed=3).toPandas()
+    sizes = out.groupby("pid").size()
+    assert sorted(sizes.tolist()) == [1, 1, 1, 1, 2, 2, 2, 3]
+    assert set(out["pid"]) == set(range(1, 9))
+    assert (out.groupby("pid")["region"].nunique() == 1).all()
+    assert len(out) == 4 + 6 + 3  # every slot filled

@@ -477,16 +477,22 @@ def assemble_persons(
         keep = [f"__p{i}" for i in range(len(person_cols))]
         as_p = [F.col(f"`{c}`").alias(f"__p{i}") for i, c in enumerate(person_cols)]
         # Seeds: the k-th person of stratum s takes the k-th pool row of s in random order: its person columns;
-        # a person whose stratum has too few rows takes a row of any stratum.
+        # a person whose stratum has too few rows takes a row of any stratum (the pool's first rows in random
+        # order: a top-k, never one partition holding the whole pool).
         by_stratum = pool.withColumn("__k", F.row_number().over(Window.partitionBy("__s").orderBy("__r")))
-        seeded = people.join(by_stratum.select("__s", "__k", "__g", *as_p), ["__s", "__k"], "left").drop(
-            "__k"
-        )
-        unseeded = seeded.where(F.col("__g").isNull()).select(
-            "__id", "__len", "__s", F.row_number().over(Window.orderBy("__id")).alias("__k")
-        )
-        anywhere = pool.select(F.row_number().over(Window.orderBy("__r")).alias("__k"), "__g", *as_p)
-        seeds = seeded.where(F.col("__g").isNotNull()).unionByName(unseeded.join(anywhere, "__k").drop("__k"))
+        held = dict(pool.groupBy("__s").count().collect())  # synthetic rows per stratum: at most L numbers
+        short = (persons["__k"] > persons["__s"].map(held).fillna(0)).to_numpy()
+        seeds = people.join(by_stratum.select("__s", "__k", "__g", *as_p), ["__s", "__k"]).drop("__k")
+        if short.any():
+            count = int(short.sum())
+            unseeded = persons.loc[short, ["__id", "__len", "__s"]].assign(**{"__k": np.arange(1, count + 1)})
+            anywhere = (
+                pool.orderBy("__r")
+                .limit(count)
+                .select(F.row_number().over(Window.orderBy("__r")).alias("__k"), "__g", *as_p)
+            )
+            unseeded = spark.createDataFrame(unseeded.astype("int64")).join(anywhere, "__k").drop("__k")
+            seeds = seeds.unionByName(unseeded)
         # Each person's slots i in its group (s, g): offsets cumulated in id order.
         group = Window.partitionBy("__s", "__g").orderBy("__id")
         seeds = seeds.withColumn(
@@ -562,6 +568,7 @@ def assemble_persons(
         if still.limit(1).count():
             report(progress, log, "persons: some strata of the pool ran short; their persons take other rows")
             rest = spare.join(second.select("__r"), "__r", "left_anti").drop(*person_cols)
+            rest = rest.orderBy("__r").limit(still.count())  # as many as needed: a top-k of the spare rows
             third = still.withColumn("__j", F.row_number().over(Window.orderBy("__id", "__i"))).join(
                 rest.withColumn("__j", F.row_number().over(Window.orderBy("__r"))).drop(
                     "__s", "__i", "__used"
