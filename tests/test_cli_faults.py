@@ -148,12 +148,14 @@ def _run_until(marker: str, signum: int, *, group: bool, out: Path) -> tuple[int
     return proc.returncode, rest, sent.is_set()
 
 
+# Each signal, each stage and each way of sending is in CI's `make test-slow`; the two other combinations of the
+# aggregation stage in `make test-long` (a pipeline run each).
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("marker", "signum", "group", "status", "kept"),
     [
-        ("workload: discovering", signal.SIGINT, True, 130, ()),
-        ("workload: discovering", signal.SIGTERM, True, 143, ()),
+        pytest.param("workload: discovering", signal.SIGINT, True, 130, (), marks=pytest.mark.long),
+        pytest.param("workload: discovering", signal.SIGTERM, True, 143, (), marks=pytest.mark.long),
         ("workload: discovering", signal.SIGTERM, False, 143, ()),
         ("pgm: sampling", signal.SIGTERM, True, 143, ("release",)),
         ("cell counts and metrics", signal.SIGINT, True, 130, ("release", "synthetic")),
@@ -299,6 +301,7 @@ def small_disk(tmp_path: Path):  # noqa: ANN201 - Iterator[Path]
 
 
 @pytest.mark.slow
+@pytest.mark.long  # CI's `make test-slow` has the same line in test_publish.py's full disk during the synthesis
 def test_a_full_disk_is_one_line_naming_the_output(small_disk: Path) -> None:
     out = small_disk / "o"
     result = subprocess.run(
