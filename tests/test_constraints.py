@@ -4,6 +4,7 @@ synthetic row satisfies, recorded in the manifest, fitted as structural zeros by
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 
 import numpy as np
@@ -141,6 +142,24 @@ def test_the_nist_configuration_declares_sdnist_s_rules(spark, shared_data) -> N
     df = spark.read.csv(str(shared_data / "nist_national2019.csv.gz"), header=True, inferSchema=False)
     check_rules(df, parsed.data.columns, rules)  # every column a rule names is in the data and the config
     assert set(rule_violations(df, rules).values()) == {0}  # the real records satisfy them
+
+
+def test_the_demographic_configuration_keeps_every_rule_on_its_columns() -> None:
+    """conf/nist_acs_demographic.toml: the rules of conf/nist_acs.toml that read only its ten columns, all of them,
+    with the same codes."""
+    full = tomllib.loads((ROOT / "conf" / "nist_acs.toml").read_text())
+    ten = tomllib.loads((ROOT / "conf" / "nist_acs_demographic.toml").read_text())
+    columns = set(ten["data"]["columns"])
+    everywhere = set(full["data"]["columns"])
+
+    def reads(rule: str) -> set[str]:
+        return {c for c in everywhere if re.search(rf"\b{c}\b", rule)}
+
+    assert all(reads(rule) <= columns for rule in ten["constraints"]["rules"])
+    assert ten["constraints"]["rules"] == [r for r in full["constraints"]["rules"] if reads(r) <= columns]
+    assert ten["data"]["domains"] == {c: v for c, v in full["data"]["domains"].items() if c in columns}
+    assert ten["data"]["bins"]["AGEP"] == full["data"]["bins"]["AGEP"]
+    assert parse_config(ten).constraints == tuple(ten["constraints"]["rules"])
 
 
 # ------------------------------------------------------------------------------------------ UCI Adult
