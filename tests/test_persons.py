@@ -658,6 +658,18 @@ def test_the_distinct_plan_serves_the_persons_of_fewest_rows_first(spark) -> Non
     assert out.count() == 0
 
 
+def _assembly_block(key_type: str) -> dict:
+    """A release's ``persons`` block for a hand-made pool: key pid, L = 2, person column region, a kind per row."""
+    return {
+        "privacy_unit_column": "pid",
+        "max_rows_per_person": 2,
+        "person_columns": ["region"],
+        "key_type": key_type,
+        "columns": ["pid", "region", "kind"],
+        "time_column": None,
+    }
+
+
 def test_assemble_persons_cuts_persons_from_the_pool_with_string_keys(spark) -> None:
     """A hand-made pool (post-processing only): stratum 1 holds one region, stratum 2 two; persons of 1, 2 and
     3 rows (3 rows: stratum 2 with L = 2). Every person gets its rows, one region each, a "syn-" key."""
@@ -668,14 +680,7 @@ def test_assemble_persons_cuts_persons_from_the_pool_with_string_keys(spark) -> 
             "rows_per_person": ["1"] * 6 + ["2"] * 40,
         }
     )
-    block = {
-        "privacy_unit_column": "pid",
-        "max_rows_per_person": 2,
-        "person_columns": ["region"],
-        "key_type": "string",
-        "columns": ["pid", "region", "kind"],
-        "time_column": None,
-    }
+    block = _assembly_block("string")
     wanted = np.array([3, 4, 2])  # 3 persons of 1 row, 4 of 2, 2 of 3
     out = S.assemble_persons(spark.createDataFrame(pool), block, wanted, seed=5).toPandas()
     assert list(out.columns) == ["pid", "region", "kind"]
@@ -687,8 +692,8 @@ def test_assemble_persons_cuts_persons_from_the_pool_with_string_keys(spark) -> 
 
 
 def test_assemble_persons_gives_a_short_stratums_persons_rows_of_other_strata(spark) -> None:
-    """Stratum 2 of the pool holds 3 rows where its persons need 3 seeds and 7 rows: the persons without a
-    seed of their own stratum take one of any stratum (the pool's first rows in random order), the rows still
+    """Stratum 2 of the pool holds 3 rows where its persons need 4 seeds and 9 rows: the person without a
+    seed of its own stratum takes one of any stratum (the pool's first rows in random order), the rows still
     wanted come from the spare rows of other strata, person columns written over. Every person has its rows,
     one region each."""
     pool = pd.DataFrame(
@@ -698,14 +703,7 @@ def test_assemble_persons_gives_a_short_stratums_persons_rows_of_other_strata(sp
             "rows_per_person": ["1"] * 20 + ["2"] * 3,
         }
     )
-    block = {
-        "privacy_unit_column": "pid",
-        "max_rows_per_person": 2,
-        "person_columns": ["region"],
-        "key_type": "bigint",
-        "columns": ["pid", "region", "kind"],
-        "time_column": None,
-    }
+    block = _assembly_block("bigint")
     wanted = np.array([4, 3, 1])  # 4 persons of 1 row; 3 of 2 and 1 of 3 (stratum 2: 4 seeds, 9 rows)
     out = S.assemble_persons(spark.createDataFrame(pool), block, wanted, seed=3).toPandas()
     sizes = out.groupby("pid").size()

@@ -565,10 +565,11 @@ def assemble_persons(
         parts = [first, overwritten(second)]
         # Slots whose stratum ran short: rows of any stratum no slot took (a single ordering: rare, logged).
         still = open_slots.join(second.select("__id", "__i"), ["__id", "__i"], "left_anti")
-        if still.limit(1).count():
+        wanting = still.count()  # synthetic slots
+        if wanting:
             report(progress, log, "persons: some strata of the pool ran short; their persons take other rows")
             rest = spare.join(second.select("__r"), "__r", "left_anti").drop(*person_cols)
-            rest = rest.orderBy("__r").limit(still.count())  # as many as needed: a top-k of the spare rows
+            rest = rest.orderBy("__r").limit(wanting)  # as many as needed: a top-k of the spare rows
             third = still.withColumn("__j", F.row_number().over(Window.orderBy("__id", "__i"))).join(
                 rest.withColumn("__j", F.row_number().over(Window.orderBy("__r"))).drop(
                     "__s", "__i", "__used"
